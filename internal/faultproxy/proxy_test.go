@@ -1,0 +1,80 @@
+package faultproxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, msg string) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(msg + "\n")); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
+}
+
+func TestProxyForwardsCutsAndHeals(t *testing.T) {
+	p, err := New(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
+		t.Fatalf("through proxy: %q, %v", got, err)
+	}
+
+	p.Cut()
+	// The open connection is gone: a read sees EOF or a reset.
+	if _, err := roundTrip(c, "again"); err == nil {
+		t.Fatal("connection survived Cut")
+	}
+	// New connections are accepted by the kernel but closed at once.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err == nil {
+		_ = c2.SetDeadline(time.Now().Add(5 * time.Second))
+		_, rerr := c2.Read(make([]byte, 1))
+		var ne net.Error
+		if rerr == nil || (errors.As(rerr, &ne) && ne.Timeout()) {
+			t.Fatalf("new connection during Cut was not closed: %v", rerr)
+		}
+		_ = c2.Close()
+	}
+
+	p.Heal()
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if got, err := roundTrip(c3, "back"); err != nil || got != "back\n" {
+		t.Fatalf("after Heal: %q, %v", got, err)
+	}
+}

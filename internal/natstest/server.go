@@ -1,0 +1,97 @@
+package natstest
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Server is an embedded nats-server with JetStream, owned by one test.
+type Server struct {
+	tb   testing.TB
+	opts server.Options
+	srv  *server.Server
+}
+
+// Option changes the server options before the first start.
+type Option func(*server.Options)
+
+// Start runs a JetStream server on 127.0.0.1 with a random port and a store
+// in a temp dir; it is shut down when the test ends.
+func Start(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	o := server.Options{
+		Host:               "127.0.0.1",
+		Port:               server.RANDOM_PORT,
+		JetStream:          true,
+		StoreDir:           tb.TempDir(),
+		NoLog:              true,
+		NoSigs:             true,
+		MaxPayload:         1 << 20,
+		JetStreamMaxMemory: 256 << 20,
+		JetStreamMaxStore:  4 << 30,
+	}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	s := &Server{tb: tb, opts: o}
+	s.start()
+	// Keep the port across restarts.
+	s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start() {
+	s.tb.Helper()
+	o := s.opts
+	srv, err := server.NewServer(&o)
+	if err != nil {
+		s.tb.Fatalf("natstest: new server: %v", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		s.tb.Fatalf("natstest: server not ready within 10s")
+	}
+	s.srv = srv
+}
+
+// URL is the client URL, nats://127.0.0.1:<port>.
+func (s *Server) URL() string {
+	return "nats://" + net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port))
+}
+
+// Addr is the host:port the server listens on.
+func (s *Server) Addr() string { return net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)) }
+
+// StoreDir is the JetStream store directory.
+func (s *Server) StoreDir() string { return s.opts.StoreDir }
+
+// Server returns the running server (nil while stopped).
+func (s *Server) Server() *server.Server { return s.srv }
+
+// Stop shuts the server down; it is safe to call twice.
+func (s *Server) Stop() {
+	if s.srv == nil {
+		return
+	}
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	s.srv = nil
+}
+
+// Restart stops the server if it runs and starts it again on the same port
+// and store.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	s.Stop()
+	s.start()
+}
+
+// String describes the server for test logs.
+func (s *Server) String() string { return fmt.Sprintf("nats-server at %s (store %s)", s.URL(), s.opts.StoreDir) }

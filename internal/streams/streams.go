@@ -1,0 +1,165 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Defaults.
+const (
+	// DefaultCommandMaxAge keeps commands for agents offline this long.
+	DefaultCommandMaxAge = 7 * 24 * time.Hour
+	// DefaultEventMaxAge keeps state-change events this long.
+	DefaultEventMaxAge = 7 * 24 * time.Hour
+	// DefaultDuplicates is the de-duplication window of report and command Msg-Ids.
+	DefaultDuplicates = 2 * time.Hour
+	// DefaultLeaseTTL is the bucket TTL of ax_leases.
+	DefaultLeaseTTL = 10 * time.Second
+)
+
+// ErrConfig marks an invalid Config.
+var ErrConfig = errors.New("invalid streams config")
+
+// Config says how to create the streams and buckets.
+type Config struct {
+	// Replicas is the replica count of every stream and bucket (1 or 3, or 5).
+	Replicas int
+	// Memory puts streams in memory instead of files (tests, benchmarks).
+	Memory bool
+	// CommandMaxAge, EventMaxAge, Duplicates and LeaseTTL override the defaults when > 0.
+	CommandMaxAge time.Duration
+	EventMaxAge   time.Duration
+	Duplicates    time.Duration
+	LeaseTTL      time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.CommandMaxAge == 0 {
+		c.CommandMaxAge = DefaultCommandMaxAge
+	}
+	if c.EventMaxAge == 0 {
+		c.EventMaxAge = DefaultEventMaxAge
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = DefaultDuplicates
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	return c
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	if c.Replicas < 0 || c.Replicas > 5 {
+		return fmt.Errorf("%w: replicas: must be between 1 and 5, got %d", ErrConfig, c.Replicas)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"command_max_age", c.CommandMaxAge}, {"event_max_age", c.EventMaxAge}, {"duplicates", c.Duplicates}, {"lease_ttl", c.LeaseTTL}} {
+		if f.d < 0 {
+			return fmt.Errorf("%w: %s: must not be negative", ErrConfig, f.name)
+		}
+	}
+	return nil
+}
+
+// Buckets are the KV buckets of ax, opened by Ensure.
+type Buckets struct {
+	Jobs, Execs, Idem, Agents, Leases jetstream.KeyValue
+}
+
+func (c Config) storage() jetstream.StorageType {
+	if c.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// StreamConfigs returns the configs of AX_CMD, AX_RPT and AX_EVT.
+func (c Config) StreamConfigs() []jetstream.StreamConfig {
+	c = c.withDefaults()
+	return []jetstream.StreamConfig{
+		{
+			Name:        protocol.StreamCommands,
+			Description: "ax controller → agent commands",
+			Subjects:    []string{protocol.SubjectCommandsAll},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      c.CommandMaxAge,
+			MaxMsgSize:  protocol.MaxMessageSize,
+			Storage:     c.storage(),
+			Replicas:    c.Replicas,
+			Duplicates:  c.Duplicates,
+		},
+		{
+			Name:        protocol.StreamReports,
+			Description: "ax agent → controller reports",
+			Subjects:    []string{protocol.SubjectReportsAll},
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxMsgSize:  protocol.MaxMessageSize,
+			Storage:     c.storage(),
+			Replicas:    c.Replicas,
+			Duplicates:  c.Duplicates,
+		},
+		{
+			Name:        protocol.StreamEvents,
+			Description: "ax execution state-change events",
+			Subjects:    []string{protocol.SubjectEventsAll},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      c.EventMaxAge,
+			MaxMsgSize:  protocol.MaxMessageSize,
+			Storage:     c.storage(),
+			Replicas:    c.Replicas,
+			Duplicates:  c.Duplicates,
+		},
+	}
+}
+
+// KVConfigs returns the configs of the KV buckets.
+func (c Config) KVConfigs() []jetstream.KeyValueConfig {
+	c = c.withDefaults()
+	kv := func(name, desc string, history uint8, ttl time.Duration) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{Bucket: name, Description: desc, History: history, TTL: ttl,
+			Storage: c.storage(), Replicas: c.Replicas, MaxValueSize: protocol.MaxMessageSize}
+	}
+	return []jetstream.KeyValueConfig{
+		kv(protocol.BucketJobs, "ax job specs", 1, 0),
+		kv(protocol.BucketExecs, "ax executions", 1, 0),
+		kv(protocol.BucketIdem, "ax idempotency keys", 1, 0),
+		kv(protocol.BucketAgents, "ax agents", 1, 0),
+		kv(protocol.BucketLeases, "ax leases", 1, c.LeaseTTL),
+	}
+}
+
+// Ensure creates or updates the streams and buckets; calling it again with
+// the same config changes nothing.
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, error) {
+	if err := cfg.Validate(); err != nil {
+		return Buckets{}, err
+	}
+	for _, sc := range cfg.StreamConfigs() {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return Buckets{}, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+		}
+	}
+	var b Buckets
+	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases}
+	for i, kc := range cfg.KVConfigs() {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
+		if err != nil {
+			return Buckets{}, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
+		}
+		*dst[i] = kv
+	}
+	return b, nil
+}

@@ -1,0 +1,94 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+)
+
+// MaxMessageSize bounds every wire message and API body (64 KiB).
+const MaxMessageSize = 64 << 10
+
+// Encode marshals a message after validating it, so that nothing invalid is
+// ever sent. v must be one of the message types of this package.
+func Encode(m interface{ Validate() error }) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fieldErrf(ErrInvalid, "", "encode: %v", err)
+	}
+	if len(b) > MaxMessageSize {
+		return nil, fieldErrf(ErrTooLarge, "", "message is %d bytes, at most %d allowed", len(b), MaxMessageSize)
+	}
+	return b, nil
+}
+
+// decode checks size and version, then strictly unmarshals data into m and
+// validates it.
+func decode[M interface{ Validate() error }](data []byte, m M) error {
+	if len(data) > MaxMessageSize {
+		return fieldErrf(ErrTooLarge, "", "message is %d bytes, at most %d allowed", len(data), MaxMessageSize)
+	}
+	var head struct {
+		V json.RawMessage `json:"v"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return jsonErr(err)
+	}
+	var v int
+	if len(head.V) > 0 {
+		if err := json.Unmarshal(head.V, &v); err != nil {
+			return fieldErr(ErrVersion, "v", "must be an integer")
+		}
+	}
+	if err := checkVersion(v); err != nil {
+		return err
+	}
+	if err := strictUnmarshal(data, m); err != nil {
+		return err
+	}
+	return m.Validate()
+}
+
+// strictUnmarshal unmarshals exactly one JSON value, rejecting unknown
+// fields and trailing data, and turns json errors into *FieldError.
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonErr(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalid("", "trailing data after the JSON value")
+	}
+	return nil
+}
+
+// jsonErr converts an encoding/json error into a *FieldError naming the field.
+func jsonErr(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "(root)"
+		}
+		return invalid(field, "must be a %s, got JSON %s", te.Type, te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return invalid("", "malformed JSON at byte %d: %v", se.Offset, se)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return invalid("", "empty or truncated JSON")
+	}
+	// encoding/json reports unknown fields only as text: `json: unknown field "x"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return invalid(strings.Trim(name, `"`), "unknown field")
+	}
+	// Errors from a field's own UnmarshalJSON (Duration) carry no field name.
+	return invalid("", "%v", err)
+}

@@ -1,0 +1,69 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes as a Go duration string
+// ("30s", "5m", "1h30m") in JSON and YAML. A bare JSON number is read as
+// nanoseconds only when it is 0.
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String returns the Go duration string.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string such as "30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "0" || string(b) == "null" {
+		*d = 0
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return durationTypeErr(truncate(string(b), 32))
+	}
+	if err := d.parse(s); err != nil {
+		// An *UnmarshalTypeError gets the field path filled in by encoding/json.
+		return durationTypeErr(fmt.Sprintf("%q", truncate(s, 32)))
+	}
+	return nil
+}
+
+func durationTypeErr(value string) error {
+	return &json.UnmarshalTypeError{Value: value + " (want a duration such as \"30s\" or \"5m\")", Type: reflect.TypeFor[time.Duration]()}
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// UnmarshalText reads a duration string (used by YAML decoders and flags).
+func (d *Duration) UnmarshalText(b []byte) error { return d.parse(string(b)) }
+
+func (d *Duration) parse(s string) error {
+	if s == "" {
+		*d = 0
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as \"30s\" or \"5m\"", truncate(s, 32))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,71 @@
+package protocol
+
+import (
+	"time"
+
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// Event is a state-change event on ax.evt.<STATE>.<job_id>. Anyone can
+// subscribe with a plain NATS client: alerting to FAILED and RETRY_WAITING,
+// monitoring to RUNNING and SUCCESS.
+type Event struct {
+	V       int    `json:"v"`
+	JobID   string `json:"job_id"`
+	ExecID  string `json:"exec_id"`
+	Attempt int    `json:"attempt"`
+	From    State  `json:"from,omitempty"`
+	To      State  `json:"to"`
+	// Reason says why (e.g. "agent_lost", "attempts_exhausted", "overlap").
+	Reason  string        `json:"reason,omitempty"`
+	At      time.Time     `json:"at"`
+	Agent   string        `json:"agent,omitempty"`
+	Outcome retry.Outcome `json:"outcome,omitempty"`
+	Result  *retry.Result `json:"result,omitempty"`
+	// NextAttemptAt is set on RETRY_WAITING.
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+}
+
+// Validate checks an event.
+func (e Event) Validate() error {
+	if err := checkVersion(e.V); err != nil {
+		return err
+	}
+	if err := ValidateJobID("job_id", e.JobID); err != nil {
+		return err
+	}
+	jobID, _, err := ParseExecID("exec_id", e.ExecID)
+	if err != nil {
+		return err
+	}
+	if jobID != e.JobID {
+		return invalid("exec_id", "%q does not belong to job %q", e.ExecID, e.JobID)
+	}
+	if e.Attempt < 1 || e.Attempt > MaxAttempt {
+		return invalid("attempt", "must be between 1 and %d, got %d", MaxAttempt, e.Attempt)
+	}
+	if e.From != "" && !e.From.Valid() {
+		return invalid("from", "unknown state %q", e.From)
+	}
+	if !e.To.Valid() {
+		return invalid("to", "unknown state %q", e.To)
+	}
+	if e.At.IsZero() {
+		return invalid("at", "is required")
+	}
+	if e.Agent != "" {
+		if err := ValidateName("agent", e.Agent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeEvent decodes and validates an event.
+func DecodeEvent(data []byte) (Event, error) {
+	var e Event
+	if err := decode(data, &e); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}

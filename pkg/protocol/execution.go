@@ -1,0 +1,80 @@
+package protocol
+
+import (
+	"time"
+
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// Execution is one firing of a job as the controller records it (KV
+// ax_execs) and shows it (API, CLI). Attempts count within it.
+type Execution struct {
+	ExecID  string `json:"exec_id"`
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+	State   State  `json:"state"`
+	// Agent is the agent that ran (or will run) the current attempt.
+	Agent       string    `json:"agent,omitempty"`
+	ScheduledAt time.Time `json:"scheduled_at"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// TriggeredAt, StartedAt and FinishedAt are the agent-reported times of the current attempt.
+	TriggeredAt time.Time `json:"triggered_at,omitzero"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	FinishedAt  time.Time `json:"finished_at,omitzero"`
+	// NextAttemptAt is when a RETRY_WAITING execution runs its next attempt.
+	NextAttemptAt time.Time     `json:"next_attempt_at,omitzero"`
+	Outcome       retry.Outcome `json:"outcome,omitempty"`
+	Result        *retry.Result `json:"result,omitempty"`
+	// Reason explains the last transition ("attempts_exhausted", "agent_lost", "overlap", ...).
+	Reason string `json:"reason,omitempty"`
+	// Suspect marks an execution whose handler may have had its effect
+	// although it did not report success (a timeout not retried).
+	Suspect bool `json:"suspect,omitempty"`
+	// Epoch is the lease epoch of the current attempt (group jobs).
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Shard is the broadcast slot (mode all jobs).
+	Shard *ShardSlot `json:"shard,omitempty"`
+	// Lag is how late the current attempt started after its scheduled time.
+	Lag Duration `json:"lag,omitempty"`
+	// Duration is the run time of the last finished attempt.
+	Duration Duration `json:"duration,omitempty"`
+}
+
+// AgentInfo is what the controller knows of an agent (KV ax_agents, API, CLI).
+type AgentInfo struct {
+	Agent    string            `json:"agent"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Handlers []string          `json:"handlers,omitempty"`
+	Version  string            `json:"version,omitempty"`
+	OS       string            `json:"os,omitempty"`
+	Arch     string            `json:"arch,omitempty"`
+	// Online is true while heartbeats arrive within the controller's offline timeout.
+	Online       bool      `json:"online"`
+	RegisteredAt time.Time `json:"registered_at"`
+	LastSeen     time.Time `json:"last_seen"`
+	Stats        Stats     `json:"stats"`
+	// ClockOffset is controller time minus agent time, as last measured.
+	ClockOffset Duration `json:"clock_offset,omitempty"`
+	// Leases are the group-job leases the agent holds.
+	Leases []HeldLease `json:"leases,omitempty"`
+	// Revoked agents may not connect.
+	Revoked bool `json:"revoked,omitempty"`
+}
+
+// APIError is the body of every HTTP API error:
+// {"error":{"code":"invalid","message":"schedule.cron: ...","field":"schedule.cron"}}.
+type APIError struct {
+	Error APIErrorBody `json:"error"`
+}
+
+// APIErrorBody is the inside of APIError.
+type APIErrorBody struct {
+	// Code is a machine-readable word: invalid, not_found, already_exists,
+	// conflict, too_large, unauthorized, forbidden, unavailable, internal.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	// ID is the existing job's id on already_exists.
+	ID string `json:"id,omitempty"`
+}

@@ -1,0 +1,133 @@
+package protocol
+
+import (
+	"time"
+
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// ReportKind names an agent's local step of an execution.
+type ReportKind string
+
+// Report kinds.
+const (
+	// ReportTriggered: the execution was fired (a periodic fire the agent made, or a run command's run_at reached).
+	ReportTriggered ReportKind = "triggered"
+	// ReportRunning: a handler started the attempt.
+	ReportRunning ReportKind = "running"
+	// ReportFinished: the attempt ended; Outcome and Result say how.
+	ReportFinished ReportKind = "finished"
+	// ReportSkipped: the fire was dropped (overlap=forbid, misfire=skip); Reason says which.
+	ReportSkipped ReportKind = "skipped"
+	// ReportInterrupted: the agent restarted while the attempt ran (retryable).
+	ReportInterrupted ReportKind = "interrupted"
+)
+
+// MaxMessageLen bounds a result message (stdout/stderr tails, panic stacks).
+const MaxMessageLen = 16 << 10
+
+// Report is a message on ax.rpt.<shard>.<agent>, published from the agent's
+// outbox with Nats-Msg-Id = MsgID().
+type Report struct {
+	V           int        `json:"v"`
+	Agent       string     `json:"agent"`
+	JobID       string     `json:"job_id"`
+	ExecID      string     `json:"exec_id"`
+	Attempt     int        `json:"attempt"`
+	Kind        ReportKind `json:"kind"`
+	ScheduledAt time.Time  `json:"scheduled_at"`
+	// At is when the step happened, on the agent's clock corrected by its offset.
+	At time.Time `json:"at"`
+	// Epoch is the lease epoch the agent fired under (group jobs); 0 otherwise.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Outcome and Result are set on finished reports.
+	Outcome retry.Outcome `json:"outcome,omitempty"`
+	Result  *retry.Result `json:"result,omitempty"`
+	// Duration is the attempt's run time (finished reports).
+	Duration Duration `json:"duration,omitempty"`
+	// Lag is how late the attempt was dequeued after its scheduled time (running reports).
+	Lag Duration `json:"lag,omitempty"`
+	// Reason says why a fire was skipped or an attempt interrupted.
+	Reason string `json:"reason,omitempty"`
+	// Shard is set on broadcast jobs: which slot of the group this agent is.
+	Shard *ShardSlot `json:"shard,omitempty"`
+}
+
+// MsgID returns the report's JetStream message id, exec_id/attempt/kind.
+func (r Report) MsgID() string { return ReportMsgID(r.ExecID, r.Attempt, r.Kind) }
+
+// Validate checks a report.
+func (r Report) Validate() error {
+	if err := checkVersion(r.V); err != nil {
+		return err
+	}
+	if err := ValidateName("agent", r.Agent); err != nil {
+		return err
+	}
+	if err := ValidateJobID("job_id", r.JobID); err != nil {
+		return err
+	}
+	jobID, _, err := ParseExecID("exec_id", r.ExecID)
+	if err != nil {
+		return err
+	}
+	if jobID != r.JobID {
+		return invalid("exec_id", "%q does not belong to job %q", r.ExecID, r.JobID)
+	}
+	if r.Attempt < 1 || r.Attempt > MaxAttempt {
+		return invalid("attempt", "must be between 1 and %d, got %d", MaxAttempt, r.Attempt)
+	}
+	if r.At.IsZero() {
+		return invalid("at", "is required")
+	}
+	if len(r.Reason) > 256 {
+		return invalid("reason", "is longer than 256 bytes")
+	}
+	switch r.Kind {
+	case ReportTriggered, ReportRunning, ReportSkipped, ReportInterrupted:
+		if r.Outcome != "" || r.Result != nil {
+			return invalid("outcome", "is only valid on finished reports")
+		}
+	case ReportFinished:
+		if err := validateOutcome(r.Outcome); err != nil {
+			return err
+		}
+		if r.Result == nil {
+			return invalid("result", "is required on finished reports")
+		}
+		if len(r.Result.Message) > MaxMessageLen {
+			return invalid("result.message", "is %d bytes, at most %d allowed", len(r.Result.Message), MaxMessageLen)
+		}
+	case "":
+		return invalid("kind", "is required")
+	default:
+		return invalid("kind", "unknown report kind %q", r.Kind)
+	}
+	if r.Duration < 0 {
+		return invalid("duration", "must not be negative")
+	}
+	if r.Shard != nil && (r.Shard.Total < 1 || r.Shard.Index < 0 || r.Shard.Index >= r.Shard.Total) {
+		return invalid("shard", "index %d of total %d is out of range", r.Shard.Index, r.Shard.Total)
+	}
+	return nil
+}
+
+func validateOutcome(o retry.Outcome) error {
+	switch o {
+	case retry.OutcomeSuccess, retry.OutcomeFailure, retry.OutcomeTimeout, retry.OutcomePanic,
+		retry.OutcomeInterrupted, retry.OutcomeAgentLost, retry.OutcomeCancelled:
+		return nil
+	case "":
+		return invalid("outcome", "is required on finished reports")
+	}
+	return invalid("outcome", "unknown outcome %q", o)
+}
+
+// DecodeReport decodes and validates a report.
+func DecodeReport(data []byte) (Report, error) {
+	var r Report
+	if err := decode(data, &r); err != nil {
+		return Report{}, err
+	}
+	return r, nil
+}

@@ -1,0 +1,75 @@
+package protocol
+
+import (
+	"hash/fnv"
+	"strconv"
+)
+
+// Stream names, subjects and KV buckets (DESIGN §4).
+const (
+	// StreamCommands holds controller → agent commands on ax.cmd.<agent>.
+	StreamCommands = "AX_CMD"
+	// StreamReports holds agent → controller reports on ax.rpt.<shard>.<agent> (work-queue).
+	StreamReports = "AX_RPT"
+	// StreamEvents holds state-change events on ax.evt.<state>.<job>.
+	StreamEvents = "AX_EVT"
+
+	// SubjectCommandsAll matches every command subject.
+	SubjectCommandsAll = "ax.cmd.>"
+	// SubjectReportsAll matches every report subject.
+	SubjectReportsAll = "ax.rpt.>"
+	// SubjectEventsAll matches every event subject.
+	SubjectEventsAll = "ax.evt.>"
+	// SubjectRegisterAll matches every registration request.
+	SubjectRegisterAll = "ax.reg.*"
+	// SubjectHeartbeatAll matches every heartbeat request.
+	SubjectHeartbeatAll = "ax.hb.*"
+
+	// BucketJobs holds job specs by job id.
+	BucketJobs = "ax_jobs"
+	// BucketExecs holds executions by exec id.
+	BucketExecs = "ax_execs"
+	// BucketIdem maps idempotency keys to job ids (Create is the unique constraint).
+	BucketIdem = "ax_idem"
+	// BucketAgents holds agent registrations and liveness.
+	BucketAgents = "ax_agents"
+	// BucketLeases holds group-job and shard leases (bucket TTL, History 1).
+	BucketLeases = "ax_leases"
+
+	// DefaultShards is the default number of report shards.
+	DefaultShards = 16
+	// MaxShards bounds the shard count.
+	MaxShards = 1024
+)
+
+// CommandSubject is the subject of commands to one agent.
+func CommandSubject(agent string) string { return "ax.cmd." + agent }
+
+// ReportSubject is the subject an agent publishes a report of shard to.
+func ReportSubject(shard int, agent string) string {
+	return "ax.rpt." + strconv.Itoa(shard) + "." + agent
+}
+
+// ReportShardSubject matches every report of one shard.
+func ReportShardSubject(shard int) string { return "ax.rpt." + strconv.Itoa(shard) + ".>" }
+
+// EventSubject is the subject of a state-change event.
+func EventSubject(state State, jobID string) string { return "ax.evt." + string(state) + "." + jobID }
+
+// RegisterSubject is the registration request subject of an agent.
+func RegisterSubject(agent string) string { return "ax.reg." + agent }
+
+// HeartbeatSubject is the heartbeat request subject of an agent.
+func HeartbeatSubject(agent string) string { return "ax.hb." + agent }
+
+// InboxPrefix is the reply-inbox prefix of an agent. Agents use it instead of
+// _INBOX so that their permissions can be limited to their own replies.
+func InboxPrefix(agent string) string { return "_INBOX_ax." + agent }
+
+// Shard returns the shard of a job: FNV-1a of the job id modulo shards.
+// shards must be ≥ 1.
+func Shard(jobID string, shards int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(jobID))
+	return int(h.Sum32() % uint32(shards))
+}
