@@ -94,4 +94,6 @@ func (s *Server) Restart() {
 }
 
 // String describes the server for test logs.
-func (s *Server) String() string { return fmt.Sprintf("nats-server at %s (store %s)", s.URL(), s.opts.StoreDir) }
+func (s *Server) String() string {
+	return fmt.Sprintf("nats-server at %s (store %s)", s.URL(), s.opts.StoreDir)
+}
