@@ -177,7 +177,9 @@ func (j Job) Validate() error {
 	if j.Timeout < 0 || j.Timeout.D() > MaxTimeout {
 		return invalid("timeout", "must be between 0 and %s, got %s", MaxTimeout, j.Timeout)
 	}
-	if err := j.Retry.Policy().Validate(); err != nil {
+	// Zero fields take their defaults first, so that "max_attempts: 3, base: 50ms"
+	// without max is valid (max defaults to max(5m, base)).
+	if err := j.Retry.Policy().WithDefaults().Validate(); err != nil {
 		return fromPkg(err)
 	}
 	if err := j.Misfire.Misfire().Validate(); err != nil {

@@ -22,9 +22,11 @@ func TestJobValidateAcceptsGood(t *testing.T) {
 		"retry": func(j *Job) {
 			j.Retry = RetrySpec{MaxAttempts: 3, Base: Duration(time.Second), Max: Duration(time.Minute)}
 		},
-		"payload string": func(j *Job) { j.Payload = json.RawMessage(`"x"`) },
-		"no payload":     func(j *Job) { j.Payload = nil },
-		"max payload":    func(j *Job) { j.Payload = json.RawMessage(`"` + strings.Repeat("a", MaxPayloadSize-2) + `"`) },
+		"retry base only": func(j *Job) { j.Retry = RetrySpec{MaxAttempts: 3, Base: Duration(50 * time.Millisecond)} },
+		"retry big base":  func(j *Job) { j.Retry = RetrySpec{MaxAttempts: 3, Base: Duration(time.Hour)} },
+		"payload string":  func(j *Job) { j.Payload = json.RawMessage(`"x"`) },
+		"no payload":      func(j *Job) { j.Payload = nil },
+		"max payload":     func(j *Job) { j.Payload = json.RawMessage(`"` + strings.Repeat("a", MaxPayloadSize-2) + `"`) },
 	} {
 		j := validJob()
 		mod(&j)

@@ -1,0 +1,248 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/axsched/ax/agent/handler"
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Option changes how New builds an Agent.
+type Option func(*options)
+
+type options struct {
+	handlers map[string]HandlerFunc
+	clk      clock.Clock
+	log      *slog.Logger
+	version  string
+}
+
+// WithHandler registers a Go handler under name (a subject-safe name; "exec"
+// and "http" are built in and cannot be replaced).
+func WithHandler(name string, fn HandlerFunc) Option {
+	return func(o *options) { o.handlers[name] = fn }
+}
+
+// WithClock sets the clock every time reading goes through (default clock.Real).
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clk = c } }
+
+// WithLogger sets the logger (default: JSON or text on stderr per Config.Log).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithVersion sets the version string sent at registration.
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// Agent is one edge agent. Build it with New and start it with Run.
+type Agent struct {
+	cfg      Config
+	clk      clock.Clock
+	log      *slog.Logger
+	version  string
+	handlers map[string]HandlerFunc
+	names    []string
+	st       *store.Store
+
+	execH *handler.Exec
+	httpH *handler.HTTP
+
+	shards     atomic.Int64
+	offset     atomic.Int64 // controller minus agent, ns
+	outboxKick chan struct{}
+
+	sched *scheduler
+	ran   atomic.Bool
+}
+
+// New validates cfg, opens (and checks) the store and builds the agent. A
+// read-only, corrupt or full store is refused here.
+func New(cfg Config, opts ...Option) (*Agent, error) {
+	o := options{handlers: map[string]HandlerFunc{}, clk: clock.Real{}, version: "dev"}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for name := range o.handlers {
+		if err := protocol.ValidateName("handler", name); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if name == "exec" || name == "http" {
+			return nil, cfgErr("handler", "%q is built in", name)
+		}
+	}
+	if o.log == nil {
+		o.log = NewLogger(cfg.Log, os.Stderr)
+	}
+	a := &Agent{cfg: cfg, clk: o.clk, log: o.log.With("agent", cfg.ID), version: o.version,
+		handlers: o.handlers, outboxKick: make(chan struct{}, 1)}
+	var err error
+	if a.execH, err = handler.NewExec(handler.ExecConfig{Allow: cfg.Exec.Allow, PermanentExitCodes: cfg.Exec.PermanentExitCodes}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if a.httpH, err = handler.NewHTTP(handler.HTTPConfig{Allow: cfg.HTTP.Allow}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	a.names = []string{"exec", "http"}
+	for n := range o.handlers {
+		a.names = append(a.names, n)
+	}
+	slices.Sort(a.names)
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("data_dir %s: %w", cfg.DataDir, err)
+	}
+	a.st, err = store.Open(context.Background(), cfg.StorePath(), store.Options{Synchronous: cfg.Store.Synchronous, MaxBatch: cfg.Store.MaxBatch})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.loadMeta(); err != nil {
+		_ = a.st.Close()
+		return nil, err
+	}
+	a.sched = newScheduler(a)
+	return a, nil
+}
+
+func (a *Agent) loadMeta() error {
+	ctx := context.Background()
+	id, ok, err := a.st.Meta(ctx, store.MetaAgentID)
+	if err != nil {
+		return err
+	}
+	if ok && id != a.cfg.ID {
+		return fmt.Errorf("%w: id: the store %s belongs to agent %q, not %q", ErrConfig, a.cfg.StorePath(), id, a.cfg.ID)
+	}
+	if !ok {
+		if err := a.st.Do(ctx, func(tx *store.Tx) error { return tx.SetMeta(store.MetaAgentID, a.cfg.ID) }); err != nil {
+			return err
+		}
+	}
+	a.shards.Store(protocol.DefaultShards)
+	if v, ok, err := a.st.Meta(ctx, store.MetaShards); err != nil {
+		return err
+	} else if ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 && n <= protocol.MaxShards {
+			a.shards.Store(int64(n))
+		}
+	}
+	if v, ok, err := a.st.Meta(ctx, store.MetaClockOffset); err != nil {
+		return err
+	} else if ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			a.offset.Store(n)
+		}
+	}
+	return nil
+}
+
+// Store returns the agent's store (tests and tools read it).
+func (a *Agent) Store() *store.Store { return a.st }
+
+// Run runs the agent until ctx is done or the store fails, then shuts down:
+// it stops triggering, gives running handlers Shutdown.Grace, flushes the
+// outbox (bounded) and closes the store. It returns nil after a clean
+// shutdown, or the store's error.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.ran.CompareAndSwap(false, true) {
+		return ErrStopped
+	}
+	defer a.st.Close()
+	a.log.Info("agent starting", "version", a.version, "store", a.cfg.StorePath(), "workers", a.cfg.Workers,
+		"nats", a.cfg.NATS.URL, "handlers", a.names, "go", runtime.Version())
+	if err := a.recover(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	schedDone := make(chan struct{})
+	go func() { defer close(schedDone); a.sched.run(runCtx) }()
+	flushCtx, stopFlush := context.WithCancel(context.Background())
+	defer stopFlush()
+	l := newLink(a)
+	fl := newFlusher(a, l)
+	wg.Add(1)
+	go func() { defer wg.Done(); fl.run(flushCtx) }()
+	linkCtx, stopLink := context.WithCancel(context.Background())
+	defer stopLink()
+	linkDone := make(chan struct{})
+	go func() { defer close(linkDone); l.run(linkCtx) }()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case <-a.st.Failed():
+		runErr = a.st.Err()
+		a.log.Error("store failed; stopping", "err", runErr)
+	}
+	a.log.Info("agent stopping", "grace", a.cfg.Shutdown.Grace)
+	// Stop commands first, then triggering and handlers.
+	l.stopCommands()
+	cancel()
+	<-schedDone
+	// Flush what is left while the link is up, bounded (the flusher
+	// goroutine is stopped first: one goroutine owns its state).
+	stopFlush()
+	wg.Wait()
+	if runErr == nil {
+		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		fl.drain(fctx)
+		fcancel()
+	}
+	stopLink()
+	<-linkDone
+	if err := a.st.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	a.log.Info("agent stopped")
+	if errors.Is(runErr, context.Canceled) {
+		return nil
+	}
+	return runErr
+}
+
+func (a *Agent) kickOutbox() {
+	select {
+	case a.outboxKick <- struct{}{}:
+	default:
+	}
+}
+
+// now is the agent's clock.
+func (a *Agent) now() time.Time { return a.clk.Now() }
+
+// reportTime is the agent's clock corrected by the controller offset.
+func (a *Agent) reportTime() time.Time {
+	return a.clk.Now().Round(0).Add(time.Duration(a.offset.Load())).UTC()
+}
+
+// enqueue writes a report into the outbox (inside tx).
+func (a *Agent) enqueue(tx *store.Tx, r protocol.Report) error {
+	r.V = protocol.Version
+	r.Agent = a.cfg.ID
+	if r.At.IsZero() {
+		r.At = a.reportTime()
+	}
+	if r.Result != nil && len(r.Result.Message) > protocol.MaxMessageLen {
+		r.Result.Message = r.Result.Message[:protocol.MaxMessageLen-len("…")] + "…"
+	}
+	data, err := protocol.Encode(r)
+	if err != nil {
+		return fmt.Errorf("encode %s report of %s: %w", r.Kind, r.ExecID, err)
+	}
+	subject := protocol.ReportSubject(protocol.Shard(r.JobID, int(a.shards.Load())), a.cfg.ID)
+	return tx.Enqueue(r.MsgID(), subject, data)
+}

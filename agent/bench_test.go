@@ -1,0 +1,71 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// BenchmarkThroughput measures executions per second through the whole
+// agent path: run command applied (SQLite), fire on the wheel, TRIGGERED
+// row + report, ready queue, worker, RUNNING row + report, no-op Go
+// handler, FINISHED row + report, outbox flushed to JetStream with PubAck
+// and deleted. The clock stops when the last report is acknowledged.
+func BenchmarkThroughput(b *testing.B) {
+	for _, bc := range []struct {
+		sync    string
+		workers int
+	}{{"full", 64}, {"normal", 64}, {"full", 4}} {
+		b.Run(fmt.Sprintf("sync=%s/workers=%d", bc.sync, bc.workers), func(b *testing.B) {
+			c := startCtl(b)
+			c.consumer.Stop() // the double's reader would compete for CPU; PubAcks come from the stream
+			cfg := testConfig(b, "edge-b", c.srv.URL())
+			cfg.Store.Synchronous = bc.sync
+			cfg.Workers = bc.workers
+			cfg.Queue.Size = 4096
+			cfg.Log.Level = "error"
+			a := startAgent(b, cfg, WithHandler("noop", func(context.Context, Task) Result { return Result{} }))
+			waitFor(b, 10*time.Second, "registered", func() bool { n, _ := c.heartbeats(); return n > 0 })
+			j := newJob("edge-b", "noop", schedule.Spec{Asap: true}, nil)
+			j.Concurrency = 1024 // one job, many parallel executions
+			base := time.Now().Add(-time.Hour)
+			cmds := make([][]byte, b.N)
+			for i := range b.N {
+				cmd := runCmd(j, 1, base.Add(time.Duration(i)*time.Millisecond))
+				cmd.V, cmd.Agent, cmd.IssuedAt = protocol.Version, "edge-b", time.Now().UTC()
+				cmds[i], _ = protocol.Encode(cmd)
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			start := time.Now()
+			for i, data := range cmds {
+				a.applyCommand(uint64(i+1), data, nil)
+			}
+			// Done when every attempt is final and the outbox is empty.
+			for {
+				cnt, err := a.Store().Counts(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if cnt.Pending+cnt.Triggered+cnt.Running+cnt.Outbox == 0 {
+					if _, err := a.Store().ExecByID(ctx, protocol.ExecID(j.ID, base.Add(time.Duration(b.N-1)*time.Millisecond)), 1); err == nil {
+						break
+					}
+				}
+				<-time.After(20 * time.Millisecond)
+			}
+			el := time.Since(start)
+			b.StopTimer()
+			e, _ := a.Store().ExecByID(ctx, protocol.ExecID(j.ID, base), 1)
+			if e.State != store.StateFinished || e.Outcome != "success" {
+				b.Fatalf("first exec %+v", e)
+			}
+			b.ReportMetric(float64(b.N)/el.Seconds(), "execs/s")
+		})
+	}
+}

@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Defaults of Config.
+const (
+	DefaultNATSURL           = "nats://127.0.0.1:4222"
+	DefaultDataDir           = "/var/lib/ax-agent"
+	DefaultPingInterval      = 2 * time.Second
+	DefaultMaxPingsOut       = 2
+	DefaultReconnectWait     = 500 * time.Millisecond
+	DefaultRequestTimeout    = 3 * time.Second
+	DefaultHeartbeat         = 5 * time.Second
+	DefaultQueueSize         = 1024
+	DefaultAgingStep         = 500 * time.Millisecond
+	DefaultRetention         = 24 * time.Hour
+	DefaultMaxSkew           = 2 * time.Second
+	DefaultOnSkew            = SkewRefuse
+	DefaultJumpThreshold     = time.Second
+	DefaultOutboxWindow      = 256
+	DefaultShutdownGrace     = 10 * time.Second
+	DefaultLogFormat         = "json"
+	DefaultLogLevel          = "info"
+	DefaultStoreSynchronous  = store.SyncFull
+	DefaultStoreMaxBatch     = store.DefaultMaxBatch
+	DefaultSlowStartFraction = 2 // workers / 2 during catch-up
+)
+
+// Skew policies.
+const (
+	// SkewRefuse: over clock.max_skew the agent does not fire.
+	SkewRefuse = "refuse"
+	// SkewAdopt: over clock.max_skew the agent fires on controller time.
+	SkewAdopt = "adopt"
+)
+
+// Config is the agent's configuration. Keys (YAML, AX_* env) are the
+// mapstructure names, e.g. clock.max_skew / AX_CLOCK_MAX_SKEW.
+type Config struct {
+	// ID is the agent id (subject-safe name).
+	ID string `mapstructure:"id"`
+	// Labels select the agent for group jobs.
+	Labels map[string]string `mapstructure:"labels"`
+	// DataDir holds agent.db.
+	DataDir string `mapstructure:"data_dir"`
+	// Workers is the handler pool size (default 2×CPU).
+	Workers int `mapstructure:"workers"`
+
+	NATS     NATSConfig     `mapstructure:"nats"`
+	Queue    QueueConfig    `mapstructure:"queue"`
+	Store    StoreConfig    `mapstructure:"store"`
+	Clock    ClockConfig    `mapstructure:"clock"`
+	Exec     ExecConfig     `mapstructure:"exec"`
+	HTTP     HTTPConfig     `mapstructure:"http"`
+	Outbox   OutboxConfig   `mapstructure:"outbox"`
+	Shutdown ShutdownConfig `mapstructure:"shutdown"`
+	Log      LogConfig      `mapstructure:"log"`
+}
+
+// NATSConfig says how to reach the controller.
+type NATSConfig struct {
+	URL string `mapstructure:"url"`
+	// Creds is a NATS credentials file (secret: masked when printed).
+	Creds string `mapstructure:"creds"`
+	// Token is a NATS auth token (secret: masked when printed).
+	Token          string        `mapstructure:"token"`
+	PingInterval   time.Duration `mapstructure:"ping_interval"`
+	MaxPingsOut    int           `mapstructure:"max_pings_out"`
+	ReconnectWait  time.Duration `mapstructure:"reconnect_wait"`
+	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+	// Heartbeat is used until the controller names its interval.
+	Heartbeat time.Duration `mapstructure:"heartbeat"`
+}
+
+// QueueConfig shapes the ready queue.
+type QueueConfig struct {
+	// Size bounds the executions held in memory; more wait in SQLite.
+	Size int `mapstructure:"size"`
+	// AgingStep: every step an execution waits raises its priority by one.
+	AgingStep time.Duration `mapstructure:"aging_step"`
+}
+
+// StoreConfig tunes SQLite.
+type StoreConfig struct {
+	// Synchronous is "full" (default) or "normal".
+	Synchronous string `mapstructure:"synchronous"`
+	MaxBatch    int    `mapstructure:"max_batch"`
+	// Retention keeps final executions this long.
+	Retention time.Duration `mapstructure:"retention"`
+}
+
+// ClockConfig bounds the clock skew to the controller.
+type ClockConfig struct {
+	MaxSkew time.Duration `mapstructure:"max_skew"`
+	// OnSkew is "refuse" (default) or "adopt".
+	OnSkew string `mapstructure:"on_skew"`
+	// JumpThreshold: wall and monotonic elapsed time diverging by more
+	// than this is a wall-clock jump (schedules are re-planned).
+	JumpThreshold time.Duration `mapstructure:"jump_threshold"`
+}
+
+// ExecConfig is the exec handler's allowlist.
+type ExecConfig struct {
+	// Allow lists absolute command paths or globs that may run.
+	Allow              []string `mapstructure:"allow"`
+	PermanentExitCodes []int    `mapstructure:"permanent_exit_codes"`
+}
+
+// HTTPConfig is the http handler's allowlist.
+type HTTPConfig struct {
+	// Allow lists URL prefixes that may be called.
+	Allow []string `mapstructure:"allow"`
+}
+
+// OutboxConfig tunes the report flusher.
+type OutboxConfig struct {
+	// Window is the number of outstanding async publishes.
+	Window int `mapstructure:"window"`
+}
+
+// ShutdownConfig tunes the shutdown.
+type ShutdownConfig struct {
+	// Grace is how long running handlers get after SIGTERM.
+	Grace time.Duration `mapstructure:"grace"`
+}
+
+// LogConfig sets the log output.
+type LogConfig struct {
+	Format string `mapstructure:"format"` // json (default) or text
+	Level  string `mapstructure:"level"`  // debug, info, warn, error
+}
+
+// DefaultConfig returns a config with every default set (ID empty).
+func DefaultConfig() Config {
+	return Config{
+		DataDir: DefaultDataDir,
+		Workers: 2 * runtime.NumCPU(),
+		NATS: NATSConfig{URL: DefaultNATSURL, PingInterval: DefaultPingInterval, MaxPingsOut: DefaultMaxPingsOut,
+			ReconnectWait: DefaultReconnectWait, RequestTimeout: DefaultRequestTimeout, Heartbeat: DefaultHeartbeat},
+		Queue:    QueueConfig{Size: DefaultQueueSize, AgingStep: DefaultAgingStep},
+		Store:    StoreConfig{Synchronous: DefaultStoreSynchronous, MaxBatch: DefaultStoreMaxBatch, Retention: DefaultRetention},
+		Clock:    ClockConfig{MaxSkew: DefaultMaxSkew, OnSkew: DefaultOnSkew, JumpThreshold: DefaultJumpThreshold},
+		Outbox:   OutboxConfig{Window: DefaultOutboxWindow},
+		Shutdown: ShutdownConfig{Grace: DefaultShutdownGrace},
+		Log:      LogConfig{Format: DefaultLogFormat, Level: DefaultLogLevel},
+	}
+}
+
+func cfgErr(key, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrConfig, key, fmt.Sprintf(format, args...))
+}
+
+// Validate checks every key; the error names the first bad one, e.g.
+// "clock.max_skew: must be > 0".
+func (c Config) Validate() error {
+	if err := protocol.ValidateName("id", c.ID); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := protocol.ValidateLabels("labels", c.Labels); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
+		return cfgErr("data_dir", "must be an absolute directory, got %q", c.DataDir)
+	}
+	if c.Workers < 1 || c.Workers > 4096 {
+		return cfgErr("workers", "must be between 1 and 4096, got %d", c.Workers)
+	}
+	if c.NATS.URL == "" {
+		return cfgErr("nats.url", "is required")
+	}
+	if c.NATS.Creds != "" && c.NATS.Token != "" {
+		return cfgErr("nats.token", "is exclusive with nats.creds")
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"nats.ping_interval", c.NATS.PingInterval}, {"nats.reconnect_wait", c.NATS.ReconnectWait},
+		{"nats.request_timeout", c.NATS.RequestTimeout}, {"nats.heartbeat", c.NATS.Heartbeat},
+		{"queue.aging_step", c.Queue.AgingStep}, {"store.retention", c.Store.Retention},
+		{"clock.max_skew", c.Clock.MaxSkew}, {"clock.jump_threshold", c.Clock.JumpThreshold},
+		{"shutdown.grace", c.Shutdown.Grace}} {
+		if d.v <= 0 {
+			return cfgErr(d.key, "must be > 0, got %s", d.v)
+		}
+	}
+	if c.NATS.MaxPingsOut < 1 {
+		return cfgErr("nats.max_pings_out", "must be ≥ 1, got %d", c.NATS.MaxPingsOut)
+	}
+	if c.Queue.Size < 16 || c.Queue.Size > 1<<20 {
+		return cfgErr("queue.size", "must be between 16 and %d, got %d", 1<<20, c.Queue.Size)
+	}
+	switch c.Store.Synchronous {
+	case store.SyncFull, store.SyncNormal:
+	default:
+		return cfgErr("store.synchronous", "must be full or normal, got %q", c.Store.Synchronous)
+	}
+	if c.Store.MaxBatch < 1 || c.Store.MaxBatch > 10000 {
+		return cfgErr("store.max_batch", "must be between 1 and 10000, got %d", c.Store.MaxBatch)
+	}
+	switch c.Clock.OnSkew {
+	case SkewRefuse, SkewAdopt:
+	default:
+		return cfgErr("clock.on_skew", "must be refuse or adopt, got %q", c.Clock.OnSkew)
+	}
+	for i, p := range c.Exec.Allow {
+		if !filepath.IsAbs(p) {
+			return cfgErr(fmt.Sprintf("exec.allow[%d]", i), "%q must be an absolute path or glob", p)
+		}
+		if _, err := filepath.Match(p, "/"); err != nil {
+			return cfgErr(fmt.Sprintf("exec.allow[%d]", i), "%q: %v", p, err)
+		}
+	}
+	for i, code := range c.Exec.PermanentExitCodes {
+		if code < 1 || code > 255 {
+			return cfgErr(fmt.Sprintf("exec.permanent_exit_codes[%d]", i), "must be between 1 and 255, got %d", code)
+		}
+	}
+	for i, p := range c.HTTP.Allow {
+		if len(p) < len("http://x") || (p[:7] != "http://" && p[:8] != "https://") {
+			return cfgErr(fmt.Sprintf("http.allow[%d]", i), "%q must be an http(s) URL prefix", p)
+		}
+	}
+	if c.Outbox.Window < 1 || c.Outbox.Window > 65536 {
+		return cfgErr("outbox.window", "must be between 1 and 65536, got %d", c.Outbox.Window)
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		return cfgErr("log.format", "must be json or text, got %q", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return cfgErr("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	return nil
+}
+
+// Masked returns a copy with secrets replaced by "*****" (for --print-config).
+func (c Config) Masked() Config {
+	if c.NATS.Token != "" {
+		c.NATS.Token = "*****"
+	}
+	if c.NATS.Creds != "" {
+		c.NATS.Creds = "***** (" + filepath.Base(c.NATS.Creds) + ")"
+	}
+	return c
+}
+
+// StorePath is the SQLite file.
+func (c Config) StorePath() string { return filepath.Join(c.DataDir, "agent.db") }

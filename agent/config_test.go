@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+)
+
+func TestConfigValidateNamesTheKey(t *testing.T) {
+	base := DefaultConfig()
+	base.ID = "edge-1"
+	base.DataDir = "/tmp/x"
+	if err := base.Validate(); err != nil {
+		t.Fatalf("default config invalid: %v", err)
+	}
+	tests := []struct {
+		key string
+		mod func(*Config)
+	}{
+		{"id", func(c *Config) { c.ID = "" }},
+		{"id", func(c *Config) { c.ID = "bad id" }},
+		{"labels", func(c *Config) { c.Labels = map[string]string{"": "x"} }},
+		{"data_dir", func(c *Config) { c.DataDir = "relative" }},
+		{"workers", func(c *Config) { c.Workers = 0 }},
+		{"nats.url", func(c *Config) { c.NATS.URL = "" }},
+		{"nats.ping_interval", func(c *Config) { c.NATS.PingInterval = 0 }},
+		{"queue.size", func(c *Config) { c.Queue.Size = 1 }},
+		{"queue.aging_step", func(c *Config) { c.Queue.AgingStep = -time.Second }},
+		{"store.synchronous", func(c *Config) { c.Store.Synchronous = "off" }},
+		{"clock.max_skew", func(c *Config) { c.Clock.MaxSkew = 0 }},
+		{"clock.on_skew", func(c *Config) { c.Clock.OnSkew = "ignore" }},
+		{"exec.allow[0]", func(c *Config) { c.Exec.Allow = []string{"bin/sh"} }},
+		{"exec.permanent_exit_codes[0]", func(c *Config) { c.Exec.PermanentExitCodes = []int{0} }},
+		{"http.allow[0]", func(c *Config) { c.HTTP.Allow = []string{"ftp://x"} }},
+		{"outbox.window", func(c *Config) { c.Outbox.Window = 0 }},
+		{"shutdown.grace", func(c *Config) { c.Shutdown.Grace = 0 }},
+		{"log.format", func(c *Config) { c.Log.Format = "xml" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.key, func(t *testing.T) {
+			c := base
+			tc.mod(&c)
+			err := c.Validate()
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.key+":") {
+				t.Fatalf("Validate() = %v, want ErrConfig naming %s", err, tc.key)
+			}
+		})
+	}
+	if err := func() error { c := base; c.Clock.MaxSkew = 0; return c.Validate() }(); !strings.Contains(err.Error(), "clock.max_skew: must be > 0") {
+		t.Fatalf("message = %v", err)
+	}
+}
+
+func TestNewRefusesBadStore(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ID = "edge-c"
+	cfg.DataDir = t.TempDir()
+	must(t, os.WriteFile(filepath.Join(cfg.DataDir, "agent.db"), []byte(strings.Repeat("garbage ", 100)), 0o600))
+	if _, err := New(cfg, WithLogger(testLogger(t))); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("New on a corrupt store = %v, want ErrCorrupt", err)
+	}
+	// A store of another agent is refused too.
+	cfg.DataDir = t.TempDir()
+	a, err := New(cfg, WithLogger(testLogger(t)))
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	must(t, a.Run(ctx))
+	cfg.ID = "edge-d"
+	if _, err := New(cfg, WithLogger(testLogger(t))); !errors.Is(err, ErrConfig) {
+		t.Fatalf("New with another agent's store = %v, want ErrConfig", err)
+	}
+}

@@ -1,0 +1,25 @@
+// Package agent is the ax edge agent: it registers with the controller,
+// triggers its assigned jobs from its own timing wheels, executes them and
+// reports every step — and keeps doing so while the link to the controller
+// is down (DESIGN §5).
+//
+// Everything the agent knows lives in one SQLite file (agent/store): jobs,
+// executions, the command cursor and an outbox of reports. Each local step
+// (triggered, running, finished, skipped, interrupted) is written in the
+// same transaction as its report, and reports are published from the
+// outbox in order and deleted only on PubAck, so no fire and no result is
+// lost across kill -9, restarts or partitions.
+//
+// Goroutines and what each owns:
+//
+//   - the store writer: the write connection (group commit);
+//   - the scheduler: jobs, leases, the ready queue, per-job counts, the
+//     worker slots, the skew state;
+//   - two wheel drivers (10 ms normal, 1 ms fine): pending deadlines;
+//   - the workers: one attempt each at a time;
+//   - the flusher: the outbox cursor and outstanding publishes;
+//   - the link: the NATS connection, registration, heartbeats, commands.
+//
+// An embedding program registers Go handlers with WithHandler; exec and http
+// are built in (see agent/handler) and run only what Config allows.
+package agent

@@ -1,0 +1,109 @@
+package agent
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// pidGone reports whether pid no longer runs (absent or a zombie).
+func pidGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// pid (comm) S ...
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+func TestExecTimeoutKillsProcessGroup(t *testing.T) {
+	c := startCtl(t)
+	cfg := testConfig(t, "edge-x", c.srv.URL())
+	cfg.Exec.Allow = []string{"/bin/sh"}
+	startAgent(t, cfg)
+	pidFile := tempFile(t, "child.pid")
+	// The child ignores SIGTERM and outlives its parent unless the group is killed.
+	script := `trap "" TERM; sleep 300 & echo $! > ` + pidFile + `; wait`
+	j := newJob("edge-x", "exec", schedule.Spec{Asap: true}, map[string]any{"command": "/bin/sh", "args": []string{"-c", script}})
+	j.Timeout = protocol.Duration(300 * time.Millisecond)
+	cmd := runCmd(j, 1, time.Now())
+	c.send("edge-x", cmd)
+	var fin protocol.Report
+	waitFor(t, 15*time.Second, "finished report", func() bool {
+		var ok bool
+		fin, ok = finishedOf(c, cmd.Run.ExecID)
+		return ok
+	})
+	if fin.Outcome != retry.OutcomeTimeout {
+		t.Fatalf("outcome = %s (%+v), want timeout", fin.Outcome, fin.Result)
+	}
+	b, err := os.ReadFile(pidFile)
+	must(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	must(t, err)
+	waitFor(t, 5*time.Second, "grandchild gone", func() bool { return pidGone(pid) })
+}
+
+func TestExecOutsideAllowlistNeverStarts(t *testing.T) {
+	c := startCtl(t)
+	cfg := testConfig(t, "edge-a", c.srv.URL())
+	cfg.Exec.Allow = []string{"/bin/echo", "/opt/ax/bin/*"}
+	startAgent(t, cfg)
+	marker := tempFile(t, "marker")
+	tests := []struct {
+		name    string
+		payload map[string]any
+	}{
+		{"not listed", map[string]any{"command": "/usr/bin/touch", "args": []string{marker}}},
+		{"dot-dot escape of a glob", map[string]any{"command": "/opt/ax/bin/../../../usr/bin/touch", "args": []string{marker}}},
+		{"relative path", map[string]any{"command": "touch", "args": []string{marker}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			j := newJob("edge-a", "exec", schedule.Spec{Asap: true}, tc.payload)
+			cmd := runCmd(j, 1, time.Now())
+			c.send("edge-a", cmd)
+			var fin protocol.Report
+			waitFor(t, 10*time.Second, "finished report", func() bool {
+				var ok bool
+				fin, ok = finishedOf(c, cmd.Run.ExecID)
+				return ok
+			})
+			if fin.Outcome != retry.OutcomeFailure || fin.Result.Retryable {
+				t.Fatalf("outcome %s retryable %v, want failure not retryable", fin.Outcome, fin.Result.Retryable)
+			}
+			if !strings.Contains(fin.Result.Message, "not in exec.allow") {
+				t.Fatalf("message = %q", fin.Result.Message)
+			}
+			if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the command ran: %v", err)
+			}
+		})
+	}
+	// An allowed command runs, with the AX_* environment and stdin.
+	j := newJob("edge-a", "exec", schedule.Spec{Asap: true}, map[string]any{"command": "/bin/echo", "args": []string{"hello"}})
+	cmd := runCmd(j, 1, time.Now())
+	c.send("edge-a", cmd)
+	var fin protocol.Report
+	waitFor(t, 10*time.Second, "finished report", func() bool {
+		var ok bool
+		fin, ok = finishedOf(c, cmd.Run.ExecID)
+		return ok
+	})
+	if fin.Outcome != retry.OutcomeSuccess || !strings.Contains(fin.Result.Message, "hello") {
+		t.Fatalf("allowed command: %s %+v", fin.Outcome, fin.Result)
+	}
+}

@@ -1,0 +1,193 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// Request is what a built-in handler gets for one attempt.
+type Request struct {
+	JobID       string
+	ExecID      string
+	Attempt     int
+	ScheduledAt time.Time
+	Payload     []byte
+}
+
+// DefaultPath is the PATH given to exec'd commands.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// ExecConfig configures the exec handler.
+type ExecConfig struct {
+	// Allow lists the commands that may run: absolute paths or globs
+	// (filepath.Match syntax, e.g. "/opt/ax/bin/*").
+	Allow []string
+	// PermanentExitCodes are exit codes that are not worth retrying.
+	PermanentExitCodes []int
+	// Tail bounds the stdout and stderr kept, each (default DefaultTail).
+	Tail int
+	// WaitDelay bounds how long to wait for output pipes after the process
+	// exits or is killed (default 2s).
+	WaitDelay time.Duration
+}
+
+// ExecPayload is the payload of an exec job.
+type ExecPayload struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args,omitempty"`
+	Stdin   string            `json:"stdin,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Dir     string            `json:"dir,omitempty"`
+}
+
+// Exec runs allowed commands.
+type Exec struct {
+	cfg ExecConfig
+}
+
+// NewExec validates cfg and returns the exec handler.
+func NewExec(cfg ExecConfig) (*Exec, error) {
+	for i, p := range cfg.Allow {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("%w: exec.allow[%d]: %q must be an absolute path or glob", ErrConfig, i, p)
+		}
+		if _, err := filepath.Match(p, "/"); err != nil {
+			return nil, fmt.Errorf("%w: exec.allow[%d]: %q: %v", ErrConfig, i, p, err)
+		}
+	}
+	if cfg.Tail <= 0 {
+		cfg.Tail = DefaultTail
+	}
+	if cfg.WaitDelay <= 0 {
+		cfg.WaitDelay = 2 * time.Second
+	}
+	return &Exec{cfg: cfg}, nil
+}
+
+// Allowed reports whether command may run.
+func (e *Exec) Allowed(command string) bool {
+	if !filepath.IsAbs(command) || filepath.Clean(command) != command {
+		return false
+	}
+	for _, p := range e.cfg.Allow {
+		if p == command {
+			return true
+		}
+		if ok, _ := filepath.Match(p, command); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// DecodeExecPayload decodes and checks an exec payload.
+func DecodeExecPayload(b []byte) (ExecPayload, error) {
+	var p ExecPayload
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("payload: %v", err)
+	}
+	if p.Command == "" {
+		return p, errors.New("payload.command: is required")
+	}
+	for k := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.HasPrefix(k, "AX_") {
+			return p, fmt.Errorf("payload.env: bad variable name %q (no '=', NUL or AX_ prefix)", k)
+		}
+	}
+	for _, a := range p.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return p, errors.New("payload.args: must not contain NUL")
+		}
+	}
+	return p, nil
+}
+
+// Run runs one attempt. started reports whether a process was started.
+func (e *Exec) Run(ctx context.Context, req Request) (res retry.Result, started bool) {
+	p, err := DecodeExecPayload(req.Payload)
+	if err != nil {
+		return retry.Result{Code: -1, Message: err.Error()}, false
+	}
+	if !e.Allowed(p.Command) {
+		return retry.Result{Code: -1, Message: fmt.Sprintf("command %q is not in exec.allow of this agent", p.Command)}, false
+	}
+	cmd := exec.Command(p.Command, p.Args...)
+	cmd.Dir = p.Dir
+	cmd.Env = []string{"PATH=" + DefaultPath}
+	for k, v := range p.Env {
+		if k == "PATH" {
+			cmd.Env[0] = "PATH=" + v
+			continue
+		}
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env,
+		"AX_JOB_ID="+req.JobID,
+		"AX_EXEC_ID="+req.ExecID,
+		"AX_ATTEMPT="+strconv.Itoa(req.Attempt),
+		"AX_SCHEDULED_AT="+req.ScheduledAt.UTC().Format(time.RFC3339Nano))
+	cmd.Stdin = strings.NewReader(p.Stdin)
+	stdout, stderr := newTail(e.cfg.Tail), newTail(e.cfg.Tail)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = e.cfg.WaitDelay
+	if err := cmd.Start(); err != nil {
+		return retry.Result{Code: 127, Message: fmt.Sprintf("start %s: %v", p.Command, err)}, false
+	}
+	pgid := cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-ctx.Done():
+		// Kill the whole group: children that ignore SIGTERM go too.
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+		werr = <-waited
+	}
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ee):
+		code = ee.ExitCode() // -1 when killed by a signal
+	default:
+		code = -1
+	}
+	if ctx.Err() != nil {
+		// Make sure nothing of the group survives.
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+	}
+	res = retry.ClassifyExit(code, e.cfg.PermanentExitCodes)
+	var msg strings.Builder
+	if res.Message != "" {
+		msg.WriteString(res.Message)
+	} else {
+		msg.WriteString("exit status 0")
+	}
+	if s := stdout.String(); s != "" {
+		msg.WriteString("\nstdout: ")
+		msg.WriteString(s)
+	}
+	if s := stderr.String(); s != "" {
+		msg.WriteString("\nstderr: ")
+		msg.WriteString(s)
+	}
+	res.Message = msg.String()
+	return res, true
+}

@@ -1,0 +1,295 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// ctl is a small controller test double: it answers registrations and
+// heartbeats, publishes commands to AX_CMD and reads AX_RPT.
+type ctl struct {
+	t   testing.TB
+	srv *natstest.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	skew atomic.Int64 // controller clock minus real clock
+
+	mu       sync.Mutex
+	reports  []protocol.Report
+	msgIDs   map[string]int
+	regs     int
+	hbs      int
+	lastHB   protocol.Heartbeat
+	renew    []protocol.Lease
+	consumer jetstream.ConsumeContext
+}
+
+func startCtl(t testing.TB) *ctl {
+	t.Helper()
+	srv := natstest.Start(t)
+	c := &ctl{t: t, srv: srv, msgIDs: map[string]int{}}
+	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c.nc = nc
+	c.js, err = jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := streams.Ensure(ctx, c.js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	c.subscribe()
+	return c
+}
+
+func (c *ctl) subscribe() {
+	t := c.t
+	now := func() time.Time { return time.Now().Add(time.Duration(c.skew.Load())).UTC() }
+	if _, err := c.nc.Subscribe(protocol.SubjectRegisterAll, func(m *nats.Msg) {
+		if _, err := protocol.DecodeRegister(m.Data); err != nil {
+			t.Errorf("controller double: bad registration: %v", err)
+			return
+		}
+		c.mu.Lock()
+		c.regs++
+		c.mu.Unlock()
+		b, _ := protocol.Encode(protocol.RegisterReply{V: protocol.Version, ControllerTime: now(), Shards: 4,
+			HeartbeatInterval: protocol.Duration(100 * time.Millisecond)})
+		_ = m.Respond(b)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nc.Subscribe(protocol.SubjectHeartbeatAll, func(m *nats.Msg) {
+		hb, err := protocol.DecodeHeartbeat(m.Data)
+		if err != nil {
+			t.Errorf("controller double: bad heartbeat: %v", err)
+			return
+		}
+		c.mu.Lock()
+		c.hbs++
+		c.lastHB = hb
+		renew := c.renew
+		c.mu.Unlock()
+		b, _ := protocol.Encode(protocol.HeartbeatReply{V: protocol.Version, ControllerTime: now(), Renewed: renew})
+		_ = m.Respond(b)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, jetstream.ConsumerConfig{
+		Durable: "ctl", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: protocol.SubjectReportsAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		r, err := protocol.DecodeReport(m.Data())
+		if err != nil {
+			t.Errorf("controller double: bad report: %v", err)
+		}
+		c.mu.Lock()
+		c.reports = append(c.reports, r)
+		c.msgIDs[m.Headers().Get(jetstream.MsgIDHeader)]++
+		c.mu.Unlock()
+		_ = m.Ack()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.consumer = cc
+	t.Cleanup(cc.Stop)
+}
+
+// send publishes a command to agent id and returns its stream sequence.
+func (c *ctl) send(id string, cmd protocol.Command) uint64 {
+	c.t.Helper()
+	cmd.V, cmd.Agent = protocol.Version, id
+	if cmd.IssuedAt.IsZero() {
+		cmd.IssuedAt = time.Now().UTC()
+	}
+	b, err := protocol.Encode(cmd)
+	if err != nil {
+		c.t.Fatalf("encode command: %v", err)
+	}
+	return c.sendRaw(id, b)
+}
+
+func (c *ctl) sendRaw(id string, b []byte) uint64 {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ack, err := c.js.Publish(ctx, protocol.CommandSubject(id), b)
+	if err != nil {
+		c.t.Fatalf("publish command: %v", err)
+	}
+	return ack.Sequence
+}
+
+// reportsOf returns the reports of one execution.
+func (c *ctl) reportsOf(execID string) []protocol.Report {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []protocol.Report
+	for _, r := range c.reports {
+		if r.ExecID == execID {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (c *ctl) all() []protocol.Report {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]protocol.Report(nil), c.reports...)
+}
+
+func (c *ctl) count(kind protocol.ReportKind) int {
+	n := 0
+	for _, r := range c.all() {
+		if r.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *ctl) heartbeats() (int, protocol.Heartbeat) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hbs, c.lastHB
+}
+
+// testConfig is a config for an agent talking to url.
+func testConfig(t testing.TB, id, url string) Config {
+	cfg := DefaultConfig()
+	cfg.ID = id
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.URL = url
+	cfg.NATS.PingInterval = 200 * time.Millisecond
+	cfg.NATS.ReconnectWait = 50 * time.Millisecond
+	cfg.NATS.RequestTimeout = time.Second
+	cfg.NATS.Heartbeat = 100 * time.Millisecond
+	cfg.Shutdown.Grace = 2 * time.Second
+	cfg.Store.Synchronous = "normal"
+	cfg.Workers = 4
+	return cfg
+}
+
+// testLogger writes to the test log only when -v and the test fails.
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("AX_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startAgent runs an agent until the test ends.
+func startAgent(t testing.TB, cfg Config, opts ...Option) *Agent {
+	t.Helper()
+	opts = append([]Option{WithLogger(testLogger(t))}, opts...)
+	a, err := New(cfg, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("agent did not stop")
+		}
+	})
+	return a
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		<-tick.C
+	}
+}
+
+var jobSeq atomic.Uint32
+
+// newJob makes a valid job targeted at agent id.
+func newJob(id, handler string, spec schedule.Spec, payload any) protocol.Job {
+	j := protocol.Job{
+		ID:        protocol.NewJobID("ctl", time.Now(), jobSeq.Add(1)*7919+rand.Uint32()%1000),
+		Name:      "test job",
+		Handler:   handler,
+		Schedule:  spec,
+		Target:    protocol.Target{Agent: id},
+		CreatedAt: time.Now().UTC(),
+	}
+	if payload != nil {
+		b, _ := json.Marshal(payload)
+		j.Payload = b
+	}
+	return j
+}
+
+func runCmd(j protocol.Job, attempt int, at time.Time) protocol.Command {
+	return protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: protocol.ExecID(j.ID, at),
+		Attempt: attempt, RunAt: at.UTC()}}
+}
+
+func assignCmd(j protocol.Job) protocol.Command {
+	return protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j}}
+}
+
+func finishedOf(c *ctl, execID string) (protocol.Report, bool) {
+	for _, r := range c.reportsOf(execID) {
+		if r.Kind == protocol.ReportFinished {
+			return r, true
+		}
+	}
+	return protocol.Report{}, false
+}
+
+func tempFile(t testing.TB, name string) string { return filepath.Join(t.TempDir(), name) }
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var _ = fmt.Sprint

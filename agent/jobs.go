@@ -1,0 +1,229 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// loadJob (re)places an assigned job from its stored row. It does not plan.
+func (s *scheduler) loadJob(row store.Job) error {
+	job, sc, err := decodeJobRow(row)
+	if err != nil {
+		return err
+	}
+	job.Payload = nil // stays in SQLite
+	j := s.job(row.ID)
+	old := j.assigned
+	aj := &assignedJob{ref: row.Ref, job: job, sched: sc, epoch: row.Epoch, lastFire: row.LastFire}
+	if row.ShardTotal > 0 {
+		aj.shard = &protocol.ShardSlot{Index: row.ShardIndex, Total: row.ShardTotal}
+	}
+	if old != nil {
+		aj.planSeq = old.planSeq + 1
+		if old.epoch == aj.epoch {
+			aj.leaseUntil = old.leaseUntil
+		}
+		if old.lastFire.After(aj.lastFire) {
+			aj.lastFire = old.lastFire
+		}
+	}
+	j.assigned = aj
+	j.limit = job.Concurrency
+	if job.Overlap == protocol.OverlapQueue {
+		j.limit = 1
+	}
+	return nil
+}
+
+// assigned runs after an assign command is durable.
+func (s *scheduler) assigned(row store.Job) {
+	if err := s.loadJob(row); err != nil {
+		s.log.Error("assigned job is invalid; not planned", "job_id", row.ID, "err", err)
+		return
+	}
+	j := s.jobs[row.ID]
+	s.log.Info("job assigned", "job_id", row.ID, "generation", row.Generation, "epoch", row.Epoch,
+		"schedule", j.assigned.job.Schedule, "paused", j.assigned.job.Paused)
+	s.replan(j, false)
+}
+
+// unassigned runs after an unassign command is durable.
+func (s *scheduler) unassigned(id string) {
+	j := s.jobs[id]
+	if j == nil || j.assigned == nil {
+		return
+	}
+	j.assigned = nil
+	s.log.Info("job unassigned", "job_id", id)
+	s.gc(j)
+}
+
+// planRun puts a PENDING run attempt on its wheel.
+func (s *scheduler) planRun(e store.Exec) {
+	j := s.job(e.JobID)
+	if j.assigned == nil && e.Concurrency > 0 {
+		j.limit = e.Concurrency
+	}
+	j.refs++
+	s.pending++
+	s.lane(e.Fine == 1).Add(s.deadline(e.RunAt), wheelItem{job: j, id: e.ID, at: e.RunAt, prio: uint8(e.Priority)})
+}
+
+// cancelled runs after a cancel command is durable: a running attempt's
+// context is cancelled; a queued one leaves the queue (its row was already
+// finished as cancelled in the command's transaction).
+func (s *scheduler) cancelled(rowID int64) {
+	if r, ok := s.running[rowID]; ok {
+		r.cancel(errCancelled)
+		s.log.Info("cancelling running attempt", "exec_row", rowID)
+		return
+	}
+	it, ok := s.inMem[rowID]
+	if !ok {
+		return
+	}
+	j := it.job
+	if _, ok := s.ready.remove(rowID); ok {
+		j.inReady--
+	} else if !removeFIFO(&j.waiting, rowID) {
+		return
+	}
+	delete(s.inMem, rowID)
+	s.mem--
+	j.active--
+	s.gc(j)
+}
+
+func removeFIFO(f *fifo, id int64) bool {
+	var r readyQueue
+	r.q[0] = *f
+	r.n = f.size
+	_, ok := r.remove(id)
+	*f = r.q[0]
+	return ok
+}
+
+// leaseGranted records a lease valid for ttl from at (monotonic).
+func (s *scheduler) leaseGranted(jobID string, epoch uint64, at time.Time, ttl time.Duration) {
+	j := s.jobs[jobID]
+	if j == nil || j.assigned == nil {
+		s.log.Warn("lease for a job not assigned here; ignored", "job_id", jobID, "epoch", epoch)
+		return
+	}
+	aj := j.assigned
+	if epoch < aj.epoch {
+		s.log.Warn("stale lease epoch ignored", "job_id", jobID, "epoch", epoch, "held", aj.epoch)
+		return
+	}
+	wasValid := s.canFire(j)
+	aj.epoch = epoch
+	aj.leaseUntil = at.Add(ttl)
+	if !wasValid {
+		s.log.Info("lease acquired", "job_id", jobID, "epoch", epoch, "ttl", ttl)
+		s.replan(j, false)
+	}
+}
+
+// leaseRevoked stops a group job at once.
+func (s *scheduler) leaseRevoked(jobID string, epoch uint64) {
+	j := s.jobs[jobID]
+	if j == nil || j.assigned == nil || epoch < j.assigned.epoch {
+		return
+	}
+	j.assigned.leaseUntil = time.Time{}
+	s.log.Info("lease revoked", "job_id", jobID, "epoch", epoch)
+}
+
+// heldLeases lists the leases the agent believes valid.
+func (s *scheduler) heldLeases() []protocol.HeldLease {
+	var out []protocol.HeldLease
+	now := s.a.clk.Now()
+	for id, j := range s.jobs {
+		if aj := j.assigned; aj != nil && aj.epoch > 0 && !aj.leaseUntil.IsZero() && now.Before(aj.leaseUntil) {
+			out = append(out, protocol.HeldLease{JobID: id, Epoch: aj.epoch})
+		}
+	}
+	return out
+}
+
+// checkSkew applies clock.max_skew to the current offset estimate.
+func (s *scheduler) checkSkew() {
+	off := time.Duration(s.a.offset.Load())
+	over := off > s.a.cfg.Clock.MaxSkew || -off > s.a.cfg.Clock.MaxSkew
+	wasRefusing, wasAdopt := s.skewRefusing, s.adopt
+	switch s.a.cfg.Clock.OnSkew {
+	case SkewAdopt:
+		s.skewRefusing, s.adopt = false, over
+	default:
+		s.skewRefusing, s.adopt = over, false
+	}
+	if s.skewRefusing && !wasRefusing {
+		s.log.Error("clock skew to the controller is over clock.max_skew: refusing to fire", "offset", off,
+			"max_skew", s.a.cfg.Clock.MaxSkew)
+	}
+	if !s.skewRefusing && wasRefusing {
+		s.log.Info("clock skew back within clock.max_skew: firing again", "offset", off)
+		held := s.held
+		s.held = nil
+		for _, w := range held {
+			s.pending++
+			s.fire(w)
+		}
+		s.replanAll(true)
+	}
+	if s.adopt != wasAdopt {
+		s.log.Warn("clock skew over clock.max_skew: planning on controller time", "offset", off, "adopt", s.adopt)
+		s.replanAll(false)
+	}
+}
+
+// stats are the heartbeat counters (without the outbox depth).
+func (s *scheduler) stats() protocol.Stats {
+	st := protocol.Stats{Pending: s.pending, Running: len(s.running), QueueDepth: s.mem,
+		ClockOffset: protocol.Duration(s.a.offset.Load()), SkewRefusing: s.skewRefusing}
+	n := min(s.lagN, len(s.lags))
+	if n > 0 {
+		l := make([]time.Duration, n)
+		copy(l, s.lags[:n])
+		sortDurations(l)
+		st.LagP99 = protocol.Duration(max(l[(n*99)/100], 0))
+	}
+	return st
+}
+
+// recordMissed records the fires a misfire plan does not run as one
+// SKIPPED attempt (the newest missed fire) with reason "misfire".
+func (s *scheduler) recordMissed(j *jobRef, plan schedule.MisfirePlan) {
+	aj := j.assigned
+	at := plan.LastMissed
+	execID := protocol.ExecID(j.id, at)
+	si, st := -1, 0
+	if aj.shard != nil {
+		execID = protocol.BroadcastExecID(j.id, at, aj.shard.Index)
+		si, st = aj.shard.Index, aj.shard.Total
+	}
+	ref, epoch, shard, prio := aj.ref, aj.epoch, aj.shard, aj.job.Priority
+	now := s.a.clk.Now().Round(0)
+	s.log.Warn("missed fires skipped by misfire policy", "job_id", j.id, "missed", plan.Missed,
+		"first", plan.FirstMissed, "last", plan.LastMissed, "policy", aj.job.Misfire.Policy)
+	s.a.st.Submit(func(tx *store.Tx) error {
+		_, ins, err := tx.InsertExec(store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped,
+			Priority: prio, Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch, ShardIndex: si, ShardTotal: st,
+			FinishedAt: now, Outcome: "skipped"})
+		if err != nil || !ins {
+			return err
+		}
+		if err := tx.SetLastFire(ref, at); err != nil {
+			return err
+		}
+		return s.a.enqueue(tx, protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportSkipped,
+			ScheduledAt: at, Epoch: epoch, Shard: shard, Reason: "misfire"})
+	}, func(err error) {
+		if err == nil {
+			s.a.kickOutbox()
+		}
+	})
+}

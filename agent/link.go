@@ -1,0 +1,333 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// link owns the NATS connection: registration on every (re)connect,
+// heartbeats, and the command consumer.
+type link struct {
+	a   *Agent
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	up  chan struct{} // (re)connected, capacity 1
+	hb  atomic.Int64  // heartbeat interval, ns
+	reg atomic.Bool   // registered since the last connect
+
+	mu      sync.Mutex
+	cons    jetstream.ConsumeContext
+	stopped bool
+	lastSeq uint64 // last command handed to applyCommand
+}
+
+func newLink(a *Agent) *link {
+	l := &link{a: a, up: make(chan struct{}, 1)}
+	l.hb.Store(int64(a.cfg.NATS.Heartbeat))
+	return l
+}
+
+func (l *link) signal() {
+	select {
+	case l.up <- struct{}{}:
+	default:
+	}
+}
+
+// ready reports whether publishing can be tried.
+func (l *link) ready() (jetstream.JetStream, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.js, l.nc != nil && l.nc.IsConnected()
+}
+
+func (l *link) connect() error {
+	c := l.a.cfg
+	opts := []nats.Option{
+		nats.Name("ax-agent " + c.ID),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(c.NATS.ReconnectWait),
+		nats.ReconnectJitter(c.NATS.ReconnectWait/4, c.NATS.ReconnectWait/4),
+		nats.PingInterval(c.NATS.PingInterval),
+		nats.MaxPingsOutstanding(c.NATS.MaxPingsOut),
+		nats.CustomInboxPrefix(protocol.InboxPrefix(c.ID)),
+		nats.ConnectHandler(func(*nats.Conn) { l.a.log.Info("connected", "url", c.NATS.URL); l.signal() }),
+		nats.ReconnectHandler(func(*nats.Conn) { l.a.log.Info("reconnected"); l.reg.Store(false); l.signal() }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			l.reg.Store(false)
+			l.a.log.Warn("disconnected; will reconnect", "err", err)
+		}),
+	}
+	if c.NATS.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.NATS.Creds))
+	}
+	if c.NATS.Token != "" {
+		opts = append(opts, nats.Token(c.NATS.Token))
+	}
+	nc, err := nats.Connect(c.NATS.URL, opts...)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4*c.Outbox.Window))
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	l.mu.Lock()
+	l.nc, l.js = nc, js
+	l.mu.Unlock()
+	if nc.IsConnected() {
+		l.signal()
+	}
+	return nil
+}
+
+// run keeps the link up until ctx is done.
+func (l *link) run(ctx context.Context) {
+	log := l.a.log
+	for {
+		if err := l.connect(); err != nil {
+			log.Error("nats connect", "err", err)
+			if !l.wait(ctx, l.a.cfg.NATS.ReconnectWait*4) {
+				return
+			}
+			continue
+		}
+		break
+	}
+	defer func() {
+		l.stopCommands()
+		l.nc.Close()
+	}()
+	hbTimer := l.a.clk.NewTimer(time.Duration(l.hb.Load()))
+	defer hbTimer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.up:
+		case <-hbTimer.C():
+		}
+		if !l.nc.IsConnected() {
+			hbTimer.Reset(time.Duration(l.hb.Load()))
+			continue
+		}
+		if !l.reg.Load() {
+			if err := l.register(ctx); err != nil {
+				log.Warn("registration failed; retrying", "err", err)
+				hbTimer.Reset(l.a.cfg.NATS.ReconnectWait * 2)
+				continue
+			}
+			l.reg.Store(true)
+			l.a.kickOutbox()
+			if err := l.startCommands(ctx); err != nil {
+				log.Warn("command consumer not started; retrying", "err", err)
+				l.reg.Store(false)
+				hbTimer.Reset(l.a.cfg.NATS.ReconnectWait * 2)
+				continue
+			}
+		} else if err := l.heartbeat(ctx); err != nil {
+			log.Warn("heartbeat failed", "err", err)
+		}
+		hbTimer.Reset(time.Duration(l.hb.Load()))
+	}
+}
+
+func (l *link) wait(ctx context.Context, d time.Duration) bool {
+	t := l.a.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+func (l *link) request(ctx context.Context, subj string, data []byte) (*nats.Msg, error) {
+	rctx, cancel := context.WithTimeout(ctx, l.a.cfg.NATS.RequestTimeout)
+	defer cancel()
+	return l.nc.RequestWithContext(rctx, subj, data)
+}
+
+// errRefused marks a registration or heartbeat refused by the controller.
+var errRefused = errors.New("refused by controller")
+
+func (l *link) register(ctx context.Context) error {
+	a := l.a
+	cursor, err := l.cursor(ctx)
+	if err != nil {
+		return err
+	}
+	var leases []protocol.HeldLease
+	a.sched.call(ctx, func() { leases = a.sched.heldLeases() })
+	t0 := a.clk.Now()
+	req := protocol.Register{V: protocol.Version, Agent: a.cfg.ID, Labels: a.cfg.Labels, Handlers: a.names,
+		Version: truncate(a.version, 64), OS: runtime.GOOS, Arch: runtime.GOARCH, Cursor: cursor, SentAt: t0.Round(0).UTC(), Leases: leases}
+	data, err := protocol.Encode(req)
+	if err != nil {
+		return err
+	}
+	msg, err := l.request(ctx, protocol.RegisterSubject(a.cfg.ID), data)
+	if err != nil {
+		return err
+	}
+	t2 := a.clk.Now()
+	rep, err := protocol.DecodeRegisterReply(msg.Data)
+	if err != nil {
+		return err
+	}
+	if rep.Error != "" {
+		return errors.Join(errRefused, errors.New(rep.Error))
+	}
+	off := protocol.ClockOffset(t0.Round(0), rep.ControllerTime, t2.Round(0))
+	a.offset.Store(int64(off))
+	a.shards.Store(int64(rep.Shards))
+	if rep.HeartbeatInterval > 0 {
+		l.hb.Store(int64(rep.HeartbeatInterval))
+	}
+	if err := a.st.Do(ctx, func(tx *store.Tx) error {
+		if err := tx.SetMeta(store.MetaShards, strconv.Itoa(rep.Shards)); err != nil {
+			return err
+		}
+		return tx.SetMeta(store.MetaClockOffset, strconv.FormatInt(int64(off), 10))
+	}); err != nil {
+		return err
+	}
+	a.sched.post(a.sched.checkSkew)
+	a.log.Info("registered", "cursor", cursor, "shards", rep.Shards, "clock_offset", off,
+		"heartbeat", time.Duration(l.hb.Load()))
+	return nil
+}
+
+func (l *link) cursor(ctx context.Context) (uint64, error) {
+	v, ok, err := l.a.st.Meta(ctx, store.MetaCursor)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return strconv.ParseUint(v, 10, 64)
+}
+
+func (l *link) heartbeat(ctx context.Context) error {
+	a := l.a
+	var st protocol.Stats
+	var leases []protocol.HeldLease
+	if !a.sched.call(ctx, func() { st = a.sched.stats(); leases = a.sched.heldLeases() }) {
+		return ctx.Err()
+	}
+	if c, err := a.st.Counts(ctx); err == nil {
+		// From SQLite: the queue includes executions spilled out of memory.
+		st.OutboxDepth, st.QueueDepth, st.Pending = c.Outbox, c.Triggered, c.Pending
+	}
+	t0 := a.clk.Now()
+	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.cfg.ID, SentAt: t0.Round(0).UTC(), Stats: st, Leases: leases})
+	if err != nil {
+		return err
+	}
+	msg, err := l.request(ctx, protocol.HeartbeatSubject(a.cfg.ID), data)
+	if err != nil {
+		return err
+	}
+	t2 := a.clk.Now()
+	rep, err := protocol.DecodeHeartbeatReply(msg.Data)
+	if err != nil {
+		return err
+	}
+	if rep.Error != "" {
+		l.reg.Store(false)
+		l.signal()
+		return errors.Join(errRefused, errors.New(rep.Error))
+	}
+	a.offset.Store(int64(protocol.ClockOffset(t0.Round(0), rep.ControllerTime, t2.Round(0))))
+	s := a.sched
+	s.post(func() {
+		for _, r := range rep.Renewed {
+			s.leaseGranted(r.JobID, r.Epoch, t0, r.TTL.D())
+		}
+		for _, h := range rep.Lost {
+			s.leaseRevoked(h.JobID, h.Epoch)
+		}
+		s.checkSkew()
+	})
+	return nil
+}
+
+// startCommands starts the ordered consumer of this agent's commands
+// after the stored cursor (once; it follows reconnects by itself).
+func (l *link) startCommands(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cons != nil || l.stopped {
+		return nil
+	}
+	cursor, err := l.cursor(ctx)
+	if err != nil {
+		return err
+	}
+	if cursor > l.lastSeq {
+		l.lastSeq = cursor
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.a.cfg.NATS.RequestTimeout)
+	defer cancel()
+	c, err := l.js.OrderedConsumer(cctx, protocol.StreamCommands, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{protocol.CommandSubject(l.a.cfg.ID)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    cursor + 1,
+	})
+	if err != nil {
+		return err
+	}
+	cc, err := c.Consume(l.onCommand)
+	if err != nil {
+		return err
+	}
+	l.cons = cc
+	return nil
+}
+
+func (l *link) onCommand(m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		l.a.log.Warn("command without metadata skipped", "err", err)
+		return
+	}
+	seq := md.Sequence.Stream
+	l.mu.Lock()
+	if seq <= l.lastSeq || l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	l.lastSeq = seq
+	l.mu.Unlock()
+	l.a.applyCommand(seq, m.Data(), nil)
+}
+
+// stopCommands stops consuming commands (shutdown).
+func (l *link) stopCommands() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	if l.cons != nil {
+		l.cons.Stop()
+		l.cons = nil
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// vmRSS reads VmRSS of pid in KiB.
+func vmRSS(t *testing.T, pid int) int {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	must(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			must(t, err)
+			return n
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// TestRSSBudget measures the real binary's resident memory idle and with
+// 100k pending one-shot executions. It builds cmd/ax-agent, so it runs only
+// with AX_RSS=1 (see BENCHMARKS.md).
+func TestRSSBudget(t *testing.T) {
+	if os.Getenv("AX_RSS") == "" {
+		t.Skip("set AX_RSS=1 to measure RSS of the built binary")
+	}
+	c := startCtl(t)
+	bin := filepath.Join(t.TempDir(), "ax-agent")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "../cmd/ax-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "agent.yaml")
+	must(t, os.WriteFile(cfgFile, []byte("id: edge-r\ndata_dir: "+dir+"\nnats:\n  url: "+c.srv.URL()+
+		"\nworkers: 4\nlog:\n  level: warn\n"), 0o600))
+	cmd := exec.Command(bin, "run", "-c", cfgFile)
+	cmd.Stderr = os.Stderr
+	if g := os.Getenv("AX_RSS_GOGC"); g != "" {
+		cmd.Env = append(os.Environ(), "GOGC="+g)
+	}
+	must(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitFor(t, 20*time.Second, "registration", func() bool { n, _ := c.heartbeats(); return n >= 3 })
+	idle := vmRSS(t, cmd.Process.Pid)
+	t.Logf("idle VmRSS: %d KiB (%.1f MiB)", idle, float64(idle)/1024)
+
+	const n = 100000
+	j := newJob("edge-r", "noop", schedule.Spec{Asap: true}, map[string]any{"data": strings.Repeat("x", 64)})
+	at := time.Now().Add(time.Hour)
+	ctx := context.Background()
+	for i := range n {
+		cmd := runCmd(j, 1, at.Add(time.Duration(i)*time.Millisecond))
+		cmd.V, cmd.Agent, cmd.IssuedAt = protocol.Version, "edge-r", time.Now().UTC()
+		b, err := protocol.Encode(cmd)
+		must(t, err)
+		if _, err := c.js.PublishAsync(protocol.CommandSubject("edge-r"), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-c.js.PublishAsyncComplete():
+	case <-time.After(60 * time.Second):
+		t.Fatal("publishing commands timed out")
+	}
+	_ = ctx
+	waitFor(t, 300*time.Second, "100k pending", func() bool { _, hb := c.heartbeats(); return hb.Stats.Pending >= n })
+	full := vmRSS(t, cmd.Process.Pid)
+	t.Logf("VmRSS with %d pending: %d KiB (%.1f MiB)", n, full, float64(full)/1024)
+}

@@ -1,0 +1,170 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Meta returns a meta value; ok is false when it is not set.
+func (s *Store) Meta(ctx context.Context, key string) (value string, ok bool, err error) {
+	err = s.rdb.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", key).Scan(&value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read meta %s: %w", key, classify(err))
+	}
+	return value, true, nil
+}
+
+const jobCols = `ref, id, generation, spec, shard_index, shard_total, epoch, lease_expiry, last_fire`
+
+func scanJob(sc interface{ Scan(...any) error }) (Job, error) {
+	var j Job
+	var gen, epoch, le, lf int64
+	if err := sc.Scan(&j.Ref, &j.ID, &gen, &j.Spec, &j.ShardIndex, &j.ShardTotal, &epoch, &le, &lf); err != nil {
+		return Job{}, err
+	}
+	j.Generation, j.Epoch, j.LeaseExpiry, j.LastFire = uint64(gen), uint64(epoch), fromNS(le), fromNS(lf)
+	return j, nil
+}
+
+// Jobs returns every assigned job.
+func (s *Store) Jobs(ctx context.Context) ([]Job, error) {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+jobCols+" FROM jobs ORDER BY ref")
+	if err != nil {
+		return nil, fmt.Errorf("read jobs: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read jobs: %w", classify(err))
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read jobs: %w", classify(err))
+	}
+	return out, nil
+}
+
+// Job returns one assigned job by id.
+func (s *Store) Job(ctx context.Context, id string) (Job, error) {
+	j, err := scanJob(s.rdb.QueryRowContext(ctx, "SELECT "+jobCols+" FROM jobs WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, fmt.Errorf("read job %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("read job %s: %w", id, classify(err))
+	}
+	return j, nil
+}
+
+const execCols = `e.id, e.exec_id, e.attempt, e.job_id, e.state, e.priority, e.fine, e.concurrency, e.scheduled_at, e.run_at, e.epoch,
+	e.shard_index, e.shard_total, e.triggered_at, e.started_at, e.finished_at, e.outcome`
+
+func scanExec(sc interface{ Scan(...any) error }, extra ...any) (Exec, error) {
+	var e Exec
+	var sched, run, epoch, trig, start, fin int64
+	dst := []any{&e.ID, &e.ExecID, &e.Attempt, &e.JobID, &e.State, &e.Priority, &e.Fine, &e.Concurrency, &sched, &run, &epoch,
+		&e.ShardIndex, &e.ShardTotal, &trig, &start, &fin, &e.Outcome}
+	if err := sc.Scan(append(dst, extra...)...); err != nil {
+		return Exec{}, err
+	}
+	e.ScheduledAt, e.RunAt, e.Epoch = fromNS(sched), fromNS(run), uint64(epoch)
+	e.TriggeredAt, e.StartedAt, e.FinishedAt = fromNS(trig), fromNS(start), fromNS(fin)
+	return e, nil
+}
+
+// Exec returns one attempt with its spec (the run command's snapshot or the
+// assigned job's) and result.
+func (s *Store) Exec(ctx context.Context, id int64) (Exec, error) {
+	var spec, result []byte
+	e, err := scanExec(s.rdb.QueryRowContext(ctx, "SELECT "+execCols+`, COALESCE(e.spec, j.spec), e.result
+		FROM execs e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.id = ?`, id), &spec, &result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Exec{}, fmt.Errorf("read exec %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Exec{}, fmt.Errorf("read exec %d: %w", id, classify(err))
+	}
+	e.Spec, e.Result = spec, result
+	return e, nil
+}
+
+// ExecByID returns an attempt by exec id and attempt (without spec).
+func (s *Store) ExecByID(ctx context.Context, execID string, attempt int) (Exec, error) {
+	var result []byte
+	e, err := scanExec(s.rdb.QueryRowContext(ctx, "SELECT "+execCols+", e.result FROM execs e WHERE e.exec_id = ? AND e.attempt = ?",
+		execID, attempt), &result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Exec{}, fmt.Errorf("read exec %s/%d: %w", execID, attempt, ErrNotFound)
+	}
+	if err != nil {
+		return Exec{}, fmt.Errorf("read exec %s/%d: %w", execID, attempt, classify(err))
+	}
+	e.Result = result
+	return e, nil
+}
+
+// LiveExecs returns up to limit attempts in state with id > afterID, in id
+// order, without spec and result.
+func (s *Store) LiveExecs(ctx context.Context, state string, afterID int64, limit int) ([]Exec, error) {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+execCols+` FROM execs e
+		WHERE e.state = ? AND e.id > ? ORDER BY e.id LIMIT ?`, state, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read %s execs: %w", state, classify(err))
+	}
+	defer rows.Close()
+	var out []Exec
+	for rows.Next() {
+		e, err := scanExec(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read %s execs: %w", state, classify(err))
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s execs: %w", state, classify(err))
+	}
+	return out, nil
+}
+
+// Outbox returns up to limit messages with seq > after, in order.
+func (s *Store) Outbox(ctx context.Context, after int64, limit int) ([]OutboxMsg, error) {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT seq, msg_id, subject, data FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []OutboxMsg
+	for rows.Next() {
+		var m OutboxMsg
+		if err := rows.Scan(&m.Seq, &m.MsgID, &m.Subject, &m.Data); err != nil {
+			return nil, fmt.Errorf("read outbox: %w", classify(err))
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox: %w", classify(err))
+	}
+	return out, nil
+}
+
+// Counts returns the live row counts.
+func (s *Store) Counts(ctx context.Context) (Counts, error) {
+	var c Counts
+	err := s.rdb.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM execs WHERE state = 'PENDING'),
+		(SELECT count(*) FROM execs WHERE state = 'TRIGGERED'),
+		(SELECT count(*) FROM execs WHERE state = 'RUNNING'),
+		(SELECT count(*) FROM outbox)`).Scan(&c.Pending, &c.Triggered, &c.Running, &c.Outbox)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count rows: %w", classify(err))
+	}
+	return c, nil
+}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations[i] brings the schema from version i to i+1. The version is kept
+// in PRAGMA user_version and bumped in the same transaction as the DDL, so a
+// crash mid-migration leaves the previous version intact.
+var migrations = []string{
+	// 1: first schema.
+	`
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE jobs (
+	ref          INTEGER PRIMARY KEY AUTOINCREMENT,
+	id           TEXT NOT NULL UNIQUE,
+	generation   INTEGER NOT NULL,
+	spec         BLOB NOT NULL,
+	shard_index  INTEGER NOT NULL DEFAULT -1,
+	shard_total  INTEGER NOT NULL DEFAULT 0,
+	epoch        INTEGER NOT NULL DEFAULT 0,
+	lease_expiry INTEGER NOT NULL DEFAULT 0,
+	last_fire    INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE execs (
+	id           INTEGER PRIMARY KEY AUTOINCREMENT,
+	exec_id      TEXT NOT NULL,
+	attempt      INTEGER NOT NULL,
+	job_id       TEXT NOT NULL,
+	state        TEXT NOT NULL,
+	priority     INTEGER NOT NULL DEFAULT 0,
+	fine         INTEGER NOT NULL DEFAULT 0,
+	concurrency  INTEGER NOT NULL DEFAULT 1,
+	scheduled_at INTEGER NOT NULL,
+	run_at       INTEGER NOT NULL,
+	epoch        INTEGER NOT NULL DEFAULT 0,
+	shard_index  INTEGER NOT NULL DEFAULT -1,
+	shard_total  INTEGER NOT NULL DEFAULT 0,
+	spec         BLOB,
+	triggered_at INTEGER NOT NULL DEFAULT 0,
+	started_at   INTEGER NOT NULL DEFAULT 0,
+	finished_at  INTEGER NOT NULL DEFAULT 0,
+	outcome      TEXT NOT NULL DEFAULT '',
+	result       BLOB,
+	UNIQUE (exec_id, attempt)
+);
+CREATE INDEX execs_state ON execs (state, id);
+CREATE INDEX execs_done ON execs (finished_at) WHERE finished_at > 0;
+
+CREATE TABLE outbox (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	msg_id  TEXT NOT NULL UNIQUE,
+	subject TEXT NOT NULL,
+	data    BLOB NOT NULL
+);
+`,
+}
+
+// SchemaVersion is the schema version this build writes.
+func SchemaVersion() int { return len(migrations) }
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", classify(err))
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("%w: file has version %d, this build knows up to %d", ErrSchema, v, len(migrations))
+	}
+	for ; v < len(migrations); v++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migrate to %d: %w", v+1, classify(err))
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("migrate to %d: %w", v+1, classify(err))
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("migrate to %d: %w", v+1, classify(err))
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migrate to %d: %w", v+1, classify(err))
+		}
+	}
+	return nil
+}

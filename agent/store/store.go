@@ -1,0 +1,377 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Synchronous modes (PRAGMA synchronous) accepted by Options.
+const (
+	SyncFull   = "full"
+	SyncNormal = "normal"
+)
+
+// Defaults of Options.
+const (
+	DefaultBusyTimeout = 5 * time.Second
+	DefaultMaxBatch    = 512
+	DefaultCacheKiB    = 1024
+	DefaultQueue       = 4096
+)
+
+// Options configure Open. Zero values take the defaults.
+type Options struct {
+	// Synchronous is SyncFull (default) or SyncNormal.
+	Synchronous string
+	// BusyTimeout is how long a statement waits for a lock.
+	BusyTimeout time.Duration
+	// MaxBatch bounds how many write functions share one transaction.
+	MaxBatch int
+	// CacheKiB is the page cache of each connection, in KiB.
+	CacheKiB int
+	// Queue is the capacity of the write queue; Submit blocks beyond it.
+	Queue int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Synchronous == "" {
+		o.Synchronous = SyncFull
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.CacheKiB <= 0 {
+		o.CacheKiB = DefaultCacheKiB
+	}
+	if o.Queue <= 0 {
+		o.Queue = DefaultQueue
+	}
+	return o
+}
+
+// Store is the agent's SQLite file. Safe for concurrent use.
+type Store struct {
+	path string
+	opts Options
+	wdb  *sql.DB // one connection, used only by the writer goroutine
+	rdb  *sql.DB // readers
+	st   *stmts
+
+	mu     sync.RWMutex // guards closed against sends on reqs
+	closed bool
+	reqs   chan req
+	done   chan struct{} // writer exited
+
+	errMu  sync.Mutex
+	err    error
+	failed chan struct{}
+}
+
+type req struct {
+	fn   func(*Tx) error
+	done func(error)
+}
+
+// Open opens (creating if needed) the database at path, checks it, migrates
+// its schema and starts the writer. A read-only, corrupt or unopenable file
+// is refused with an error wrapping ErrReadOnly, ErrCorrupt or ErrCantOpen.
+func Open(ctx context.Context, path string, o Options) (*Store, error) {
+	o = o.withDefaults()
+	switch o.Synchronous {
+	case SyncFull, SyncNormal:
+	default:
+		return nil, fmt.Errorf("store: synchronous: must be %q or %q, got %q", SyncFull, SyncNormal, o.Synchronous)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("open store %s: %w: directory %s does not exist", path, ErrCantOpen, filepath.Dir(path))
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 && fi.Size() < 100 {
+		return nil, fmt.Errorf("open store %s: %w: file of %d bytes is not a SQLite database", path, ErrCorrupt, fi.Size())
+	}
+	s := &Store{path: path, opts: o, reqs: make(chan req, o.Queue), done: make(chan struct{}), failed: make(chan struct{})}
+	var err error
+	s.wdb, err = sql.Open("sqlite", dsn(path, o, false))
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, classify(err))
+	}
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetMaxIdleConns(1)
+	s.wdb.SetConnMaxLifetime(0)
+	if err := s.check(ctx); err != nil {
+		_ = s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	s.rdb, err = sql.Open("sqlite", dsn(path, o, true))
+	if err != nil {
+		_ = s.wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, classify(err))
+	}
+	s.rdb.SetMaxOpenConns(2)
+	s.rdb.SetMaxIdleConns(2)
+	if s.st, err = prepare(ctx, s.wdb); err != nil {
+		_ = s.wdb.Close()
+		_ = s.rdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	go s.writer()
+	return s, nil
+}
+
+func dsn(path string, o Options, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+strings.ToUpper(o.Synchronous)+")")
+	q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", o.CacheKiB))
+	q.Add("_pragma", "temp_store(MEMORY)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// check verifies WAL mode, integrity and writability, and migrates.
+func (s *Store) check(ctx context.Context) error {
+	var mode string
+	if err := s.wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return classify(err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		// SQLite keeps the old mode when it cannot create the -wal file.
+		return fmt.Errorf("%w: journal_mode is %q, not wal (directory not writable?)", ErrReadOnly, mode)
+	}
+	var res string
+	if err := s.wdb.QueryRowContext(ctx, "PRAGMA quick_check").Scan(&res); err != nil {
+		return classify(err)
+	}
+	if res != "ok" {
+		return fmt.Errorf("%w: quick_check: %s", ErrCorrupt, res)
+	}
+	if err := migrate(ctx, s.wdb); err != nil {
+		return err
+	}
+	// A write probe: a read-only file that is already migrated fails here.
+	if _, err := s.wdb.ExecContext(ctx, "INSERT OR REPLACE INTO meta(key, value) VALUES ('opened_at', ?)",
+		time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return fmt.Errorf("write probe: %w", classify(err))
+	}
+	return nil
+}
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Err returns the error that failed the store, or nil.
+func (s *Store) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+// Failed is closed when a write hit an error that makes the store unusable
+// (read-only, corrupt, full, I/O); Err says which.
+func (s *Store) Failed() <-chan struct{} { return s.failed }
+
+func (s *Store) fail(err error) {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if s.err == nil {
+		s.err = err
+		close(s.failed)
+	}
+}
+
+// Do runs fn in a group-committed write transaction and returns once the
+// transaction is durable (or failed). fn may be run more than once (a batch
+// is retried function by function when one of them fails), so it must only
+// change the database and its own result variables. An error returned by fn
+// rolls back fn's changes only.
+func (s *Store) Do(ctx context.Context, fn func(*Tx) error) error {
+	ch := make(chan error, 1)
+	if err := s.submit(ctx, fn, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		// The write may still commit; the caller must not assume it did not.
+		return ctx.Err()
+	}
+}
+
+// Submit queues fn like Do but does not wait: done is called with the
+// outcome from the writer goroutine once the batch is durable. done must
+// be quick and must not call Do. Submit blocks while the queue is full.
+func (s *Store) Submit(fn func(*Tx) error, done func(error)) {
+	if err := s.submit(context.Background(), fn, done); err != nil && done != nil {
+		done(err)
+	}
+}
+
+func (s *Store) submit(ctx context.Context, fn func(*Tx) error, done func(error)) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	select {
+	case s.reqs <- req{fn: fn, done: done}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops accepting writes, commits what is queued and closes the file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.reqs)
+	s.mu.Unlock()
+	<-s.done
+	s.st.close()
+	err := errors.Join(s.rdb.Close(), s.wdb.Close())
+	if err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) writer() {
+	defer close(s.done)
+	batch := make([]req, 0, s.opts.MaxBatch)
+	errs := make([]error, 0, s.opts.MaxBatch)
+	for r := range s.reqs {
+		batch = append(batch[:0], r)
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		errs = s.commit(batch, errs[:0])
+		for i, r := range batch {
+			if r.done != nil {
+				r.done(errs[i])
+			}
+			batch[i] = req{}
+		}
+	}
+}
+
+// commit runs a batch in one transaction. Fast path: every function without
+// savepoints. If one fails, the transaction is rolled back and the batch
+// rerun with one savepoint per function.
+func (s *Store) commit(batch []req, errs []error) []error {
+	for range batch {
+		errs = append(errs, nil)
+	}
+	if err := s.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	ok, err := s.runBatch(batch, errs, false)
+	if err == nil && !ok {
+		for i := range errs {
+			errs[i] = nil
+		}
+		_, err = s.runBatch(batch, errs, true)
+	}
+	if err != nil {
+		err = classify(err)
+		if fatal(err) {
+			s.fail(fmt.Errorf("store %s: %w", s.path, err))
+		}
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
+}
+
+// runBatch returns ok=false (after rolling back) when a function failed in
+// the fast path; err is a transaction-level error.
+func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, err error) {
+	ctx := context.Background()
+	sqlTx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	tx := &Tx{tx: sqlTx, st: s.st, ctx: ctx}
+	for i, r := range batch {
+		if savepoints {
+			if _, err := sqlTx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+				_ = sqlTx.Rollback()
+				return false, err
+			}
+		}
+		e := safeRun(r.fn, tx)
+		if e != nil {
+			if c := classify(e); fatal(c) {
+				_ = sqlTx.Rollback()
+				return false, c
+			}
+			if !savepoints {
+				_ = sqlTx.Rollback()
+				return false, nil
+			}
+			errs[i] = e
+			if _, err := sqlTx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+				_ = sqlTx.Rollback()
+				return false, err
+			}
+		}
+		if savepoints {
+			if _, err := sqlTx.ExecContext(ctx, "RELEASE w"); err != nil {
+				_ = sqlTx.Rollback()
+				return false, err
+			}
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return true, nil
+}
+
+func safeRun(fn func(*Tx) error, tx *Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store: write function panicked: %v", p)
+		}
+	}()
+	return fn(tx)
+}

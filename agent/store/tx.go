@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+type stmts struct {
+	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setEpoch         *sql.Stmt
+	insertExec, setTriggered, setRunning, finish, setState, enqueue, ack, prune *sql.Stmt
+	getExecState, liveAttempt, execRow                                          *sql.Stmt
+}
+
+func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
+	s := &stmts{}
+	for _, p := range []struct {
+		dst **sql.Stmt
+		q   string
+	}{
+		{&s.setMeta, `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`},
+		{&s.upsertJob, `INSERT INTO jobs(id, generation, spec, shard_index, shard_total, epoch) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT(id) DO UPDATE SET generation = excluded.generation, spec = excluded.spec,
+			shard_index = excluded.shard_index, shard_total = excluded.shard_total, epoch = excluded.epoch
+			WHERE excluded.generation > jobs.generation OR (excluded.generation = jobs.generation AND excluded.epoch >= jobs.epoch)
+			RETURNING ref, last_fire`},
+		{&s.snapshotSpecs, `UPDATE execs SET spec = (SELECT spec FROM jobs WHERE id = ?1)
+			WHERE job_id = ?1 AND spec IS NULL AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
+		{&s.deleteJob, `DELETE FROM jobs WHERE id = ? AND (? = 0 OR generation <= ?)`},
+		{&s.setLastFire, `UPDATE jobs SET last_fire = ? WHERE ref = ? AND last_fire < ?`},
+		{&s.setEpoch, `UPDATE jobs SET epoch = ?, lease_expiry = ? WHERE id = ? AND epoch <= ?`},
+		{&s.insertExec, `INSERT INTO execs(exec_id, attempt, job_id, state, priority, fine, concurrency, scheduled_at, run_at, epoch,
+			shard_index, shard_total, spec, triggered_at, finished_at, outcome, result)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT(exec_id, attempt) DO NOTHING RETURNING id`},
+		{&s.setTriggered, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING'`},
+		{&s.setRunning, `UPDATE execs SET state = 'RUNNING', started_at = ? WHERE id = ? AND state = 'TRIGGERED'`},
+		{&s.finish, `UPDATE execs SET state = ?, finished_at = ?, outcome = ?, result = ?
+			WHERE id = ? AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
+		{&s.setState, `UPDATE execs SET state = ? WHERE id = ? AND state = ?`},
+		{&s.enqueue, `INSERT INTO outbox(msg_id, subject, data) VALUES (?, ?, ?) ON CONFLICT(msg_id) DO NOTHING`},
+		{&s.ack, `DELETE FROM outbox WHERE seq <= ?`},
+		{&s.prune, `DELETE FROM execs WHERE finished_at > 0 AND finished_at < ?`},
+		{&s.getExecState, `SELECT state FROM execs WHERE id = ?`},
+		{&s.execRow, `SELECT ` + execCols + ` FROM execs e WHERE e.id = ?`},
+		{&s.liveAttempt, `SELECT ` + execCols + ` FROM execs e WHERE e.exec_id = ? AND e.state IN ('PENDING', 'TRIGGERED', 'RUNNING')
+			ORDER BY e.attempt DESC LIMIT 1`},
+	} {
+		st, err := db.PrepareContext(ctx, p.q)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("prepare: %w", classify(err))
+		}
+		*p.dst = st
+	}
+	return s, nil
+}
+
+func (s *stmts) close() {
+	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setEpoch,
+		s.insertExec, s.setTriggered, s.setRunning, s.finish, s.setState, s.enqueue, s.ack, s.prune, s.getExecState, s.liveAttempt, s.execRow} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+}
+
+// Tx is one write function's view of the batch transaction.
+type Tx struct {
+	tx  *sql.Tx
+	st  *stmts
+	ctx context.Context
+}
+
+func (t *Tx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
+	r, err := t.tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
+	return r, classify(err)
+}
+
+func affected(r sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := r.RowsAffected()
+	return n > 0, err
+}
+
+// SetMeta sets a meta value.
+func (t *Tx) SetMeta(key, value string) error {
+	_, err := t.exec(t.st.setMeta, key, value)
+	return err
+}
+
+// PutJob stores j unless a higher generation (or, at the same generation, a
+// higher epoch) is stored already. It returns the job's Ref, its stored
+// LastFire and whether j was written.
+func (t *Tx) PutJob(j Job) (ref int64, lastFire time.Time, written bool, err error) {
+	var lf int64
+	err = t.tx.StmtContext(t.ctx, t.st.upsertJob).QueryRowContext(t.ctx, j.ID, int64(j.Generation), j.Spec,
+		j.ShardIndex, j.ShardTotal, int64(j.Epoch)).Scan(&ref, &lf)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, time.Time{}, false, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, false, classify(err)
+	}
+	return ref, fromNS(lf), true, nil
+}
+
+// DeleteJob forgets job id (if its generation ≤ gen, or any when gen is 0).
+// Live executions of the job keep a copy of its spec so that they can
+// still run.
+func (t *Tx) DeleteJob(id string, gen uint64) (bool, error) {
+	if _, err := t.exec(t.st.snapshotSpecs, id); err != nil {
+		return false, err
+	}
+	return affected(t.exec(t.st.deleteJob, id, int64(gen), int64(gen)))
+}
+
+// SetLastFire records the scheduled time of a job's last handled fire (it
+// never moves back).
+func (t *Tx) SetLastFire(ref int64, at time.Time) error {
+	_, err := t.exec(t.st.setLastFire, ns(at), ref, ns(at))
+	return err
+}
+
+// SetEpoch records a group job's lease epoch (never moving back).
+func (t *Tx) SetEpoch(jobID string, epoch uint64, expiry time.Time) (bool, error) {
+	return affected(t.exec(t.st.setEpoch, int64(epoch), ns(expiry), jobID, int64(epoch)))
+}
+
+// InsertExec inserts an attempt; inserted is false (and id 0) when the
+// exec_id+attempt exists already.
+func (t *Tx) InsertExec(e Exec) (id int64, inserted bool, err error) {
+	var spec any
+	if e.Spec != nil {
+		spec = e.Spec
+	}
+	var result any
+	if e.Result != nil {
+		result = e.Result
+	}
+	err = t.tx.StmtContext(t.ctx, t.st.insertExec).QueryRowContext(t.ctx, e.ExecID, e.Attempt, e.JobID, e.State,
+		e.Priority, e.Fine, e.Concurrency, ns(e.ScheduledAt), ns(e.RunAt), int64(e.Epoch), e.ShardIndex, e.ShardTotal, spec,
+		ns(e.TriggeredAt), ns(e.FinishedAt), e.Outcome, result).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, classify(err)
+	}
+	return id, true, nil
+}
+
+// MarkTriggered moves a PENDING attempt to TRIGGERED.
+func (t *Tx) MarkTriggered(id int64, at time.Time) (bool, error) {
+	return affected(t.exec(t.st.setTriggered, ns(at), id))
+}
+
+// MarkRunning moves a TRIGGERED attempt to RUNNING.
+func (t *Tx) MarkRunning(id int64, at time.Time) (bool, error) {
+	return affected(t.exec(t.st.setRunning, ns(at), id))
+}
+
+// Finish moves a live attempt to a final state (FINISHED, SKIPPED,
+// INTERRUPTED) with its outcome and result JSON.
+func (t *Tx) Finish(id int64, state string, at time.Time, outcome string, result []byte) (bool, error) {
+	return affected(t.exec(t.st.finish, state, ns(at), outcome, result, id))
+}
+
+// ExecState returns an attempt's state.
+func (t *Tx) ExecState(id int64) (string, error) {
+	var s string
+	err := t.tx.StmtContext(t.ctx, t.st.getExecState).QueryRowContext(t.ctx, id).Scan(&s)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return s, classify(err)
+}
+
+// Enqueue adds a report to the outbox; a msgID already there is ignored.
+func (t *Tx) Enqueue(msgID, subject string, data []byte) error {
+	_, err := t.exec(t.st.enqueue, msgID, subject, data)
+	return err
+}
+
+// Ack deletes every outbox message up to seq (they were acknowledged).
+func (t *Tx) Ack(seq int64) error {
+	_, err := t.exec(t.st.ack, seq)
+	return err
+}
+
+// Prune deletes final attempts that finished before before.
+func (t *Tx) Prune(before time.Time) (int64, error) {
+	r, err := t.exec(t.st.prune, ns(before))
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+// LiveAttempt returns the newest live (PENDING, TRIGGERED, RUNNING) attempt
+// of an execution; ok is false when there is none.
+func (t *Tx) LiveAttempt(execID string) (e Exec, ok bool, err error) {
+	e, err = scanExec(t.tx.StmtContext(t.ctx, t.st.liveAttempt).QueryRowContext(t.ctx, execID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Exec{}, false, nil
+	}
+	if err != nil {
+		return Exec{}, false, classify(err)
+	}
+	return e, true, nil
+}
+
+// ExecRow returns an attempt by row id (without spec and result).
+func (t *Tx) ExecRow(id int64) (Exec, error) {
+	e, err := scanExec(t.tx.StmtContext(t.ctx, t.st.execRow).QueryRowContext(t.ctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Exec{}, ErrNotFound
+	}
+	return e, classify(err)
+}

@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/axsched/ax/agent/handler"
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/wheel"
+)
+
+// maxStack bounds the panic stack kept in a result message.
+const maxStack = 8 << 10
+
+// worker runs attempts from work until it is closed.
+func (a *Agent) worker(work <-chan workUnit) {
+	for u := range work {
+		a.runOne(u)
+	}
+}
+
+// runOne runs one attempt: RUNNING (durable) → handler → FINISHED
+// (submitted; the scheduler learns when it is durable).
+func (a *Agent) runOne(u workUnit) {
+	s := a.sched
+	it := u.it
+	bg := context.Background()
+	e, err := a.st.Exec(bg, it.id)
+	if err != nil || e.State != store.StateTriggered {
+		if err != nil {
+			a.log.Error("load execution", "exec_row", it.id, "err", err)
+		}
+		s.post(func() { s.freed(); s.done(it) })
+		return
+	}
+	var job protocol.Job
+	if err := json.Unmarshal(e.Spec, &job); err != nil {
+		job = protocol.Job{}
+	}
+	started := a.clk.Now()
+	lag := started.Round(0).Sub(e.ScheduledAt)
+	var ok bool
+	err = a.st.Do(bg, func(tx *store.Tx) error {
+		var err error
+		if ok, err = tx.MarkRunning(it.id, started.Round(0)); err != nil || !ok {
+			return err
+		}
+		r := rowReport(e, protocol.ReportRunning)
+		r.Lag = protocol.Duration(max(lag, 0))
+		return a.enqueue(tx, r)
+	})
+	if err != nil || !ok {
+		if err != nil {
+			a.log.Error("record running", "exec_id", e.ExecID, "err", err)
+		}
+		s.post(func() { s.freed(); s.done(it) })
+		return
+	}
+	a.kickOutbox()
+
+	ctx := u.ctx
+	if job.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, job.Timeout.D())
+		defer cancel()
+	}
+	task := Task{JobID: e.JobID, ExecID: e.ExecID, Attempt: e.Attempt, ScheduledAt: e.ScheduledAt, Payload: job.Payload, Epoch: e.Epoch}
+	if e.ShardTotal > 0 {
+		task.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
+	}
+	res, outcome := a.invoke(ctx, job.Handler, task)
+	// An attempt whose context ended is a timeout, a cancel or a shutdown,
+	// whatever the handler returned.
+	if outcome != retry.OutcomePanic && ctx.Err() != nil {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errCancelled):
+			outcome, res = retry.OutcomeCancelled, retry.Result{Code: -1, Message: "cancelled: " + res.Message}
+		case errors.Is(cause, errShutdown):
+			outcome = retry.OutcomeInterrupted
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			outcome = retry.OutcomeTimeout
+			res = retry.Result{Code: -1, Message: fmt.Sprintf("timed out after %s: %s", job.Timeout, res.Message), Retryable: true}
+		}
+	}
+	finished := a.clk.Now()
+	dur := finished.Sub(started)
+	state := store.StateFinished
+	kind := protocol.ReportFinished
+	if outcome == retry.OutcomeInterrupted {
+		state, kind = store.StateInterrupted, protocol.ReportInterrupted
+	}
+	resJSON, _ := json.Marshal(res)
+	s.post(s.freed)
+	a.st.Submit(func(tx *store.Tx) error {
+		ok, err := tx.Finish(it.id, state, finished.Round(0), string(outcome), resJSON)
+		if err != nil || !ok {
+			return err
+		}
+		r := rowReport(e, kind)
+		if kind == protocol.ReportFinished {
+			rr := res
+			r.Outcome, r.Result, r.Duration = outcome, &rr, protocol.Duration(dur)
+		} else {
+			r.Reason = "shutdown"
+		}
+		return a.enqueue(tx, r)
+	}, func(err error) {
+		if err != nil {
+			a.log.Error("record finished", "exec_id", e.ExecID, "err", err)
+		} else {
+			a.kickOutbox()
+		}
+		s.post(func() { s.done(it) })
+	})
+	a.log.Info("finished", "job_id", e.JobID, "exec_id", e.ExecID, "attempt", e.Attempt, "duration", dur,
+		"outcome", outcome, "code", res.Code, "retryable", res.Retryable)
+}
+
+// invoke runs the handler, recovering a panic with its stack.
+func (a *Agent) invoke(ctx context.Context, name string, t Task) (res retry.Result, outcome retry.Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			stack := debug.Stack()
+			if len(stack) > maxStack {
+				stack = stack[:maxStack]
+			}
+			res = retry.Result{Code: -1, Message: fmt.Sprintf("panic: %v\n%s", p, stack)}
+			outcome = retry.OutcomePanic
+		}
+	}()
+	req := handler.Request{JobID: t.JobID, ExecID: t.ExecID, Attempt: t.Attempt, ScheduledAt: t.ScheduledAt, Payload: t.Payload}
+	switch name {
+	case "exec":
+		res, _ = a.execH.Run(ctx, req)
+	case "http":
+		res = a.httpH.Run(ctx, req)
+	default:
+		fn, ok := a.handlers[name]
+		if !ok {
+			return retry.Result{Code: -1, Message: fmt.Sprintf("%v: %q is not registered on agent %s", ErrNoHandler, name, a.cfg.ID)},
+				retry.OutcomeFailure
+		}
+		r := fn(ctx, t)
+		res = retry.Result{Code: r.Code, Message: r.Message, Retryable: r.Retryable}
+	}
+	if res.Code == 0 {
+		return res, retry.OutcomeSuccess
+	}
+	return res, retry.OutcomeFailure
+}
+
+// wheelClock adapts clock.Clock to wheel.Clock.
+type wheelClock struct{ c clock.Clock }
+
+func (w wheelClock) Now() time.Time                       { return w.c.Now() }
+func (w wheelClock) NewTimer(d time.Duration) wheel.Timer { return w.c.NewTimer(d) }

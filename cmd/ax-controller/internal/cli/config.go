@@ -1,0 +1,347 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cast"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/controller/api"
+)
+
+// Defaults of the keys that the controller package does not default.
+const (
+	// DefaultListen is where the API listens: loopback, so that it is safe without tokens.
+	DefaultListen = "127.0.0.1:8080"
+	// DefaultDataDir is the embedded NATS store directory, relative to the working directory.
+	DefaultDataDir = "ax-data"
+	// DefaultAPIURL is where client commands find the API.
+	DefaultAPIURL = "http://127.0.0.1:8080"
+	// DefaultNATSURL is where exec watch finds NATS.
+	DefaultNATSURL = "nats://127.0.0.1:4222"
+	// envTokenName is the name of the admin token given by api.token / AX_API_TOKEN.
+	envTokenName = "admin"
+)
+
+// Config is the effective configuration of ax-controller (file, env, flags).
+// Its YAML form is what --print-config shows (secrets masked) and what
+// configs/ax-controller.yaml documents.
+type Config struct {
+	Node              string        `yaml:"node"`
+	DataDir           string        `yaml:"data_dir"`
+	Shards            int           `yaml:"shards"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	AgentOfflineAfter time.Duration `yaml:"agent_offline_after"`
+	Log               LogConfig     `yaml:"log"`
+	NATS              NATSConfig    `yaml:"nats"`
+	API               APIConfig     `yaml:"api"`
+}
+
+// LogConfig configures the process log.
+type LogConfig struct {
+	// Level is debug, info, warn or error.
+	Level string `yaml:"level"`
+	// Format is text or json.
+	Format string `yaml:"format"`
+}
+
+// NATSConfig mirrors controller.NATSConfig.
+type NATSConfig struct {
+	URL       string `yaml:"url"`
+	Host      string `yaml:"host"`
+	Port      int    `yaml:"port"`
+	CredsFile string `yaml:"creds_file"`
+	Replicas  int    `yaml:"replicas"`
+}
+
+// APIConfig configures the HTTP API.
+type APIConfig struct {
+	// Listen is host:port; without tokens it must be a loopback address.
+	Listen string `yaml:"listen"`
+	// Token is a single admin token (also AX_API_TOKEN), added to Tokens as "admin".
+	Token string `yaml:"token,omitempty"`
+	// Tokens are the bearer tokens with their roles.
+	Tokens []api.Token `yaml:"tokens"`
+}
+
+// keyKinds lists every configuration key with its kind.
+func keyKinds() map[string]string {
+	return map[string]string{
+		"node": "string", "data_dir": "string", "shards": "int",
+		"heartbeat_interval": "duration", "agent_offline_after": "duration",
+		"log.level": "string", "log.format": "string",
+		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int",
+		"api.listen": "string", "api.token": "string", "api.tokens": "tokens",
+	}
+}
+
+// newViper makes a viper for one command run: defaults, the --config file
+// (when path is set), AX_* env and the flags named in flagKeys (flag name → key).
+func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*viper.Viper, error) {
+	v := viper.New()
+	d := controller.DefaultConfig()
+	v.SetDefault("node", d.Node)
+	v.SetDefault("data_dir", DefaultDataDir)
+	v.SetDefault("shards", d.Shards)
+	v.SetDefault("heartbeat_interval", d.HeartbeatInterval)
+	v.SetDefault("agent_offline_after", d.AgentOfflineAfter)
+	v.SetDefault("log.level", "info")
+	v.SetDefault("log.format", "text")
+	v.SetDefault("nats.url", "")
+	v.SetDefault("nats.host", d.NATS.Host)
+	v.SetDefault("nats.port", d.NATS.Port)
+	v.SetDefault("nats.creds_file", "")
+	v.SetDefault("nats.replicas", d.NATS.Replicas)
+	v.SetDefault("api.listen", DefaultListen)
+	v.SetDefault("api.token", "")
+	v.SetDefault("api.tokens", []any{})
+
+	v.SetEnvPrefix("AX")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	for k, kind := range keyKinds() {
+		if kind != "tokens" {
+			if err := v.BindEnv(k); err != nil {
+				return nil, fmt.Errorf("bind env %s: %w", k, err)
+			}
+		}
+	}
+	if path != "" {
+		v.SetConfigFile(path)
+		if ext := strings.ToLower(path); !strings.HasSuffix(ext, ".yaml") && !strings.HasSuffix(ext, ".yml") {
+			v.SetConfigType("yaml")
+		}
+		if err := v.ReadInConfig(); err != nil {
+			var pe viper.ConfigParseError
+			if errors.As(err, &pe) {
+				return nil, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+			}
+			return nil, fmt.Errorf("%w: --config: %v", ErrConfig, err)
+		}
+	}
+	for name, key := range flagKeys {
+		if f := flags.Lookup(name); f != nil {
+			if err := v.BindPFlag(key, f); err != nil {
+				return nil, fmt.Errorf("bind flag --%s: %w", name, err)
+			}
+		}
+	}
+	return v, nil
+}
+
+// unknownKeys returns the keys of v no one reads, sorted.
+func unknownKeys(v *viper.Viper) []string {
+	var bad []string
+	known := keyKinds()
+	for _, k := range v.AllKeys() {
+		if _, ok := known[k]; !ok {
+			bad = append(bad, k)
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// loadConfig reads and validates the full configuration.
+func loadConfig(v *viper.Viper) (Config, error) {
+	if bad := unknownKeys(v); len(bad) > 0 {
+		return Config{}, configErr(bad[0], "unknown key (known keys: %s)", strings.Join(knownKeys(), ", "))
+	}
+	var c Config
+	var errs []error
+	str := func(k string) string {
+		s, err := cast.ToStringE(v.Get(k))
+		if err != nil {
+			errs = append(errs, configErr(k, "must be a string"))
+		}
+		return strings.TrimSpace(s)
+	}
+	num := func(k string) int {
+		n, err := cast.ToIntE(v.Get(k))
+		if err != nil {
+			errs = append(errs, configErr(k, "must be an integer, got %v", v.Get(k)))
+		}
+		return n
+	}
+	dur := func(k string) time.Duration {
+		switch x := v.Get(k).(type) {
+		case time.Duration:
+			return x
+		case string:
+			d, err := time.ParseDuration(strings.TrimSpace(x))
+			if err != nil {
+				errs = append(errs, configErr(k, "%q is not a duration such as \"5s\"", x))
+			}
+			return d
+		default:
+			errs = append(errs, configErr(k, "must be a duration such as \"5s\", got %v", x))
+			return 0
+		}
+	}
+	c.Node = str("node")
+	c.DataDir = str("data_dir")
+	c.Shards = num("shards")
+	c.HeartbeatInterval = dur("heartbeat_interval")
+	c.AgentOfflineAfter = dur("agent_offline_after")
+	c.Log.Level = strings.ToLower(str("log.level"))
+	c.Log.Format = strings.ToLower(str("log.format"))
+	c.NATS.URL = str("nats.url")
+	c.NATS.Host = str("nats.host")
+	c.NATS.Port = num("nats.port")
+	c.NATS.CredsFile = str("nats.creds_file")
+	c.NATS.Replicas = num("nats.replicas")
+	c.API.Listen = str("api.listen")
+	c.API.Token = str("api.token")
+	if len(errs) > 0 {
+		return Config{}, errs[0]
+	}
+	tokens, err := parseTokens(v.Get("api.tokens"))
+	if err != nil {
+		return Config{}, err
+	}
+	c.API.Tokens = tokens
+	if err := c.validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func knownKeys() []string {
+	known := keyKinds()
+	ks := make([]string, 0, len(known))
+	for k := range known {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// parseTokens reads api.tokens: a list of {name, token, role}.
+func parseTokens(raw any) ([]api.Token, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, configErr("api.tokens", "must be a list of {name, token, role}")
+	}
+	tokens := make([]api.Token, 0, len(list))
+	for i, item := range list {
+		f := fmt.Sprintf("api.tokens[%d]", i)
+		m, err := cast.ToStringMapE(item)
+		if err != nil {
+			return nil, configErr(f, "must be a mapping {name, token, role}")
+		}
+		var t api.Token
+		for k, val := range m {
+			s, err := cast.ToStringE(val)
+			if err != nil {
+				return nil, configErr(f+"."+k, "must be a string")
+			}
+			switch strings.ToLower(k) {
+			case "name":
+				t.Name = s
+			case "token":
+				t.Token = s
+			case "role":
+				t.Role = api.Role(strings.ToLower(s))
+			default:
+				return nil, configErr(f+"."+k, "unknown key (known: name, token, role)")
+			}
+		}
+		tokens = append(tokens, t)
+	}
+	return tokens, nil
+}
+
+// allTokens returns api.tokens plus the single admin token of api.token.
+func (c Config) allTokens() []api.Token {
+	ts := slices.Clone(c.API.Tokens)
+	if c.API.Token != "" {
+		ts = append(ts, api.Token{Name: envTokenName, Token: c.API.Token, Role: api.RoleAdmin})
+	}
+	return ts
+}
+
+// validate checks the keys this package owns, then the controller's.
+func (c Config) validate() error {
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return configErr("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return configErr("log.format", "must be text or json, got %q", c.Log.Format)
+	}
+	if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
+		return configErr("api.listen", "%q is not host:port (e.g. 127.0.0.1:8080)", c.API.Listen)
+	}
+	if err := api.ValidateTokens(c.API.Tokens); err != nil {
+		return fmt.Errorf("%w: api.%s", ErrConfig, strings.TrimPrefix(err.Error(), api.ErrConfig.Error()+": "))
+	}
+	if c.API.Token != "" {
+		if err := api.ValidateTokens(c.allTokens()); err != nil {
+			return configErr("api.token", "(AX_API_TOKEN) %v", strings.TrimPrefix(err.Error(), api.ErrConfig.Error()+": "))
+		}
+	}
+	if err := c.controllerConfig().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+// checkAuth refuses to serve a non-loopback API without tokens.
+func (c Config) checkAuth() error {
+	if len(c.allTokens()) > 0 || loopback(c.API.Listen) {
+		return nil
+	}
+	return configErr("api.tokens", "none configured, but api.listen %q is not a loopback address: "+
+		"set api.tokens (list of {name, token, role}) or AX_API_TOKEN to require bearer tokens, "+
+		"or listen on 127.0.0.1", c.API.Listen)
+}
+
+// loopback reports whether host:port binds only a loopback interface.
+func loopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// controllerConfig converts to controller.Config (without Logger/Registry/Clock).
+func (c Config) controllerConfig() controller.Config {
+	cc := controller.DefaultConfig()
+	cc.Node = c.Node
+	cc.DataDir = c.DataDir
+	cc.Shards = c.Shards
+	cc.HeartbeatInterval = c.HeartbeatInterval
+	cc.AgentOfflineAfter = c.AgentOfflineAfter
+	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas}
+	return cc
+}
+
+// masked returns a copy with every secret replaced by "****".
+func (c Config) masked() Config {
+	m := c
+	m.API.Token = api.Mask(c.API.Token)
+	m.API.Tokens = make([]api.Token, len(c.API.Tokens))
+	for i, t := range c.API.Tokens {
+		t.Token = api.Mask(t.Token)
+		m.API.Tokens[i] = t
+	}
+	return m
+}

@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/axsched/ax/controller/client"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+func newExecCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "exec",
+		Short: "List, inspect, retry, cancel and watch executions",
+		Args:  noArgs,
+	}
+	cmd.AddCommand(newExecLsCmd(g), newExecGetCmd(g),
+		newExecActionCmd(g, "retry", "Run a new attempt of a finished execution"),
+		newExecActionCmd(g, "cancel", "Cancel an execution that has not finished"),
+		newExecWatchCmd(g))
+	return cmd
+}
+
+// parseState accepts a state in any case ("failed", "FAILED").
+func parseState(flag, s string) (protocol.State, error) {
+	if s == "" {
+		return "", nil
+	}
+	st := protocol.State(strings.ToUpper(s))
+	if !st.Valid() {
+		names := make([]string, len(protocol.States))
+		for i, v := range protocol.States {
+			names[i] = string(v)
+		}
+		return "", fmt.Errorf("%w: --%s: unknown state %q (one of %s)", ErrUsage, flag, s, strings.Join(names, ", "))
+	}
+	return st, nil
+}
+
+func newExecLsCmd(g *globals) *cobra.Command {
+	var f client.ExecFilter
+	var state string
+	var limit int
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List executions",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := g.outputFormat()
+			if err != nil {
+				return err
+			}
+			if f.State, err = parseState("state", state); err != nil {
+				return err
+			}
+			if limit < 0 {
+				return fmt.Errorf("%w: --limit: must not be negative", ErrUsage)
+			}
+			c, err := g.client(cmd)
+			if err != nil {
+				return err
+			}
+			execs, err := c.AllExecutions(cmd.Context(), f, limit)
+			if err != nil {
+				return err
+			}
+			return printExecutions(g.io.Out, format, execs)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&state, "state", "", "only executions in this state (PENDING, RUNNING, FAILED, ...)")
+	fl.StringVar(&f.JobID, "job", "", "only executions of this job id")
+	fl.StringVar(&f.Agent, "agent", "", "only executions on this agent")
+	fl.IntVar(&limit, "limit", 100, "show at most this many executions (0: all)")
+	return cmd
+}
+
+func newExecGetCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one execution",
+		Args:  exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := g.outputFormat()
+			if err != nil {
+				return err
+			}
+			c, err := g.client(cmd)
+			if err != nil {
+				return err
+			}
+			e, err := c.GetExecution(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if format == "table" {
+				format = "yaml"
+			}
+			return printValue(g.io.Out, format, e)
+		},
+	}
+}
+
+func newExecActionCmd(g *globals, action, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   action + " ID",
+		Short: short,
+		Args:  exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := g.outputFormat()
+			if err != nil {
+				return err
+			}
+			c, err := g.client(cmd)
+			if err != nil {
+				return err
+			}
+			fn := c.RetryExecution
+			if action == "cancel" {
+				fn = c.CancelExecution
+			}
+			e, err := fn(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printExecutions(g.io.Out, format, []protocol.Execution{e})
+		},
+	}
+}
+
+func newAgentCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Inspect agents",
+		Args:  noArgs,
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the agents the controller knows",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := g.outputFormat()
+			if err != nil {
+				return err
+			}
+			c, err := g.client(cmd)
+			if err != nil {
+				return err
+			}
+			agents, err := c.ListAgents(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printAgents(g.io.Out, format, agents)
+		},
+	})
+	return cmd
+}

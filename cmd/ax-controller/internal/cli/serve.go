@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/controller/api"
+)
+
+// shutdownTimeout bounds the graceful stop of the HTTP server.
+const shutdownTimeout = 15 * time.Second
+
+func newServeCmd(g *globals) *cobra.Command {
+	var printConfig bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the controller: embedded (or external) NATS, state machine, HTTP API",
+		Long: "serve starts the controller with the effective configuration (--config file, AX_* env, flags) " +
+			"and serves the HTTP API on api.listen until SIGINT or SIGTERM.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v, err := newViper(g.config, cmd.Flags(), map[string]string{
+				"listen": "api.listen", "data-dir": "data_dir", "node": "node",
+				"nats-url": "nats.url", "nats-host": "nats.host", "nats-port": "nats.port",
+				"shards": "shards", "log-level": "log.level", "log-format": "log.format",
+			})
+			if err != nil {
+				return err
+			}
+			cfg, err := loadConfig(v)
+			if err != nil {
+				return err
+			}
+			if printConfig {
+				return writeYAML(g.io.Out, cfg.masked())
+			}
+			return serve(cmd.Context(), cfg, newLogger(g.io.Err, cfg.Log))
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&printConfig, "print-config", false, "print the effective configuration (secrets masked) and exit")
+	fl.String("listen", "", "API listen address host:port (api.listen, default "+DefaultListen+")")
+	fl.String("data-dir", "", "embedded NATS store directory (data_dir)")
+	fl.String("node", "", "node name used in job ids (node)")
+	fl.String("nats-url", "", "external NATS URL; empty runs an embedded server (nats.url)")
+	fl.String("nats-host", "", "embedded NATS listen host (nats.host)")
+	fl.Int("nats-port", 0, "embedded NATS port, -1 for a random one (nats.port)")
+	fl.Int("shards", 0, "number of report shards (shards)")
+	fl.String("log-level", "", "debug, info, warn or error (log.level)")
+	fl.String("log-format", "", "text or json (log.format)")
+	return cmd
+}
+
+func newLogger(w io.Writer, c LogConfig) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the controller and its API until ctx ends.
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.checkAuth(); err != nil {
+		return err
+	}
+	tokens := cfg.allTokens()
+	ln, err := net.Listen("tcp", cfg.API.Listen)
+	if err != nil {
+		return configErr("api.listen", "%v", err)
+	}
+	defer ln.Close()
+
+	cc := cfg.controllerConfig()
+	cc.Logger = log
+	ctrl, err := controller.New(cc)
+	if err != nil {
+		return fmt.Errorf("new controller: %w", err)
+	}
+	defer func() {
+		if err := ctrl.Close(); err != nil {
+			log.Error("close controller", "err", err)
+		}
+	}()
+	if err := ctrl.Start(ctx); err != nil {
+		return fmt.Errorf("start controller: %w", err)
+	}
+	h, err := api.NewHandler(api.Options{Backend: ctrl, Metrics: ctrl.Registry(), Tokens: tokens, Logger: log})
+	if err != nil {
+		return fmt.Errorf("%w: api.%v", ErrConfig, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	auth := "off (loopback only)"
+	if len(tokens) > 0 {
+		auth = fmt.Sprintf("bearer tokens (%d)", len(tokens))
+	}
+	log.Info("api listening", "addr", ln.Addr().String(), "auth", auth, "nats", ctrl.NATSURL(), "data_dir", cfg.DataDir)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("api server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("api shutdown", "err", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("api server: %w", err)
+	}
+	return nil
+}

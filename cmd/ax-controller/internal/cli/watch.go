@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+type watchOpts struct {
+	job   string
+	state string
+	since time.Duration
+	count int
+}
+
+func newExecWatchCmd(g *globals) *cobra.Command {
+	var o watchOpts
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Follow state-change events live (AX_EVT over NATS), one row per event",
+		Long: "watch reads the AX_EVT stream from NATS (nats.url: --nats-url, AX_NATS_URL or the --config " +
+			"file; default " + DefaultNATSURL + ") and prints one row per event until interrupted.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := g.outputFormat()
+			if err != nil {
+				return err
+			}
+			state, err := parseState("state", o.state)
+			if err != nil {
+				return err
+			}
+			if o.job != "" {
+				if err := protocol.ValidateJobID("job", o.job); err != nil {
+					return fmt.Errorf("%w: --%w", ErrUsage, err)
+				}
+			}
+			if o.since < 0 || o.count < 0 {
+				return fmt.Errorf("%w: --since and --count must not be negative", ErrUsage)
+			}
+			v, err := newViper(g.config, cmd.Flags(), map[string]string{"nats-url": "nats.url", "nats-creds": "nats.creds_file"})
+			if err != nil {
+				return err
+			}
+			url := v.GetString("nats.url")
+			if url == "" {
+				url = "nats://" + net.JoinHostPort(v.GetString("nats.host"), strconv.Itoa(v.GetInt("nats.port")))
+			}
+			return watch(cmd.Context(), g.io.Out, format, url, v.GetString("nats.creds_file"), state, o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.job, "job", "", "only events of this job id")
+	fl.StringVar(&o.state, "state", "", "only events into this state (FAILED, RETRY_WAITING, ...)")
+	fl.DurationVar(&o.since, "since", 0, "first replay the events of this long ago (e.g. 10m); 0: only new events")
+	fl.IntVar(&o.count, "count", 0, "stop after this many events (0: run until interrupted)")
+	fl.String("nats-url", "", "NATS URL (env AX_NATS_URL; default "+DefaultNATSURL+")")
+	fl.String("nats-creds", "", "NATS credentials file (env AX_NATS_CREDS_FILE)")
+	return cmd
+}
+
+// eventSubject is the AX_EVT filter of a watch.
+func eventSubject(state protocol.State, job string) string {
+	s, j := "*", "*"
+	if state != "" {
+		s = string(state)
+	}
+	if job != "" {
+		j = job
+	}
+	return "ax.evt." + s + "." + j
+}
+
+func watch(ctx context.Context, out io.Writer, format, url, creds string, state protocol.State, o watchOpts) error {
+	opts := []nats.Option{nats.Name("ax-controller exec watch"), nats.MaxReconnects(-1)}
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("nats.url: connect %s: %w", url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{eventSubject(state, o.job)},
+		DeliverPolicy:  jetstream.DeliverNewPolicy,
+	}
+	if o.since > 0 {
+		start := time.Now().Add(-o.since)
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
+	}
+	cons, err := js.OrderedConsumer(ctx, protocol.StreamEvents, cfg)
+	if err != nil {
+		return fmt.Errorf("watch stream %s: %w", protocol.StreamEvents, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("watch stream %s: %w", protocol.StreamEvents, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+
+	if format == "table" {
+		fmt.Fprintf(out, watchRowFmt, "TIME", "STATE", "FROM", "ATTEMPT", "AGENT", "EXEC_ID", "REASON")
+	}
+	for n := 0; o.count == 0 || n < o.count; {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("watch: %w", err)
+		}
+		ev, err := protocol.DecodeEvent(msg.Data())
+		if err != nil {
+			// A bad event is reported and skipped; it never stops the watch.
+			fmt.Fprintf(out, "# skipped a bad event on %s: %v\n", msg.Subject(), err)
+			continue
+		}
+		n++
+		if err := printEvent(out, format, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const watchRowFmt = "%-20s  %-13s  %-13s  %-7s  %-16s  %-44s  %s\n"
+
+func printEvent(out io.Writer, format string, ev protocol.Event) error {
+	switch format {
+	case "json":
+		return printCompactJSON(out, ev)
+	case "yaml":
+		if _, err := fmt.Fprintln(out, "---"); err != nil {
+			return err
+		}
+		return printValue(out, "yaml", ev)
+	}
+	from := string(ev.From)
+	reason := ev.Reason
+	if ev.Result != nil && ev.Result.Message != "" {
+		reason = strings.TrimSpace(reason + " " + ev.Result.Message)
+	}
+	_, err := fmt.Fprintf(out, watchRowFmt, timeText(ev.At), dash(string(ev.To)), dash(from), strconv.Itoa(ev.Attempt), dash(ev.Agent), ev.ExecID, dash(reason))
+	return err
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,316 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// responderQueue is the queue group of the registration and heartbeat
+// responders, so that controller replicas share them.
+const responderQueue = "ax-controller"
+
+// agentRegistry mirrors KV ax_agents in memory. Writes go through the
+// registration and heartbeat handlers (which also write KV).
+type agentRegistry struct {
+	mu     sync.RWMutex
+	agents map[string]*agentEntry
+}
+
+type agentEntry struct {
+	info   protocol.AgentInfo
+	online bool // as last seen by the liveness loop
+}
+
+func newAgentRegistry() *agentRegistry { return &agentRegistry{agents: map[string]*agentEntry{}} }
+
+func cloneAgent(a protocol.AgentInfo) protocol.AgentInfo {
+	if a.Labels != nil {
+		l := make(map[string]string, len(a.Labels))
+		for k, v := range a.Labels {
+			l[k] = v
+		}
+		a.Labels = l
+	}
+	a.Handlers = slices.Clone(a.Handlers)
+	a.Leases = slices.Clone(a.Leases)
+	return a
+}
+
+func (r *agentRegistry) get(id string) (protocol.AgentInfo, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.agents[id]
+	if !ok {
+		return protocol.AgentInfo{}, false
+	}
+	return cloneAgent(e.info), true
+}
+
+// put records info and returns whether the agent was online before.
+func (r *agentRegistry) put(info protocol.AgentInfo) (wasOnline bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.agents[info.Agent]
+	if !ok {
+		e = &agentEntry{}
+		r.agents[info.Agent] = e
+	}
+	wasOnline = e.online
+	e.info = cloneAgent(info)
+	e.online = info.Online
+	return wasOnline
+}
+
+// snapshot returns every agent sorted by id.
+func (r *agentRegistry) snapshot() []protocol.AgentInfo {
+	r.mu.RLock()
+	out := make([]protocol.AgentInfo, 0, len(r.agents))
+	for _, e := range r.agents {
+		out = append(out, cloneAgent(e.info))
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, k int) bool { return out[i].Agent < out[k].Agent })
+	return out
+}
+
+// sweep recomputes online flags at now and returns the agents that went
+// offline and the online count.
+func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline []string, online int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, e := range r.agents {
+		on := isOnline(e.info, now, after)
+		if e.online && !on {
+			wentOffline = append(wentOffline, id)
+		}
+		e.online = on
+		if on {
+			online++
+		}
+	}
+	sort.Strings(wentOffline)
+	return wentOffline, online
+}
+
+func isOnline(a protocol.AgentInfo, now time.Time, after time.Duration) bool {
+	return !a.Revoked && !a.LastSeen.IsZero() && now.Sub(a.LastSeen) <= after
+}
+
+// loadAgents reads KV ax_agents into the registry.
+func (c *Controller) loadAgents(ctx context.Context) error {
+	w, err := c.kv.Agents.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	now := c.now()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil {
+				_, online := c.agents.sweep(now, c.cfg.AgentOfflineAfter)
+				c.m.agentsOnline.Set(float64(online))
+				return nil
+			}
+			var a protocol.AgentInfo
+			if err := json.Unmarshal(e.Value(), &a); err != nil {
+				c.log.Error("bad agent record in KV", "key", e.Key(), "err", err)
+				continue
+			}
+			a.Online = isOnline(a, now, c.cfg.AgentOfflineAfter)
+			c.agents.put(a)
+		}
+	}
+}
+
+func (c *Controller) storeAgent(ctx context.Context, a protocol.AgentInfo) error {
+	data, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = c.kv.Agents.Put(ctx, a.Agent, data)
+	return err
+}
+
+// startResponders subscribes the registration and heartbeat responders.
+func (c *Controller) startResponders() error {
+	for _, s := range []struct {
+		subj string
+		h    nats.MsgHandler
+	}{{protocol.SubjectRegisterAll, c.handleRegister}, {protocol.SubjectHeartbeatAll, c.handleHeartbeat}} {
+		sub, err := c.nc.QueueSubscribe(s.subj, responderQueue, s.h)
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", s.subj, err)
+		}
+		c.subs = append(c.subs, sub)
+	}
+	return c.nc.Flush()
+}
+
+func respond(msg *nats.Msg, v any) {
+	data, err := json.Marshal(v)
+	if err == nil {
+		_ = msg.Respond(data)
+	}
+}
+
+// handleRegister answers an agent's registration: records it in ax_agents,
+// re-sends its assignments when it is new or its command cursor is behind
+// the AX_CMD stream's first sequence, adjusts group jobs whose membership
+// it changes, and replies with controller time and the shard count.
+func (c *Controller) handleRegister(msg *nats.Msg) {
+	ctx := c.ctx
+	fail := func(reason string, args ...any) {
+		c.log.Warn("registration refused", append([]any{"subject", msg.Subject, "reason", reason}, args...)...)
+		respond(msg, protocol.RegisterReply{V: protocol.Version, Error: reason})
+	}
+	r, err := protocol.DecodeRegister(msg.Data)
+	if err != nil {
+		fail("invalid registration: "+err.Error(), "err", err)
+		return
+	}
+	if tok := strings.TrimPrefix(msg.Subject, "ax.reg."); tok != r.Agent {
+		fail(fmt.Sprintf("agent %q registered on the subject of %q", r.Agent, tok))
+		return
+	}
+	now := c.now()
+	c.assignMu.Lock()
+	prev, existed := c.agents.get(r.Agent)
+	if existed && prev.Revoked {
+		c.assignMu.Unlock()
+		fail("agent is revoked", "agent", r.Agent)
+		return
+	}
+	info := protocol.AgentInfo{
+		Agent: r.Agent, Labels: r.Labels, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
+		Online: true, RegisteredAt: now, LastSeen: now, ClockOffset: protocol.Duration(now.Sub(r.SentAt)),
+		Leases: r.Leases,
+	}
+	if existed {
+		info.RegisteredAt, info.Stats = prev.RegisteredAt, prev.Stats
+	}
+	if err := c.storeAgent(ctx, info); err != nil {
+		c.assignMu.Unlock()
+		fail("controller could not store the registration, retry", "agent", r.Agent, "err", err)
+		return
+	}
+	wasOnline := c.agents.put(info)
+	resend := !existed
+	if existed {
+		resend = c.cursorBehind(ctx, r.Cursor)
+	}
+	var prevp *protocol.AgentInfo
+	if existed {
+		prevp = &prev
+	}
+	c.reconcileAgent(ctx, prevp, info, resend)
+	c.placeUnplaced(ctx, info)
+	c.assignMu.Unlock()
+	c.refreshOnline()
+	respond(msg, protocol.RegisterReply{V: protocol.Version, ControllerTime: c.now(), Shards: c.cfg.Shards,
+		HeartbeatInterval: protocol.Duration(c.cfg.HeartbeatInterval)})
+	c.log.Info("agent registered", "agent", r.Agent, "new", !existed, "was_online", wasOnline, "cursor", r.Cursor,
+		"resent_assignments", resend, "version", r.Version, "arch", r.Arch, "clock_offset", info.ClockOffset.D())
+}
+
+// cursorBehind reports whether commands after cursor were already removed
+// from AX_CMD (by age), so that the agent cannot read them any more.
+func (c *Controller) cursorBehind(ctx context.Context, cursor uint64) bool {
+	s, err := c.js.Stream(ctx, protocol.StreamCommands)
+	if err != nil {
+		c.log.Warn("read AX_CMD state; re-sending assignments to be safe", "err", err)
+		return true
+	}
+	return cursor+1 < s.CachedInfo().State.FirstSeq
+}
+
+// handleHeartbeat records an agent's liveness and stats and replies with
+// controller time. Leases come with a later issue: every lease an agent
+// claims is reported lost.
+func (c *Controller) handleHeartbeat(msg *nats.Msg) {
+	hb, err := protocol.DecodeHeartbeat(msg.Data)
+	if err != nil {
+		c.log.Warn("heartbeat rejected", "subject", msg.Subject, "err", err)
+		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "invalid heartbeat: " + err.Error()})
+		return
+	}
+	if tok := strings.TrimPrefix(msg.Subject, "ax.hb."); tok != hb.Agent {
+		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: fmt.Sprintf("agent %q sent a heartbeat on the subject of %q", hb.Agent, tok)})
+		return
+	}
+	info, ok := c.agents.get(hb.Agent)
+	if !ok || info.Revoked {
+		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
+		return
+	}
+	now := c.now()
+	info.LastSeen, info.Stats, info.Online, info.Leases = now, hb.Stats, true, hb.Leases
+	if hb.Stats.ClockOffset != 0 {
+		info.ClockOffset = hb.Stats.ClockOffset
+	} else {
+		info.ClockOffset = protocol.Duration(now.Sub(hb.SentAt))
+	}
+	if err := c.storeAgent(c.ctx, info); err != nil {
+		c.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
+	}
+	if wasOnline := c.agents.put(info); !wasOnline {
+		c.log.Info("agent online", "agent", hb.Agent)
+		c.refreshOnline()
+	}
+	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Lost: hb.Leases})
+}
+
+func (c *Controller) refreshOnline() {
+	off, online := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)
+	for _, id := range off {
+		c.log.Warn("agent offline", "agent", id, "after", c.cfg.AgentOfflineAfter)
+	}
+	c.m.agentsOnline.Set(float64(online))
+}
+
+// livenessLoop marks agents offline when their heartbeats stop.
+func (c *Controller) livenessLoop(ctx context.Context) {
+	t := c.clk.NewTimer(c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			c.refreshOnline()
+			t.Reset(c.cfg.HeartbeatInterval)
+		}
+	}
+}
+
+// ListAgents returns every known agent, sorted by id, with Online computed
+// now from its last heartbeat.
+func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, error) {
+	if err := c.ready(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := c.now()
+	out := c.agents.snapshot()
+	for i := range out {
+		out[i].Online = isOnline(out[i], now, c.cfg.AgentOfflineAfter)
+	}
+	return out, nil
+}

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// ExecutionList is the body of GET /v1/executions.
+type ExecutionList struct {
+	Executions []protocol.Execution `json:"executions"`
+	// Next is the cursor of the next page (the after parameter); empty at the end.
+	Next string `json:"next"`
+}
+
+// AgentList is the body of GET /v1/agents.
+type AgentList struct {
+	Agents []protocol.AgentInfo `json:"agents"`
+}
+
+func (s *server) listExecutions(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "state", "job", "agent", "limit", "after")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := execFilter(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	execs, next, err := s.b.ListExecutions(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if execs == nil {
+		execs = []protocol.Execution{}
+	}
+	writeJSON(w, http.StatusOK, ExecutionList{Executions: execs, Next: next})
+}
+
+func execFilter(q url.Values) (controller.ExecFilter, error) {
+	var f controller.ExecFilter
+	var err error
+	if f.Limit, f.After, err = paging(q); err != nil {
+		return f, err
+	}
+	if st := q.Get("state"); st != "" {
+		f.State = protocol.State(strings.ToUpper(st))
+		if !f.State.Valid() {
+			names := make([]string, len(protocol.States))
+			for i, s := range protocol.States {
+				names[i] = string(s)
+			}
+			return f, invalidf("state", "unknown state %q (one of %s)", st, strings.Join(names, ", "))
+		}
+	}
+	if f.JobID = q.Get("job"); f.JobID != "" {
+		if err := protocol.ValidateJobID("job", f.JobID); err != nil {
+			return f, err
+		}
+	}
+	if f.Agent = q.Get("agent"); f.Agent != "" {
+		if err := protocol.ValidateName("agent", f.Agent); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+func (s *server) getExecution(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := execIDParam(id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if _, err := query(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	e, err := s.b.GetExecution(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// execAction serves POST /v1/executions/{id}:retry|:cancel.
+func (s *server) execAction(w http.ResponseWriter, r *http.Request) {
+	id, action, ok := splitAction(r.PathValue("idaction"))
+	if !ok {
+		w.Header().Set("Allow", "GET")
+		writeAPIError(w, http.StatusMethodNotAllowed, protocol.APIErrorBody{Code: CodeNotAllowed,
+			Message: "POST is not allowed on an execution; use POST /v1/executions/{id}:retry|:cancel"})
+		return
+	}
+	noteAudit(r, "exec."+action, "", id)
+	if err := execIDParam(id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var fn func(ctx context.Context, id string) (protocol.Execution, error)
+	switch action {
+	case "retry":
+		fn = s.b.RetryExecution
+	case "cancel":
+		fn = s.b.CancelExecution
+	default:
+		noteAudit(r, "exec.unknown_action", "", id)
+		writeAPIError(w, http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound, Field: "action",
+			Message: "action: unknown execution action " + strconv.Quote(action) + " (use :retry or :cancel)"})
+		return
+	}
+	if jobID, _, err := protocol.ParseExecID("id", id); err == nil {
+		noteAudit(r, "exec."+action, jobID, id)
+	}
+	e, err := fn(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+func (s *server) listAgents(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	agents, err := s.b.ListAgents(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if agents == nil {
+		agents = []protocol.AgentInfo{}
+	}
+	writeJSON(w, http.StatusOK, AgentList{Agents: agents})
+}

@@ -1,0 +1,176 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// startController runs a real controller with an embedded NATS server on a
+// random port and a temp store.
+func startController(t testing.TB) *controller.Controller {
+	t.Helper()
+	cfg := controller.DefaultConfig()
+	cfg.Node = "t1"
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.Port = -1
+	c, err := controller.New(cfg)
+	if err != nil {
+		t.Fatalf("controller.New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatalf("controller.Start: %v", err)
+	}
+	return c
+}
+
+// logBuf is a concurrency-safe log sink.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// env is an API served by httptest over a backend.
+type env struct {
+	t    *testing.T
+	srv  *httptest.Server
+	ctrl *controller.Controller
+	logs *logBuf
+	tok  string
+}
+
+func newEnv(t *testing.T, tokens ...api.Token) *env {
+	t.Helper()
+	ctrl := startController(t)
+	e := newEnvBackend(t, ctrl, tokens...)
+	e.ctrl = ctrl
+	return e
+}
+
+func newEnvBackend(t *testing.T, b api.Backend, tokens ...api.Token) *env {
+	t.Helper()
+	logs := &logBuf{}
+	opts := api.Options{Backend: b, Tokens: tokens, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	if c, ok := b.(*controller.Controller); ok {
+		opts.Metrics = c.Registry()
+	}
+	h, err := api.NewHandler(opts)
+	if err != nil {
+		t.Fatalf("NewHandler: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv, logs: logs}
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request; body may be nil, a string/[]byte (sent as is) or a value (JSON).
+func (e *env) do(method, path string, body any, hdr ...string) resp {
+	e.t.Helper()
+	var r io.Reader
+	ct := ""
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r, ct = strings.NewReader(b), "application/json"
+	case []byte:
+		r, ct = bytes.NewReader(b), "application/json"
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		r, ct = bytes.NewReader(data), "application/json"
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, e.srv.URL+path, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	if e.tok != "" {
+		req.Header.Set("Authorization", "Bearer "+e.tok)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	res, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp{status: res.StatusCode, header: res.Header, body: data}
+}
+
+// apiErr decodes an error body, failing the test if it is not protocol.APIError JSON.
+func (r resp) apiErr(t *testing.T) protocol.APIErrorBody {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("error Content-Type = %q, want application/json; body %s", ct, r.body)
+	}
+	var e protocol.APIError
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || e.Error.Code == "" {
+		t.Fatalf("body is not an APIError (%v): %s", err, r.body)
+	}
+	return e.Error
+}
+
+func decode[T any](t *testing.T, r resp) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("decode %T: %v: %s", v, err, r.body)
+	}
+	return v
+}
+
+// validJob is a job the controller accepts.
+func validJob(name string) map[string]any {
+	return map[string]any{
+		"name":     name,
+		"handler":  "exec",
+		"payload":  map[string]any{"command": "/bin/true"},
+		"schedule": map[string]any{"every": "1h"},
+		"target":   map[string]any{"agent": "edge-7"},
+	}
+}

@@ -1,0 +1,196 @@
+package controller
+
+import (
+	"context"
+	"hash/fnv"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Assignment of periodic jobs (every, cron) to agents through AX_CMD:
+//
+//   - pinned (target.agent): assigned to that agent, registered or not;
+//   - mode all: assigned to every registered agent whose labels match the
+//     selector, each with ShardSlot{Index, Total} in agent-id order; an
+//     agent joining or leaving the group re-slots every member;
+//   - mode any: assigned to one agent of the group, chosen by rendezvous
+//     hashing of (job id, agent id) over the registered members, so that the
+//     choice is the same after a controller restart. Epoch 0: leases and
+//     failover come with a later issue.
+//
+// Decisions are serialized by Controller.assignMu. A change is a diff
+// between the desired assignments before and after it: agents that lose a
+// job get unassign, agents that gain it or whose assignment changed
+// (generation, shard slot) get assign.
+
+// desired returns the assignments of job j given the agents (sorted by id).
+func desired(j protocol.Job, agents []protocol.AgentInfo) map[string]protocol.Assign {
+	if !isPeriodic(j) {
+		return nil
+	}
+	if j.Target.Agent != "" {
+		return map[string]protocol.Assign{j.Target.Agent: {Job: j}}
+	}
+	members := groupMembers(j, agents)
+	if len(members) == 0 {
+		return nil
+	}
+	out := map[string]protocol.Assign{}
+	if j.Target.Mode == protocol.ModeAll {
+		for i, a := range members {
+			out[a.Agent] = protocol.Assign{Job: j, Shard: &protocol.ShardSlot{Index: i, Total: len(members)}}
+		}
+		return out
+	}
+	out[rendezvous(j.ID, members)] = protocol.Assign{Job: j}
+	return out
+}
+
+// groupMembers returns the non-revoked agents matching j's selector, in the order given.
+func groupMembers(j protocol.Job, agents []protocol.AgentInfo) []protocol.AgentInfo {
+	sel, err := protocol.ParseSelector("target.group", j.Target.Group)
+	if err != nil {
+		return nil
+	}
+	var out []protocol.AgentInfo
+	for _, a := range agents {
+		if !a.Revoked && sel.Matches(a.Labels) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// rendezvous picks the agent with the highest hash of (job, agent).
+func rendezvous(jobID string, agents []protocol.AgentInfo) string {
+	best, bestScore := "", uint64(0)
+	for _, a := range agents {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(jobID))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(a.Agent))
+		if s := h.Sum64(); best == "" || s > bestScore {
+			best, bestScore = a.Agent, s
+		}
+	}
+	return best
+}
+
+func sameAssign(a, b protocol.Assign) bool {
+	if a.Job.ID != b.Job.ID || a.Job.Generation != b.Job.Generation || a.Epoch != b.Epoch {
+		return false
+	}
+	if (a.Shard == nil) != (b.Shard == nil) {
+		return false
+	}
+	return a.Shard == nil || *a.Shard == *b.Shard
+}
+
+// applyDiff sends the commands that turn assignments before into after;
+// force(agent) re-sends an unchanged assignment (an agent that may have
+// missed it). Errors are logged: an agent that misses a command gets its
+// assignments again when it re-registers with a stale cursor.
+func (c *Controller) applyDiff(ctx context.Context, jobID string, before, after map[string]protocol.Assign, force func(string) bool, reason string) {
+	for agent := range before {
+		if _, ok := after[agent]; ok {
+			continue
+		}
+		cmd := protocol.Command{Kind: protocol.CmdUnassign, Agent: agent, Unassign: &protocol.Unassign{JobID: jobID, Reason: reason}}
+		if err := c.publishCommand(ctx, cmd, ""); err != nil {
+			c.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
+			continue
+		}
+		c.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
+	}
+	for agent, a := range after {
+		if b, ok := before[agent]; ok && sameAssign(a, b) && (force == nil || !force(agent)) {
+			continue
+		}
+		a := a
+		cmd := protocol.Command{Kind: protocol.CmdAssign, Agent: agent, Assign: &a}
+		if err := c.publishCommand(ctx, cmd, ""); err != nil {
+			c.log.Error("send assign", "job", jobID, "agent", agent, "err", err)
+			continue
+		}
+		attrs := []any{"job", jobID, "agent", agent, "generation", a.Job.Generation, "paused", a.Job.Paused, "reason", reason}
+		if a.Shard != nil {
+			attrs = append(attrs, "shard_index", a.Shard.Index, "shard_total", a.Shard.Total)
+		}
+		c.log.Info("job assigned", attrs...)
+	}
+}
+
+// onJobChanged dispatches a created (old nil), updated or deleted (next
+// nil) job: assignment diff for periodic jobs, a PENDING execution and run
+// command for one-shot jobs.
+func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) {
+	c.assignMu.Lock()
+	agents := c.agents.snapshot()
+	var before, after map[string]protocol.Assign
+	id := ""
+	if old != nil {
+		before, id = desired(*old, agents), old.ID
+	}
+	if next != nil {
+		after, id = desired(*next, agents), next.ID
+	}
+	reason := "job updated"
+	switch {
+	case old == nil:
+		reason = "job created"
+	case next == nil:
+		reason = "job deleted"
+	}
+	c.applyDiff(ctx, id, before, after, nil, reason)
+	if next == nil {
+		c.dropUnplacedOf(id)
+	}
+	c.assignMu.Unlock()
+	if next != nil && !isPeriodic(*next) && !next.Paused {
+		if _, err := c.dispatchOneShot(ctx, *next); err != nil {
+			c.log.Error("dispatch one-shot job", "job", next.ID, "err", err)
+		}
+	}
+}
+
+// reconcileAgent adjusts assignments after agent cur (re)registered; prev
+// is its record before (nil when new). resend re-sends every assignment of
+// the agent (new agent, or its cursor is behind the stream). Called with
+// assignMu held.
+func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
+	afterAgents := c.agents.snapshot()
+	beforeAgents := make([]protocol.AgentInfo, 0, len(afterAgents))
+	for _, a := range afterAgents {
+		if a.Agent != cur.Agent {
+			beforeAgents = append(beforeAgents, a)
+		} else if prev != nil {
+			beforeAgents = append(beforeAgents, *prev)
+		}
+	}
+	force := func(agent string) bool { return resend && agent == cur.Agent }
+	for _, j := range c.jobs.all() {
+		if !isPeriodic(j) {
+			continue
+		}
+		if j.Target.Agent != "" {
+			if j.Target.Agent == cur.Agent && resend {
+				a := desired(j, afterAgents)
+				c.applyDiff(ctx, j.ID, a, a, force, "agent registered")
+			}
+			continue
+		}
+		sel, err := protocol.ParseSelector("target.group", j.Target.Group)
+		if err != nil {
+			continue
+		}
+		was := prev != nil && !prev.Revoked && sel.Matches(prev.Labels)
+		is := !cur.Revoked && sel.Matches(cur.Labels)
+		if !was && !is {
+			continue
+		}
+		if was == is && !resend {
+			continue
+		}
+		c.applyDiff(ctx, j.ID, desired(j, beforeAgents), desired(j, afterAgents), force, "group membership changed")
+	}
+}

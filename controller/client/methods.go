@@ -1,0 +1,218 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// JobFilter selects jobs in ListJobs; zero fields do not filter.
+type JobFilter struct {
+	Name, Handler, Agent, Group string
+	// Paused, when set, selects paused (true) or active (false) jobs.
+	Paused *bool
+	// Limit is the page size (the server's default when 0).
+	Limit int
+	// After is the Next cursor of the previous page.
+	After string
+}
+
+func (f JobFilter) values() url.Values {
+	q := url.Values{}
+	set(q, "name", f.Name)
+	set(q, "handler", f.Handler)
+	set(q, "agent", f.Agent)
+	set(q, "group", f.Group)
+	if f.Paused != nil {
+		q.Set("paused", strconv.FormatBool(*f.Paused))
+	}
+	if f.Limit != 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	set(q, "after", f.After)
+	return q
+}
+
+// ExecFilter selects executions in ListExecutions; zero fields do not filter.
+type ExecFilter struct {
+	State protocol.State
+	JobID string
+	Agent string
+	// Limit is the page size (the server's default when 0).
+	Limit int
+	// After is the Next cursor of the previous page.
+	After string
+}
+
+func (f ExecFilter) values() url.Values {
+	q := url.Values{}
+	set(q, "state", string(f.State))
+	set(q, "job", f.JobID)
+	set(q, "agent", f.Agent)
+	if f.Limit != 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	set(q, "after", f.After)
+	return q
+}
+
+func set(q url.Values, k, v string) {
+	if v != "" {
+		q.Set(k, v)
+	}
+}
+
+func jobPath(id string) string  { return "/v1/jobs/" + url.PathEscape(id) }
+func execPath(id string) string { return "/v1/executions/" + url.PathEscape(id) }
+
+// CreateJob creates a job. A taken idempotency key gives an *APIError
+// matching ErrExists whose ID is the existing job.
+func (c *Client) CreateJob(ctx context.Context, j protocol.Job) (protocol.Job, error) {
+	var out protocol.Job
+	err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, j, &out)
+	return out, err
+}
+
+// GetJob returns one job.
+func (c *Client) GetJob(ctx context.Context, id string) (protocol.Job, error) {
+	var out protocol.Job
+	err := c.do(ctx, http.MethodGet, jobPath(id), nil, nil, &out)
+	return out, err
+}
+
+// ListJobs returns one page of jobs and the cursor of the next page ("" at the end).
+func (c *Client) ListJobs(ctx context.Context, f JobFilter) ([]protocol.Job, string, error) {
+	var out struct {
+		Jobs []protocol.Job `json:"jobs"`
+		Next string         `json:"next"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/jobs", f.values(), nil, &out)
+	return out.Jobs, out.Next, err
+}
+
+// AllJobs follows the pages of ListJobs until the end, or until max jobs
+// are read when max > 0.
+func (c *Client) AllJobs(ctx context.Context, f JobFilter, max int) ([]protocol.Job, error) {
+	var all []protocol.Job
+	for {
+		page, next, err := c.ListJobs(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if max > 0 && len(all) >= max {
+			return all[:max], nil
+		}
+		if next == "" || next == f.After {
+			return all, nil
+		}
+		f.After = next
+	}
+}
+
+// UpdateJob replaces the spec of job id.
+func (c *Client) UpdateJob(ctx context.Context, id string, j protocol.Job) (protocol.Job, error) {
+	var out protocol.Job
+	err := c.do(ctx, http.MethodPut, jobPath(id), nil, j, &out)
+	return out, err
+}
+
+// DeleteJob deletes job id.
+func (c *Client) DeleteJob(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, jobPath(id), nil, nil, nil)
+}
+
+// PauseJob pauses job id.
+func (c *Client) PauseJob(ctx context.Context, id string) (protocol.Job, error) {
+	var out protocol.Job
+	err := c.do(ctx, http.MethodPost, jobPath(id)+":pause", nil, nil, &out)
+	return out, err
+}
+
+// ResumeJob resumes job id.
+func (c *Client) ResumeJob(ctx context.Context, id string) (protocol.Job, error) {
+	var out protocol.Job
+	err := c.do(ctx, http.MethodPost, jobPath(id)+":resume", nil, nil, &out)
+	return out, err
+}
+
+// TriggerJob starts an execution of job id now.
+func (c *Client) TriggerJob(ctx context.Context, id string) (protocol.Execution, error) {
+	var out protocol.Execution
+	err := c.do(ctx, http.MethodPost, jobPath(id)+":trigger", nil, nil, &out)
+	return out, err
+}
+
+// GetExecution returns one execution.
+func (c *Client) GetExecution(ctx context.Context, id string) (protocol.Execution, error) {
+	var out protocol.Execution
+	err := c.do(ctx, http.MethodGet, execPath(id), nil, nil, &out)
+	return out, err
+}
+
+// ListExecutions returns one page of executions and the cursor of the next page.
+func (c *Client) ListExecutions(ctx context.Context, f ExecFilter) ([]protocol.Execution, string, error) {
+	var out struct {
+		Executions []protocol.Execution `json:"executions"`
+		Next       string               `json:"next"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/executions", f.values(), nil, &out)
+	return out.Executions, out.Next, err
+}
+
+// AllExecutions follows the pages of ListExecutions until the end, or until
+// max executions are read when max > 0.
+func (c *Client) AllExecutions(ctx context.Context, f ExecFilter, max int) ([]protocol.Execution, error) {
+	var all []protocol.Execution
+	for {
+		page, next, err := c.ListExecutions(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if max > 0 && len(all) >= max {
+			return all[:max], nil
+		}
+		if next == "" || next == f.After {
+			return all, nil
+		}
+		f.After = next
+	}
+}
+
+// RetryExecution starts a new attempt of execution id.
+func (c *Client) RetryExecution(ctx context.Context, id string) (protocol.Execution, error) {
+	var out protocol.Execution
+	err := c.do(ctx, http.MethodPost, execPath(id)+":retry", nil, nil, &out)
+	return out, err
+}
+
+// CancelExecution cancels execution id.
+func (c *Client) CancelExecution(ctx context.Context, id string) (protocol.Execution, error) {
+	var out protocol.Execution
+	err := c.do(ctx, http.MethodPost, execPath(id)+":cancel", nil, nil, &out)
+	return out, err
+}
+
+// ListAgents returns every agent the controller knows.
+func (c *Client) ListAgents(ctx context.Context) ([]protocol.AgentInfo, error) {
+	var out struct {
+		Agents []protocol.AgentInfo `json:"agents"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/agents", nil, nil, &out)
+	return out.Agents, err
+}
+
+// Ready returns nil when the controller answers /readyz with 200, an
+// *APIError matching ErrNotReady otherwise.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+}
+
+// Healthy returns nil when the controller process answers /healthz.
+func (c *Client) Healthy(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil)
+}

@@ -1,0 +1,188 @@
+package controller
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Defaults of Config.
+const (
+	// DefaultNode is the node name written into job ids.
+	DefaultNode = "ctl"
+	// DefaultHeartbeatInterval is how often agents are told to heartbeat.
+	DefaultHeartbeatInterval = 5 * time.Second
+	// DefaultNATSHost is the embedded server's listen host (loopback).
+	DefaultNATSHost = "127.0.0.1"
+	// DefaultNATSPort is the embedded server's client port.
+	DefaultNATSPort = 4222
+	// DefaultAckWait is how long a report may stay unacknowledged before the
+	// server redelivers it (a controller that died mid-report).
+	DefaultAckWait = 30 * time.Second
+)
+
+// Config configures a Controller. Start from DefaultConfig.
+type Config struct {
+	// Node is the node name used in job ids (protocol.ValidateName); default "ctl".
+	Node string
+	// DataDir is the embedded NATS JetStream store directory; required when
+	// NATS.URL is empty.
+	DataDir string
+	// NATS says which NATS server to use.
+	NATS NATSConfig
+	// Shards is the number of report shards (default protocol.DefaultShards).
+	// It is fixed once the report consumers exist: Start refuses a different value.
+	Shards int
+	// HeartbeatInterval is told to agents at registration; default 5s.
+	HeartbeatInterval time.Duration
+	// AgentOfflineAfter is how long after its last heartbeat an agent counts
+	// as offline; default 3×HeartbeatInterval.
+	AgentOfflineAfter time.Duration
+	// Logger receives the controller's logs; nil discards them.
+	Logger *slog.Logger
+	// Registry receives the controller's metrics; nil makes a new one (see Controller.Registry).
+	Registry *prometheus.Registry
+	// Clock is the time source; nil means clock.Real{}.
+	Clock clock.Clock
+
+	// ackWait overrides DefaultAckWait (tests).
+	ackWait time.Duration
+}
+
+// NATSConfig says which NATS server the controller uses.
+type NATSConfig struct {
+	// URL names an external server or cluster; empty runs an embedded server.
+	URL string
+	// Host is the embedded server's listen host, default "127.0.0.1". Without
+	// auth (a later issue) it must be a loopback address.
+	Host string
+	// Port is the embedded server's client port, default 4222; -1 picks a random port.
+	Port int
+	// CredsFile is the client credentials file for an external server.
+	CredsFile string
+	// Replicas is the replica count of streams and buckets (default 1).
+	Replicas int
+}
+
+// DefaultConfig returns a config with every default filled in except DataDir.
+func DefaultConfig() Config {
+	return Config{
+		Node:              DefaultNode,
+		NATS:              NATSConfig{Host: DefaultNATSHost, Port: DefaultNATSPort, Replicas: 1},
+		Shards:            protocol.DefaultShards,
+		HeartbeatInterval: DefaultHeartbeatInterval,
+		AgentOfflineAfter: 3 * DefaultHeartbeatInterval,
+	}
+}
+
+// withDefaults fills zero values with their defaults.
+func (c Config) withDefaults() Config {
+	if c.Node == "" {
+		c.Node = DefaultNode
+	}
+	if c.NATS.Host == "" {
+		c.NATS.Host = DefaultNATSHost
+	}
+	if c.NATS.Port == 0 {
+		c.NATS.Port = DefaultNATSPort
+	}
+	if c.NATS.Replicas == 0 {
+		c.NATS.Replicas = 1
+	}
+	if c.Shards == 0 {
+		c.Shards = protocol.DefaultShards
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.AgentOfflineAfter == 0 {
+		c.AgentOfflineAfter = 3 * c.HeartbeatInterval
+	}
+	if c.ackWait == 0 {
+		c.ackWait = DefaultAckWait
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	return c
+}
+
+func configErr(key, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrConfig, key, fmt.Sprintf(format, args...))
+}
+
+// Validate checks the config after defaults are applied to zero values;
+// the error wraps ErrConfig and names the key ("nats.port: ...").
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if err := protocol.ValidateName("node", c.Node); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.NATS.URL == "" {
+		if strings.TrimSpace(c.DataDir) == "" {
+			return configErr("data_dir", "is required when nats.url is empty (embedded server)")
+		}
+		if !isLoopback(c.NATS.Host) {
+			return configErr("nats.host", "%q is not a loopback address; binding NATS beyond loopback without auth is refused", c.NATS.Host)
+		}
+	} else {
+		u, err := url.Parse(c.NATS.URL)
+		if err != nil || u.Host == "" {
+			return configErr("nats.url", "%q is not a URL such as nats://host:4222", c.NATS.URL)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return configErr("nats.url", "scheme %q: want nats, tls, ws or wss", u.Scheme)
+		}
+	}
+	if c.NATS.Port < -1 || c.NATS.Port > 65535 {
+		return configErr("nats.port", "must be between -1 and 65535, got %d", c.NATS.Port)
+	}
+	if c.NATS.CredsFile != "" && c.NATS.URL == "" {
+		return configErr("nats.creds_file", "is only used with nats.url")
+	}
+	switch c.NATS.Replicas {
+	case 1, 3, 5:
+	default:
+		return configErr("nats.replicas", "must be 1, 3 or 5, got %d", c.NATS.Replicas)
+	}
+	if c.NATS.URL == "" && c.NATS.Replicas != 1 {
+		return configErr("nats.replicas", "must be 1 with the embedded server, got %d", c.NATS.Replicas)
+	}
+	if c.Shards < 1 || c.Shards > protocol.MaxShards {
+		return configErr("shards", "must be between 1 and %d, got %d", protocol.MaxShards, c.Shards)
+	}
+	if c.HeartbeatInterval < 100*time.Millisecond || c.HeartbeatInterval > time.Hour {
+		return configErr("heartbeat_interval", "must be between 100ms and 1h, got %s", c.HeartbeatInterval)
+	}
+	if c.AgentOfflineAfter < c.HeartbeatInterval {
+		return configErr("agent_offline_after", "must be at least heartbeat_interval (%s), got %s", c.HeartbeatInterval, c.AgentOfflineAfter)
+	}
+	if c.ackWait < 0 {
+		return configErr("ack_wait", "must not be negative")
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,78 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConfigValidate: every bad key gives an error naming it.
+func TestConfigValidate(t *testing.T) {
+	ok := DefaultConfig()
+	ok.DataDir = "/tmp/ax"
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	ext := DefaultConfig()
+	ext.NATS.URL = "nats://nats.example:4222"
+	ext.NATS.Replicas = 3
+	if err := ext.Validate(); err != nil {
+		t.Fatalf("external config: %v", err)
+	}
+	tests := []struct {
+		name string
+		mod  func(c *Config)
+		key  string
+	}{
+		{"bad node", func(c *Config) { c.Node = "ctl 1" }, "node"},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, "data_dir"},
+		{"port too big", func(c *Config) { c.NATS.Port = 70000 }, "nats.port: must be between -1 and 65535"},
+		{"port negative", func(c *Config) { c.NATS.Port = -2 }, "nats.port"},
+		{"public host", func(c *Config) { c.NATS.Host = "0.0.0.0" }, "nats.host"},
+		{"bad url", func(c *Config) { c.NATS.URL = "::nope" }, "nats.url"},
+		{"bad scheme", func(c *Config) { c.NATS.URL = "http://x:1" }, "nats.url"},
+		{"creds without url", func(c *Config) { c.NATS.CredsFile = "/x.creds" }, "nats.creds_file"},
+		{"replicas 2", func(c *Config) { c.NATS.Replicas = 2 }, "nats.replicas"},
+		{"embedded replicas 3", func(c *Config) { c.NATS.Replicas = 3 }, "nats.replicas"},
+		{"shards", func(c *Config) { c.Shards = 5000 }, "shards"},
+		{"negative shards", func(c *Config) { c.Shards = -1 }, "shards"},
+		{"heartbeat", func(c *Config) { c.HeartbeatInterval = time.Millisecond }, "heartbeat_interval"},
+		{"offline before heartbeat", func(c *Config) { c.AgentOfflineAfter = time.Second }, "agent_offline_after"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			tt.mod(&c)
+			err := c.Validate()
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.key) {
+				t.Fatalf("Validate = %v, want ErrConfig naming %q", err, tt.key)
+			}
+			if _, err := New(c); !errors.Is(err, ErrConfig) {
+				t.Fatalf("New accepted a bad config: %v", err)
+			}
+		})
+	}
+}
+
+// TestShardCountFixed: a second start with another shard count is refused.
+func TestShardCountFixed(t *testing.T) {
+	dir := t.TempDir()
+	c := startController(t, testConfig(t, dir))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, dir)
+	cfg.Shards = 4
+	c2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c2.Start(tctx(t))
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "shards") {
+		t.Fatalf("Start with another shard count = %v", err)
+	}
+	if err := c2.Ready(tctx(t)); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Ready after failed start = %v", err)
+	}
+}

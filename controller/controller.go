@@ -1,0 +1,287 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Controller is the ax controller core: embedded (or external) NATS,
+// jobs, executions and their state machine, retries, agents and the
+// commands that reach them. Make one with New, then Start it.
+type Controller struct {
+	cfg Config
+	log *slog.Logger
+	clk clock.Clock
+	m   *metrics
+
+	// Set once by Start, read-only afterwards (guarded by the ready flag).
+	srv     *server.Server
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	kv      streams.Buckets
+	natsURL string
+
+	jobs    *jobCache
+	agents  *agentRegistry
+	retries *retrier
+	shards  []*shardWorker
+
+	// assignMu serializes assignment decisions (job changes and agent
+	// registrations) and guards unplaced.
+	assignMu sync.Mutex
+	unplaced map[string]string // exec id → job id of PENDING executions without an agent
+
+	lifeMu  sync.Mutex
+	state   lifeState
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	subs    []*nats.Subscription
+	closeCh chan struct{}
+}
+
+type lifeState int
+
+const (
+	lifeNew lifeState = iota
+	lifeStarting
+	lifeReady
+	lifeClosed
+)
+
+// New checks cfg, fills its defaults and registers the metrics. It does no I/O.
+func New(cfg Config) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		clk:      cfg.Clock,
+		m:        m,
+		unplaced: map[string]string{},
+		closeCh:  make(chan struct{}),
+	}
+	c.jobs = newJobCache()
+	c.agents = newAgentRegistry()
+	return c, nil
+}
+
+// Registry returns the registry the controller's metrics are registered on.
+func (c *Controller) Registry() *prometheus.Registry { return c.cfg.Registry }
+
+// NATSURL returns the client URL agents connect to ("" before Start).
+func (c *Controller) NATSURL() string {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	return c.natsURL
+}
+
+// Start runs the embedded NATS server (unless NATS.URL is set), ensures the
+// streams and buckets, loads jobs and agents, reloads retry timers, starts
+// the report consumers and the registration and heartbeat responders. It
+// returns when the controller is ready; on error everything started is
+// stopped again.
+func (c *Controller) Start(ctx context.Context) error {
+	c.lifeMu.Lock()
+	if c.state != lifeNew {
+		c.lifeMu.Unlock()
+		return fmt.Errorf("start: %w: already started or closed", ErrNotReady)
+	}
+	c.state = lifeStarting
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.lifeMu.Unlock()
+
+	if err := c.start(ctx); err != nil {
+		c.shutdown()
+		c.lifeMu.Lock()
+		c.state = lifeClosed
+		c.lifeMu.Unlock()
+		return err
+	}
+	c.lifeMu.Lock()
+	c.state = lifeReady
+	c.lifeMu.Unlock()
+	c.log.Info("controller ready", "nats", c.natsURL, "shards", c.cfg.Shards, "node", c.cfg.Node)
+	return nil
+}
+
+func (c *Controller) start(ctx context.Context) error {
+	if c.cfg.NATS.URL == "" {
+		srv, err := startEmbedded(c.cfg)
+		if err != nil {
+			return err
+		}
+		c.srv = srv
+	}
+	nc, js, err := connect(c.cfg, c.srv, func(err error) {
+		c.log.Warn("async publish failed", "err", err)
+	})
+	if err != nil {
+		return err
+	}
+	c.nc, c.js = nc, js
+	c.lifeMu.Lock()
+	if c.srv != nil {
+		c.natsURL = c.srv.ClientURL()
+	} else {
+		c.natsURL = c.cfg.NATS.URL
+	}
+	c.lifeMu.Unlock()
+
+	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas})
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	c.kv = b
+	if err := c.jobs.follow(ctx, c.ctx, c.kv.Jobs, c.log, c.goRun); err != nil {
+		return fmt.Errorf("start: load jobs: %w", err)
+	}
+	if err := c.loadAgents(ctx); err != nil {
+		return fmt.Errorf("start: load agents: %w", err)
+	}
+	r, err := newRetrier(c)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	c.retries = r
+	c.goRun(r.run)
+	if err := c.reloadExecutions(ctx); err != nil {
+		return fmt.Errorf("start: reload executions: %w", err)
+	}
+	if err := c.startShards(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if err := c.startResponders(); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	c.goRun(c.livenessLoop)
+	return nil
+}
+
+// goRun runs fn on a goroutine tracked by Close.
+func (c *Controller) goRun(fn func(ctx context.Context)) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn(c.ctx)
+	}()
+}
+
+// Close stops the consumers, responders and timers, closes the NATS
+// connection and shuts the embedded server down. Safe to call twice.
+func (c *Controller) Close() error {
+	c.lifeMu.Lock()
+	if c.state == lifeClosed {
+		c.lifeMu.Unlock()
+		return nil
+	}
+	wasNew := c.state == lifeNew
+	c.state = lifeClosed
+	c.lifeMu.Unlock()
+	if wasNew {
+		return nil
+	}
+	c.shutdown()
+	c.log.Info("controller closed")
+	return nil
+}
+
+func (c *Controller) shutdown() {
+	for _, s := range c.subs {
+		_ = s.Unsubscribe()
+	}
+	if c.cancel != nil {
+		c.cancel()
+	}
+	for _, w := range c.shards {
+		w.stop()
+	}
+	if c.retries != nil {
+		c.retries.stop()
+	}
+	c.wg.Wait()
+	if c.nc != nil {
+		_ = c.nc.FlushTimeout(2 * time.Second)
+		c.nc.Close()
+	}
+	if c.srv != nil {
+		c.srv.Shutdown()
+		c.srv.WaitForShutdown()
+	}
+}
+
+// abandon drops the controller the way a crash would, for tests: the NATS
+// connection is closed at once (unacknowledged reports are redelivered to
+// the next controller after the ack wait) and nothing is flushed.
+func (c *Controller) abandon() {
+	c.lifeMu.Lock()
+	c.state = lifeClosed
+	c.lifeMu.Unlock()
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	c.shutdown()
+}
+
+// ready returns ErrNotReady unless Start has completed and Close has not run.
+func (c *Controller) ready() error {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	switch c.state {
+	case lifeReady:
+		return nil
+	case lifeClosed:
+		return fmt.Errorf("%w: closed", ErrNotReady)
+	default:
+		return fmt.Errorf("%w: not started", ErrNotReady)
+	}
+}
+
+// Ready returns nil when the controller is started and its streams and
+// buckets answer.
+func (c *Controller) Ready(ctx context.Context) error {
+	if err := c.ready(); err != nil {
+		return err
+	}
+	if !c.nc.IsConnected() {
+		return fmt.Errorf("%w: nats connection is %s", ErrNotReady, c.nc.Status())
+	}
+	for _, kv := range []jetstream.KeyValue{c.kv.Jobs, c.kv.Execs, c.kv.Idem, c.kv.Agents} {
+		if _, err := kv.Status(ctx); err != nil {
+			return fmt.Errorf("%w: bucket %s: %w", ErrNotReady, kv.Bucket(), err)
+		}
+	}
+	for _, s := range []string{protocol.StreamCommands, protocol.StreamReports, protocol.StreamEvents} {
+		if _, err := c.js.Stream(ctx, s); err != nil {
+			return fmt.Errorf("%w: stream %s: %w", ErrNotReady, s, err)
+		}
+	}
+	return nil
+}
+
+// kvErr maps KV errors to the controller's sentinels.
+func kvErr(op string, err error) error {
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

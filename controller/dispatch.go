@@ -1,0 +1,260 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// errExecExists: the execution of a fire already exists (createRuns with fresh).
+var errExecExists = errors.New("execution exists")
+
+// placement is one execution of a fire: which agent runs it.
+type placement struct {
+	execID string
+	agent  string // "" when no agent of a mode-any group is known yet
+	shard  *protocol.ShardSlot
+}
+
+// placements returns where one fire of job at scheduled runs.
+func (c *Controller) placements(j protocol.Job, scheduled time.Time) ([]placement, error) {
+	if j.Target.Agent != "" {
+		return []placement{{execID: protocol.ExecID(j.ID, scheduled), agent: j.Target.Agent}}, nil
+	}
+	members := groupMembers(j, c.agents.snapshot())
+	if j.Target.Mode == protocol.ModeAll {
+		if len(members) == 0 {
+			return nil, fmt.Errorf("%w: no registered agent matches target.group %q", ErrConflict, j.Target.Group)
+		}
+		out := make([]placement, len(members))
+		for i, a := range members {
+			out[i] = placement{execID: protocol.BroadcastExecID(j.ID, scheduled, i), agent: a.Agent,
+				shard: &protocol.ShardSlot{Index: i, Total: len(members)}}
+		}
+		return out, nil
+	}
+	return []placement{{execID: protocol.ExecID(j.ID, scheduled), agent: c.pickRunAgent(j, members)}}, nil
+}
+
+// pickRunAgent chooses the agent of a mode-any run: rendezvous over the
+// online members, else over all registered members, else none.
+func (c *Controller) pickRunAgent(j protocol.Job, members []protocol.AgentInfo) string {
+	now := c.now()
+	var online []protocol.AgentInfo
+	for _, a := range members {
+		if isOnline(a, now, c.cfg.AgentOfflineAfter) {
+			online = append(online, a)
+		}
+	}
+	if len(online) > 0 {
+		return rendezvous(j.ID, online)
+	}
+	return rendezvous(j.ID, members)
+}
+
+// dispatchOneShot creates the execution(s) of a one-shot job's single fire.
+// It is idempotent: the exec id is deterministic, an existing execution is
+// kept (and its run re-sent while PENDING).
+func (c *Controller) dispatchOneShot(ctx context.Context, j protocol.Job) ([]protocol.Execution, error) {
+	s, err := schedule.Parse(j.Schedule, j.CreatedAt)
+	if err != nil {
+		return nil, fieldError(err)
+	}
+	at, ok := s.Next(time.Time{})
+	if !ok {
+		return nil, nil
+	}
+	return c.createRuns(ctx, j, at, "scheduled", false)
+}
+
+// createRuns makes the PENDING executions of one fire of j at scheduled and
+// sends their run commands (attempt 1, run_at = scheduled). With fresh, an
+// existing first execution is errExecExists (TriggerJob picks another time).
+func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled time.Time, reason string, fresh bool) ([]protocol.Execution, error) {
+	ps, err := c.placements(j, scheduled)
+	if err != nil {
+		return nil, err
+	}
+	var out []protocol.Execution
+	for i, p := range ps {
+		now := c.now()
+		rec := &execRecord{Execution: protocol.Execution{
+			ExecID: p.execID, JobID: j.ID, Attempt: 1, State: protocol.StatePending, Agent: p.agent,
+			ScheduledAt: scheduled, CreatedAt: now, UpdatedAt: now, Shard: p.shard, Reason: reason,
+		}}
+		if p.agent == "" {
+			rec.Reason = "no_agent"
+		}
+		before, after, err := c.mutateExec(ctx, p.execID, func(cur *execRecord) (*execRecord, error) {
+			if cur != nil {
+				return nil, nil
+			}
+			if err := CheckTransition(stateNone, protocol.StatePending); err != nil {
+				return nil, err
+			}
+			return rec.clone(), nil
+		})
+		if err != nil {
+			return out, err
+		}
+		if after == nil { // exists already
+			if fresh && i == 0 {
+				return nil, errExecExists
+			}
+			if before.State == protocol.StatePending && before.Agent != "" {
+				if err := c.sendRun(ctx, j, before, before.Attempt, before.ScheduledAt); err != nil {
+					return out, fmt.Errorf("re-send run %s: %w", before.ExecID, err)
+				}
+			}
+			out = append(out, before.Execution)
+			continue
+		}
+		c.afterTransition(after, transition{from: stateNone, to: protocol.StatePending, reason: after.Reason})
+		out = append(out, after.Execution)
+		if p.agent == "" {
+			c.assignMu.Lock()
+			c.unplaced[p.execID] = j.ID
+			c.assignMu.Unlock()
+			c.log.Warn("execution waits for an agent of its group", "exec", p.execID, "group", j.Target.Group)
+			continue
+		}
+		if err := c.sendRun(ctx, j, after, 1, scheduled); err != nil {
+			return out, fmt.Errorf("send run %s: %w", p.execID, err)
+		}
+	}
+	return out, nil
+}
+
+// placeUnplaced gives the PENDING executions that wait for an agent of
+// their group to agent a, if it matches. Called with assignMu held.
+func (c *Controller) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
+	for execID, jobID := range c.unplaced {
+		j, _, ok := c.jobs.get(jobID)
+		if !ok {
+			delete(c.unplaced, execID)
+			continue
+		}
+		if len(groupMembers(j, []protocol.AgentInfo{a})) == 0 {
+			continue
+		}
+		_, after, err := c.mutateExec(ctx, execID, func(cur *execRecord) (*execRecord, error) {
+			if cur == nil || cur.State != protocol.StatePending || cur.Agent != "" {
+				return nil, nil
+			}
+			cur.Agent, cur.Reason, cur.UpdatedAt = a.Agent, "placed", c.now()
+			return cur, nil
+		})
+		if err != nil {
+			c.log.Warn("place execution", "exec", execID, "agent", a.Agent, "err", err)
+			continue
+		}
+		delete(c.unplaced, execID)
+		if after == nil {
+			continue
+		}
+		if err := c.sendRun(ctx, j, after, after.Attempt, after.ScheduledAt); err != nil {
+			c.log.Warn("send run of placed execution", "exec", execID, "agent", a.Agent, "err", err)
+			continue
+		}
+		c.log.Info("execution placed", "exec", execID, "agent", a.Agent)
+	}
+}
+
+// dropUnplacedOf forgets the unplaced executions of a deleted job. Called
+// with assignMu held.
+func (c *Controller) dropUnplacedOf(jobID string) {
+	for execID, j := range c.unplaced {
+		if j == jobID {
+			delete(c.unplaced, execID)
+		}
+	}
+}
+
+// TriggerJob runs a job once now, outside its schedule: a PENDING
+// execution (one per agent for mode all; the first is returned) and a run
+// command.
+func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execution, error) {
+	if err := c.ready(); err != nil {
+		return protocol.Execution{}, err
+	}
+	if err := protocol.ValidateJobID("id", id); err != nil {
+		return protocol.Execution{}, fmt.Errorf("trigger job %q: %w", id, ErrNotFound)
+	}
+	j, _, err := c.readJob(ctx, id)
+	if err != nil {
+		return protocol.Execution{}, err
+	}
+	scheduled := c.now().Truncate(time.Millisecond)
+	for range 1000 {
+		execs, err := c.createRuns(ctx, j, scheduled, "manual_trigger", true)
+		if errors.Is(err, errExecExists) {
+			scheduled = scheduled.Add(time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return protocol.Execution{}, fmt.Errorf("trigger job %s: %w", id, err)
+		}
+		return execs[0], nil
+	}
+	return protocol.Execution{}, fmt.Errorf("trigger job %s: %w: too many triggers at once", id, ErrConflict)
+}
+
+// reloadExecutions runs at start: it re-arms the retry timer of every
+// RETRY_WAITING execution (overdue ones fire at once), re-sends the run
+// command of PENDING ones (de-duplicated by the stream or the agent),
+// remembers those waiting for an agent, and creates the execution of a
+// one-shot job whose creation was cut short by a crash.
+func (c *Controller) reloadExecutions(ctx context.Context) error {
+	var pending []*execRecord
+	seen := map[string]bool{}
+	retries := 0
+	err := c.scanExecs(ctx, func(r *execRecord, _ uint64) {
+		seen[r.ExecID] = true
+		switch {
+		case r.State == protocol.StateRetryWaiting:
+			c.retries.schedule(r.ExecID, r.Attempt, r.NextAttemptAt)
+			retries++
+		case r.State == protocol.StatePending && r.Agent == "":
+			c.unplaced[r.ExecID] = r.JobID
+		case r.State == protocol.StatePending:
+			pending = append(pending, r)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range pending {
+		j, _, ok := c.jobs.get(r.JobID)
+		if !ok {
+			continue
+		}
+		if err := c.sendRun(ctx, j, r, r.Attempt, r.ScheduledAt); err != nil {
+			return fmt.Errorf("re-send run %s: %w", r.ExecID, err)
+		}
+	}
+	missing := 0
+	for _, j := range c.jobs.all() {
+		if isPeriodic(j) || j.Paused || j.Target.Mode == protocol.ModeAll {
+			continue
+		}
+		s, err := schedule.Parse(j.Schedule, j.CreatedAt)
+		if err != nil {
+			continue
+		}
+		at, ok := s.Next(time.Time{})
+		if !ok || seen[protocol.ExecID(j.ID, at)] {
+			continue
+		}
+		missing++
+		if _, err := c.createRuns(ctx, j, at, "scheduled", false); err != nil {
+			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
+		}
+	}
+	c.log.Info("executions reloaded", "retry_waiting", retries, "pending_resent", len(pending),
+		"unplaced", len(c.unplaced), "one_shot_recreated", missing)
+	return nil
+}

@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// afterTransition does what follows a stored transition of an execution:
+// the event on ax.evt.<STATE>.<job>, the metrics, the log line, and the
+// retry timer (set on RETRY_WAITING, cleared when leaving it).
+func (c *Controller) afterTransition(rec *execRecord, tr transition) {
+	c.m.executions.WithLabelValues(string(tr.to)).Inc()
+	c.publishEvent(rec, tr)
+	c.logTransition(rec, tr)
+	switch {
+	case tr.to == protocol.StateRetryWaiting:
+		c.retries.schedule(rec.ExecID, rec.Attempt, rec.NextAttemptAt)
+	case tr.from == protocol.StateRetryWaiting:
+		c.retries.cancel(rec.ExecID)
+	}
+	switch tr.to {
+	case protocol.StateRunning:
+		c.m.scheduleLag.Observe(max(rec.Lag.D(), 0).Seconds())
+	case protocol.StateSuccess, protocol.StateFailed, protocol.StateRetryWaiting:
+		if !rec.FinishedAt.IsZero() {
+			c.m.duration.Observe(max(rec.Duration.D(), 0).Seconds())
+		}
+	}
+}
+
+// publishEvent publishes the transition's event asynchronously, with a
+// Msg-Id so that a re-publish (after a crash) is de-duplicated by the stream.
+func (c *Controller) publishEvent(rec *execRecord, tr transition) {
+	ev := protocol.Event{
+		V: protocol.Version, JobID: rec.JobID, ExecID: rec.ExecID, Attempt: rec.Attempt,
+		From: tr.from, To: tr.to, Reason: tr.reason, At: rec.UpdatedAt, Agent: rec.Agent,
+		Outcome: rec.Outcome, Result: rec.Result,
+	}
+	if tr.to == protocol.StateRetryWaiting {
+		ev.NextAttemptAt = rec.NextAttemptAt
+	}
+	if ev.Attempt < 1 {
+		ev.Attempt = 1
+	}
+	data, err := protocol.Encode(ev)
+	if err != nil {
+		c.log.Error("encode event", "exec", rec.ExecID, "to", tr.to, "err", err)
+		return
+	}
+	msgID := "evt/" + rec.ExecID + "/" + strconv.Itoa(rec.Attempt) + "/" + string(tr.to)
+	if _, err := c.js.PublishAsync(protocol.EventSubject(tr.to, rec.JobID), data, jetstream.WithMsgID(msgID)); err != nil {
+		c.log.Warn("publish event", "exec", rec.ExecID, "to", tr.to, "err", err)
+	}
+}
+
+// logTransition writes the controller's side of an execution's log trail:
+// created/triggered, running (with lag), finished (with outcome).
+func (c *Controller) logTransition(rec *execRecord, tr transition) {
+	base := []any{"exec", rec.ExecID, "job", rec.JobID, "attempt", rec.Attempt, "agent", rec.Agent, "from", string(tr.from)}
+	switch tr.to {
+	case protocol.StatePending:
+		c.log.Info("execution created", append(base, "state", tr.to, "scheduled_at", rec.ScheduledAt)...)
+	case protocol.StateTriggered:
+		c.log.Info("execution triggered", append(base, "state", tr.to, "scheduled_at", rec.ScheduledAt, "triggered_at", rec.TriggeredAt)...)
+	case protocol.StateRunning:
+		c.log.Info("execution running", append(base, "state", tr.to, "started_at", rec.StartedAt, "lag", rec.Lag.D())...)
+	case protocol.StateRetryWaiting:
+		c.log.Info("execution retry scheduled", append(base, "state", tr.to, "outcome", rec.Outcome, "reason", tr.reason,
+			"next_attempt_at", rec.NextAttemptAt, "duration", rec.Duration.D())...)
+	case protocol.StateSkipped:
+		c.log.Info("execution skipped", append(base, "state", tr.to, "reason", tr.reason)...)
+	default:
+		c.log.Info("execution finished", append(base, "state", tr.to, "outcome", rec.Outcome, "reason", tr.reason,
+			"suspect", rec.Suspect, "duration", rec.Duration.D())...)
+	}
+}
+
+// publishCommand validates and publishes one command to an agent's
+// subject; msgID ("" for none) lets the stream drop a re-send.
+func (c *Controller) publishCommand(ctx context.Context, cmd protocol.Command, msgID string) error {
+	cmd.V = protocol.Version
+	cmd.IssuedAt = c.now()
+	data, err := protocol.Encode(cmd)
+	if err != nil {
+		return err
+	}
+	var opts []jetstream.PublishOpt
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.js.Publish(ctx, protocol.CommandSubject(cmd.Agent), data, opts...); err != nil {
+		return err
+	}
+	c.m.commands.WithLabelValues(string(cmd.Kind)).Inc()
+	return nil
+}
+
+// sendRun asks agent for attempt of an execution at runAt.
+func (c *Controller) sendRun(ctx context.Context, job protocol.Job, rec *execRecord, attempt int, runAt time.Time) error {
+	cmd := protocol.Command{Kind: protocol.CmdRun, Agent: rec.Agent, Run: &protocol.Run{
+		Job: job, ExecID: rec.ExecID, Attempt: attempt, RunAt: runAt, Epoch: rec.Epoch,
+	}}
+	return c.publishCommand(ctx, cmd, "run/"+rec.ExecID+"/"+strconv.Itoa(attempt))
+}

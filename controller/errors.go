@@ -1,0 +1,59 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the controller. Match them with errors.Is.
+var (
+	// ErrNotFound: the job or execution does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a job with the same idempotency key already exists. It is
+	// returned as *ExistsError, which carries the existing job's id.
+	ErrExists = errors.New("already exists")
+	// ErrConflict: the request contradicts the current state (retry of an
+	// execution that is not FAILED, cancel of a finished one, update of a
+	// deleted job, a change of a field that cannot change).
+	ErrConflict = errors.New("conflict")
+	// ErrNotReady: the controller is not started (or already closed), or its
+	// streams and buckets are not usable.
+	ErrNotReady = errors.New("controller not ready")
+	// ErrConfig marks an invalid Config; the message names the key.
+	ErrConfig = errors.New("invalid controller config")
+)
+
+// ExistsError is returned by CreateJob when the idempotency key is taken:
+// ID is the job that holds it. errors.Is(err, ErrExists) is true.
+type ExistsError struct {
+	// ID is the existing job's id.
+	ID string
+}
+
+// Error says which job holds the key.
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("idempotency_key: already exists: job %s", e.ID)
+}
+
+// Is makes errors.Is(err, ErrExists) true.
+func (e *ExistsError) Is(target error) bool { return target == ErrExists }
+
+// TransitionError is a state change the state machine (statemachine.go)
+// does not allow; Reason explains why.
+type TransitionError struct {
+	From, To string
+	Reason   string
+}
+
+// Error returns "transition FROM → TO: reason".
+func (e *TransitionError) Error() string {
+	from := e.From
+	if from == "" {
+		from = "(none)"
+	}
+	return fmt.Sprintf("transition %s → %s: %s", from, e.To, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrConflict) true: a refused transition is a
+// conflict with the current state.
+func (e *TransitionError) Is(target error) bool { return target == ErrConflict }

@@ -1,0 +1,395 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// testConfig returns a config for an embedded server on a random port with
+// its store in dir.
+func testConfig(t testing.TB, dir string) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.NATS.Port = -1
+	cfg.ackWait = 2 * time.Second
+	if os.Getenv("AX_TEST_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return cfg
+}
+
+// startController starts a controller and closes it when the test ends.
+func startController(t testing.TB, cfg Config) *Controller {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func newTestController(t testing.TB) *Controller {
+	return startController(t, testConfig(t, t.TempDir()))
+}
+
+func tctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond every few milliseconds until it holds or the
+// deadline passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		<-tick.C
+	}
+}
+
+// waitExec polls an execution until pred holds and returns it.
+func waitExec(t testing.TB, c *Controller, execID string, what string, pred func(protocol.Execution) bool) protocol.Execution {
+	t.Helper()
+	var last protocol.Execution
+	eventually(t, 20*time.Second, execID+" "+what+fmt.Sprintf(" (last seen %+v)", &last), func() bool {
+		e, err := c.GetExecution(context.Background(), execID)
+		if err != nil {
+			return false
+		}
+		last = e
+		return pred(e)
+	})
+	return last
+}
+
+func inState(s protocol.State) func(protocol.Execution) bool {
+	return func(e protocol.Execution) bool { return e.State == s }
+}
+
+// everyJob returns a pinned periodic job spec.
+func everyJob(agent, every string) protocol.Job {
+	return protocol.Job{Name: "every-" + every, Handler: "noop", Schedule: schedule.Spec{Every: every},
+		Target: protocol.Target{Agent: agent}}
+}
+
+// asapJob returns a pinned one-shot job spec.
+func asapJob(agent string) protocol.Job {
+	return protocol.Job{Name: "asap", Handler: "noop", Schedule: schedule.Spec{Asap: true}, Target: protocol.Target{Agent: agent}}
+}
+
+// testAgent is a test double of ax-agent: it registers, reads its commands
+// from AX_CMD with an ordered consumer from cursor+1, and publishes reports
+// to AX_RPT with their Msg-Ids. It never fires on its own: tests drive it.
+type testAgent struct {
+	t      testing.TB
+	id     string
+	labels map[string]string
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	shards int
+
+	mu     sync.Mutex
+	cmds   []cmdAt
+	cursor uint64
+	cc     jetstream.ConsumeContext
+}
+
+type cmdAt struct {
+	seq uint64
+	cmd protocol.Command
+}
+
+func newTestAgent(t testing.TB, url, id string, labels map[string]string) *testAgent {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.CustomInboxPrefix(protocol.InboxPrefix(id)), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatalf("agent %s connect: %v", id, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &testAgent{t: t, id: id, labels: labels, nc: nc, js: js, shards: protocol.DefaultShards}
+	t.Cleanup(a.close)
+	return a
+}
+
+func (a *testAgent) close() {
+	if a.cc != nil {
+		a.cc.Stop()
+	}
+	a.nc.Close()
+}
+
+// register sends a registration with the agent's cursor and checks the reply.
+func (a *testAgent) register() protocol.RegisterReply {
+	a.t.Helper()
+	a.mu.Lock()
+	cursor := a.cursor
+	a.mu.Unlock()
+	rr, err := a.tryRegister(cursor)
+	if err != nil {
+		a.t.Fatalf("agent %s register: %v", a.id, err)
+	}
+	return rr
+}
+
+func (a *testAgent) tryRegister(cursor uint64) (protocol.RegisterReply, error) {
+	data, err := protocol.Encode(protocol.Register{V: protocol.Version, Agent: a.id, Labels: a.labels,
+		Handlers: []string{"noop"}, Version: "test", OS: "linux", Arch: "arm64", Cursor: cursor, SentAt: time.Now()})
+	if err != nil {
+		return protocol.RegisterReply{}, err
+	}
+	msg, err := a.nc.Request(protocol.RegisterSubject(a.id), data, 10*time.Second)
+	if err != nil {
+		return protocol.RegisterReply{}, err
+	}
+	rr, err := protocol.DecodeRegisterReply(msg.Data)
+	if err != nil {
+		return rr, err
+	}
+	if rr.Error != "" {
+		return rr, fmt.Errorf("refused: %s", rr.Error)
+	}
+	a.shards = rr.Shards
+	return rr, nil
+}
+
+func (a *testAgent) heartbeat() protocol.HeartbeatReply {
+	a.t.Helper()
+	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.id, SentAt: time.Now()})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	msg, err := a.nc.Request(protocol.HeartbeatSubject(a.id), data, 10*time.Second)
+	if err != nil {
+		a.t.Fatalf("heartbeat: %v", err)
+	}
+	hr, err := protocol.DecodeHeartbeatReply(msg.Data)
+	if err != nil {
+		a.t.Fatalf("heartbeat reply: %v", err)
+	}
+	return hr
+}
+
+// follow starts reading commands from cursor+1.
+func (a *testAgent) follow() {
+	a.t.Helper()
+	ctx := tctx(a.t)
+	a.mu.Lock()
+	start := a.cursor + 1
+	a.mu.Unlock()
+	cons, err := a.js.OrderedConsumer(ctx, protocol.StreamCommands, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{protocol.CommandSubject(a.id)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
+	})
+	if err != nil {
+		a.t.Fatalf("agent %s consumer: %v", a.id, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		cmd, err := protocol.DecodeCommand(m.Data())
+		if err != nil {
+			a.t.Errorf("agent %s: bad command: %v", a.id, err)
+			return
+		}
+		a.mu.Lock()
+		a.cmds = append(a.cmds, cmdAt{seq: md.Sequence.Stream, cmd: cmd})
+		a.cursor = md.Sequence.Stream
+		a.mu.Unlock()
+	})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.cc = cc
+}
+
+func (a *testAgent) start() *testAgent {
+	a.follow()
+	a.register()
+	return a
+}
+
+// commands returns the commands received so far.
+func (a *testAgent) commands() []protocol.Command {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]protocol.Command, len(a.cmds))
+	for i, c := range a.cmds {
+		out[i] = c.cmd
+	}
+	return out
+}
+
+// waitCommand waits for the n-th (0-based) command matching pred.
+func (a *testAgent) waitCommand(what string, pred func(protocol.Command) bool) protocol.Command {
+	a.t.Helper()
+	var got protocol.Command
+	eventually(a.t, 20*time.Second, "agent "+a.id+" command: "+what, func() bool {
+		for _, c := range a.commands() {
+			if pred(c) {
+				got = c
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func isRun(execID string, attempt int) func(protocol.Command) bool {
+	return func(c protocol.Command) bool {
+		return c.Kind == protocol.CmdRun && (execID == "" || c.Run.ExecID == execID) && (attempt == 0 || c.Run.Attempt == attempt)
+	}
+}
+
+func isAssign(jobID string, gen uint64) func(protocol.Command) bool {
+	return func(c protocol.Command) bool {
+		return c.Kind == protocol.CmdAssign && c.Assign.Job.ID == jobID && (gen == 0 || c.Assign.Job.Generation == gen)
+	}
+}
+
+// rep builds a report of this agent.
+func (a *testAgent) rep(jobID, execID string, attempt int, kind protocol.ReportKind, scheduled time.Time) protocol.Report {
+	return protocol.Report{V: protocol.Version, Agent: a.id, JobID: jobID, ExecID: execID, Attempt: attempt,
+		Kind: kind, ScheduledAt: scheduled, At: time.Now()}
+}
+
+func finished(r protocol.Report, o retry.Outcome, res retry.Result, d time.Duration) protocol.Report {
+	r.Kind, r.Outcome, r.Result, r.Duration = protocol.ReportFinished, o, &res, protocol.Duration(d)
+	return r
+}
+
+// publish sends a report with its Msg-Id (or msgID when not empty) and waits for the PubAck.
+func (a *testAgent) publish(r protocol.Report, msgID string) {
+	a.t.Helper()
+	data, err := protocol.Encode(r)
+	if err != nil {
+		a.t.Fatalf("encode report: %v", err)
+	}
+	if msgID == "" {
+		msgID = r.MsgID()
+	}
+	subj := protocol.ReportSubject(protocol.Shard(r.JobID, a.shards), a.id)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.js.Publish(ctx, subj, data, jetstream.WithMsgID(msgID)); err != nil {
+		a.t.Fatalf("publish report %s: %v", msgID, err)
+	}
+}
+
+// runAttempt reports triggered, running and finished for one attempt.
+func (a *testAgent) runAttempt(jobID, execID string, attempt int, scheduled time.Time, o retry.Outcome, res retry.Result) {
+	a.t.Helper()
+	a.publish(a.rep(jobID, execID, attempt, protocol.ReportTriggered, scheduled), "")
+	r := a.rep(jobID, execID, attempt, protocol.ReportRunning, scheduled)
+	r.Lag = protocol.Duration(3 * time.Millisecond)
+	a.publish(r, "")
+	a.publish(finished(a.rep(jobID, execID, attempt, protocol.ReportFinished, scheduled), o, res, 7*time.Millisecond), "")
+}
+
+// eventRecorder collects the events of the controller's AX_EVT subjects.
+type eventRecorder struct {
+	mu  sync.Mutex
+	evs []protocol.Event
+}
+
+func recordEvents(t testing.TB, url string) *eventRecorder {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	er := &eventRecorder{}
+	if _, err := nc.Subscribe(protocol.SubjectEventsAll, func(m *nats.Msg) {
+		var ev protocol.Event
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Errorf("bad event: %v", err)
+			return
+		}
+		er.mu.Lock()
+		er.evs = append(er.evs, ev)
+		er.mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return er
+}
+
+// path returns the states an execution went through, in event order.
+func (er *eventRecorder) path(execID string) []protocol.State {
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	var out []protocol.State
+	for _, e := range er.evs {
+		if e.ExecID == execID {
+			out = append(out, e.To)
+		}
+	}
+	return out
+}
+
+func (er *eventRecorder) events(execID string) []protocol.Event {
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	var out []protocol.Event
+	for _, e := range er.evs {
+		if e.ExecID == execID {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// val reads a counter's or gauge's value (or a histogram's sample count).
+func val(t testing.TB, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	case d.Histogram != nil:
+		return float64(d.Histogram.GetSampleCount())
+	}
+	t.Fatalf("unsupported metric %v", &d)
+	return 0
+}

@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// jobCache mirrors KV ax_jobs in memory: loaded at start, kept current by
+// a watcher and by the controller's own writes. Entries carry the KV
+// revision; an older revision never replaces a newer one, and deletions
+// stay as tombstones so that a late watcher update cannot revive a job.
+type jobCache struct {
+	mu   sync.RWMutex
+	jobs map[string]cachedJob
+}
+
+type cachedJob struct {
+	job     protocol.Job
+	rev     uint64
+	deleted bool
+}
+
+func newJobCache() *jobCache { return &jobCache{jobs: map[string]cachedJob{}} }
+
+// put records job at rev unless a newer revision is known.
+func (jc *jobCache) put(job protocol.Job, rev uint64) {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	if cur, ok := jc.jobs[job.ID]; ok && cur.rev >= rev {
+		return
+	}
+	jc.jobs[job.ID] = cachedJob{job: job, rev: rev}
+}
+
+// remove records the deletion of id at rev.
+func (jc *jobCache) remove(id string, rev uint64) {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	if cur, ok := jc.jobs[id]; ok && cur.rev >= rev {
+		return
+	}
+	jc.jobs[id] = cachedJob{rev: rev, deleted: true}
+}
+
+// get returns a live job.
+func (jc *jobCache) get(id string) (protocol.Job, uint64, bool) {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	cj, ok := jc.jobs[id]
+	if !ok || cj.deleted {
+		return protocol.Job{}, 0, false
+	}
+	return cj.job, cj.rev, true
+}
+
+// all returns the live jobs sorted by id.
+func (jc *jobCache) all() []protocol.Job {
+	jc.mu.RLock()
+	out := make([]protocol.Job, 0, len(jc.jobs))
+	for _, cj := range jc.jobs {
+		if !cj.deleted {
+			out = append(out, cj.job)
+		}
+	}
+	jc.mu.RUnlock()
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out
+}
+
+// apply records one KV entry (a put or a delete).
+func (jc *jobCache) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
+	if e.Operation() != jetstream.KeyValuePut {
+		jc.remove(e.Key(), e.Revision())
+		return
+	}
+	var j protocol.Job
+	if err := json.Unmarshal(e.Value(), &j); err != nil {
+		log.Error("bad job record in KV", "key", e.Key(), "err", err)
+		return
+	}
+	jc.put(j, e.Revision())
+}
+
+// follow starts a watcher on the bucket (in runCtx), applies every
+// existing job before returning, then keeps applying changes (other
+// replicas' writes too) on a goroutine started by goRun.
+func (jc *jobCache) follow(ctx, runCtx context.Context, kv jetstream.KeyValue, log *slog.Logger, goRun func(func(context.Context))) error {
+	w, err := kv.WatchAll(runCtx)
+	if err != nil {
+		return err
+	}
+	for initial := true; initial; {
+		select {
+		case <-ctx.Done():
+			_ = w.Stop()
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil {
+				initial = false
+				continue
+			}
+			jc.apply(e, log)
+		}
+	}
+	goRun(func(ctx context.Context) {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e != nil {
+					jc.apply(e, log)
+				}
+			}
+		}
+	})
+	return nil
+}

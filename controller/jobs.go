@@ -1,0 +1,349 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// idemOrphanAfter is how old an idempotency entry whose job does not exist
+// must be before CreateJob treats it as left over by a crash between the
+// two writes of a create, and takes it over. Younger entries belong to a
+// create still in flight. Compared with the KV server's timestamps, so on
+// the wall clock.
+const idemOrphanAfter = 30 * time.Second
+
+// JobFilter selects jobs in ListJobs. Empty fields match everything.
+type JobFilter struct {
+	// Name matches the job name exactly.
+	Name string
+	// Handler matches the handler name exactly.
+	Handler string
+	// Agent matches pinned jobs of this agent.
+	Agent string
+	// Group matches group jobs with this selector (canonical form compared).
+	Group string
+	// Paused, when set, matches jobs whose Paused equals it.
+	Paused *bool
+	// Limit bounds the page size (default 100, at most 1000).
+	Limit int
+	// After is the last id of the previous page; jobs are ordered by id.
+	After string
+}
+
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+func pageSize(n int) (int, error) {
+	switch {
+	case n == 0:
+		return defaultPageSize, nil
+	case n < 0 || n > maxPageSize:
+		return 0, invalidField("limit", "must be between 1 and %d, got %d", maxPageSize, n)
+	}
+	return n, nil
+}
+
+func idemKey(k string) string {
+	sum := sha256.Sum256([]byte(k))
+	return hex.EncodeToString(sum[:])
+}
+
+// now returns the controller's clock in UTC without a monotonic reading.
+func (c *Controller) now() time.Time { return c.clk.Now().UTC().Round(0) }
+
+// CreateJob validates j, stores it with a new id and generation 1, claims
+// its idempotency key, and dispatches it: periodic jobs are assigned to
+// their agents, one-shot jobs (asap, at, delay) get a PENDING execution and
+// a run command. A taken idempotency key returns *ExistsError with the
+// existing job's id. A validation error (*protocol.FieldError) writes nothing.
+func (c *Controller) CreateJob(ctx context.Context, j protocol.Job) (protocol.Job, error) {
+	if err := c.ready(); err != nil {
+		return protocol.Job{}, err
+	}
+	if err := validateNew(j); err != nil {
+		return protocol.Job{}, err
+	}
+	now := c.now()
+	j = j.WithDefaults()
+	j.ID = protocol.NewJobID(c.cfg.Node, now, rand.Uint32())
+	j.CreatedAt = now
+	j.Generation = 1
+	data, err := json.Marshal(j)
+	if err != nil {
+		return protocol.Job{}, fmt.Errorf("create job: encode: %w", err)
+	}
+	if len(data) > protocol.MaxMessageSize {
+		return protocol.Job{}, &protocol.FieldError{Field: "", Reason: fmt.Sprintf("job is %d bytes encoded, at most %d allowed", len(data), protocol.MaxMessageSize), Err: protocol.ErrTooLarge}
+	}
+	var idemRev uint64
+	if j.IdempotencyKey != "" {
+		idemRev, err = c.claimIdem(ctx, j.IdempotencyKey, j.ID)
+		if err != nil {
+			return protocol.Job{}, err
+		}
+	}
+	rev, err := c.kv.Jobs.Create(ctx, j.ID, data)
+	if err != nil {
+		if idemRev != 0 {
+			_ = c.kv.Idem.Delete(context.WithoutCancel(ctx), idemKey(j.IdempotencyKey), jetstream.LastRevision(idemRev))
+		}
+		return protocol.Job{}, fmt.Errorf("create job: store: %w", err)
+	}
+	c.jobs.put(j, rev)
+	c.log.Info("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
+	c.onJobChanged(ctx, nil, &j)
+	return j, nil
+}
+
+// claimIdem makes the idempotency key point at jobID (KV Create is the
+// unique constraint) and returns the entry's revision; a taken key is
+// *ExistsError.
+func (c *Controller) claimIdem(ctx context.Context, key, jobID string) (uint64, error) {
+	k := idemKey(key)
+	for range 5 {
+		rev, err := c.kv.Idem.Create(ctx, k, []byte(jobID))
+		if err == nil {
+			return rev, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, fmt.Errorf("create job: claim idempotency key: %w", err)
+		}
+		e, err := c.kv.Idem.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // released meanwhile: try again
+		}
+		if err != nil {
+			return 0, fmt.Errorf("create job: read idempotency key: %w", err)
+		}
+		existing := string(e.Value())
+		if _, _, ok := c.jobs.get(existing); !ok {
+			if _, gerr := c.kv.Jobs.Get(ctx, existing); errors.Is(gerr, jetstream.ErrKeyNotFound) && time.Since(e.Created()) > idemOrphanAfter {
+				c.log.Warn("taking over orphaned idempotency key", "job", existing)
+				_ = c.kv.Idem.Delete(ctx, k, jetstream.LastRevision(e.Revision()))
+				continue
+			}
+		}
+		return 0, &ExistsError{ID: existing}
+	}
+	return 0, fmt.Errorf("create job: claim idempotency key: %w: too much contention", ErrConflict)
+}
+
+// GetJob returns a job by id.
+func (c *Controller) GetJob(ctx context.Context, id string) (protocol.Job, error) {
+	if err := c.ready(); err != nil {
+		return protocol.Job{}, err
+	}
+	if err := protocol.ValidateJobID("id", id); err != nil {
+		return protocol.Job{}, fmt.Errorf("get job %q: %w", id, ErrNotFound)
+	}
+	j, _, err := c.readJob(ctx, id)
+	return j, err
+}
+
+func (c *Controller) readJob(ctx context.Context, id string) (protocol.Job, uint64, error) {
+	e, err := c.kv.Jobs.Get(ctx, id)
+	if err != nil {
+		return protocol.Job{}, 0, kvErr("get job "+id, err)
+	}
+	var j protocol.Job
+	if err := json.Unmarshal(e.Value(), &j); err != nil {
+		return protocol.Job{}, 0, fmt.Errorf("get job %s: decode: %w", id, err)
+	}
+	c.jobs.put(j, e.Revision())
+	return j, e.Revision(), nil
+}
+
+// jobDeleted reports whether the latest revision of id is a delete marker.
+func (c *Controller) jobDeleted(ctx context.Context, id string) bool {
+	h, err := c.kv.Jobs.History(ctx, id)
+	if err != nil || len(h) == 0 {
+		return false
+	}
+	return h[len(h)-1].Operation() != jetstream.KeyValuePut
+}
+
+// ListJobs returns one page of jobs matching f, ordered by id, and the
+// cursor of the next page ("" on the last page).
+func (c *Controller) ListJobs(ctx context.Context, f JobFilter) ([]protocol.Job, string, error) {
+	if err := c.ready(); err != nil {
+		return nil, "", err
+	}
+	limit, err := pageSize(f.Limit)
+	if err != nil {
+		return nil, "", err
+	}
+	group := ""
+	if f.Group != "" {
+		sel, err := protocol.ParseSelector("group", f.Group)
+		if err != nil {
+			return nil, "", err
+		}
+		group = sel.String()
+	}
+	var out []protocol.Job
+	for _, j := range c.jobs.all() {
+		if f.After != "" && j.ID <= f.After {
+			continue
+		}
+		if f.Name != "" && j.Name != f.Name || f.Handler != "" && j.Handler != f.Handler ||
+			f.Agent != "" && j.Target.Agent != f.Agent || f.Paused != nil && j.Paused != *f.Paused {
+			continue
+		}
+		if group != "" {
+			sel, err := protocol.ParseSelector("group", j.Target.Group)
+			if err != nil || j.Target.Group == "" || sel.String() != group {
+				continue
+			}
+		}
+		if len(out) == limit {
+			return out, out[len(out)-1].ID, nil
+		}
+		out = append(out, j)
+	}
+	return out, "", nil
+}
+
+// UpdateJob replaces the spec of job id with j (id in j must be empty or
+// equal). The generation goes up by one and the agents get the new spec;
+// created_at and the idempotency key cannot change. A non-zero j.Generation
+// must equal the current one (optimistic concurrency), else ErrConflict.
+func (c *Controller) UpdateJob(ctx context.Context, id string, j protocol.Job) (protocol.Job, error) {
+	if err := c.ready(); err != nil {
+		return protocol.Job{}, err
+	}
+	if j.ID != "" && j.ID != id {
+		return protocol.Job{}, invalidField("id", "%q does not match the job being updated (%s)", j.ID, id)
+	}
+	if err := protocol.ValidateJobID("id", id); err != nil {
+		return protocol.Job{}, fmt.Errorf("update job %q: %w", id, ErrNotFound)
+	}
+	spec := j
+	spec.ID, spec.Generation, spec.CreatedAt = "", 0, time.Time{}
+	if err := validateSpec(spec); err != nil {
+		return protocol.Job{}, err
+	}
+	return c.mutateJob(ctx, id, func(cur protocol.Job) (protocol.Job, bool, error) {
+		if j.Generation != 0 && j.Generation != cur.Generation {
+			return cur, false, fmt.Errorf("update job %s: %w: generation %d is not the current %d (updated meanwhile)", id, ErrConflict, j.Generation, cur.Generation)
+		}
+		if spec.IdempotencyKey != cur.IdempotencyKey {
+			return cur, false, invalidField("idempotency_key", "cannot be changed by an update")
+		}
+		next := spec.WithDefaults()
+		next.ID, next.CreatedAt = cur.ID, cur.CreatedAt
+		return next, true, nil
+	})
+}
+
+// PauseJob stops a job from firing (an update with paused=true).
+func (c *Controller) PauseJob(ctx context.Context, id string) (protocol.Job, error) {
+	return c.setPaused(ctx, id, true)
+}
+
+// ResumeJob lets a paused job fire again (an update with paused=false).
+func (c *Controller) ResumeJob(ctx context.Context, id string) (protocol.Job, error) {
+	return c.setPaused(ctx, id, false)
+}
+
+func (c *Controller) setPaused(ctx context.Context, id string, paused bool) (protocol.Job, error) {
+	if err := c.ready(); err != nil {
+		return protocol.Job{}, err
+	}
+	if err := protocol.ValidateJobID("id", id); err != nil {
+		return protocol.Job{}, fmt.Errorf("job %q: %w", id, ErrNotFound)
+	}
+	return c.mutateJob(ctx, id, func(cur protocol.Job) (protocol.Job, bool, error) {
+		if cur.Paused == paused {
+			return cur, false, nil
+		}
+		cur.Paused = paused
+		return cur, true, nil
+	})
+}
+
+// mutateJob applies fn to the current job with compare-and-set, bumping the
+// generation when fn reports a change, and dispatches the change.
+func (c *Controller) mutateJob(ctx context.Context, id string, fn func(cur protocol.Job) (protocol.Job, bool, error)) (protocol.Job, error) {
+	for range 10 {
+		cur, rev, err := c.readJob(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			if c.jobDeleted(ctx, id) {
+				return protocol.Job{}, fmt.Errorf("job %s: %w: it was deleted", id, ErrConflict)
+			}
+			return protocol.Job{}, err
+		}
+		if err != nil {
+			return protocol.Job{}, err
+		}
+		next, changed, err := fn(cur)
+		if err != nil || !changed {
+			return next, err
+		}
+		next.Generation = cur.Generation + 1
+		data, err := json.Marshal(next)
+		if err != nil {
+			return protocol.Job{}, fmt.Errorf("update job %s: encode: %w", id, err)
+		}
+		nrev, err := c.kv.Jobs.Update(ctx, id, data, rev)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue
+		}
+		if err != nil {
+			return protocol.Job{}, fmt.Errorf("update job %s: %w", id, err)
+		}
+		c.jobs.put(next, nrev)
+		c.log.Info("job updated", "job", id, "generation", next.Generation, "paused", next.Paused)
+		c.onJobChanged(ctx, &cur, &next)
+		return next, nil
+	}
+	return protocol.Job{}, fmt.Errorf("update job %s: %w: too much contention", id, ErrConflict)
+}
+
+// DeleteJob removes a job: its agents get unassign commands, its
+// idempotency key is released. Executions already created run to their end.
+func (c *Controller) DeleteJob(ctx context.Context, id string) error {
+	if err := c.ready(); err != nil {
+		return err
+	}
+	if err := protocol.ValidateJobID("id", id); err != nil {
+		return fmt.Errorf("delete job %q: %w", id, ErrNotFound)
+	}
+	for range 10 {
+		cur, rev, err := c.readJob(ctx, id)
+		if err != nil {
+			return err
+		}
+		err = c.kv.Jobs.Delete(ctx, id, jetstream.LastRevision(rev))
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("delete job %s: %w", id, err)
+		}
+		c.jobs.remove(id, rev+1)
+		if cur.IdempotencyKey != "" {
+			k := idemKey(cur.IdempotencyKey)
+			if e, err := c.kv.Idem.Get(ctx, k); err == nil && string(e.Value()) == id {
+				if err := c.kv.Idem.Delete(ctx, k, jetstream.LastRevision(e.Revision())); err != nil {
+					c.log.Warn("release idempotency key", "job", id, "err", err)
+				}
+			}
+		}
+		c.log.Info("job deleted", "job", id)
+		c.onJobChanged(ctx, &cur, nil)
+		return nil
+	}
+	return fmt.Errorf("delete job %s: %w: too much contention", id, ErrConflict)
+}

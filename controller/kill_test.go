@@ -1,0 +1,223 @@
+package controller
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+)
+
+const (
+	envChildDir    = "AX_CTL_CHILD_DIR"
+	envChildPort   = "AX_CTL_CHILD_PORT"
+	envChildCreate = "AX_CTL_CHILD_CREATE"
+)
+
+// TestHelperControllerProcess is not a test: TestKill9Restart runs the test
+// binary again with it to get a controller in a process it can SIGKILL.
+func TestHelperControllerProcess(t *testing.T) {
+	dir := os.Getenv(envChildDir)
+	if dir == "" {
+		t.Skip("helper process of TestKill9Restart")
+	}
+	port, _ := strconv.Atoi(os.Getenv(envChildPort))
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.NATS.Port, cfg.ackWait = dir, port, time.Second
+	c, err := New(cfg)
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(2)
+	}
+	n, _ := strconv.Atoi(os.Getenv(envChildCreate))
+	for range n {
+		if _, err := c.CreateJob(ctx, retryJob("edge-1", 300*time.Millisecond)); err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(2)
+		}
+	}
+	fmt.Println("READY")
+	<-time.After(2 * time.Minute) // watchdog: the parent kills us long before
+	os.Exit(3)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startChild runs a controller process on dir and port and waits for READY.
+func startChild(t *testing.T, dir string, port, create int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperControllerProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envChildDir+"="+dir, envChildPort+"="+strconv.Itoa(port), envChildCreate+"="+strconv.Itoa(create))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if l := sc.Text(); l == "READY" || strings.HasPrefix(l, "ERROR") {
+				ready <- l
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case l := <-ready:
+		if l != "READY" {
+			t.Fatalf("controller process: %q", l)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("controller process not ready in 90s")
+	}
+	return cmd
+}
+
+// publishUntilStored republishes a report with the same Msg-Id until the
+// server acknowledges it, as the agent's outbox does across a server loss.
+func (a *testAgent) publishUntilStored(r protocol.Report) {
+	a.t.Helper()
+	data, err := protocol.Encode(r)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := a.js.Publish(ctx, protocol.ReportSubject(protocol.Shard(r.JobID, a.shards), a.id), data, jetstream.WithMsgID(r.MsgID()))
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("report %s not stored: %v", r.MsgID(), err)
+		}
+	}
+}
+
+// TestKill9Restart kills a real controller process (embedded server and
+// all) with SIGKILL while executions wait in RETRY_WAITING and reports
+// stream in, restarts it on the same data dir, and checks that no
+// execution is lost, none is applied twice, and the retries fire.
+func TestKill9Restart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns controller processes")
+	}
+	dir, port := t.TempDir(), freePort(t)
+	child := startChild(t, dir, port, 3)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	a := newTestAgent(t, url, "edge-1", nil).start()
+	var runs []*protocol.Run
+	eventually(t, 20*time.Second, "3 run commands", func() bool {
+		runs = nil
+		for _, c := range a.commands() {
+			if c.Kind == protocol.CmdRun && c.Run.Attempt == 1 {
+				runs = append(runs, c.Run)
+			}
+		}
+		return len(runs) == 3
+	})
+	// Base 300ms: the retries are due while the controller is dead.
+	for _, r := range runs {
+		a.runAttempt(r.Job.ID, r.ExecID, 1, r.RunAt, retry.OutcomeFailure, transient)
+	}
+	kv, err := a.js.KeyValue(tctx(t), protocol.BucketExecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(id string) *execRecord {
+		e, err := kv.Get(context.Background(), id)
+		if err != nil {
+			return nil
+		}
+		r, _ := decodeExec(e.Value())
+		return r
+	}
+	for _, r := range runs {
+		eventually(t, 20*time.Second, "RETRY_WAITING", func() bool {
+			x := rec(r.ExecID)
+			return x != nil && (x.State == protocol.StateRetryWaiting || x.State == protocol.StateTriggered)
+		})
+	}
+	// Periodic fires of a job the controller does not know stream in; the
+	// controller is killed in the middle.
+	const fires = 90
+	job := "ax-ctl-20261129120000-kill99"
+	base := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var ids []string
+	for i := range fires {
+		at := base.Add(time.Duration(i) * time.Second)
+		id := protocol.ExecID(job, at)
+		ids = append(ids, id)
+		for _, rep := range []protocol.Report{
+			a.rep(job, id, 1, protocol.ReportTriggered, at),
+			a.rep(job, id, 1, protocol.ReportRunning, at),
+			finished(a.rep(job, id, 1, protocol.ReportFinished, at), retry.OutcomeSuccess, ok, time.Millisecond),
+		} {
+			a.publishUntilStored(rep)
+		}
+		if i == fires/3 {
+			if err := child.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = child.Wait()
+			startChild(t, dir, port, 0)
+		}
+	}
+	// The agent re-registers after the reconnect, as ax-agent does.
+	eventually(t, 60*time.Second, "re-registration", func() bool {
+		a.mu.Lock()
+		cursor := a.cursor
+		a.mu.Unlock()
+		_, err := a.tryRegister(cursor)
+		return err == nil
+	})
+	for _, r := range runs {
+		a.waitCommand("retry after kill", isRun(r.ExecID, 2))
+		a.runAttempt(r.Job.ID, r.ExecID, 2, r.RunAt, retry.OutcomeSuccess, ok)
+	}
+	for _, r := range runs {
+		eventually(t, 30*time.Second, r.ExecID+" SUCCESS", func() bool {
+			x := rec(r.ExecID)
+			return x != nil && x.State == protocol.StateSuccess && x.Attempt == 2 && len(x.Applied) == 3
+		})
+	}
+	for _, id := range ids {
+		eventually(t, 30*time.Second, id+" SUCCESS", func() bool {
+			x := rec(id)
+			return x != nil && x.State == protocol.StateSuccess && len(x.Applied) == 3
+		})
+	}
+}

@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startEmbedded runs the embedded nats-server with JetStream, its file store
+// under cfg.DataDir, listening on cfg.NATS.Host:Port (loopback by default).
+func startEmbedded(cfg Config) (*server.Server, error) {
+	port := cfg.NATS.Port
+	if port == -1 {
+		port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
+		ServerName:         "ax-controller-" + cfg.Node,
+		Host:               cfg.NATS.Host,
+		Port:               port,
+		JetStream:          true,
+		StoreDir:           cfg.DataDir,
+		NoLog:              true,
+		NoSigs:             true,
+		MaxPayload:         1 << 20,
+		JetStreamMaxMemory: 256 << 20,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded nats: not ready within 30s (port %d in use or data_dir %q unusable?)", cfg.NATS.Port, cfg.DataDir)
+	}
+	return srv, nil
+}
+
+// connect opens the controller's NATS connection: in process to the
+// embedded server, or over the network to cfg.NATS.URL.
+func connect(cfg Config, srv *server.Server, errh func(error)) (*nats.Conn, jetstream.JetStream, error) {
+	opts := []nats.Option{
+		nats.Name("ax-controller-" + cfg.Node),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.PingInterval(5 * time.Second),
+		nats.MaxPingsOutstanding(2),
+	}
+	url := cfg.NATS.URL
+	if srv != nil {
+		opts = append(opts, nats.InProcessServer(srv))
+		url = srv.ClientURL()
+	} else {
+		opts = append(opts, nats.RetryOnFailedConnect(false))
+		if cfg.NATS.CredsFile != "" {
+			opts = append(opts, nats.UserCredentials(cfg.NATS.CredsFile))
+		}
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect nats %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+		errh(err)
+	}), jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}

@@ -1,0 +1,178 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/wheel"
+)
+
+// retryItem is a timer on the retry wheel: attempt Attempt of ExecID
+// failed; when it fires, attempt Attempt+1 is sent to the agent.
+type retryItem struct {
+	ExecID  string
+	Attempt int
+}
+
+// retrier owns the retry timers: a pkg/wheel Driver and the handle of
+// each execution's pending timer. Fired items are queued and handled on
+// their own goroutine so the wheel never waits for NATS.
+type retrier struct {
+	c *Controller
+	d *wheel.Driver[retryItem]
+
+	mu      sync.Mutex
+	handles map[string]retryEntry // exec id → pending timer
+	queue   []retryItem
+	signal  chan struct{}
+}
+
+type retryEntry struct {
+	h       wheel.Handle
+	attempt int
+}
+
+// wheelClock adapts internal/clock to the wheel's own Clock interface.
+type wheelClock struct{ c clock.Clock }
+
+func (w wheelClock) Now() time.Time                       { return w.c.Now() }
+func (w wheelClock) NewTimer(d time.Duration) wheel.Timer { return w.c.NewTimer(d) }
+
+func newRetrier(c *Controller) (*retrier, error) {
+	r := &retrier{c: c, handles: map[string]retryEntry{}, signal: make(chan struct{}, 1)}
+	d, err := wheel.NewDriver[retryItem](wheel.DefaultConfig(), wheelClock{c.clk}, r.fired)
+	if err != nil {
+		return nil, err
+	}
+	r.d = d
+	return r, nil
+}
+
+// schedule arms (or re-arms) the timer of an execution.
+func (r *retrier) schedule(execID string, attempt int, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.handles[execID]; ok {
+		if e.attempt == attempt {
+			return
+		}
+		r.d.Cancel(e.h)
+	}
+	r.handles[execID] = retryEntry{h: r.d.Add(at, retryItem{ExecID: execID, Attempt: attempt}), attempt: attempt}
+	r.c.m.retriesPending.Set(float64(len(r.handles)))
+}
+
+// cancel drops the pending timer of an execution, if any.
+func (r *retrier) cancel(execID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.handles[execID]; ok {
+		r.d.Cancel(e.h)
+		delete(r.handles, execID)
+		r.c.m.retriesPending.Set(float64(len(r.handles)))
+	}
+}
+
+// fired is the wheel's callback (on the Run goroutine): queue and signal.
+func (r *retrier) fired(it retryItem) {
+	r.mu.Lock()
+	if e, ok := r.handles[it.ExecID]; ok && e.attempt == it.Attempt {
+		delete(r.handles, it.ExecID)
+		r.c.m.retriesPending.Set(float64(len(r.handles)))
+	}
+	r.queue = append(r.queue, it)
+	r.mu.Unlock()
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (r *retrier) stop() { r.d.Stop() }
+
+// run drives the wheel and handles fired timers until ctx ends.
+func (r *retrier) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.d.Run(ctx)
+	}()
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.signal:
+		}
+		for {
+			r.mu.Lock()
+			if len(r.queue) == 0 {
+				r.mu.Unlock()
+				break
+			}
+			it := r.queue[0]
+			r.queue = r.queue[1:]
+			r.mu.Unlock()
+			if err := r.c.fireRetry(ctx, it); err != nil && ctx.Err() == nil {
+				r.c.log.Warn("retry not sent, trying again in 1s", "exec", it.ExecID, "attempt", it.Attempt+1, "err", err)
+				r.mu.Lock()
+				if _, ok := r.handles[it.ExecID]; !ok {
+					r.handles[it.ExecID] = retryEntry{h: r.d.Add(r.c.clk.Now().Add(time.Second), it), attempt: it.Attempt}
+					r.c.m.retriesPending.Set(float64(len(r.handles)))
+				}
+				r.mu.Unlock()
+			}
+		}
+	}
+}
+
+// fireRetry sends the run command of the next attempt of an execution that
+// is still RETRY_WAITING after attempt it.Attempt. The execution stays
+// RETRY_WAITING until the agent reports the new attempt triggered.
+func (c *Controller) fireRetry(ctx context.Context, it retryItem) error {
+	cur, err := c.readExec(ctx, it.ExecID)
+	if err != nil {
+		return err
+	}
+	rec := cur.rec
+	if rec == nil || rec.State != protocol.StateRetryWaiting || rec.Attempt != it.Attempt {
+		return nil // moved on meanwhile (cancelled, already triggered)
+	}
+	job, _, ok := c.jobs.get(rec.JobID)
+	if !ok {
+		_, after, err := c.mutateExec(ctx, rec.ExecID, func(cur *execRecord) (*execRecord, error) {
+			if cur == nil || cur.State != protocol.StateRetryWaiting || cur.Attempt != it.Attempt {
+				return nil, nil
+			}
+			if err := CheckTransition(cur.State, protocol.StateCancelled); err != nil {
+				return nil, err
+			}
+			cur.State, cur.Reason, cur.UpdatedAt = protocol.StateCancelled, "job_deleted", c.now()
+			return cur, nil
+		})
+		if err != nil {
+			return err
+		}
+		if after != nil {
+			c.afterTransition(after, transition{from: protocol.StateRetryWaiting, to: protocol.StateCancelled, reason: "job_deleted"})
+		}
+		return nil
+	}
+	if rec.Agent == "" {
+		c.log.Warn("retry has no agent to run on", "exec", rec.ExecID)
+		return nil
+	}
+	runAt := rec.NextAttemptAt
+	if now := c.now(); runAt.After(now) {
+		runAt = now
+	}
+	if err := c.sendRun(ctx, job, rec, it.Attempt+1, runAt); err != nil {
+		return err
+	}
+	c.log.Info("retry sent", "exec", rec.ExecID, "job", rec.JobID, "attempt", it.Attempt+1, "agent", rec.Agent, "run_at", runAt)
+	return nil
+}

@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// stateNone is the "from" state of an execution that has no record yet.
+const stateNone protocol.State = ""
+
+// transitions is the execution state machine of DESIGN §3, in one place:
+// the set of allowed (from, to) pairs, each with the cause that makes it.
+// Every state change of an execution goes through CheckTransition.
+//
+//	PENDING ──► TRIGGERED ──► RUNNING ──► SUCCESS
+//	   │            │            ├──────► FAILED
+//	   │            │            └──────► RETRY_WAITING ──► TRIGGERED (attempt+1)
+//	   └────────────┴────────────┴──────► CANCELLED (from any non-terminal state)
+//	SKIPPED: a fire dropped by overlap=forbid or misfire=skip, recorded.
+var transitions = map[protocol.State]map[protocol.State]string{
+	stateNone: {
+		protocol.StatePending:   "controller-started run (asap/at/delay, trigger)",
+		protocol.StateTriggered: "periodic fire made by the agent",
+		protocol.StateSkipped:   "periodic fire dropped by the agent (overlap, misfire)",
+	},
+	protocol.StatePending: {
+		protocol.StateTriggered: "run command fired on the agent",
+		protocol.StateSkipped:   "run command dropped by the agent (overlap, misfire)",
+		protocol.StateCancelled: "cancelled",
+	},
+	protocol.StateTriggered: {
+		protocol.StateRunning:   "handler started",
+		protocol.StateCancelled: "cancelled",
+	},
+	protocol.StateRunning: {
+		protocol.StateSuccess:      "handler succeeded",
+		protocol.StateFailed:       "not retryable, attempts spent, or timeout without on_timeout",
+		protocol.StateRetryWaiting: "retryable failure with attempts left",
+		protocol.StateCancelled:    "cancelled",
+	},
+	protocol.StateRetryWaiting: {
+		protocol.StateTriggered: "next attempt fired on the agent",
+		protocol.StateCancelled: "cancelled",
+	},
+	protocol.StateFailed: {
+		// The only way out of a terminal state: an operator's retry
+		// (Controller.RetryExecution) gives a FAILED execution a new attempt.
+		protocol.StateRetryWaiting: "manual retry",
+	},
+}
+
+// CheckTransition reports whether an execution may move from one state to
+// another (from is "" for an execution without a record). A refused pair
+// is a *TransitionError with the reason.
+func CheckTransition(from, to protocol.State) error {
+	if from != stateNone && !from.Valid() {
+		return &TransitionError{From: string(from), To: string(to), Reason: "unknown from state"}
+	}
+	if !to.Valid() {
+		return &TransitionError{From: string(from), To: string(to), Reason: "unknown to state"}
+	}
+	if _, ok := transitions[from][to]; ok {
+		return nil
+	}
+	switch {
+	case from == to:
+		return &TransitionError{From: string(from), To: string(to), Reason: "already in this state"}
+	case from.Terminal():
+		return &TransitionError{From: string(from), To: string(to), Reason: "execution is terminal"}
+	case from == stateNone:
+		return &TransitionError{From: string(from), To: string(to), Reason: "an execution starts PENDING, TRIGGERED or SKIPPED"}
+	default:
+		return &TransitionError{From: string(from), To: string(to), Reason: "not an edge of the state machine"}
+	}
+}
+
+// TransitionCause returns the documented cause of an allowed transition, or "".
+func TransitionCause(from, to protocol.State) string { return transitions[from][to] }

@@ -1,0 +1,183 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// TestTransitionEveryPair checks CheckTransition on every (from, to) pair
+// against the DESIGN §3 diagram written out independently here.
+func TestTransitionEveryPair(t *testing.T) {
+	const (
+		P = protocol.StatePending
+		T = protocol.StateTriggered
+		R = protocol.StateRunning
+		S = protocol.StateSuccess
+		F = protocol.StateFailed
+		W = protocol.StateRetryWaiting
+		C = protocol.StateCancelled
+		K = protocol.StateSkipped
+	)
+	allowed := map[[2]protocol.State]bool{
+		{"", P}: true, {"", T}: true, {"", K}: true,
+		{P, T}: true, {P, K}: true, {P, C}: true,
+		{T, R}: true, {T, C}: true,
+		{R, S}: true, {R, F}: true, {R, W}: true, {R, C}: true,
+		{W, T}: true, {W, C}: true,
+		{F, W}: true, // operator retry
+	}
+	froms := append([]protocol.State{""}, protocol.States...)
+	n := 0
+	for _, from := range froms {
+		for _, to := range protocol.States {
+			n++
+			err := CheckTransition(from, to)
+			if allowed[[2]protocol.State{from, to}] {
+				if err != nil {
+					t.Errorf("%q → %s: refused (%v), want allowed", from, to, err)
+				}
+				if TransitionCause(from, to) == "" {
+					t.Errorf("%q → %s: allowed without a documented cause", from, to)
+				}
+				continue
+			}
+			var te *TransitionError
+			if !errors.As(err, &te) {
+				t.Errorf("%q → %s: got %v, want *TransitionError", from, to, err)
+				continue
+			}
+			if te.Reason == "" || !errors.Is(err, ErrConflict) {
+				t.Errorf("%q → %s: error %v lacks a reason or is not ErrConflict", from, to, err)
+			}
+		}
+	}
+	if n != 9*8 {
+		t.Fatalf("checked %d pairs, want 72", n)
+	}
+	if err := CheckTransition("BOGUS", P); err == nil {
+		t.Error("unknown from state allowed")
+	}
+	if err := CheckTransition(P, "BOGUS"); err == nil {
+		t.Error("unknown to state allowed")
+	}
+	// Every terminal state except FAILED (operator retry) has no way out.
+	for _, from := range protocol.States {
+		if !from.Terminal() || from == F {
+			continue
+		}
+		for _, to := range protocol.States {
+			if CheckTransition(from, to) == nil {
+				t.Errorf("terminal %s → %s allowed", from, to)
+			}
+		}
+	}
+}
+
+// TestApplyReport checks the report half of the state machine, a pure
+// function: which report applies to which record, and why others do not.
+func TestApplyReport(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	job := "ax-ctl-20261129120000-abcdef"
+	exec := protocol.ExecID(job, now)
+	rep := func(kind protocol.ReportKind, attempt int) protocol.Report {
+		return protocol.Report{V: 1, Agent: "a1", JobID: job, ExecID: exec, Attempt: attempt, Kind: kind, ScheduledAt: now, At: now}
+	}
+	fin := func(attempt int, o retry.Outcome, retryable bool) protocol.Report {
+		r := rep(protocol.ReportFinished, attempt)
+		r.Outcome, r.Result = o, &retry.Result{Code: 1, Retryable: retryable}
+		return r
+	}
+	rec := func(s protocol.State, attempt int, applied ...protocol.ReportKind) *execRecord {
+		return &execRecord{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: attempt, State: s}, Applied: applied}
+	}
+	pol := retry.Policy{MaxAttempts: 3, Base: time.Second, Max: time.Minute}
+	tests := []struct {
+		name    string
+		cur     *execRecord
+		r       protocol.Report
+		policy  retry.Policy
+		want    protocol.State
+		reject  string
+		suspect bool
+		next    time.Duration // NextAttemptAt - now
+	}{
+		{name: "periodic fire creates TRIGGERED", r: rep(protocol.ReportTriggered, 1), want: protocol.StateTriggered},
+		{name: "skipped fire creates SKIPPED", r: rep(protocol.ReportSkipped, 1), want: protocol.StateSkipped},
+		{name: "running without record", r: rep(protocol.ReportRunning, 1), reject: rejectUnknownExec},
+		{name: "triggered attempt 2 without record", r: rep(protocol.ReportTriggered, 2), reject: rejectUnknownExec},
+		{name: "pending → triggered", cur: rec(protocol.StatePending, 1), r: rep(protocol.ReportTriggered, 1), want: protocol.StateTriggered},
+		{name: "pending → skipped", cur: rec(protocol.StatePending, 1), r: rep(protocol.ReportSkipped, 1), want: protocol.StateSkipped},
+		{name: "pending → running refused", cur: rec(protocol.StatePending, 1), r: rep(protocol.ReportRunning, 1), reject: rejectTransition},
+		{name: "triggered → running", cur: rec(protocol.StateTriggered, 1, "triggered"), r: rep(protocol.ReportRunning, 1), want: protocol.StateRunning},
+		{name: "triggered twice is a duplicate", cur: rec(protocol.StateTriggered, 1, "triggered"), r: rep(protocol.ReportTriggered, 1), reject: rejectDuplicate},
+		{name: "finished on triggered refused", cur: rec(protocol.StateTriggered, 1, "triggered"), r: fin(1, retry.OutcomeSuccess, false), reject: rejectTransition},
+		{name: "success", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeSuccess, false), want: protocol.StateSuccess},
+		{name: "retryable failure", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeFailure, true), policy: pol, want: protocol.StateRetryWaiting, next: time.Second},
+		{name: "second retryable failure doubles", cur: rec(protocol.StateRunning, 2, "triggered", "running"), r: fin(2, retry.OutcomeFailure, true), policy: pol, want: protocol.StateRetryWaiting, next: 2 * time.Second},
+		{name: "attempts exhausted", cur: rec(protocol.StateRunning, 3, "triggered", "running"), r: fin(3, retry.OutcomeFailure, true), policy: pol, want: protocol.StateFailed},
+		{name: "not retryable", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeFailure, false), policy: pol, want: protocol.StateFailed},
+		{name: "timeout without on_timeout is suspect", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeTimeout, false), policy: pol, want: protocol.StateFailed, suspect: true},
+		{name: "timeout with on_timeout retries", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeTimeout, false), policy: retry.Policy{MaxAttempts: 2, Base: time.Second, Max: time.Second, OnTimeout: true}, want: protocol.StateRetryWaiting, suspect: true, next: time.Second},
+		{name: "interrupted retries", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: rep(protocol.ReportInterrupted, 1), policy: pol, want: protocol.StateRetryWaiting, suspect: true, next: time.Second},
+		{name: "cancelled outcome", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeCancelled, false), want: protocol.StateCancelled},
+		{name: "next attempt triggered", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: rep(protocol.ReportTriggered, 2), want: protocol.StateTriggered},
+		{name: "old attempt is stale", cur: rec(protocol.StateTriggered, 2, "triggered"), r: fin(1, retry.OutcomeSuccess, false), reject: rejectOldAttempt},
+		{name: "report after cancel is stale", cur: rec(protocol.StateCancelled, 1, "triggered", "running"), r: fin(1, retry.OutcomeSuccess, false), reject: rejectTerminal},
+		{name: "report after success is stale", cur: rec(protocol.StateSuccess, 1, "triggered", "running", "finished"), r: rep(protocol.ReportSkipped, 1), reject: rejectTerminal},
+		{name: "attempt jump refused", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: rep(protocol.ReportTriggered, 3), reject: rejectFuture},
+		{name: "running of next attempt before its triggered refused", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: rep(protocol.ReportRunning, 2), reject: rejectFuture},
+	}
+	earlyCases := map[string]bool{
+		"running without record":                               true,
+		"triggered attempt 2 without record":                   true,
+		"pending → running refused":                            true,
+		"finished on triggered refused":                        true,
+		"attempt jump refused":                                 true,
+		"running of next attempt before its triggered refused": true,
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tt.policy
+			if p.MaxAttempts == 0 {
+				p = retry.DefaultPolicy()
+			}
+			res := applyReport(tt.cur, tt.r, func() retry.Policy { return p }, nil, now)
+			if res.reject != tt.reject {
+				t.Fatalf("reject = %q (%s), want %q", res.reject, res.detail, tt.reject)
+			}
+			if wantEarly := earlyCases[tt.name]; res.early != wantEarly {
+				t.Fatalf("early = %v, want %v (a report ahead of its record is deferred, others are final)", res.early, wantEarly)
+			}
+			if tt.reject != "" {
+				if res.next != nil || res.detail == "" {
+					t.Fatalf("rejected report gave a record or no detail: %+v", res)
+				}
+				return
+			}
+			if res.next.State != tt.want || res.tr.to != tt.want {
+				t.Fatalf("state = %s, want %s", res.next.State, tt.want)
+			}
+			if res.next.Suspect != tt.suspect {
+				t.Errorf("suspect = %v, want %v", res.next.Suspect, tt.suspect)
+			}
+			if got := res.next.NextAttemptAt.Sub(now); tt.next != 0 && got != tt.next {
+				t.Errorf("next attempt in %s, want %s", got, tt.next)
+			}
+			if res.next.Attempt != tt.r.Attempt || !res.next.hasApplied(tt.r.Kind) {
+				t.Errorf("attempt %d applied %v, want attempt %d with %s", res.next.Attempt, res.next.Applied, tt.r.Attempt, tt.r.Kind)
+			}
+			if tt.cur != nil && tt.cur.State == protocol.StateRetryWaiting && len(res.next.Applied) != 1 {
+				t.Errorf("new attempt kept old markers: %v", res.next.Applied)
+			}
+			// Applying the same report again is a duplicate.
+			again := applyReport(res.next, tt.r, func() retry.Policy { return p }, nil, now)
+			if again.reject != rejectDuplicate && !(res.next.State.Terminal() && again.reject == rejectTerminal) {
+				t.Errorf("second apply: reject %q, want duplicate", again.reject)
+			}
+		})
+	}
+}

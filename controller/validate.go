@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// invalidField returns a *protocol.FieldError wrapping protocol.ErrInvalid.
+func invalidField(field, format string, args ...any) error {
+	return &protocol.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: protocol.ErrInvalid}
+}
+
+// fieldError normalizes a validation error of pkg/protocol, pkg/schedule or
+// pkg/retry into a *protocol.FieldError (wrapping protocol.ErrInvalid or
+// protocol.ErrTooLarge), so that callers match one type.
+func fieldError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *protocol.FieldError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	var se *schedule.FieldError
+	if errors.As(err, &se) {
+		return &protocol.FieldError{Field: se.Field, Reason: se.Reason, Err: protocol.ErrInvalid}
+	}
+	var re *retry.FieldError
+	if errors.As(err, &re) {
+		return &protocol.FieldError{Field: re.Field, Reason: re.Reason, Err: protocol.ErrInvalid}
+	}
+	return &protocol.FieldError{Reason: err.Error(), Err: protocol.ErrInvalid}
+}
+
+// validateSpec checks a job spec as a client sends it, beyond
+// protocol.Job.Validate: the controller's own rules.
+func validateSpec(j protocol.Job) error {
+	if err := j.Validate(); err != nil {
+		return fieldError(err)
+	}
+	if j.Retry.MaxAttempts > protocol.MaxAttempt {
+		return invalidField("retry.max_attempts", "must be at most %d, got %d", protocol.MaxAttempt, j.Retry.MaxAttempts)
+	}
+	return nil
+}
+
+// validateNew checks a create request: the controller sets id, generation
+// and created_at.
+func validateNew(j protocol.Job) error {
+	if j.ID != "" {
+		return invalidField("id", "must be empty on create; the controller assigns it")
+	}
+	if j.Generation != 0 {
+		return invalidField("generation", "is set by the controller; leave it out on create")
+	}
+	if !j.CreatedAt.IsZero() {
+		return invalidField("created_at", "is set by the controller; leave it out on create")
+	}
+	return validateSpec(j)
+}
+
+// isPeriodic reports whether a (valid) job fires repeatedly (every, cron).
+func isPeriodic(j protocol.Job) bool {
+	switch j.Schedule.Kind() {
+	case schedule.KindEvery, schedule.KindCron:
+		return true
+	}
+	return false
+}
