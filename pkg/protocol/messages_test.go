@@ -114,6 +114,12 @@ func TestDecodersRejectNamingTheField(t *testing.T) {
 		{"huge result message", "report", func(m map[string]any) {
 			m["result"] = map[string]any{"code": 1, "message": big[:MaxMessageLen+1]}
 		}, ErrInvalid, "result.message"},
+		{"started_at on triggered", "report", func(m map[string]any) {
+			m["kind"] = "triggered"
+			delete(m, "outcome")
+			delete(m, "result")
+			m["started_at"] = t0
+		}, ErrInvalid, "started_at"},
 		{"missing at", "report", func(m map[string]any) { delete(m, "at") }, ErrInvalid, "at"},
 		{"command two bodies", "cancel", func(m map[string]any) { m["unassign"] = map[string]any{"job_id": jobID} }, ErrInvalid, "kind"},
 		{"command wrong body", "cancel", func(m map[string]any) { m["kind"] = "run" }, ErrInvalid, "run"},

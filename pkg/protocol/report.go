@@ -51,6 +51,13 @@ type Report struct {
 	Reason string `json:"reason,omitempty"`
 	// Shard is set on broadcast jobs: which slot of the group this agent is.
 	Shard *ShardSlot `json:"shard,omitempty"`
+	// TriggeredAt and StartedAt let one report stand for the steps before it.
+	// An agent whose outbox still holds the triggered and running reports of an
+	// attempt when it finishes may send only the finished report, with these
+	// set; the controller then applies TRIGGERED, RUNNING and the final state
+	// in one write. A later stray earlier step of the same attempt is stale.
+	TriggeredAt time.Time `json:"triggered_at,omitzero"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
 }
 
 // MsgID returns the report's JetStream message id, exec_id/attempt/kind.
@@ -102,6 +109,12 @@ func (r Report) Validate() error {
 		return invalid("kind", "is required")
 	default:
 		return invalid("kind", "unknown report kind %q", r.Kind)
+	}
+	if !r.StartedAt.IsZero() && r.Kind != ReportFinished && r.Kind != ReportInterrupted {
+		return invalid("started_at", "is only valid on finished and interrupted reports")
+	}
+	if !r.TriggeredAt.IsZero() && r.Kind != ReportFinished && r.Kind != ReportInterrupted && r.Kind != ReportRunning {
+		return invalid("triggered_at", "is only valid on running, finished and interrupted reports")
 	}
 	if r.Duration < 0 {
 		return invalid("duration", "must not be negative")
