@@ -199,6 +199,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Wait()
 	if runErr == nil {
 		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Every write submitted so far (the last finishes) is durable
+		// before the final flush reads the outbox.
+		_ = a.st.Do(fctx, func(*store.Tx) error { return nil })
 		fl.drain(fctx)
 		fcancel()
 	}
@@ -221,28 +224,77 @@ func (a *Agent) kickOutbox() {
 	}
 }
 
+// prune deletes final executions older than store.retention (in the
+// background; the scheduler calls it every store.prune_interval).
+func (a *Agent) prune(now time.Time) {
+	before := now.Round(0).Add(-a.cfg.Store.Retention)
+	var n int64
+	a.st.Submit(func(tx *store.Tx) error {
+		var err error
+		n, err = tx.Prune(before)
+		return err
+	}, func(err error) {
+		switch {
+		case err != nil:
+			a.log.Error("prune finished executions", "err", err)
+		case n > 0:
+			a.log.Info("pruned finished executions", "rows", n, "finished_before", before)
+		}
+	})
+}
+
 // now is the agent's clock.
 func (a *Agent) now() time.Time { return a.clk.Now() }
 
 // reportTime is the agent's clock corrected by the controller offset.
-func (a *Agent) reportTime() time.Time {
-	return a.clk.Now().Round(0).Add(time.Duration(a.offset.Load())).UTC()
+func (a *Agent) reportTime() time.Time { return a.reportTimeAt(a.clk.Now()) }
+
+// reportTimeAt corrects an agent clock reading by the controller offset.
+func (a *Agent) reportTimeAt(t time.Time) time.Time {
+	return t.Round(0).Add(time.Duration(a.offset.Load())).UTC()
 }
 
-// enqueue writes a report into the outbox (inside tx).
-func (a *Agent) enqueue(tx *store.Tx, r protocol.Report) error {
+// encodedReport is a report ready for the outbox (encoded outside the
+// store's writer where its content is known beforehand).
+type encodedReport struct {
+	msgID, subject string
+	data           []byte
+}
+
+func (e encodedReport) enqueue(tx *store.Tx) error { return tx.Enqueue(e.msgID, e.subject, e.data) }
+
+// encodeReport completes and encodes a report: version, agent, At (now
+// unless set) and the step times, all on controller-corrected time.
+func (a *Agent) encodeReport(r protocol.Report) (encodedReport, error) {
 	r.V = protocol.Version
 	r.Agent = a.cfg.ID
 	if r.At.IsZero() {
 		r.At = a.reportTime()
 	}
+	if !r.TriggeredAt.IsZero() {
+		r.TriggeredAt = a.reportTimeAt(r.TriggeredAt)
+	}
+	if !r.StartedAt.IsZero() {
+		r.StartedAt = a.reportTimeAt(r.StartedAt)
+	}
 	if r.Result != nil && len(r.Result.Message) > protocol.MaxMessageLen {
-		r.Result.Message = r.Result.Message[:protocol.MaxMessageLen-len("…")] + "…"
+		rr := *r.Result
+		rr.Message = rr.Message[:protocol.MaxMessageLen-len("…")] + "…"
+		r.Result = &rr
 	}
 	data, err := protocol.Encode(r)
 	if err != nil {
-		return fmt.Errorf("encode %s report of %s: %w", r.Kind, r.ExecID, err)
+		return encodedReport{}, fmt.Errorf("encode %s report of %s: %w", r.Kind, r.ExecID, err)
 	}
 	subject := protocol.ReportSubject(protocol.Shard(r.JobID, int(a.shards.Load())), a.cfg.ID)
-	return tx.Enqueue(r.MsgID(), subject, data)
+	return encodedReport{msgID: r.MsgID(), subject: subject, data: data}, nil
+}
+
+// enqueue writes a report into the outbox (inside tx).
+func (a *Agent) enqueue(tx *store.Tx, r protocol.Report) error {
+	e, err := a.encodeReport(r)
+	if err != nil {
+		return err
+	}
+	return e.enqueue(tx)
 }

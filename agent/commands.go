@@ -19,7 +19,8 @@ import (
 func (a *Agent) applyCommand(seq uint64, data []byte, done func(error)) {
 	recv := a.clk.Now()
 	cursor := strconv.FormatUint(seq, 10)
-	setCursor := func(tx *store.Tx) error { return tx.SetMeta(store.MetaCursor, cursor) }
+	// Written once per group commit (the last command of a batch wins).
+	setCursor := func(tx *store.Tx) error { tx.SetMetaAtCommit(store.MetaCursor, cursor); return nil }
 	finish := func(after func()) func(error) {
 		return func(err error) {
 			if err != nil {
@@ -113,18 +114,41 @@ func (a *Agent) applyCommand(seq uint64, data []byte, done func(error)) {
 		if _, sched, err := protocol.ParseExecID("exec_id", r.ExecID); err == nil {
 			e.ScheduledAt = sched
 		}
+		// A run that is due already (asap, manual trigger, a retry whose
+		// time has come) is stored TRIGGERED at once, with its triggered
+		// report: one write instead of PENDING, then TRIGGERED.
+		due := !e.RunAt.After(recv) && !a.sched.refusing.Load()
+		var rep encodedReport
+		if due {
+			e.State, e.TriggeredAt = store.StateTriggered, recv.Round(0)
+			if rep, err = a.encodeReport(rowReport(e, protocol.ReportTriggered)); err != nil {
+				skip(err)
+				return
+			}
+		}
 		var inserted bool
 		a.st.Submit(func(tx *store.Tx) error {
 			var err error
 			if e.ID, inserted, err = tx.InsertExec(e); err != nil {
 				return err
 			}
+			if inserted && due {
+				if err := rep.enqueue(tx); err != nil {
+					return err
+				}
+			}
 			return setCursor(tx)
 		}, finish(func() {
-			if inserted {
-				e.Spec = nil
-				a.sched.planRun(e)
+			if !inserted {
+				return
 			}
+			if due {
+				a.kickOutbox()
+				a.sched.runDue(e)
+				return
+			}
+			e.Spec = nil
+			a.sched.planRun(e)
 		}))
 	case protocol.CmdCancel:
 		c := cmd.Cancel

@@ -33,8 +33,9 @@ type ctl struct {
 	skew atomic.Int64 // controller clock minus real clock
 
 	mu       sync.Mutex
-	reports  []protocol.Report
-	msgIDs   map[string]int
+	reports  []protocol.Report // received, plus the steps they stand for
+	steps    map[string]bool   // msg ids of reports and steps recorded
+	msgIDs   map[string]int    // msg ids received
 	regs     int
 	hbs      int
 	lastHB   protocol.Heartbeat
@@ -111,7 +112,7 @@ func (c *ctl) subscribe() {
 			t.Errorf("controller double: bad report: %v", err)
 		}
 		c.mu.Lock()
-		c.reports = append(c.reports, r)
+		c.record(r)
 		c.msgIDs[m.Headers().Get(jetstream.MsgIDHeader)]++
 		c.mu.Unlock()
 		_ = m.Ack()
@@ -121,6 +122,30 @@ func (c *ctl) subscribe() {
 	}
 	c.consumer = cc
 	t.Cleanup(cc.Stop)
+}
+
+// record keeps a report and, like the controller, the steps it stands for
+// (a report with TriggeredAt/StartedAt set stands for the triggered and
+// running steps not received yet). c.mu is held.
+func (c *ctl) record(r protocol.Report) {
+	if c.steps == nil {
+		c.steps = map[string]bool{}
+	}
+	key := func(k protocol.ReportKind) string { return protocol.ReportMsgID(r.ExecID, r.Attempt, k) }
+	if !r.TriggeredAt.IsZero() && !c.steps[key(protocol.ReportTriggered)] {
+		st := protocol.Report{V: r.V, Agent: r.Agent, JobID: r.JobID, ExecID: r.ExecID, Attempt: r.Attempt,
+			Kind: protocol.ReportTriggered, ScheduledAt: r.ScheduledAt, At: r.TriggeredAt, Epoch: r.Epoch, Shard: r.Shard}
+		c.steps[key(st.Kind)] = true
+		c.reports = append(c.reports, st)
+	}
+	if !r.StartedAt.IsZero() && r.Kind != protocol.ReportRunning && !c.steps[key(protocol.ReportRunning)] {
+		st := protocol.Report{V: r.V, Agent: r.Agent, JobID: r.JobID, ExecID: r.ExecID, Attempt: r.Attempt,
+			Kind: protocol.ReportRunning, ScheduledAt: r.ScheduledAt, At: r.StartedAt, Epoch: r.Epoch, Shard: r.Shard}
+		c.steps[key(st.Kind)] = true
+		c.reports = append(c.reports, st)
+	}
+	c.steps[key(r.Kind)] = true
+	c.reports = append(c.reports, r)
 }
 
 // send publishes a command to agent id and returns its stream sequence.

@@ -30,7 +30,11 @@ func (s *scheduler) loadJob(row store.Job) error {
 			aj.lastFire = old.lastFire
 		}
 	}
+	if old != nil && old.ref != aj.ref {
+		delete(s.byRef, old.ref)
+	}
 	j.assigned = aj
+	s.byRef[aj.ref] = j
 	j.limit = job.Concurrency
 	if job.Overlap == protocol.OverlapQueue {
 		j.limit = 1
@@ -56,6 +60,7 @@ func (s *scheduler) unassigned(id string) {
 	if j == nil || j.assigned == nil {
 		return
 	}
+	delete(s.byRef, j.assigned.ref)
 	j.assigned = nil
 	s.log.Info("job unassigned", "job_id", id)
 	s.gc(j)
@@ -63,13 +68,18 @@ func (s *scheduler) unassigned(id string) {
 
 // planRun puts a PENDING run attempt on its wheel.
 func (s *scheduler) planRun(e store.Exec) {
+	s.pending++
+	s.lane(e.Fine == 1).Add(s.deadline(e.RunAt), wheelItem{id: e.ID, prio: uint8(e.Priority)})
+}
+
+// runDue takes a run attempt stored TRIGGERED by its command (it was due).
+func (s *scheduler) runDue(e store.Exec) {
 	j := s.job(e.JobID)
 	if j.assigned == nil && e.Concurrency > 0 {
 		j.limit = e.Concurrency
 	}
-	j.refs++
-	s.pending++
-	s.lane(e.Fine == 1).Add(s.deadline(e.RunAt), wheelItem{job: j, id: e.ID, at: e.RunAt, prio: uint8(e.Priority)})
+	j.active++
+	s.triggered(j, &e, true, nil)
 }
 
 // cancelled runs after a cancel command is durable: a running attempt's
@@ -160,6 +170,7 @@ func (s *scheduler) checkSkew() {
 	default:
 		s.skewRefusing, s.adopt = over, false
 	}
+	s.refusing.Store(s.skewRefusing)
 	if s.skewRefusing && !wasRefusing {
 		s.log.Error("clock skew to the controller is over clock.max_skew: refusing to fire", "offset", off,
 			"max_skew", s.a.cfg.Clock.MaxSkew)

@@ -3,23 +3,47 @@ package agent
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/pkg/protocol"
 )
 
-// flusher publishes the outbox in order, in windows of Outbox.Window async
-// publishes with Nats-Msg-Id, and deletes a window only when every message
-// of it has its PubAck. After an error it starts again from the first
-// unacknowledged message with the same ids (the stream de-duplicates).
+// maxWindows is how many published windows may wait for their PubAcks at
+// once: the next window is read and published while the previous one's
+// acknowledgements arrive.
+const maxWindows = 2
+
+// flusher publishes the outbox in order, in windows of Outbox.Window rows
+// sent as async publishes with Nats-Msg-Id, and deletes a window only when
+// every message of it has its PubAck. After an error it starts again from
+// the first unacknowledged message with the same ids (the stream
+// de-duplicates).
+//
+// Coalescing: a triggered or running report whose attempt has a later
+// report in the same window is not sent; the later report carries the
+// earlier steps' times (TriggeredAt, StartedAt) and the controller applies
+// them in one write. Reports of one attempt are still published in order,
+// and a slow attempt's steps are each sent as they happen.
 type flusher struct {
-	a     *Agent
-	l     *link
-	acked int64 // highest seq acknowledged
-	fails int
+	a        *Agent
+	l        *link
+	acked    int64 // highest seq acknowledged
+	sent     int64 // highest seq published (≥ acked)
+	inflight []pubWindow
+	fails    int
+	// published counts messages sent and coalesced counts rows not sent.
+	published, coalesced int64
+}
+
+type pubWindow struct {
+	last int64 // highest seq of the window
+	rows int
+	futs []jetstream.PubAckFuture
 }
 
 func newFlusher(a *Agent, l *link) *flusher { return &flusher{a: a, l: l} }
@@ -67,41 +91,121 @@ func (f *flusher) drain(ctx context.Context) {
 
 var errLinkDown = errors.New("link down")
 
-// flushOnce publishes one window; it returns how many were acknowledged.
+// reset forgets the windows in flight: the next flush starts again after
+// the last acknowledged row.
+func (f *flusher) reset() {
+	f.inflight = f.inflight[:0]
+	f.sent = f.acked
+}
+
+// flushOnce publishes the next window (while fewer than maxWindows wait)
+// and waits for the oldest window's PubAcks; it returns how many rows were
+// acknowledged (0: nothing to do).
 func (f *flusher) flushOnce(ctx context.Context) (int, error) {
 	js, up := f.l.ready()
 	if !up || js == nil || !f.l.reg.Load() {
+		f.reset()
 		return 0, nil
 	}
-	msgs, err := f.a.st.Outbox(ctx, f.acked, f.a.cfg.Outbox.Window)
-	if err != nil || len(msgs) == 0 {
-		return 0, err
-	}
-	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for _, m := range msgs {
-		nm := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
-		nm.Header.Set(jetstream.MsgIDHeader, m.MsgID)
-		fut, err := js.PublishMsgAsync(nm)
+	for len(f.inflight) < maxWindows {
+		w, err := f.publish(ctx, js)
 		if err != nil {
+			f.reset()
 			return 0, err
 		}
-		futs = append(futs, fut)
+		if w.rows == 0 {
+			break
+		}
+		f.inflight = append(f.inflight, w)
+		f.sent = w.last
 	}
+	if len(f.inflight) == 0 {
+		return 0, nil
+	}
+	w := f.inflight[0]
+	if err := f.await(ctx, w); err != nil {
+		f.reset()
+		return 0, err
+	}
+	f.inflight = append(f.inflight[:0], f.inflight[1:]...)
+	f.acked = w.last
+	last := w.last
+	f.a.st.Submit(func(tx *store.Tx) error { return tx.Ack(last) }, nil)
+	return w.rows, nil
+}
+
+// publish reads the rows after f.sent and publishes them (coalesced).
+func (f *flusher) publish(ctx context.Context, js jetstream.JetStream) (pubWindow, error) {
+	msgs, err := f.a.st.Outbox(ctx, f.sent, f.a.cfg.Outbox.Window)
+	if err != nil || len(msgs) == 0 {
+		return pubWindow{}, err
+	}
+	skip := coalesce(msgs)
+	w := pubWindow{last: msgs[len(msgs)-1].Seq, rows: len(msgs), futs: make([]jetstream.PubAckFuture, 0, len(msgs))}
+	for i, m := range msgs {
+		if skip[i] {
+			f.coalesced++
+			continue
+		}
+		nm := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{jetstream.MsgIDHeader: []string{m.MsgID}}}
+		fut, err := js.PublishMsgAsync(nm)
+		if err != nil {
+			return pubWindow{}, err
+		}
+		f.published++
+		w.futs = append(w.futs, fut)
+	}
+	return w, nil
+}
+
+// await waits for every PubAck of a window.
+func (f *flusher) await(ctx context.Context, w pubWindow) error {
 	timer := f.a.clk.NewTimer(5 * time.Second)
 	defer timer.Stop()
-	for _, fut := range futs {
+	for _, fut := range w.futs {
 		select {
 		case <-fut.Ok():
 		case err := <-fut.Err():
-			return 0, err
+			return err
 		case <-timer.C():
-			return 0, errors.New("timed out waiting for PubAcks")
+			return errors.New("timed out waiting for PubAcks")
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	last := msgs[len(msgs)-1].Seq
-	f.acked = last
-	f.a.st.Submit(func(tx *store.Tx) error { return tx.Ack(last) }, nil)
-	return len(msgs), nil
+	return nil
+}
+
+// coalesce marks the rows not to send: a triggered or running report of
+// an attempt that has a later report (running, finished, interrupted) in
+// msgs. Those later reports carry the earlier steps' times.
+func coalesce(msgs []store.OutboxMsg) []bool {
+	skip := make([]bool, len(msgs))
+	later := make(map[string]struct{}, len(msgs))
+	for i := len(msgs) - 1; i >= 0; i-- {
+		key, kind, ok := splitMsgID(msgs[i].MsgID)
+		if !ok {
+			continue
+		}
+		switch protocol.ReportKind(kind) {
+		case protocol.ReportTriggered, protocol.ReportRunning:
+			if _, seen := later[key]; seen {
+				skip[i] = true
+			}
+		}
+		switch protocol.ReportKind(kind) {
+		case protocol.ReportRunning, protocol.ReportFinished, protocol.ReportInterrupted:
+			later[key] = struct{}{}
+		}
+	}
+	return skip
+}
+
+// splitMsgID splits exec_id/attempt/kind into the attempt key and kind.
+func splitMsgID(id string) (key, kind string, ok bool) {
+	i := strings.LastIndexByte(id, '/')
+	if i < 0 {
+		return "", "", false
+	}
+	return id[:i], id[i+1:], true
 }

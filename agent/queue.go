@@ -1,19 +1,28 @@
 package agent
 
-import "time"
+import (
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+)
 
 // numPriorities is the number of job priorities (0..protocol.MaxPriority).
 const numPriorities = 10
 
-// item is one triggered attempt waiting for (or held by) a worker. Only
-// the reference and what scheduling needs are kept; the payload stays in
-// SQLite.
+// item is one triggered attempt waiting for (or held by) a worker. The
+// ready queue is bounded (queue.size), so an item may carry its row and
+// job spec: the worker then needs no read. Items on the wheels are only
+// references (wheelItem).
 type item struct {
 	id       int64 // execs row
 	job      *jobRef
 	prio     uint8
 	enqueued time.Time // when it entered the ready queue (aging)
 	runAt    time.Time // scheduled time (lag)
+	// row is the attempt (Spec may be nil: read when it is marked RUNNING).
+	row *store.Exec
+	// started is when it was dispatched (RUNNING).
+	started time.Time
 }
 
 // fifo is a ring of items.

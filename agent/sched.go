@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/axsched/ax/agent/store"
@@ -31,7 +32,6 @@ type jobRef struct {
 	running  int // dispatched to a worker
 	inReady  int // in the ready queue
 	waiting  fifo
-	refs     int // pending run items on the wheels
 }
 
 // assignedJob is a periodic job planned on a wheel. The payload is not kept.
@@ -51,17 +51,21 @@ func (j *jobRef) fireable() bool {
 	return j.assigned != nil && !j.assigned.job.Paused
 }
 
-// wheelItem is what the wheels hold: a reference, never a payload.
+// wheelItem is what the wheels hold: a reference, never a payload (16 B).
+// A run item names its execs row; a periodic fire names its job's ref and
+// the plan it belongs to (a stale plan is ignored; the fire time is the
+// job's next).
 type wheelItem struct {
-	job  *jobRef
-	id   int64  // execs row of a run item; 0 for a periodic fire
-	seq  uint64 // planSeq of a periodic fire
-	at   time.Time
+	id   int64  // execs row of a run item; jobs ref of a periodic fire
+	seq  uint32 // low bits of planSeq of a periodic fire; 0 for a run item
 	prio uint8
 }
 
+func (w wheelItem) periodic() bool { return w.seq != 0 }
+
 type running struct {
 	it     *item
+	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
 
@@ -83,6 +87,7 @@ type scheduler struct {
 	normal, fine *wheel.Driver[wheelItem]
 
 	jobs    map[string]*jobRef
+	byRef   map[int64]*jobRef // assigned jobs by store ref
 	ready   readyQueue
 	inMem   map[int64]*item
 	mem     int // items in ready + waiting
@@ -92,23 +97,26 @@ type scheduler struct {
 	pending int         // run items on the wheels
 
 	work      chan workUnit
+	starting  int // dispatched batches whose RUNNING write is not durable yet
 	workers   int
 	busy      int
 	slowStart bool
 
 	skewRefusing bool
-	adopt        bool // on_skew adopt and over max_skew: plan on controller time
+	refusing     atomic.Bool // skewRefusing, for command appliers
+	adopt        bool        // on_skew adopt and over max_skew: plan on controller time
 
-	lags     [1024]time.Duration
-	lagN     int
-	stopped  bool
-	wg       sync.WaitGroup
-	runCtx   context.Context
-	lastTick time.Time
+	lags      [1024]time.Duration
+	lagN      int
+	stopped   bool
+	wg        sync.WaitGroup
+	runCtx    context.Context
+	lastTick  time.Time
+	lastPrune time.Time
 }
 
 func newScheduler(a *Agent) *scheduler {
-	s := &scheduler{a: a, log: a.log, notify: make(chan struct{}, 1), jobs: map[string]*jobRef{},
+	s := &scheduler{a: a, log: a.log, notify: make(chan struct{}, 1), jobs: map[string]*jobRef{}, byRef: map[int64]*jobRef{},
 		inMem: map[int64]*item{}, running: map[int64]running{}, workers: a.cfg.Workers,
 		work: make(chan workUnit, a.cfg.Workers)}
 	s.ready.agingStep = a.cfg.Queue.AgingStep
@@ -158,7 +166,7 @@ func (s *scheduler) job(id string) *jobRef {
 }
 
 func (s *scheduler) gc(j *jobRef) {
-	if j.assigned == nil && j.active == 0 && j.refs == 0 && j.waiting.size == 0 {
+	if j.assigned == nil && j.active == 0 && j.waiting.size == 0 {
 		delete(s.jobs, j.id)
 	}
 }
@@ -218,6 +226,11 @@ func (s *scheduler) drainInbox() {
 
 // shutdown gives running handlers the grace period, then cancels them.
 func (s *scheduler) shutdown() {
+	// Batches being marked RUNNING still hand their items to workers.
+	for s.starting > 0 {
+		<-s.notify
+		s.drainInbox()
+	}
 	close(s.work)
 	grace := s.a.clk.NewTimer(s.a.cfg.Shutdown.Grace)
 	done := make(chan struct{})
@@ -246,6 +259,10 @@ func (s *scheduler) onTick() {
 	now := s.a.clk.Now()
 	s.log.Debug("scheduler", "ready", s.ready.len(), "mem", s.mem, "in_mem", len(s.inMem), "spilled", s.spilled,
 		"busy", s.busy, "running", len(s.running), "jobs", len(s.jobs), "pending", s.pending)
+	if s.lastPrune.IsZero() || now.Sub(s.lastPrune) >= s.a.cfg.Store.PruneInterval {
+		s.lastPrune = now
+		s.a.prune(now)
+	}
 	mono := now.Sub(s.lastTick)
 	wall := now.Round(0).Sub(s.lastTick.Round(0))
 	s.lastTick = now
@@ -282,6 +299,9 @@ func (s *scheduler) lane(fine bool) *wheel.Driver[wheelItem] {
 func (s *scheduler) planNext(j *jobRef, after time.Time) {
 	aj := j.assigned
 	aj.planSeq++
+	if uint32(aj.planSeq) == 0 {
+		aj.planSeq++ // 0 marks a run item on the wheel
+	}
 	if !j.fireable() {
 		return
 	}
@@ -291,7 +311,7 @@ func (s *scheduler) planNext(j *jobRef, after time.Time) {
 	}
 	aj.next = next
 	s.lane(aj.job.Precision == protocol.PrecisionFine).Add(s.deadline(next),
-		wheelItem{job: j, seq: aj.planSeq, at: next, prio: uint8(aj.job.Priority)})
+		wheelItem{id: aj.ref, seq: uint32(aj.planSeq), prio: uint8(aj.job.Priority)})
 }
 
 // replan runs the misfire policy for a job (start, clock jump, skew or
@@ -358,8 +378,7 @@ func (s *scheduler) fire(w wheelItem) {
 	if s.stopped {
 		return
 	}
-	j := w.job
-	if w.id != 0 {
+	if !w.periodic() {
 		s.pending--
 		if s.skewRefusing {
 			s.held = append(s.held, w)
@@ -369,16 +388,18 @@ func (s *scheduler) fire(w wheelItem) {
 		s.fireRun(w)
 		return
 	}
-	aj := j.assigned
-	if aj == nil || w.seq != aj.planSeq {
+	j := s.byRef[w.id]
+	if j == nil || j.assigned == nil || w.seq != uint32(j.assigned.planSeq) {
 		return // stale: unassigned or re-planned
 	}
-	s.planNext(j, w.at)
+	aj := j.assigned
+	at := aj.next
+	s.planNext(j, at)
 	if !j.fireable() {
 		return
 	}
 	if s.skewRefusing {
-		s.log.Warn("clock skew over clock.max_skew: refusing to fire", "job_id", j.id, "scheduled_at", w.at,
+		s.log.Warn("clock skew over clock.max_skew: refusing to fire", "job_id", j.id, "scheduled_at", at,
 			"offset", time.Duration(s.a.offset.Load()))
 		return
 	}
@@ -386,7 +407,7 @@ func (s *scheduler) fire(w wheelItem) {
 		s.log.Debug("no valid lease: not firing", "job_id", j.id, "epoch", aj.epoch)
 		return
 	}
-	s.fireJob(j, w.at)
+	s.fireJob(j, at)
 }
 
 // fireJob records one periodic fire: TRIGGERED (or SKIPPED by overlap).
@@ -403,20 +424,25 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 	if shard != nil {
 		si, st = shard.Index, shard.Total
 	}
-	now := s.a.clk.Now()
+	now := s.a.clk.Now().Round(0)
 	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit {
+		rep, err := s.a.encodeReport(protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportSkipped,
+			ScheduledAt: at, Epoch: epoch, Shard: shard, Reason: "overlap"})
+		if err != nil {
+			s.log.Error("record skipped fire", "exec_id", execID, "err", err)
+			return
+		}
 		s.a.st.Submit(func(tx *store.Tx) error {
 			_, ins, err := tx.InsertExec(store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped,
 				Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
-				ShardIndex: si, ShardTotal: st, FinishedAt: now.Round(0), Outcome: "skipped"})
+				ShardIndex: si, ShardTotal: st, FinishedAt: now, Outcome: "skipped"})
 			if err != nil || !ins {
 				return err
 			}
 			if err := tx.SetLastFire(ref, at); err != nil {
 				return err
 			}
-			return s.a.enqueue(tx, protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportSkipped,
-				ScheduledAt: at, Epoch: epoch, Shard: shard, Reason: "overlap"})
+			return rep.enqueue(tx)
 		}, func(err error) {
 			if err != nil {
 				s.post(func() { s.log.Error("record skipped fire", "exec_id", execID, "err", err) })
@@ -427,78 +453,103 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 		s.log.Info("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
 		return
 	}
+	row := &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateTriggered,
+		Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
+		ShardIndex: si, ShardTotal: st, TriggeredAt: now}
+	rep, err := s.a.encodeReport(rowReport(*row, protocol.ReportTriggered))
+	if err != nil {
+		s.log.Error("record trigger", "job_id", j.id, "exec_id", execID, "err", err)
+		return
+	}
 	j.active++
-	var id int64
 	var ins bool
 	s.a.st.Submit(func(tx *store.Tx) error {
 		var err error
-		id, ins, err = tx.InsertExec(store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateTriggered,
-			Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
-			ShardIndex: si, ShardTotal: st, TriggeredAt: now.Round(0)})
+		row.ID, ins, err = tx.InsertExec(*row)
 		if err != nil || !ins {
 			return err
 		}
 		if err := tx.SetLastFire(ref, at); err != nil {
 			return err
 		}
-		return s.a.enqueue(tx, protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportTriggered,
-			ScheduledAt: at, Epoch: epoch, Shard: shard})
+		if row.Spec, err = tx.JobSpec(ref); err != nil {
+			return err
+		}
+		return rep.enqueue(tx)
 	}, func(err error) {
 		if err == nil && ins {
 			s.a.kickOutbox()
 		}
-		s.post(func() { s.triggered(j, id, ins, err, execID, at, prio) })
+		s.post(func() { s.triggered(j, row, ins, err) })
 	})
 }
 
 // fireRun triggers a run command's attempt whose run_at has come.
 func (s *scheduler) fireRun(w wheelItem) {
-	j := w.job
-	j.refs--
-	j.active++
-	now := s.a.clk.Now()
+	now := s.a.clk.Now().Round(0)
+	var row store.Exec
 	var ok bool
-	var execID string
 	s.a.st.Submit(func(tx *store.Tx) error {
 		var err error
-		if ok, err = tx.MarkTriggered(w.id, now.Round(0)); err != nil || !ok {
+		if row, ok, err = tx.Trigger(w.id, now); err != nil || !ok {
 			return err
 		}
-		e, err := tx.ExecRow(w.id)
+		rep, err := s.a.encodeReport(rowReport(row, protocol.ReportTriggered))
 		if err != nil {
 			return err
 		}
-		execID = e.ExecID
-		return s.a.enqueue(tx, rowReport(e, protocol.ReportTriggered))
+		return rep.enqueue(tx)
 	}, func(err error) {
 		if err == nil && ok {
 			s.a.kickOutbox()
 		}
-		s.post(func() { s.triggered(j, w.id, ok, err, execID, w.at, int(w.prio)) })
+		s.post(func() {
+			if err != nil || !ok {
+				if err != nil {
+					s.log.Error("record trigger", "exec_row", w.id, "err", err)
+				}
+				return
+			}
+			j := s.job(row.JobID)
+			if j.assigned == nil && row.Concurrency > 0 {
+				j.limit = row.Concurrency
+			}
+			j.active++
+			s.triggered(j, &row, true, nil)
+		})
 	})
 }
 
-// rowReport starts a report about an attempt row.
+// rowReport starts a report about an attempt row. Reports after the
+// triggered one carry the times of the steps before them (TriggeredAt,
+// StartedAt), so that the flusher may send only the latest of an attempt's
+// reports still in the outbox.
 func rowReport(e store.Exec, kind protocol.ReportKind) protocol.Report {
 	r := protocol.Report{JobID: e.JobID, ExecID: e.ExecID, Attempt: e.Attempt, Kind: kind, ScheduledAt: e.ScheduledAt, Epoch: e.Epoch}
+	if kind != protocol.ReportTriggered && kind != protocol.ReportSkipped {
+		r.TriggeredAt = e.TriggeredAt
+		if kind != protocol.ReportRunning {
+			r.StartedAt = e.StartedAt
+		}
+	}
 	if e.ShardTotal > 0 {
 		r.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
 	}
 	return r
 }
 
-// triggered runs when a TRIGGERED row is durable.
-func (s *scheduler) triggered(j *jobRef, id int64, ok bool, err error, execID string, at time.Time, prio int) {
+// triggered runs when a TRIGGERED row is durable (j.active counts it).
+func (s *scheduler) triggered(j *jobRef, row *store.Exec, ok bool, err error) {
 	if err != nil || !ok {
 		j.active--
 		if err != nil {
-			s.log.Error("record trigger", "job_id", j.id, "exec_id", execID, "err", err)
+			s.log.Error("record trigger", "job_id", j.id, "exec_id", row.ExecID, "err", err)
 		}
 		s.gc(j)
 		return
 	}
-	s.log.Info("submitted", "job_id", j.id, "exec_id", execID, "exec_row", id, "run_at", at, "priority", prio)
-	if !s.accept(&item{id: id, job: j, prio: uint8(prio), runAt: at}) {
+	s.log.Info("submitted", "job_id", j.id, "exec_id", row.ExecID, "exec_row", row.ID, "run_at", row.RunAt, "priority", row.Priority)
+	if !s.accept(&item{id: row.ID, job: j, prio: uint8(row.Priority), runAt: row.ScheduledAt, row: row}) {
 		j.active-- // counted again when reloaded
 	}
 }
@@ -529,7 +580,10 @@ func (s *scheduler) accept(it *item) bool {
 	return true
 }
 
-// pump dispatches ready items to free workers and reloads spilled ones.
+// pump reloads spilled items when there is room and dispatches ready
+// items to free workers.
+// The items dispatched together are marked RUNNING in one write; each
+// goes to a worker once that write is durable.
 func (s *scheduler) pump() {
 	if s.stopped {
 		return
@@ -543,7 +597,11 @@ func (s *scheduler) pump() {
 			limit = max(1, s.workers/DefaultSlowStartFraction)
 		}
 	}
+	if s.spilled && s.mem < s.a.cfg.Queue.Size/2 {
+		s.reload()
+	}
 	now := s.a.clk.Now()
+	var batch []*item
 	for s.busy < limit {
 		it, ok := s.ready.pop(now)
 		if !ok {
@@ -558,14 +616,105 @@ func (s *scheduler) pump() {
 		s.lags[s.lagN%len(s.lags)] = lag
 		s.lagN++
 		ctx, cancel := context.WithCancelCause(context.Background())
-		s.running[it.id] = running{it: it, cancel: cancel}
+		s.running[it.id] = running{it: it, cancel: cancel, ctx: ctx}
 		s.log.Info("dispatched", "job_id", j.id, "exec_row", it.id, "dequeued_at", now.Round(0), "lag", lag,
 			"waited", now.Sub(it.enqueued))
-		s.work <- workUnit{it: it, ctx: ctx}
+		it.started = now
+		batch = append(batch, it)
 	}
-	if s.spilled && s.mem < s.a.cfg.Queue.Size/2 {
-		s.reload()
+	if len(batch) > 0 {
+		s.start(batch)
 	}
+}
+
+// start marks a batch of dispatched items RUNNING (with their running
+// reports) in one write and hands each to a worker once it is durable.
+func (s *scheduler) start(batch []*item) {
+	a := s.a
+	reps := make([]encodedReport, len(batch))
+	for i, it := range batch {
+		if it.row == nil {
+			continue // reloaded: the write function reads it
+		}
+		it.row.StartedAt = it.started.Round(0)
+		r := rowReport(*it.row, protocol.ReportRunning)
+		r.At = a.reportTimeAt(it.started)
+		r.Lag = protocol.Duration(max(it.started.Round(0).Sub(it.row.ScheduledAt), 0))
+		var err error
+		if reps[i], err = a.encodeReport(r); err != nil {
+			s.log.Error("encode running report", "exec_id", it.row.ExecID, "err", err)
+		}
+	}
+	ok := make([]bool, len(batch))
+	s.starting++
+	a.st.Submit(func(tx *store.Tx) error {
+		for i, it := range batch {
+			ok[i] = false
+			started, err := tx.MarkRunning(it.id, it.started.Round(0))
+			if err != nil {
+				return err
+			}
+			if !started {
+				continue // cancelled meanwhile
+			}
+			if it.row == nil || it.row.Spec == nil {
+				if err := s.loadRow(tx, it); err != nil {
+					return err
+				}
+				if reps[i].data == nil {
+					r := rowReport(*it.row, protocol.ReportRunning)
+					r.At = a.reportTimeAt(it.started)
+					r.Lag = protocol.Duration(max(it.started.Round(0).Sub(it.row.ScheduledAt), 0))
+					if reps[i], err = a.encodeReport(r); err != nil {
+						return err
+					}
+				}
+			}
+			if err := reps[i].enqueue(tx); err != nil {
+				return err
+			}
+			ok[i] = true
+		}
+		return nil
+	}, func(err error) {
+		if err == nil {
+			a.kickOutbox()
+		}
+		s.post(func() {
+			s.starting--
+			if err != nil {
+				s.log.Error("record running", "attempts", len(batch), "err", err)
+			}
+			for i, it := range batch {
+				if err != nil || !ok[i] {
+					s.freed()
+					s.done(it)
+					continue
+				}
+				// Never blocks: units in flight ≤ busy ≤ workers = capacity.
+				s.work <- workUnit{it: it, ctx: s.running[it.id].ctx}
+			}
+		})
+	})
+}
+
+// loadRow reads what running an item needs (reloaded items, or a spec
+// that was not carried).
+func (s *scheduler) loadRow(tx *store.Tx, it *item) error {
+	if it.row == nil {
+		e, err := tx.ExecRow(it.id)
+		if err != nil {
+			return err
+		}
+		it.row = &e
+	}
+	it.row.StartedAt = it.started.Round(0)
+	spec, err := tx.ExecSpec(it.id)
+	if err != nil {
+		return err
+	}
+	it.row.Spec = spec
+	return nil
 }
 
 // reload reads spilled TRIGGERED rows back into memory, oldest first.
@@ -598,7 +747,7 @@ func (s *scheduler) reload() {
 			}
 			s.spilled = false // accept must keep it
 			j.active++
-			s.accept(&item{id: e.ID, job: j, prio: uint8(e.Priority), runAt: e.ScheduledAt})
+			s.accept(&item{id: e.ID, job: j, prio: uint8(e.Priority), runAt: e.ScheduledAt, row: &e})
 			loaded++
 		}
 		if len(rows) < limit {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,57 +22,47 @@ const maxStack = 8 << 10
 
 // worker runs attempts from work until it is closed.
 func (a *Agent) worker(work <-chan workUnit) {
+	var specs specCache
 	for u := range work {
-		a.runOne(u)
+		a.runOne(u, &specs)
 	}
 }
 
-// runOne runs one attempt: RUNNING (durable) → handler → FINISHED
-// (submitted; the scheduler learns when it is durable).
-func (a *Agent) runOne(u workUnit) {
+// specCache keeps the last job spec a worker decoded: consecutive attempts
+// of one job share it.
+type specCache struct {
+	raw []byte
+	job protocol.Job
+}
+
+func (c *specCache) decode(raw []byte) protocol.Job {
+	if c.raw == nil || !bytes.Equal(raw, c.raw) {
+		var j protocol.Job
+		if err := json.Unmarshal(raw, &j); err != nil {
+			j = protocol.Job{}
+		}
+		c.raw, c.job = raw, j
+	}
+	return c.job
+}
+
+// runOne runs one attempt already marked RUNNING (durably, with its
+// running report): handler → FINISHED (submitted; the scheduler learns
+// when it is durable).
+func (a *Agent) runOne(u workUnit, specs *specCache) {
 	s := a.sched
 	it := u.it
-	bg := context.Background()
-	e, err := a.st.Exec(bg, it.id)
-	if err != nil || e.State != store.StateTriggered {
-		if err != nil {
-			a.log.Error("load execution", "exec_row", it.id, "err", err)
-		}
-		s.post(func() { s.freed(); s.done(it) })
-		return
-	}
-	var job protocol.Job
-	if err := json.Unmarshal(e.Spec, &job); err != nil {
-		job = protocol.Job{}
-	}
+	e := it.row
+	job := specs.decode(e.Spec)
 	started := a.clk.Now()
-	lag := started.Round(0).Sub(e.ScheduledAt)
-	var ok bool
-	err = a.st.Do(bg, func(tx *store.Tx) error {
-		var err error
-		if ok, err = tx.MarkRunning(it.id, started.Round(0)); err != nil || !ok {
-			return err
-		}
-		r := rowReport(e, protocol.ReportRunning)
-		r.Lag = protocol.Duration(max(lag, 0))
-		return a.enqueue(tx, r)
-	})
-	if err != nil || !ok {
-		if err != nil {
-			a.log.Error("record running", "exec_id", e.ExecID, "err", err)
-		}
-		s.post(func() { s.freed(); s.done(it) })
-		return
-	}
-	a.kickOutbox()
-
 	ctx := u.ctx
 	if job.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, job.Timeout.D())
 		defer cancel()
 	}
-	task := Task{JobID: e.JobID, ExecID: e.ExecID, Attempt: e.Attempt, ScheduledAt: e.ScheduledAt, Payload: job.Payload, Epoch: e.Epoch}
+	task := Task{JobID: e.JobID, ExecID: e.ExecID, Attempt: e.Attempt, ScheduledAt: e.ScheduledAt,
+		Payload: bytes.Clone(job.Payload), Epoch: e.Epoch}
 	if e.ShardTotal > 0 {
 		task.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
 	}
@@ -97,23 +88,28 @@ func (a *Agent) runOne(u workUnit) {
 		state, kind = store.StateInterrupted, protocol.ReportInterrupted
 	}
 	resJSON, _ := json.Marshal(res)
+	r := rowReport(*e, kind)
+	r.At = a.reportTimeAt(finished)
+	if kind == protocol.ReportFinished {
+		rr := res
+		r.Outcome, r.Result, r.Duration = outcome, &rr, protocol.Duration(dur)
+	} else {
+		r.Reason = "shutdown"
+	}
+	rep, encErr := a.encodeReport(r)
 	s.post(s.freed)
 	a.st.Submit(func(tx *store.Tx) error {
+		if encErr != nil {
+			return encErr
+		}
 		ok, err := tx.Finish(it.id, state, finished.Round(0), string(outcome), resJSON)
 		if err != nil || !ok {
 			return err
 		}
-		r := rowReport(e, kind)
-		if kind == protocol.ReportFinished {
-			rr := res
-			r.Outcome, r.Result, r.Duration = outcome, &rr, protocol.Duration(dur)
-		} else {
-			r.Reason = "shutdown"
-		}
-		return a.enqueue(tx, r)
+		return rep.enqueue(tx)
 	}, func(err error) {
 		if err != nil {
-			a.log.Error("record finished", "exec_id", e.ExecID, "err", err)
+			s.post(func() { a.log.Error("record finished", "exec_id", e.ExecID, "err", err) })
 		} else {
 			a.kickOutbox()
 		}

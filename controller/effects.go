@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -14,8 +15,14 @@ import (
 // the event on ax.evt.<STATE>.<job>, the metrics, the log line, and the
 // retry timer (set on RETRY_WAITING, cleared when leaving it).
 func (c *Controller) afterTransition(rec *execRecord, tr transition) {
+	c.transitionEffects(rec, tr)
+}
+
+// transitionEffects is afterTransition returning the event's publish
+// future (nil when it could not be published at all).
+func (c *Controller) transitionEffects(rec *execRecord, tr transition) jetstream.PubAckFuture {
 	c.m.executions.WithLabelValues(string(tr.to)).Inc()
-	c.publishEvent(rec, tr)
+	fut := c.publishEvent(rec, tr)
 	c.logTransition(rec, tr)
 	switch {
 	case tr.to == protocol.StateRetryWaiting:
@@ -31,11 +38,14 @@ func (c *Controller) afterTransition(rec *execRecord, tr transition) {
 			c.m.duration.Observe(max(rec.Duration.D(), 0).Seconds())
 		}
 	}
+	return fut
 }
 
 // publishEvent publishes the transition's event asynchronously, with a
-// Msg-Id so that a re-publish (after a crash) is de-duplicated by the stream.
-func (c *Controller) publishEvent(rec *execRecord, tr transition) {
+// Msg-Id (evt/<exec_id>/<attempt>/<STATE>) so that a re-publish (a
+// duplicate report after a crash) is de-duplicated by the stream. It
+// returns the publish future, nil when the event could not be sent.
+func (c *Controller) publishEvent(rec *execRecord, tr transition) jetstream.PubAckFuture {
 	ev := protocol.Event{
 		V: protocol.Version, JobID: rec.JobID, ExecID: rec.ExecID, Attempt: rec.Attempt,
 		From: tr.from, To: tr.to, Reason: tr.reason, At: rec.UpdatedAt, Agent: rec.Agent,
@@ -50,17 +60,23 @@ func (c *Controller) publishEvent(rec *execRecord, tr transition) {
 	data, err := protocol.Encode(ev)
 	if err != nil {
 		c.log.Error("encode event", "exec", rec.ExecID, "to", tr.to, "err", err)
-		return
+		return nil
 	}
-	msgID := "evt/" + rec.ExecID + "/" + strconv.Itoa(rec.Attempt) + "/" + string(tr.to)
-	if _, err := c.js.PublishAsync(protocol.EventSubject(tr.to, rec.JobID), data, jetstream.WithMsgID(msgID)); err != nil {
+	msgID := "evt/" + rec.ExecID + "/" + strconv.Itoa(ev.Attempt) + "/" + string(tr.to)
+	fut, err := c.js.PublishAsync(protocol.EventSubject(tr.to, rec.JobID), data, jetstream.WithMsgID(msgID), jetstream.WithStallWait(asyncStallWait))
+	if err != nil {
 		c.log.Warn("publish event", "exec", rec.ExecID, "to", tr.to, "err", err)
+		return nil
 	}
+	return fut
 }
 
 // logTransition writes the controller's side of an execution's log trail:
 // created/triggered, running (with lag), finished (with outcome).
 func (c *Controller) logTransition(rec *execRecord, tr transition) {
+	if !c.log.Enabled(context.Background(), slog.LevelInfo) {
+		return // skip building the attributes (hot path at thousands per second)
+	}
 	base := []any{"exec", rec.ExecID, "job", rec.JobID, "attempt", rec.Attempt, "agent", rec.Agent, "from", string(tr.from)}
 	switch tr.to {
 	case protocol.StatePending:

@@ -336,3 +336,70 @@ func TestManualRetryAndTrigger(t *testing.T) {
 		t.Fatalf("trigger missing = %v", err)
 	}
 }
+
+// coalesced turns a finished report into one standing for its attempt's
+// triggered and running steps too.
+func coalesced(r protocol.Report) protocol.Report {
+	r.TriggeredAt, r.StartedAt = r.At.Add(-2*time.Millisecond), r.At.Add(-time.Millisecond)
+	return r
+}
+
+// TestCoalescedReports: finished reports standing for the whole attempt
+// (a periodic fire never seen, a PENDING run, attempt 2 of a RETRY_WAITING
+// one) are applied in one write each, with one event per step and every
+// step counted; a duplicate and a stray earlier step change nothing.
+func TestCoalescedReports(t *testing.T) {
+	c := newTestController(t)
+	ctx := tctx(t)
+	ev := recordEvents(t, c.NATSURL())
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	P, T, R, W, S := protocol.StatePending, protocol.StateTriggered, protocol.StateRunning, protocol.StateRetryWaiting, protocol.StateSuccess
+
+	pj, err := c.CreateJob(ctx, everyJob("edge-1", "1m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := pj.CreatedAt.Add(time.Minute)
+	fire := protocol.ExecID(pj.ID, at)
+	fin := coalesced(finished(a.rep(pj.ID, fire, 1, protocol.ReportFinished, at), retry.OutcomeSuccess, ok, time.Millisecond))
+	a.publish(fin, "")
+	waitExec(t, c, fire, "SUCCESS", inState(S))
+	a.publish(fin, fin.MsgID()+"-again")                                          // duplicate
+	a.publish(a.rep(pj.ID, fire, 1, protocol.ReportRunning, at), "stray-running") // stray earlier step
+	eventually(t, 10*time.Second, "duplicate and stray rejected", func() bool {
+		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate)) == 2
+	})
+	if got := c.m.applied.Load(); got != 3 {
+		t.Fatalf("applied %d steps, want 3", got)
+	}
+
+	j := asapJob("edge-1")
+	j.Retry = protocol.RetrySpec{MaxAttempts: 3, Base: protocol.Duration(20 * time.Millisecond), Max: protocol.Duration(time.Second)}
+	job, err := c.CreateJob(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := a.waitCommand("run 1", isRun("", 1)).Run
+	a.publish(coalesced(finished(a.rep(job.ID, run.ExecID, 1, protocol.ReportFinished, run.RunAt), retry.OutcomeFailure, transient, time.Millisecond)), "")
+	a.waitCommand("run 2", isRun(run.ExecID, 2))
+	a.publish(coalesced(finished(a.rep(job.ID, run.ExecID, 2, protocol.ReportFinished, run.RunAt), retry.OutcomeSuccess, ok, time.Millisecond)), "")
+	e := waitExec(t, c, run.ExecID, "SUCCESS", inState(S))
+	if e.Attempt != 2 || e.TriggeredAt.IsZero() || e.StartedAt.IsZero() {
+		t.Fatalf("execution %+v", e)
+	}
+	if rec := readRecord(t, c, run.ExecID); !slices.Equal(rec.Applied, []protocol.ReportKind{"triggered", "running", "finished"}) {
+		t.Fatalf("markers %v", rec.Applied)
+	}
+	for id, want := range map[string][]protocol.State{
+		fire:       {T, R, S},
+		run.ExecID: {P, T, R, W, T, R, S},
+	} {
+		eventually(t, 5*time.Second, "events of "+id, func() bool { return len(ev.path(id)) >= len(want) })
+		if p := ev.path(id); !slices.Equal(p, want) {
+			t.Errorf("%s: events %v, want %v", id, p, want)
+		}
+	}
+	if got := c.m.applied.Load(); got != 9 {
+		t.Fatalf("applied %d steps, want 9", got)
+	}
+}

@@ -17,8 +17,13 @@ import (
 // which make every report idempotent by (exec_id, attempt, kind).
 type execRecord struct {
 	protocol.Execution
-	// Applied lists the report kinds applied to attempt Execution.Attempt.
+	// Applied lists the report steps applied to attempt Execution.Attempt,
+	// in order; Path[i] is the state step Applied[i] moved the execution
+	// to, and From the state before the attempt's first step ("" for none).
+	// They let a duplicate report re-publish the events it caused.
 	Applied []protocol.ReportKind `json:"applied,omitempty"`
+	Path    []protocol.State      `json:"path,omitempty"`
+	From    protocol.State        `json:"from,omitempty"`
 }
 
 // clone returns a deep copy, so that a mutation never touches a cached value.
@@ -28,6 +33,7 @@ func (r *execRecord) clone() *execRecord {
 	}
 	n := *r
 	n.Applied = slices.Clone(r.Applied)
+	n.Path = slices.Clone(r.Path)
 	if r.Result != nil {
 		res := *r.Result
 		n.Result = &res

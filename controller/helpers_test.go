@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -318,7 +319,9 @@ func (a *testAgent) runAttempt(jobID, execID string, attempt int, scheduled time
 	a.publish(finished(a.rep(jobID, execID, attempt, protocol.ReportFinished, scheduled), o, res, 7*time.Millisecond), "")
 }
 
-// eventRecorder collects the events of the controller's AX_EVT subjects.
+// eventRecorder collects the events stored in AX_EVT from the time it is
+// made (an ordered consumer, deliver new): what the stream holds, after
+// its Msg-Id de-duplication — a re-published event is not seen twice.
 type eventRecorder struct {
 	mu  sync.Mutex
 	evs []protocol.Event
@@ -331,22 +334,35 @@ func recordEvents(t testing.TB, url string) *eventRecorder {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tctx(t)
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{protocol.SubjectEventsAll}, DeliverPolicy: jetstream.DeliverNewPolicy,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	er := &eventRecorder{}
-	if _, err := nc.Subscribe(protocol.SubjectEventsAll, func(m *nats.Msg) {
+	cc, err := cons.Consume(func(m jetstream.Msg) {
 		var ev protocol.Event
-		if err := json.Unmarshal(m.Data, &ev); err != nil {
+		if err := json.Unmarshal(m.Data(), &ev); err != nil {
 			t.Errorf("bad event: %v", err)
 			return
 		}
 		er.mu.Lock()
 		er.evs = append(er.evs, ev)
 		er.mu.Unlock()
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(cc.Stop)
 	return er
 }
 

@@ -64,7 +64,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		agentsOnline: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricAgentsOnline,
 			Help: "Agents whose last heartbeat is within agent_offline_after."}),
 		reportsApplied: prometheus.NewCounter(prometheus.CounterOpts{Name: metricReportsApplied,
-			Help: "Agent reports applied to the execution state machine."}),
+			Help: "Agent report steps applied to the execution state machine (a report standing for earlier steps counts each)."}),
 		reportsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricReportsRejected,
 			Help: "Agent reports not applied, by reason (invalid, duplicate, old_attempt, old_epoch, terminal, unknown_exec, future_attempt, transition)."},
 			[]string{"reason"}),

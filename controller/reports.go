@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
@@ -15,11 +16,19 @@ type transition struct {
 	reason   string
 }
 
+// step is one applied transition with the record as it was right after it
+// (a shallow copy: for the event, metrics and log line of that step).
+type step struct {
+	rec execRecord
+	tr  transition
+}
+
 // applyResult is what applying one report to an execution record gives:
-// the next record and its transition, or the reason it was not applied.
+// the next record and the transitions it made (one per step the report
+// stands for), or the reason it was not applied.
 type applyResult struct {
-	next *execRecord
-	tr   transition
+	next  *execRecord
+	steps []step
 	// reject is the ax_reports_rejected_total reason; "" when applied.
 	reject string
 	// detail explains a rejection for the log.
@@ -28,10 +37,42 @@ type applyResult struct {
 	// same execution has not arrived yet, e.g. after a redelivery): it may
 	// apply later, so the consumer defers it instead of dropping it.
 	early bool
+	// replay, on a duplicate, are the transitions the report made when it
+	// was applied: their events are published again (the stream drops them
+	// by Msg-Id if they were stored), which closes the gap of a controller
+	// that crashed between its KV write and its events.
+	replay []step
 }
 
 func rejected(reason, format string, args ...any) applyResult {
 	return applyResult{reject: reason, detail: fmt.Sprintf(format, args...)}
+}
+
+// reportSteps returns the steps a report stands for, in order. An agent
+// may send only the finished (or interrupted) report of an attempt with
+// TriggeredAt and StartedAt set, or a running report with TriggeredAt: it
+// then stands for the triggered and running steps too, at those times.
+func reportSteps(r protocol.Report) []protocol.Report {
+	if r.TriggeredAt.IsZero() && r.StartedAt.IsZero() {
+		return []protocol.Report{r}
+	}
+	out := make([]protocol.Report, 0, 3)
+	bare := r
+	bare.Outcome, bare.Result, bare.Duration, bare.Lag, bare.Reason = "", nil, 0, 0, ""
+	bare.TriggeredAt, bare.StartedAt = time.Time{}, time.Time{}
+	if !r.TriggeredAt.IsZero() {
+		t := bare
+		t.Kind, t.At = protocol.ReportTriggered, r.TriggeredAt
+		out = append(out, t)
+	}
+	if !r.StartedAt.IsZero() && r.Kind != protocol.ReportRunning {
+		s := bare
+		s.Kind, s.At, s.Lag = protocol.ReportRunning, r.StartedAt, r.Lag
+		out = append(out, s)
+	}
+	last := r
+	last.TriggeredAt, last.StartedAt = time.Time{}, time.Time{}
+	return append(out, last)
 }
 
 // applyReport is the report half of the state machine, a pure function:
@@ -39,26 +80,56 @@ func rejected(reason, format string, args ...any) applyResult {
 // controller time now. policy is the job's retry policy (with defaults);
 // rnd draws the jitter. Each report applies once: (exec_id, attempt, kind)
 // already applied is a duplicate; an older attempt or epoch, or a terminal
-// execution, makes it stale.
+// execution, makes it stale. A report standing for earlier steps too
+// (reportSteps) applies those of them not applied yet, all or nothing.
 func applyReport(cur *execRecord, r protocol.Report, policy func() retry.Policy, rnd func(int64) int64, now time.Time) applyResult {
+	steps := reportSteps(r)
+	if cur != nil && r.Attempt == cur.Attempt && r.Epoch >= cur.Epoch && cur.hasApplied(r.Kind) {
+		res := rejected(rejectDuplicate, "%s of attempt %d already applied", r.Kind, r.Attempt)
+		res.replay = cur.replaySteps(steps)
+		return res
+	}
+	rec := cur
+	var out applyResult
+	for _, s := range steps {
+		if rec != nil && s.Attempt == rec.Attempt && rec.hasApplied(s.Kind) && s.Kind != r.Kind {
+			continue // applied by an earlier report of this attempt
+		}
+		res := applyStep(rec, s, policy, rnd, now)
+		if res.reject != "" {
+			detail := res.detail
+			if s.Kind != r.Kind {
+				detail = fmt.Sprintf("%s (standing for the %s step): %s", r.Kind, s.Kind, detail)
+			}
+			return applyResult{reject: res.reject, detail: detail, early: res.early}
+		}
+		rec = res.next
+		out.steps = append(out.steps, step{rec: *rec, tr: res.tr})
+	}
+	out.next = rec
+	return out
+}
+
+// applyStep applies one step (a report standing for itself only).
+func applyStep(cur *execRecord, r protocol.Report, policy func() retry.Policy, rnd func(int64) int64, now time.Time) stepResult {
 	if cur == nil {
 		return applyFirst(r, now)
 	}
 	if r.Attempt < cur.Attempt {
-		return rejected(rejectOldAttempt, "attempt %d is older than the execution's attempt %d", r.Attempt, cur.Attempt)
+		return stepRejected(rejectOldAttempt, "attempt %d is older than the execution's attempt %d", r.Attempt, cur.Attempt)
 	}
 	if r.Epoch < cur.Epoch {
-		return rejected(rejectOldEpoch, "lease epoch %d is older than the execution's epoch %d", r.Epoch, cur.Epoch)
+		return stepRejected(rejectOldEpoch, "lease epoch %d is older than the execution's epoch %d", r.Epoch, cur.Epoch)
 	}
 	if r.Attempt == cur.Attempt && cur.hasApplied(r.Kind) {
-		return rejected(rejectDuplicate, "%s of attempt %d already applied", r.Kind, r.Attempt)
+		return stepRejected(rejectDuplicate, "%s of attempt %d already applied", r.Kind, r.Attempt)
 	}
 	if cur.State.Terminal() {
-		return rejected(rejectTerminal, "execution is already %s", cur.State)
+		return stepRejected(rejectTerminal, "execution is already %s", cur.State)
 	}
 	newAttempt := r.Attempt > cur.Attempt
 	if newAttempt && !(cur.State == protocol.StateRetryWaiting && r.Attempt == cur.Attempt+1 && r.Kind == protocol.ReportTriggered) {
-		res := rejected(rejectFuture, "%s of attempt %d while the execution is %s at attempt %d", r.Kind, r.Attempt, cur.State, cur.Attempt)
+		res := stepRejected(rejectFuture, "%s of attempt %d while the execution is %s at attempt %d", r.Kind, r.Attempt, cur.State, cur.Attempt)
 		res.early = true
 		return res
 	}
@@ -70,7 +141,7 @@ func applyReport(cur *execRecord, r protocol.Report, policy func() retry.Policy,
 		to = protocol.StateTriggered
 		if newAttempt {
 			next.Attempt = r.Attempt
-			next.Applied = nil
+			next.Applied, next.Path = nil, nil
 			next.StartedAt, next.FinishedAt, next.NextAttemptAt = time.Time{}, time.Time{}, time.Time{}
 			next.Outcome, next.Result, next.Lag = "", nil, 0
 		}
@@ -112,10 +183,10 @@ func applyReport(cur *execRecord, r protocol.Report, policy func() retry.Policy,
 		to = protocol.StateSkipped
 		reason = r.Reason
 	default:
-		return rejected(rejectInvalid, "unknown report kind %q", r.Kind)
+		return stepRejected(rejectInvalid, "unknown report kind %q", r.Kind)
 	}
 	if err := CheckTransition(cur.State, to); err != nil {
-		res := rejected(rejectTransition, "%s report: %v", r.Kind, err)
+		res := stepRejected(rejectTransition, "%s report: %v", r.Kind, err)
 		var te *TransitionError
 		if errors.As(err, &te) {
 			res.detail = fmt.Sprintf("%s report: %s", r.Kind, te.Error())
@@ -123,19 +194,59 @@ func applyReport(cur *execRecord, r protocol.Report, policy func() retry.Policy,
 		res.early = ahead(cur.State, r.Kind)
 		return res
 	}
+	if len(next.Applied) == 0 {
+		next.From = cur.State
+	}
 	next.State, next.UpdatedAt, next.Reason = to, now, reason
 	next.Applied = append(next.Applied, r.Kind)
-	return applyResult{next: next, tr: transition{from: cur.State, to: to, reason: reason}}
+	next.Path = append(next.Path, to)
+	return stepResult{next: next, tr: transition{from: cur.State, to: to, reason: reason}}
+}
+
+// stepResult is what applying one step gives: the next record and its
+// transition, or why not (as in applyResult).
+type stepResult struct {
+	next   *execRecord
+	tr     transition
+	reject string
+	detail string
+	early  bool
+}
+
+func stepRejected(reason, format string, args ...any) stepResult {
+	return stepResult{reject: reason, detail: fmt.Sprintf(format, args...)}
+}
+
+// replaySteps returns, for a duplicate report standing for steps, the
+// transitions those steps made on this record (from its markers), so that
+// their events can be published again. Nil when the record does not say.
+func (r *execRecord) replaySteps(steps []protocol.Report) []step {
+	if len(r.Path) != len(r.Applied) {
+		return nil
+	}
+	var out []step
+	for _, s := range steps {
+		i := slices.Index(r.Applied, s.Kind)
+		if i < 0 {
+			continue
+		}
+		from := r.From
+		if i > 0 {
+			from = r.Path[i-1]
+		}
+		out = append(out, step{rec: *r, tr: transition{from: from, to: r.Path[i], reason: r.Reason}})
+	}
+	return out
 }
 
 // applyFirst creates the record of an execution the controller has not
 // seen: a periodic fire the agent made itself (TRIGGERED) or dropped (SKIPPED).
-func applyFirst(r protocol.Report, now time.Time) applyResult {
+func applyFirst(r protocol.Report, now time.Time) stepResult {
 	var to protocol.State
 	switch r.Kind {
 	case protocol.ReportTriggered:
 		if r.Attempt != 1 {
-			res := rejected(rejectUnknownExec, "triggered of attempt %d for an execution without a record", r.Attempt)
+			res := stepRejected(rejectUnknownExec, "triggered of attempt %d for an execution without a record", r.Attempt)
 			res.early = true
 			return res
 		}
@@ -143,17 +254,17 @@ func applyFirst(r protocol.Report, now time.Time) applyResult {
 	case protocol.ReportSkipped:
 		to = protocol.StateSkipped
 	default:
-		res := rejected(rejectUnknownExec, "%s report for an execution without a record", r.Kind)
+		res := stepRejected(rejectUnknownExec, "%s report for an execution without a record", r.Kind)
 		res.early = true
 		return res
 	}
 	if err := CheckTransition(stateNone, to); err != nil {
-		return rejected(rejectTransition, "%v", err)
+		return stepRejected(rejectTransition, "%v", err)
 	}
 	next := &execRecord{Execution: protocol.Execution{
 		ExecID: r.ExecID, JobID: r.JobID, Attempt: r.Attempt, State: to, Agent: r.Agent,
 		ScheduledAt: r.ScheduledAt, CreatedAt: now, UpdatedAt: now, Epoch: r.Epoch,
-	}, Applied: []protocol.ReportKind{r.Kind}}
+	}, Applied: []protocol.ReportKind{r.Kind}, Path: []protocol.State{to}}
 	if r.Shard != nil {
 		s := *r.Shard
 		next.Shard = &s
@@ -163,7 +274,7 @@ func applyFirst(r protocol.Report, now time.Time) applyResult {
 	} else {
 		next.Reason = r.Reason
 	}
-	return applyResult{next: next, tr: transition{from: stateNone, to: to, reason: next.Reason}}
+	return stepResult{next: next, tr: transition{from: stateNone, to: to, reason: next.Reason}}
 }
 
 // ahead reports whether a report of kind skips a step that the record in

@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math/rand/v2"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/pkg/protocol"
-	"github.com/axsched/ax/pkg/retry"
 )
 
 // shardMetaKey is the consumer metadata key recording the shard count the
@@ -39,18 +36,20 @@ type shardWorker struct {
 	lanes []*lane
 }
 
-// lane applies the reports given to it in order; it alone owns its cache.
-type lane struct {
-	w     *shardWorker
-	in    chan jetstream.Msg
-	cache map[string]execVersion // exec id → last record this lane read or wrote
-}
-
 func shardConsumerName(n int) string { return "ax-shard-" + strconv.Itoa(n) }
 
 // startShards creates (or updates) the per-shard durable consumers and
 // starts one worker per shard. A later issue spreads shards over replicas;
 // here this controller owns them all.
+//
+// An agent that has never registered reports on protocol.DefaultShards
+// shards (it learns the configured count from its registration reply).
+// With fewer shards configured, the subjects of shards Shards..DefaultShards-1
+// get consumers (and workers) too, so those early reports are applied
+// rather than left in the work queue; they carry the full execution key,
+// so which worker applies them does not matter for correctness (every
+// write is compare-and-set on the revision). With more shards configured,
+// the early reports land on shards below DefaultShards, which exist.
 func (c *Controller) startShards(ctx context.Context) error {
 	if cons, err := c.js.Consumer(ctx, protocol.StreamReports, shardConsumerName(0)); err == nil {
 		if got := cons.CachedInfo().Config.Metadata[shardMetaKey]; got != "" && got != strconv.Itoa(c.cfg.Shards) {
@@ -59,7 +58,7 @@ func (c *Controller) startShards(ctx context.Context) error {
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("report consumers: %w", err)
 	}
-	for n := range c.cfg.Shards {
+	for n := range max(c.cfg.Shards, protocol.DefaultShards) {
 		cons, err := c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, jetstream.ConsumerConfig{
 			Durable:       shardConsumerName(n),
 			Description:   "ax controller: reports of shard " + strconv.Itoa(n),
@@ -81,7 +80,7 @@ func (c *Controller) startShards(ctx context.Context) error {
 		}
 		w := &shardWorker{c: c, n: n, it: it}
 		for range shardLanes {
-			l := &lane{w: w, in: make(chan jetstream.Msg, 64), cache: map[string]execVersion{}}
+			l := newLane(w)
 			w.lanes = append(w.lanes, l)
 			c.goRun(l.run)
 		}
@@ -136,149 +135,4 @@ func laneOf(data []byte, n int) int {
 	h := fnv.New32a()
 	_, _ = h.Write(rest[:j])
 	return int(h.Sum32() % uint32(n))
-}
-
-func (l *lane) run(ctx context.Context) {
-	for msg := range l.in {
-		if ctx.Err() != nil {
-			continue // drain: unacknowledged messages are redelivered
-		}
-		l.handle(ctx, msg)
-	}
-}
-
-// handle applies one report message and acknowledges it only after the
-// KV write (or after deciding that it is not to be applied). A transient
-// failure (KV unreachable) is retried in place, keeping the message in
-// progress, so that the reports behind it are never applied out of order.
-func (l *lane) handle(ctx context.Context, msg jetstream.Msg) {
-	c := l.w.c
-	r, err := protocol.DecodeReport(msg.Data())
-	if err != nil {
-		c.m.reject(rejectInvalid)
-		c.log.Warn("report rejected", "reason", rejectInvalid, "subject", msg.Subject(), "err", err)
-		_ = msg.Ack()
-		return
-	}
-	backoff := 50 * time.Millisecond
-	for {
-		err := l.apply(ctx, r, l.mayDefer(msg))
-		if err == nil {
-			_ = msg.Ack()
-			return
-		}
-		if errors.Is(err, errDefer) {
-			delay := deferDelay(msg)
-			c.m.deferred.Inc()
-			c.log.Info("report ahead of its execution, deferred", "exec", r.ExecID, "attempt", r.Attempt, "kind", r.Kind, "in", delay)
-			_ = msg.NakWithDelay(delay)
-			return
-		}
-		delete(l.cache, r.ExecID)
-		if ctx.Err() != nil {
-			return // shutting down: the server redelivers it to the next owner
-		}
-		c.log.Warn("report not applied yet, retrying", "exec", r.ExecID, "attempt", r.Attempt, "kind", r.Kind, "err", err, "in", backoff)
-		_ = msg.InProgress()
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-// errDefer: the report is ahead of its execution's record; redeliver later.
-var errDefer = errors.New("report ahead of its execution")
-
-// mayDefer reports whether a report that is ahead of its record may still
-// wait for the missing earlier reports: while it is younger than three ack
-// waits (a crashed controller's unacknowledged reports come back after one)
-// and at least a minute.
-func (l *lane) mayDefer(msg jetstream.Msg) bool {
-	md, err := msg.Metadata()
-	if err != nil {
-		return false
-	}
-	return time.Since(md.Timestamp) < max(3*l.w.c.cfg.ackWait, time.Minute)
-}
-
-// deferDelay grows with the number of deliveries: 250ms, 500ms, ... 8s.
-func deferDelay(msg jetstream.Msg) time.Duration {
-	n := uint64(1)
-	if md, err := msg.Metadata(); err == nil {
-		n = max(md.NumDelivered, 1)
-	}
-	return min(250*time.Millisecond<<min(n-1, 5), 8*time.Second)
-}
-
-// apply applies one report: nil when it was applied or rejected for good,
-// errDefer when it is ahead of its record and may wait, another error when
-// it should be tried again.
-func (l *lane) apply(ctx context.Context, r protocol.Report, mayDefer bool) error {
-	c := l.w.c
-	policy := func() retry.Policy {
-		if j, _, ok := c.jobs.get(r.JobID); ok {
-			return j.Retry.Policy().WithDefaults()
-		}
-		return retry.DefaultPolicy()
-	}
-	// The first report of a periodic fire usually creates the record: try
-	// the create without reading first; a conflict falls back to reading.
-	guessAbsent := false
-	if r.Kind == protocol.ReportTriggered && r.Attempt == 1 {
-		if j, _, ok := c.jobs.get(r.JobID); ok && isPeriodic(j) {
-			guessAbsent = true
-		}
-	}
-	for i := range 20 {
-		cur, ok := l.cache[r.ExecID]
-		if !ok && !(guessAbsent && i == 0) {
-			var err error
-			if cur, err = c.readExec(ctx, r.ExecID); err != nil {
-				return err
-			}
-		}
-		res := applyReport(cur.rec, r, policy, rand.Int64N, c.now())
-		if res.reject != "" && res.early && mayDefer {
-			l.remember(r.ExecID, cur)
-			return errDefer
-		}
-		if res.reject != "" {
-			l.remember(r.ExecID, cur)
-			c.m.reject(res.reject)
-			c.log.Info("report rejected", "reason", res.reject, "detail", res.detail, "exec", r.ExecID,
-				"attempt", r.Attempt, "kind", r.Kind, "agent", r.Agent)
-			return nil
-		}
-		rev, err := c.writeExec(ctx, cur, res.next)
-		if errors.Is(err, errCASConflict) {
-			delete(l.cache, r.ExecID)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		l.remember(r.ExecID, execVersion{rec: res.next, rev: rev})
-		c.m.apply()
-		c.afterTransition(res.next, res.tr)
-		return nil
-	}
-	return fmt.Errorf("%w: too much contention", ErrConflict)
-}
-
-// remember caches a record for the next report of the same execution;
-// terminal records are dropped (later reports for them are rare).
-func (l *lane) remember(id string, v execVersion) {
-	if v.rec == nil || v.rec.State.Terminal() {
-		delete(l.cache, id)
-		return
-	}
-	if len(l.cache) >= shardCacheMax {
-		clear(l.cache)
-	}
-	l.cache[id] = v
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -158,7 +159,7 @@ func TestApplyReport(t *testing.T) {
 				}
 				return
 			}
-			if res.next.State != tt.want || res.tr.to != tt.want {
+			if res.next.State != tt.want || len(res.steps) != 1 || res.steps[0].tr.to != tt.want {
 				t.Fatalf("state = %s, want %s", res.next.State, tt.want)
 			}
 			if res.next.Suspect != tt.suspect {
@@ -177,6 +178,162 @@ func TestApplyReport(t *testing.T) {
 			again := applyReport(res.next, tt.r, func() retry.Policy { return p }, nil, now)
 			if again.reject != rejectDuplicate && !(res.next.State.Terminal() && again.reject == rejectTerminal) {
 				t.Errorf("second apply: reject %q, want duplicate", again.reject)
+			}
+		})
+	}
+}
+
+// TestApplyCoalescedReport: a finished (or interrupted, or running) report
+// with TriggeredAt/StartedAt stands for the earlier steps of its attempt:
+// they apply in one record, one transition each, once.
+func TestApplyCoalescedReport(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	job := "ax-ctl-20261129120000-abcdef"
+	exec := protocol.ExecID(job, now)
+	tAt, sAt, fAt := now.Add(time.Millisecond), now.Add(2*time.Millisecond), now.Add(5*time.Millisecond)
+	co := func(kind protocol.ReportKind, attempt int, o retry.Outcome, retryable, started bool) protocol.Report {
+		r := protocol.Report{V: 1, Agent: "a1", JobID: job, ExecID: exec, Attempt: attempt, Kind: kind, ScheduledAt: now,
+			At: fAt, TriggeredAt: tAt, Lag: protocol.Duration(3 * time.Millisecond)}
+		if started {
+			r.StartedAt = sAt
+		}
+		if kind == protocol.ReportFinished {
+			r.Outcome, r.Result, r.Duration = o, &retry.Result{Code: 1, Retryable: retryable}, protocol.Duration(3*time.Millisecond)
+		}
+		if kind == protocol.ReportRunning {
+			r.At = sAt
+		}
+		return r
+	}
+	rec := func(s protocol.State, attempt int, applied ...protocol.ReportKind) *execRecord {
+		r := &execRecord{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: attempt, State: s, Agent: "a1"}, Applied: applied}
+		for _, k := range applied {
+			switch k {
+			case protocol.ReportTriggered:
+				r.Path = append(r.Path, protocol.StateTriggered)
+			case protocol.ReportRunning:
+				r.Path = append(r.Path, protocol.StateRunning)
+			default:
+				r.Path = append(r.Path, s)
+			}
+		}
+		return r
+	}
+	pol := retry.Policy{MaxAttempts: 3, Base: time.Second, Max: time.Minute}
+	const (
+		P, T, R = protocol.StatePending, protocol.StateTriggered, protocol.StateRunning
+		S, W, C = protocol.StateSuccess, protocol.StateRetryWaiting, protocol.StateCancelled
+	)
+	tests := []struct {
+		name    string
+		cur     *execRecord
+		r       protocol.Report
+		path    []protocol.State // from of the first step, then the to of each step
+		attempt int
+		next    time.Duration
+		reject  string
+		early   bool
+	}{
+		{name: "periodic fire never seen", r: co(protocol.ReportFinished, 1, retry.OutcomeSuccess, false, true),
+			path: []protocol.State{"", T, R, S}, attempt: 1},
+		{name: "pending run command", cur: rec(P, 1), r: co(protocol.ReportFinished, 1, retry.OutcomeSuccess, false, true),
+			path: []protocol.State{P, T, R, S}, attempt: 1},
+		{name: "attempt n+1 of a retry waiting one", cur: rec(W, 1, "triggered", "running", "finished"),
+			r: co(protocol.ReportFinished, 2, retry.OutcomeFailure, true, true), path: []protocol.State{W, T, R, W}, attempt: 2, next: 2 * time.Second},
+		{name: "triggered applied alone before", cur: rec(T, 1, "triggered"), r: co(protocol.ReportFinished, 1, retry.OutcomeSuccess, false, true),
+			path: []protocol.State{T, R, S}, attempt: 1},
+		{name: "running standing for triggered", r: co(protocol.ReportRunning, 1, "", false, false),
+			path: []protocol.State{"", T, R}, attempt: 1},
+		{name: "interrupted standing for both", cur: rec(P, 1), r: func() protocol.Report {
+			r := co(protocol.ReportInterrupted, 1, "", false, true)
+			r.Reason = "restart"
+			return r
+		}(), path: []protocol.State{P, T, R, W}, attempt: 1, next: time.Second},
+		{name: "cancelled before it started", cur: rec(P, 1), r: co(protocol.ReportFinished, 1, retry.OutcomeCancelled, false, false),
+			path: []protocol.State{P, T, C}, attempt: 1},
+		{name: "next attempt while the last still runs", cur: rec(R, 1, "triggered", "running"),
+			r: co(protocol.ReportFinished, 2, retry.OutcomeSuccess, false, true), reject: rejectFuture, early: true},
+		{name: "without triggered_at for an unknown execution", r: func() protocol.Report {
+			r := co(protocol.ReportFinished, 1, retry.OutcomeSuccess, false, true)
+			r.TriggeredAt = time.Time{}
+			return r
+		}(), reject: rejectUnknownExec, early: true},
+		{name: "after the execution ended", cur: rec(S, 1, "triggered", "running", "finished"),
+			r: co(protocol.ReportFinished, 1, retry.OutcomeSuccess, false, true), reject: rejectDuplicate},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			policy := func() retry.Policy { return pol }
+			res := applyReport(tt.cur, tt.r, policy, nil, now)
+			if res.reject != tt.reject || res.early != tt.early {
+				t.Fatalf("reject = %q early %v (%s), want %q early %v", res.reject, res.early, res.detail, tt.reject, tt.early)
+			}
+			if tt.reject != "" {
+				if res.next != nil || len(res.steps) != 0 {
+					t.Fatalf("rejected report changed the record: %+v", res)
+				}
+				return
+			}
+			var got []protocol.State
+			for i, st := range res.steps {
+				if i == 0 {
+					got = append(got, st.tr.from)
+				}
+				got = append(got, st.tr.to)
+				if st.rec.State != st.tr.to {
+					t.Errorf("step %d: snapshot state %s, transition to %s", i, st.rec.State, st.tr.to)
+				}
+			}
+			if !slices.Equal(got, tt.path) {
+				t.Fatalf("path %v, want %v", got, tt.path)
+			}
+			n := res.next
+			if n.Attempt != tt.attempt || n.State != tt.path[len(tt.path)-1] {
+				t.Fatalf("record at attempt %d %s", n.Attempt, n.State)
+			}
+			if len(n.Applied) != len(n.Path) || n.Applied[len(n.Applied)-1] != tt.r.Kind {
+				t.Fatalf("markers %v %v", n.Applied, n.Path)
+			}
+			if (tt.cur == nil || !tt.cur.hasApplied(protocol.ReportTriggered) || tt.cur.State == W) && !n.TriggeredAt.Equal(tAt) {
+				t.Errorf("triggered_at %s, want %s", n.TriggeredAt, tAt)
+			}
+			if !tt.r.StartedAt.IsZero() && (!n.StartedAt.Equal(sAt) || n.Lag.D() != 3*time.Millisecond) {
+				t.Errorf("started_at %s lag %s, want %s 3ms", n.StartedAt, n.Lag.D(), sAt)
+			}
+			if got := n.NextAttemptAt.Sub(now); tt.next != 0 && got != tt.next {
+				t.Errorf("next attempt in %s, want %s", got, tt.next)
+			}
+			// The same report again is a duplicate that replays the
+			// transitions it made (for its events), changing nothing.
+			again := applyReport(n, tt.r, policy, nil, now)
+			if again.reject != rejectDuplicate || again.next != nil {
+				t.Fatalf("second apply: reject %q", again.reject)
+			}
+			var replayed []transition
+			for _, st := range again.replay {
+				replayed = append(replayed, st.tr)
+			}
+			var want []transition
+			for _, st := range res.steps {
+				want = append(want, transition{from: st.tr.from, to: st.tr.to})
+			}
+			for i := range replayed {
+				replayed[i].reason = ""
+			}
+			if tt.cur == nil || len(tt.cur.Applied) == 0 || tt.cur.State == W {
+				if !slices.Equal(replayed, want) {
+					t.Errorf("replay %v, want %v", replayed, want)
+				}
+			}
+			// A stray earlier step of the same attempt is stale.
+			for _, k := range []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning} {
+				if !slices.Contains(n.Applied, k) {
+					continue
+				}
+				stray := protocol.Report{V: 1, Agent: "a1", JobID: job, ExecID: exec, Attempt: tt.r.Attempt, Kind: k, ScheduledAt: now, At: now}
+				if res := applyReport(n, stray, policy, nil, now); res.reject != rejectDuplicate || res.next != nil {
+					t.Errorf("stray %s: reject %q", k, res.reject)
+				}
 			}
 		})
 	}

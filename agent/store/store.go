@@ -339,6 +339,7 @@ func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, e
 			}
 		}
 		e := safeRun(r.fn, tx)
+		tx.endFn(e == nil)
 		if e != nil {
 			if c := classify(e); fatal(c) {
 				_ = sqlTx.Rollback()
@@ -360,6 +361,10 @@ func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, e
 				return false, err
 			}
 		}
+	}
+	if err := tx.flushMeta(); err != nil {
+		_ = sqlTx.Rollback()
+		return false, classify(err)
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return false, fmt.Errorf("commit: %w", err)

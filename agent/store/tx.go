@@ -11,7 +11,7 @@ import (
 type stmts struct {
 	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setEpoch         *sql.Stmt
 	insertExec, setTriggered, setRunning, finish, setState, enqueue, ack, prune *sql.Stmt
-	getExecState, liveAttempt, execRow                                          *sql.Stmt
+	getExecState, liveAttempt, execRow, trigger, jobSpec, execSpec              *sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
@@ -36,6 +36,10 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(exec_id, attempt) DO NOTHING RETURNING id`},
 		{&s.setTriggered, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING'`},
+		{&s.trigger, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING'
+			RETURNING exec_id, attempt, job_id, priority, concurrency, scheduled_at, epoch, shard_index, shard_total, spec`},
+		{&s.jobSpec, `SELECT spec FROM jobs WHERE ref = ?`},
+		{&s.execSpec, `SELECT COALESCE(e.spec, j.spec) FROM execs e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.id = ?`},
 		{&s.setRunning, `UPDATE execs SET state = 'RUNNING', started_at = ? WHERE id = ? AND state = 'TRIGGERED'`},
 		{&s.finish, `UPDATE execs SET state = ?, finished_at = ?, outcome = ?, result = ?
 			WHERE id = ? AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
@@ -60,7 +64,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 
 func (s *stmts) close() {
 	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setEpoch,
-		s.insertExec, s.setTriggered, s.setRunning, s.finish, s.setState, s.enqueue, s.ack, s.prune, s.getExecState, s.liveAttempt, s.execRow} {
+		s.insertExec, s.setTriggered, s.setRunning, s.finish, s.setState, s.enqueue, s.ack, s.prune, s.getExecState, s.liveAttempt, s.execRow, s.trigger, s.jobSpec, s.execSpec} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -72,11 +76,68 @@ type Tx struct {
 	tx  *sql.Tx
 	st  *stmts
 	ctx context.Context
+	// bound caches the transaction's copy of each prepared statement (one
+	// StmtContext per statement per batch instead of per call).
+	bound map[*sql.Stmt]*sql.Stmt
+	// atCommit holds meta values written once, just before the commit
+	// (the last value set in the batch wins); fnMeta is the running write
+	// function's share, merged into atCommit only if the function succeeds.
+	atCommit map[string]string
+	fnMeta   map[string]string
+}
+
+func (t *Tx) stmt(st *sql.Stmt) *sql.Stmt {
+	if b, ok := t.bound[st]; ok {
+		return b
+	}
+	if t.bound == nil {
+		t.bound = make(map[*sql.Stmt]*sql.Stmt, 8)
+	}
+	b := t.tx.StmtContext(t.ctx, st)
+	t.bound[st] = b
+	return b
 }
 
 func (t *Tx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
-	r, err := t.tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
+	r, err := t.stmt(st).ExecContext(t.ctx, args...)
 	return r, classify(err)
+}
+
+// SetMetaAtCommit sets a meta value in this transaction, written once per
+// batch just before the commit (the last value set wins). It suits values
+// every write function of a batch sets, such as the command cursor. If
+// the write function fails, its value is dropped with its other changes.
+func (t *Tx) SetMetaAtCommit(key, value string) {
+	if t.fnMeta == nil {
+		t.fnMeta = map[string]string{}
+	}
+	t.fnMeta[key] = value
+}
+
+// endFn merges (ok) or drops the running function's deferred meta.
+func (t *Tx) endFn(ok bool) {
+	if len(t.fnMeta) == 0 {
+		return
+	}
+	if ok {
+		if t.atCommit == nil {
+			t.atCommit = map[string]string{}
+		}
+		for k, v := range t.fnMeta {
+			t.atCommit[k] = v
+		}
+	}
+	clear(t.fnMeta)
+}
+
+// flushMeta writes the deferred meta values.
+func (t *Tx) flushMeta() error {
+	for k, v := range t.atCommit {
+		if err := t.SetMeta(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func affected(r sql.Result, err error) (bool, error) {
@@ -98,7 +159,7 @@ func (t *Tx) SetMeta(key, value string) error {
 // LastFire and whether j was written.
 func (t *Tx) PutJob(j Job) (ref int64, lastFire time.Time, written bool, err error) {
 	var lf int64
-	err = t.tx.StmtContext(t.ctx, t.st.upsertJob).QueryRowContext(t.ctx, j.ID, int64(j.Generation), j.Spec,
+	err = t.stmt(t.st.upsertJob).QueryRowContext(t.ctx, j.ID, int64(j.Generation), j.Spec,
 		j.ShardIndex, j.ShardTotal, int64(j.Epoch)).Scan(&ref, &lf)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, time.Time{}, false, nil
@@ -142,7 +203,7 @@ func (t *Tx) InsertExec(e Exec) (id int64, inserted bool, err error) {
 	if e.Result != nil {
 		result = e.Result
 	}
-	err = t.tx.StmtContext(t.ctx, t.st.insertExec).QueryRowContext(t.ctx, e.ExecID, e.Attempt, e.JobID, e.State,
+	err = t.stmt(t.st.insertExec).QueryRowContext(t.ctx, e.ExecID, e.Attempt, e.JobID, e.State,
 		e.Priority, e.Fine, e.Concurrency, ns(e.ScheduledAt), ns(e.RunAt), int64(e.Epoch), e.ShardIndex, e.ShardTotal, spec,
 		ns(e.TriggeredAt), ns(e.FinishedAt), e.Outcome, result).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -159,6 +220,53 @@ func (t *Tx) MarkTriggered(id int64, at time.Time) (bool, error) {
 	return affected(t.exec(t.st.setTriggered, ns(at), id))
 }
 
+// Trigger moves a PENDING attempt to TRIGGERED and returns what running it
+// needs (the attempt's fields and its job spec); ok is false when the
+// attempt is not PENDING (cancelled meanwhile).
+func (t *Tx) Trigger(id int64, at time.Time) (e Exec, ok bool, err error) {
+	var sched, epoch int64
+	var spec []byte
+	err = t.stmt(t.st.trigger).QueryRowContext(t.ctx, ns(at), id).Scan(&e.ExecID, &e.Attempt, &e.JobID, &e.Priority,
+		&e.Concurrency, &sched, &epoch, &e.ShardIndex, &e.ShardTotal, &spec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Exec{}, false, nil
+	}
+	if err != nil {
+		return Exec{}, false, classify(err)
+	}
+	e.ID, e.State, e.ScheduledAt, e.Epoch, e.TriggeredAt = id, StateTriggered, fromNS(sched), uint64(epoch), at
+	e.RunAt = e.ScheduledAt
+	e.Spec = spec // Scan copied it
+	return e, true, nil
+}
+
+// JobSpec returns the spec of the assigned job with ref.
+func (t *Tx) JobSpec(ref int64) ([]byte, error) {
+	var spec []byte
+	err := t.stmt(t.st.jobSpec).QueryRowContext(t.ctx, ref).Scan(&spec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return spec, nil // Scan copied it
+}
+
+// ExecSpec returns the job spec an attempt runs with: its own snapshot (run
+// commands, unassigned jobs) or its assigned job's.
+func (t *Tx) ExecSpec(id int64) ([]byte, error) {
+	var spec []byte
+	err := t.stmt(t.st.execSpec).QueryRowContext(t.ctx, id).Scan(&spec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return spec, nil // Scan copied it
+}
+
 // MarkRunning moves a TRIGGERED attempt to RUNNING.
 func (t *Tx) MarkRunning(id int64, at time.Time) (bool, error) {
 	return affected(t.exec(t.st.setRunning, ns(at), id))
@@ -173,7 +281,7 @@ func (t *Tx) Finish(id int64, state string, at time.Time, outcome string, result
 // ExecState returns an attempt's state.
 func (t *Tx) ExecState(id int64) (string, error) {
 	var s string
-	err := t.tx.StmtContext(t.ctx, t.st.getExecState).QueryRowContext(t.ctx, id).Scan(&s)
+	err := t.stmt(t.st.getExecState).QueryRowContext(t.ctx, id).Scan(&s)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", ErrNotFound
 	}
@@ -204,7 +312,7 @@ func (t *Tx) Prune(before time.Time) (int64, error) {
 // LiveAttempt returns the newest live (PENDING, TRIGGERED, RUNNING) attempt
 // of an execution; ok is false when there is none.
 func (t *Tx) LiveAttempt(execID string) (e Exec, ok bool, err error) {
-	e, err = scanExec(t.tx.StmtContext(t.ctx, t.st.liveAttempt).QueryRowContext(t.ctx, execID))
+	e, err = scanExec(t.stmt(t.st.liveAttempt).QueryRowContext(t.ctx, execID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Exec{}, false, nil
 	}
@@ -216,7 +324,7 @@ func (t *Tx) LiveAttempt(execID string) (e Exec, ok bool, err error) {
 
 // ExecRow returns an attempt by row id (without spec and result).
 func (t *Tx) ExecRow(id int64) (Exec, error) {
-	e, err := scanExec(t.tx.StmtContext(t.ctx, t.st.execRow).QueryRowContext(t.ctx, id))
+	e, err := scanExec(t.stmt(t.st.execRow).QueryRowContext(t.ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Exec{}, ErrNotFound
 	}

@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// TestCancelCommand: cancel ends a running attempt through its context
+// and finishes a pending one before it runs; both report outcome
+// cancelled, and the pending one never reaches its handler.
+func TestCancelCommand(t *testing.T) {
+	c := startCtl(t)
+	cfg := testConfig(t, "edge-c", c.srv.URL())
+	started := make(chan string, 4)
+	var ran atomicCounter
+	startAgent(t, cfg, WithHandler("block", func(ctx context.Context, tk Task) Result {
+		ran.inc()
+		started <- tk.ExecID
+		<-ctx.Done()
+		return Result{Code: 1, Message: "stopped"}
+	}))
+	j := newJob("edge-c", "block", schedule.Spec{Asap: true}, nil)
+
+	tests := []struct {
+		name    string
+		runAt   time.Time
+		running bool
+	}{
+		{"running", time.Now(), true},
+		{"pending", time.Now().Add(time.Hour), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			run := runCmd(j, 1, tc.runAt)
+			c.send("edge-c", run)
+			if tc.running {
+				select {
+				case id := <-started:
+					if id != run.Run.ExecID {
+						t.Fatalf("started %s", id)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("handler did not start")
+				}
+			} // a pending run: commands apply in order, so the cancel finds it stored
+			before := ran.get()
+			c.send("edge-c", protocol.Command{Kind: protocol.CmdCancel, Cancel: &protocol.Cancel{ExecID: run.Run.ExecID, Reason: "operator"}})
+			var fin protocol.Report
+			waitFor(t, 10*time.Second, "finished report", func() bool {
+				var ok bool
+				fin, ok = finishedOf(c, run.Run.ExecID)
+				return ok
+			})
+			if fin.Outcome != retry.OutcomeCancelled {
+				t.Fatalf("outcome %s, want cancelled (%+v)", fin.Outcome, fin.Result)
+			}
+			if !tc.running && (ran.get() != before || fin.Result.Message != "cancelled before it ran: operator") {
+				t.Fatalf("pending attempt: ran %d→%d, message %q", before, ran.get(), fin.Result.Message)
+			}
+		})
+	}
+}
+
+// TestClockOffsetPersistedOnHeartbeat: the offset measured by heartbeats
+// (not only at registration) is stored, so a restart starts from it.
+func TestClockOffsetPersistedOnHeartbeat(t *testing.T) {
+	c := startCtl(t)
+	cfg := testConfig(t, "edge-o", c.srv.URL())
+	a := startAgent(t, cfg)
+	waitFor(t, 10*time.Second, "registration", func() bool { n, _ := c.heartbeats(); return n > 0 })
+	c.skew.Store(int64(800 * time.Millisecond)) // after registration: only heartbeats see it
+	waitFor(t, 10*time.Second, "offset stored", func() bool {
+		v, ok, err := a.Store().Meta(context.Background(), store.MetaClockOffset)
+		if err != nil || !ok {
+			return false
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		off := time.Duration(n)
+		return err == nil && off > 600*time.Millisecond && off < time.Second
+	})
+}

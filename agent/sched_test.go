@@ -1,0 +1,476 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// offline is an agent that is not Run: the test goroutine owns the
+// scheduler and drives it on a fake clock. Commands go through
+// applyCommand and the real store; fires are made by calling fire with
+// the wheel item the wheel would deliver at the job's next fire time.
+type offline struct {
+	t   *testing.T
+	a   *Agent
+	clk *clock.Fake
+	seq uint64
+}
+
+func newOffline(t *testing.T, cfg Config, start time.Time) *offline {
+	t.Helper()
+	clk := clock.NewFake(start)
+	a, err := New(cfg, WithClock(clk), WithLogger(testLogger(t)),
+		WithHandler("noop", func(context.Context, Task) Result { return Result{} }))
+	must(t, err)
+	t.Cleanup(func() { _ = a.st.Close() })
+	return &offline{t: t, a: a, clk: clk}
+}
+
+// apply applies a command and runs what it posted to the scheduler.
+func (o *offline) apply(cmd protocol.Command) {
+	o.t.Helper()
+	cmd.V, cmd.Agent, cmd.IssuedAt = protocol.Version, o.a.cfg.ID, o.clk.Now().UTC()
+	data, err := protocol.Encode(cmd)
+	must(o.t, err)
+	o.seq++
+	done := make(chan error, 1)
+	o.a.applyCommand(o.seq, data, func(err error) { done <- err })
+	must(o.t, <-done)
+	o.a.sched.drainInbox()
+}
+
+// sync waits until every write submitted so far is durable and runs what
+// their callbacks posted.
+func (o *offline) sync() {
+	o.t.Helper()
+	must(o.t, o.a.st.Do(context.Background(), func(*store.Tx) error { return nil }))
+	o.a.sched.drainInbox()
+}
+
+// fireNext moves the clock to the job's next fire and delivers its wheel
+// item; it returns the fire time.
+func (o *offline) fireNext(jobID string) time.Time {
+	o.t.Helper()
+	j := o.a.sched.jobs[jobID]
+	if j == nil || j.assigned == nil || j.assigned.next.IsZero() {
+		o.t.Fatalf("job %s has no planned fire", jobID)
+	}
+	aj := j.assigned
+	at := aj.next
+	o.clk.Set(o.a.sched.deadline(at))
+	o.a.sched.fire(wheelItem{id: aj.ref, seq: uint32(aj.planSeq), prio: uint8(aj.job.Priority)})
+	o.sync()
+	return at
+}
+
+// row returns the attempt of exec id (attempt 1), or false.
+func (o *offline) row(execID string) (store.Exec, bool) {
+	o.t.Helper()
+	e, err := o.a.st.ExecByID(context.Background(), execID, 1)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Exec{}, false
+	}
+	must(o.t, err)
+	return e, true
+}
+
+func offlineConfig(t *testing.T, id string) Config {
+	cfg := testConfig(t, id, "nats://127.0.0.1:1")
+	cfg.Store.Synchronous = "normal"
+	return cfg
+}
+
+func groupJob(id string, every string, mode string) protocol.Job {
+	j := newJob(id, "noop", schedule.Spec{Every: every}, nil)
+	j.Target = protocol.Target{Group: "site=a", Mode: mode}
+	j.CreatedAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return j
+}
+
+// TestGroupJobLease: a group job (mode any) fires only while the agent
+// holds a lease of its epoch: not before the grant, up to (not at) the
+// lease's end on the agent's monotonic clock, again after a heartbeat
+// renewal (valid from when the heartbeat was sent), never after a revoke
+// or with a stale epoch.
+func TestGroupJobLease(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, offlineConfig(t, "edge-g"), start)
+	s := o.a.sched
+	j := groupJob("edge-g", "1s", protocol.ModeAny)
+	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
+
+	fired := func(at time.Time) bool { _, ok := o.row(protocol.ExecID(j.ID, at)); return ok }
+
+	// No lease yet: the fire is dropped.
+	if at := o.fireNext(j.ID); fired(at) {
+		t.Fatalf("fired at %s without a lease", at)
+	}
+	if got := s.heldLeases(); len(got) != 0 {
+		t.Fatalf("held leases without a grant: %v", got)
+	}
+
+	// Granted for 2.5 s from receipt: the next fires run.
+	o.apply(protocol.Command{Kind: protocol.CmdLeaseGrant, Lease: &protocol.Lease{JobID: j.ID, Epoch: 3, TTL: protocol.Duration(2500 * time.Millisecond)}})
+	until := s.jobs[j.ID].assigned.leaseUntil
+	if want := o.clk.Now().Add(2500 * time.Millisecond); !until.Equal(want) {
+		t.Fatalf("lease until %s, want %s", until, want)
+	}
+	if got := s.heldLeases(); len(got) != 1 || got[0].JobID != j.ID || got[0].Epoch != 3 {
+		t.Fatalf("held leases = %v", got)
+	}
+	var last time.Time
+	for s.deadline(s.jobs[j.ID].assigned.next).Before(until) {
+		last = o.fireNext(j.ID)
+		if !fired(last) {
+			t.Fatalf("fire at %s inside the lease did not run", last)
+		}
+	}
+	// The lease lapses on the monotonic clock: one nanosecond before its
+	// end it is valid, at its end it is not.
+	o.clk.Set(until.Add(-time.Nanosecond))
+	if !s.canFire(s.jobs[j.ID]) {
+		t.Fatal("lease not valid 1ns before its end")
+	}
+	o.clk.Set(until)
+	if s.canFire(s.jobs[j.ID]) {
+		t.Fatal("lease still valid at its end")
+	}
+	if at := o.fireNext(j.ID); fired(at) {
+		t.Fatalf("fired at %s after the lease lapsed", at)
+	}
+
+	// A heartbeat renewal: valid for TTL from when the heartbeat was sent.
+	sent := o.clk.Now().Add(-200 * time.Millisecond)
+	s.leaseGranted(j.ID, 3, sent, 2*time.Second)
+	if got := s.jobs[j.ID].assigned.leaseUntil; !got.Equal(sent.Add(2 * time.Second)) {
+		t.Fatalf("renewed until %s, want %s (from the send time)", got, sent.Add(2*time.Second))
+	}
+	if at := o.fireNext(j.ID); !fired(at) {
+		t.Fatalf("fire at %s after renewal did not run", at)
+	}
+
+	// A stale epoch neither renews nor revokes.
+	s.leaseGranted(j.ID, 2, o.clk.Now(), time.Hour)
+	if got := s.jobs[j.ID].assigned.leaseUntil; !got.Equal(sent.Add(2 * time.Second)) {
+		t.Fatalf("stale epoch changed the lease to %s", got)
+	}
+	s.leaseRevoked(j.ID, 2)
+	if !s.canFire(s.jobs[j.ID]) {
+		t.Fatal("stale epoch revoked the lease")
+	}
+
+	// Revoked: stops at once, although the TTL has not run out.
+	o.apply(protocol.Command{Kind: protocol.CmdLeaseRevoke, Lease: &protocol.Lease{JobID: j.ID, Epoch: 3}})
+	if at := o.fireNext(j.ID); fired(at) {
+		t.Fatalf("fired at %s after revoke", at)
+	}
+	if got := s.heldLeases(); len(got) != 0 {
+		t.Fatalf("held leases after revoke: %v", got)
+	}
+}
+
+// TestMisfireAtStart: an agent down for 10½ periods of an every-1m job
+// restarts; the job's misfire policy decides what runs.
+func TestMisfireAtStart(t *testing.T) {
+	tests := []struct {
+		policy      schedule.MisfirePolicy
+		wantRun     int // fires triggered at start (the newest ones)
+		wantSkipped bool
+	}{
+		{schedule.FireAll, 10, false},
+		{schedule.FireOnce, 1, true},
+		{schedule.Skip, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			cfg := offlineConfig(t, "edge-m")
+			start := time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)
+			o := newOffline(t, cfg, start)
+			j := newJob("edge-m", "noop", schedule.Spec{Every: "1m"}, nil)
+			j.CreatedAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			j.Misfire = protocol.MisfireSpec{Policy: string(tc.policy), Grace: protocol.Duration(time.Second), Cap: 100}
+			j.Overlap, j.Concurrency = protocol.OverlapAllow, 20 // none is skipped as an overlap
+			o.apply(assignCmd(j))
+			first := o.a.sched.jobs[j.ID].assigned.next
+			must(t, o.a.st.Close())
+
+			// Back after 10½ minutes: fires first … first+9m were missed.
+			o2 := newOffline(t, cfg, first.Add(9*time.Minute+30*time.Second))
+			must(t, o2.a.recover(context.Background()))
+			o2.sync()
+			var ran []time.Time
+			skipped := 0
+			for i := range 10 {
+				at := first.Add(time.Duration(i) * time.Minute)
+				e, ok := o2.row(protocol.ExecID(j.ID, at))
+				if !ok {
+					continue
+				}
+				switch e.State {
+				case store.StateTriggered:
+					ran = append(ran, at)
+				case store.StateSkipped:
+					skipped++
+				default:
+					t.Fatalf("fire %s in state %s", at, e.State)
+				}
+			}
+			if len(ran) != tc.wantRun {
+				t.Fatalf("%d missed fires triggered (%v), want %d", len(ran), ran, tc.wantRun)
+			}
+			if tc.wantRun > 0 && !ran[len(ran)-1].Equal(first.Add(9*time.Minute)) {
+				t.Fatalf("the newest missed fire did not run: %v", ran)
+			}
+			if (skipped == 1) != tc.wantSkipped || skipped > 1 {
+				t.Fatalf("%d SKIPPED records, want skipped=%v", skipped, tc.wantSkipped)
+			}
+			// The next fire is planned after now.
+			if next := o2.a.sched.jobs[j.ID].assigned.next; !next.Equal(first.Add(10 * time.Minute)) {
+				t.Fatalf("next fire %s, want %s", next, first.Add(10*time.Minute))
+			}
+		})
+	}
+}
+
+// TestOnSkewAdopt: with on_skew adopt, an offset beyond max_skew plans
+// fires on controller time (exec ids carry it) instead of refusing; with
+// refuse nothing fires.
+func TestOnSkewAdopt(t *testing.T) {
+	for _, policy := range []string{SkewAdopt, SkewRefuse} {
+		t.Run(policy, func(t *testing.T) {
+			cfg := offlineConfig(t, "edge-a")
+			cfg.Clock.OnSkew = policy
+			start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+			o := newOffline(t, cfg, start)
+			s := o.a.sched
+			j := newJob("edge-a", "noop", schedule.Spec{Every: "1s"}, nil)
+			j.CreatedAt = start.Add(-time.Hour)
+			o.apply(assignCmd(j))
+			o.a.offset.Store(int64(time.Hour)) // the controller is an hour ahead (no RTC here)
+			s.checkSkew()
+			if s.adopt != (policy == SkewAdopt) || s.skewRefusing != (policy == SkewRefuse) {
+				t.Fatalf("adopt=%v refusing=%v", s.adopt, s.skewRefusing)
+			}
+			ctlNow := o.clk.Now().Add(time.Hour)
+			if policy == SkewRefuse {
+				// Planned, but the fire is refused.
+				at := o.fireNext(j.ID)
+				if _, ok := o.row(protocol.ExecID(j.ID, at)); ok {
+					t.Fatal("fired under refuse")
+				}
+				return
+			}
+			next := s.jobs[j.ID].assigned.next
+			if next.Before(ctlNow) || next.After(ctlNow.Add(time.Second)) {
+				t.Fatalf("next fire %s is not the next second of controller time %s", next, ctlNow)
+			}
+			// The wheel deadline is a second away on the agent's clock.
+			if d := s.deadline(next).Sub(o.clk.Now()); d < 0 || d > time.Second {
+				t.Fatalf("deadline %s away", d)
+			}
+			at := o.fireNext(j.ID)
+			e, ok := o.row(protocol.ExecID(j.ID, at))
+			if !ok || !e.ScheduledAt.Equal(at) || e.State != store.StateTriggered {
+				t.Fatalf("fire on controller time %s: row %+v (found %v)", at, e, ok)
+			}
+		})
+	}
+}
+
+// TestBroadcastExecIDs: a broadcast (mode all) job's fires carry the
+// agent's shard in the exec id, the row and the report.
+func TestBroadcastExecIDs(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, offlineConfig(t, "edge-b"), start)
+	j := groupJob("edge-b", "1s", protocol.ModeAll)
+	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Shard: &protocol.ShardSlot{Index: 2, Total: 3}}})
+	at := o.fireNext(j.ID)
+	id := protocol.BroadcastExecID(j.ID, at, 2)
+	e, ok := o.row(id)
+	if !ok {
+		t.Fatalf("no attempt %s", id)
+	}
+	if e.ShardIndex != 2 || e.ShardTotal != 3 {
+		t.Fatalf("row shard %d/%d", e.ShardIndex, e.ShardTotal)
+	}
+	if _, plain := o.row(protocol.ExecID(j.ID, at)); plain {
+		t.Fatal("a non-broadcast exec id was used too")
+	}
+	msgs, err := o.a.st.Outbox(context.Background(), 0, 10)
+	must(t, err)
+	var found bool
+	for _, m := range msgs {
+		r, err := protocol.DecodeReport(m.Data)
+		must(t, err)
+		if r.ExecID == id {
+			found = true
+			if r.Shard == nil || r.Shard.Index != 2 || r.Shard.Total != 3 {
+				t.Fatalf("report shard %+v", r.Shard)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no report of the broadcast fire in the outbox")
+	}
+}
+
+// TestUnassignStopsFiring: after unassign, a fire already on the wheel is
+// stale and the job is forgotten (store and scheduler).
+func TestUnassignStopsFiring(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, offlineConfig(t, "edge-u"), start)
+	s := o.a.sched
+	j := newJob("edge-u", "noop", schedule.Spec{Every: "1s"}, nil)
+	o.apply(assignCmd(j))
+	aj := s.jobs[j.ID].assigned
+	w := wheelItem{id: aj.ref, seq: uint32(aj.planSeq)}
+	at := aj.next
+	o.apply(protocol.Command{Kind: protocol.CmdUnassign, Unassign: &protocol.Unassign{JobID: j.ID}})
+	if _, err := o.a.st.Job(context.Background(), j.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("job still stored: %v", err)
+	}
+	if _, ok := s.jobs[j.ID]; ok {
+		t.Fatal("scheduler still knows the job")
+	}
+	o.clk.Set(s.deadline(at))
+	s.fire(w)
+	o.sync()
+	if _, ok := o.row(protocol.ExecID(j.ID, at)); ok {
+		t.Fatal("an unassigned job fired")
+	}
+}
+
+// TestSlowStartAfterRestart: executions left TRIGGERED by a stop are
+// reloaded at start and dispatched to half the workers until the backlog
+// drains; then all workers are used.
+func TestSlowStartAfterRestart(t *testing.T) {
+	cfg := offlineConfig(t, "edge-w")
+	cfg.Workers = 4
+	cfg.Queue.Size = 16
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, cfg, start)
+	j := newJob("edge-w", "noop", schedule.Spec{Asap: true}, nil)
+	j.Concurrency = 8
+	for i := range 6 {
+		o.apply(runCmd(j, 1, start.Add(-time.Duration(i+1)*time.Second)))
+	}
+	must(t, o.a.st.Close())
+
+	o2 := newOffline(t, cfg, start.Add(time.Minute))
+	s := o2.a.sched
+	must(t, o2.a.recover(context.Background()))
+	if !s.slowStart || !s.spilled {
+		t.Fatalf("slowStart=%v spilled=%v after a restart with a backlog", s.slowStart, s.spilled)
+	}
+	s.pump()
+	o2.sync()
+	if s.busy != 2 {
+		t.Fatalf("%d dispatched during slow start, want 2 (workers/2)", s.busy)
+	}
+	// Finish the two running ones: still slow start while 4 wait.
+	finish := func() {
+		for id, r := range s.running {
+			<-s.work
+			s.freed()
+			s.done(r.it)
+			delete(s.running, id)
+		}
+	}
+	finish()
+	s.pump()
+	o2.sync()
+	if s.busy != 2 || !s.slowStart {
+		t.Fatalf("busy=%d slowStart=%v with a backlog of %d", s.busy, s.slowStart, s.ready.len())
+	}
+	finish()
+	s.pump()
+	o2.sync()
+	finish()
+	s.pump() // backlog drained: all workers from now on
+	if s.slowStart {
+		t.Fatal("still in slow start after the backlog drained")
+	}
+}
+
+// TestRetentionPrunes: final executions older than store.retention are
+// deleted on the prune timer; younger and live ones stay.
+func TestRetentionPrunes(t *testing.T) {
+	cfg := offlineConfig(t, "edge-r")
+	cfg.Store.Retention = time.Hour
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, cfg, start)
+	jobID := newJob("edge-r", "noop", schedule.Spec{Asap: true}, nil).ID
+	rows := []struct {
+		name     string
+		state    string
+		finished time.Time
+		kept     bool
+	}{
+		{"old final", store.StateFinished, start.Add(-2 * time.Hour), false},
+		{"old skipped", store.StateSkipped, start.Add(-90 * time.Minute), false},
+		{"young final", store.StateFinished, start.Add(-30 * time.Minute), true},
+		{"live", store.StateTriggered, time.Time{}, true},
+	}
+	ids := make([]string, len(rows))
+	must(t, o.a.st.Do(context.Background(), func(tx *store.Tx) error {
+		for i, r := range rows {
+			at := start.Add(-3*time.Hour + time.Duration(i)*time.Minute)
+			ids[i] = protocol.ExecID(jobID, at)
+			if _, _, err := tx.InsertExec(store.Exec{ExecID: ids[i], Attempt: 1, JobID: jobID, State: r.state,
+				ScheduledAt: at, RunAt: at, ShardIndex: -1, FinishedAt: r.finished}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	o.a.sched.onTick() // the first tick prunes
+	o.sync()
+	for i, r := range rows {
+		if _, ok := o.row(ids[i]); ok != r.kept {
+			t.Errorf("%s: kept=%v, want %v", r.name, ok, r.kept)
+		}
+	}
+	// The next prune waits for store.prune_interval.
+	if !o.a.sched.lastPrune.Equal(o.clk.Now()) {
+		t.Fatalf("lastPrune %s", o.a.sched.lastPrune)
+	}
+}
+
+// TestCoalesce: a triggered or running report is not sent when a later
+// report of the same attempt is in the window.
+func TestCoalesce(t *testing.T) {
+	msg := func(exec string, kind protocol.ReportKind) store.OutboxMsg {
+		return store.OutboxMsg{MsgID: protocol.ReportMsgID(exec, 1, kind)}
+	}
+	tests := []struct {
+		name string
+		msgs []store.OutboxMsg
+		want []bool
+	}{
+		{"whole attempt", []store.OutboxMsg{msg("a", "triggered"), msg("a", "running"), msg("a", "finished")}, []bool{true, true, false}},
+		{"still running", []store.OutboxMsg{msg("a", "triggered"), msg("a", "running")}, []bool{true, false}},
+		{"only triggered", []store.OutboxMsg{msg("a", "triggered")}, []bool{false}},
+		{"interleaved", []store.OutboxMsg{msg("a", "triggered"), msg("b", "triggered"), msg("a", "finished"), msg("b", "skipped")},
+			[]bool{true, false, false, false}},
+		{"interrupted", []store.OutboxMsg{msg("a", "running"), msg("a", "interrupted")}, []bool{true, false}},
+		{"other attempt", []store.OutboxMsg{{MsgID: protocol.ReportMsgID("a", 1, "triggered")}, {MsgID: protocol.ReportMsgID("a", 2, "finished")}},
+			[]bool{false, false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := coalesce(tc.msgs)
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("skip = %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,387 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// laneBatch bounds the report messages a lane applies together.
+const laneBatch = 256
+
+// lane applies the reports given to it, in order per execution; it alone
+// owns its cache. It works in batches: it takes the messages waiting
+// (up to laneBatch), folds the reports of one execution into one record
+// write, issues the writes of all executions at once (asynchronous
+// compare-and-set publishes on the KV revision), publishes the events of
+// the writes that succeeded, and acknowledges each message only after its
+// write and its events are stored. A lost compare-and-set or a failed
+// write is redone for that execution alone, reading the record again.
+type lane struct {
+	w     *shardWorker
+	in    chan jetstream.Msg
+	cache map[string]execVersion // exec id → last record this lane read or wrote
+
+	// per batch, reused
+	groups []*group
+	index  map[string]*group
+}
+
+// pendingReport is one report message of a batch and what became of it.
+type pendingReport struct {
+	msg      jetstream.Msg
+	r        protocol.Report
+	mayDefer bool
+	res      applyResult
+	held     bool // ahead of its record in the current plan
+}
+
+// group is the reports of one execution in a batch, in stream order, and
+// the write they make.
+type group struct {
+	id    string
+	items []*pendingReport
+	cur   execVersion
+	next  *execRecord // the record to write; nil when nothing applies
+	fut   jetstream.PubAckFuture
+	err   error
+	rev   uint64
+	evs   []jetstream.PubAckFuture
+	evErr bool
+}
+
+func newLane(w *shardWorker) *lane {
+	return &lane{w: w, in: make(chan jetstream.Msg, laneBatch), cache: map[string]execVersion{}, index: map[string]*group{}}
+}
+
+func (l *lane) run(ctx context.Context) {
+	batch := make([]jetstream.Msg, 0, laneBatch)
+	for msg := range l.in {
+		batch = append(batch[:0], msg)
+	fill:
+		for len(batch) < laneBatch {
+			select {
+			case m, ok := <-l.in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		if ctx.Err() != nil {
+			continue // drain: unacknowledged messages are redelivered
+		}
+		l.handleBatch(ctx, batch)
+	}
+}
+
+// handleBatch applies a batch of report messages (see lane).
+func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
+	c := l.w.c
+	l.groups = l.groups[:0]
+	clear(l.index)
+	for _, m := range msgs {
+		r, err := protocol.DecodeReport(m.Data())
+		if err != nil {
+			c.m.reject(rejectInvalid)
+			c.log.Warn("report rejected", "reason", rejectInvalid, "subject", m.Subject(), "err", err)
+			_ = m.Ack()
+			continue
+		}
+		g := l.index[r.ExecID]
+		if g == nil {
+			g = &group{id: r.ExecID}
+			l.index[r.ExecID] = g
+			l.groups = append(l.groups, g)
+		}
+		g.items = append(g.items, &pendingReport{msg: m, r: r, mayDefer: l.mayDefer(m)})
+	}
+	// Plan every execution and issue its write.
+	for _, g := range l.groups {
+		cur, ok := l.cache[g.id]
+		guessed := !ok && l.guessAbsent(g.items[0].r)
+		if !ok && !guessed {
+			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {
+				continue
+			}
+		}
+		l.plan(g, cur)
+		if guessed && g.next == nil { // the guess decided nothing: read for real
+			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {
+				continue
+			}
+			l.plan(g, cur)
+		}
+		if g.next != nil {
+			g.fut, g.err = l.writeAsync(g)
+		}
+	}
+	// Collect the writes; redo the failed ones one by one.
+	for _, g := range l.groups {
+		if g.fut != nil {
+			select {
+			case ack := <-g.fut.Ok():
+				g.rev = ack.Sequence
+			case err := <-g.fut.Err():
+				g.err = err
+				if isWrongLastSeq(err) {
+					g.err = errCASConflict
+				}
+			case <-ctx.Done():
+				return // shutting down: nothing acknowledged is redelivered
+			}
+		}
+		if g.err != nil && !l.settle(ctx, g) {
+			return
+		}
+		l.commit(g)
+	}
+	// Acknowledge once the events are stored too.
+	for _, g := range l.groups {
+		for _, f := range g.evs {
+			select {
+			case <-f.Ok():
+			case <-f.Err():
+				g.evErr = true
+			case <-ctx.Done():
+				return
+			}
+		}
+		l.finish(g)
+	}
+}
+
+// guessAbsent reports whether the execution of r very likely has no record
+// yet: the first report of a periodic fire. The write is then tried as a
+// create without reading first; a conflict falls back to reading.
+func (l *lane) guessAbsent(r protocol.Report) bool {
+	first := r.Kind == protocol.ReportTriggered || !r.TriggeredAt.IsZero()
+	if !first || r.Attempt != 1 {
+		return false
+	}
+	j, _, ok := l.w.c.jobs.get(r.JobID)
+	return ok && isPeriodic(j)
+}
+
+// plan applies the group's reports, in order, to cur. A report ahead of
+// the record is held and tried again after the others, so that reports of
+// one execution that arrive out of order in one batch still apply.
+func (l *lane) plan(g *group, cur execVersion) {
+	c := l.w.c
+	g.cur, g.next, g.err = cur, nil, nil
+	rec := cur.rec
+	now := c.now()
+	var policy func() retry.Policy
+	if len(g.items) > 0 {
+		jobID := g.items[0].r.JobID
+		policy = func() retry.Policy {
+			if j, _, ok := c.jobs.get(jobID); ok {
+				return j.Retry.Policy().WithDefaults()
+			}
+			return retry.DefaultPolicy()
+		}
+	}
+	for _, p := range g.items {
+		p.held = false
+	}
+	for pass := 0; ; pass++ {
+		progress := false
+		for _, p := range g.items {
+			if pass > 0 && !p.held {
+				continue
+			}
+			res := applyReport(rec, p.r, policy, rand.Int64N, now)
+			p.res, p.held = res, res.reject != "" && res.early
+			if res.reject == "" {
+				rec, g.next, progress = res.next, res.next, true
+			}
+		}
+		if !progress || !l.anyHeld(g) {
+			return
+		}
+	}
+}
+
+func (l *lane) anyHeld(g *group) bool {
+	for _, p := range g.items {
+		if p.held {
+			return true
+		}
+	}
+	return false
+}
+
+// writeAsync publishes the group's record to its KV key with
+// compare-and-set on the revision read (none: the key must not exist).
+func (l *lane) writeAsync(g *group) (jetstream.PubAckFuture, error) {
+	data, err := json.Marshal(g.next)
+	if err != nil {
+		return nil, fmt.Errorf("write execution %s: encode: %w", g.id, err)
+	}
+	m := &nats.Msg{Subject: "$KV." + protocol.BucketExecs + "." + g.id, Data: data, Header: nats.Header{}}
+	return l.w.c.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(g.cur.rev), jetstream.WithStallWait(asyncStallWait))
+}
+
+// settle redoes a group whose write failed: read, plan, write, one at a
+// time, until it is stored or ctx ends (false). A transient failure (KV
+// unreachable) is retried in place, keeping the messages in progress, so
+// that the reports behind them are never applied out of order.
+func (l *lane) settle(ctx context.Context, g *group) bool {
+	c := l.w.c
+	backoff := 50 * time.Millisecond
+	conflicts := 0
+	for {
+		delete(l.cache, g.id)
+		if ctx.Err() != nil {
+			return false
+		}
+		if errors.Is(g.err, errCASConflict) && conflicts < 20 {
+			conflicts++
+		} else {
+			c.log.Warn("reports not applied yet, retrying", "exec", g.id, "reports", len(g.items), "err", g.err, "in", backoff)
+			for _, p := range g.items {
+				_ = p.msg.InProgress()
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			conflicts = 0
+		}
+		cur, err := c.readExec(ctx, g.id)
+		if err != nil {
+			g.err = err
+			continue
+		}
+		l.plan(g, cur)
+		if g.next == nil {
+			return true
+		}
+		if g.rev, g.err = c.writeExec(ctx, cur, g.next); g.err == nil {
+			return true
+		}
+	}
+}
+
+// commit does what follows a stored group: cache, metrics, logs, events
+// (their futures kept for finish), retry timers; rejected reports are
+// counted and logged, and a duplicate re-publishes its events.
+func (l *lane) commit(g *group) {
+	c := l.w.c
+	if g.next != nil {
+		l.remember(g.id, execVersion{rec: g.next, rev: g.rev})
+	} else {
+		l.remember(g.id, g.cur)
+	}
+	for _, p := range g.items {
+		res := p.res
+		switch {
+		case res.reject == "":
+			for i := range res.steps {
+				st := &res.steps[i]
+				c.m.apply()
+				if f := c.transitionEffects(&st.rec, st.tr); f != nil {
+					g.evs = append(g.evs, f)
+				} else {
+					g.evErr = true
+				}
+			}
+		case p.held && p.mayDefer:
+			// deferred in finish
+		default:
+			c.m.reject(res.reject)
+			c.log.Info("report rejected", "reason", res.reject, "detail", res.detail, "exec", p.r.ExecID,
+				"attempt", p.r.Attempt, "kind", p.r.Kind, "agent", p.r.Agent)
+			for i := range res.replay {
+				st := &res.replay[i]
+				if f := c.publishEvent(&st.rec, st.tr); f != nil {
+					g.evs = append(g.evs, f)
+				} else {
+					g.evErr = true
+				}
+			}
+		}
+	}
+}
+
+// finish acknowledges the group's messages: a deferred report is
+// redelivered later; when an event could not be stored, the reports are
+// redelivered so that their events are published again (as duplicates).
+func (l *lane) finish(g *group) {
+	c := l.w.c
+	for _, p := range g.items {
+		switch {
+		case p.held && p.mayDefer:
+			delay := deferDelay(p.msg)
+			c.m.deferred.Inc()
+			c.log.Info("report ahead of its execution, deferred", "exec", p.r.ExecID, "attempt", p.r.Attempt, "kind", p.r.Kind, "in", delay)
+			_ = p.msg.NakWithDelay(delay)
+		case g.evErr:
+			c.log.Warn("event of an applied report not stored, redelivering the report", "exec", p.r.ExecID, "attempt", p.r.Attempt, "kind", p.r.Kind)
+			_ = p.msg.NakWithDelay(time.Second)
+		default:
+			_ = p.msg.Ack()
+		}
+	}
+	g.items, g.evs = nil, nil
+}
+
+// mayDefer reports whether a report that is ahead of its record may still
+// wait for the missing earlier reports: while it is younger than three ack
+// waits (a crashed controller's unacknowledged reports come back after one)
+// and at least a minute.
+func (l *lane) mayDefer(msg jetstream.Msg) bool {
+	md, err := msg.Metadata()
+	if err != nil {
+		return false
+	}
+	return time.Since(md.Timestamp) < max(3*l.w.c.cfg.ackWait, time.Minute)
+}
+
+// deferDelay grows with the number of deliveries: 250ms, 500ms, ... 8s.
+func deferDelay(msg jetstream.Msg) time.Duration {
+	n := uint64(1)
+	if md, err := msg.Metadata(); err == nil {
+		n = max(md.NumDelivered, 1)
+	}
+	return min(250*time.Millisecond<<min(n-1, 5), 8*time.Second)
+}
+
+// remember caches a record for the next report of the same execution;
+// terminal records are dropped (later reports for them are rare).
+func (l *lane) remember(id string, v execVersion) {
+	if v.rec == nil || v.rec.State.Terminal() {
+		delete(l.cache, id)
+		return
+	}
+	if len(l.cache) >= shardCacheMax {
+		clear(l.cache)
+	}
+	l.cache[id] = v
+}
+
+// isWrongLastSeq reports a lost compare-and-set of a KV write (the key's
+// last revision is not the one expected).
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
