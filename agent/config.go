@@ -32,6 +32,8 @@ const (
 	DefaultStoreSynchronous  = store.SyncFull
 	DefaultStoreMaxBatch     = store.DefaultMaxBatch
 	DefaultSlowStartFraction = 2 // workers / 2 during catch-up
+	DefaultMemoryLimitMiB    = 20
+	DefaultPruneInterval     = 10 * time.Minute
 )
 
 // Skew policies.
@@ -53,6 +55,10 @@ type Config struct {
 	DataDir string `mapstructure:"data_dir"`
 	// Workers is the handler pool size (default 2×CPU).
 	Workers int `mapstructure:"workers"`
+	// MemoryLimitMiB is the soft limit on the Go heap the ax-agent binary
+	// sets (runtime/debug.SetMemoryLimit; GOMEMLIMIT wins); 0: none. The
+	// agent library itself does not set it (it is process-wide).
+	MemoryLimitMiB int `mapstructure:"memory_limit_mib"`
 
 	NATS     NATSConfig     `mapstructure:"nats"`
 	Queue    QueueConfig    `mapstructure:"queue"`
@@ -68,7 +74,8 @@ type Config struct {
 // NATSConfig says how to reach the controller.
 type NATSConfig struct {
 	URL string `mapstructure:"url"`
-	// Creds is a NATS credentials file (secret: masked when printed).
+	// Creds is a NATS credentials file or an NKey seed file written by
+	// `ax-controller agent enroll` (secret: masked when printed).
 	Creds string `mapstructure:"creds"`
 	// Token is a NATS auth token (secret: masked when printed).
 	Token          string        `mapstructure:"token"`
@@ -95,6 +102,8 @@ type StoreConfig struct {
 	MaxBatch    int    `mapstructure:"max_batch"`
 	// Retention keeps final executions this long.
 	Retention time.Duration `mapstructure:"retention"`
+	// PruneInterval is how often executions past Retention are deleted.
+	PruneInterval time.Duration `mapstructure:"prune_interval"`
 }
 
 // ClockConfig bounds the clock skew to the controller.
@@ -141,12 +150,14 @@ type LogConfig struct {
 // DefaultConfig returns a config with every default set (ID empty).
 func DefaultConfig() Config {
 	return Config{
-		DataDir: DefaultDataDir,
-		Workers: 2 * runtime.NumCPU(),
+		DataDir:        DefaultDataDir,
+		Workers:        2 * runtime.NumCPU(),
+		MemoryLimitMiB: DefaultMemoryLimitMiB,
 		NATS: NATSConfig{URL: DefaultNATSURL, PingInterval: DefaultPingInterval, MaxPingsOut: DefaultMaxPingsOut,
 			ReconnectWait: DefaultReconnectWait, RequestTimeout: DefaultRequestTimeout, Heartbeat: DefaultHeartbeat},
-		Queue:    QueueConfig{Size: DefaultQueueSize, AgingStep: DefaultAgingStep},
-		Store:    StoreConfig{Synchronous: DefaultStoreSynchronous, MaxBatch: DefaultStoreMaxBatch, Retention: DefaultRetention},
+		Queue: QueueConfig{Size: DefaultQueueSize, AgingStep: DefaultAgingStep},
+		Store: StoreConfig{Synchronous: DefaultStoreSynchronous, MaxBatch: DefaultStoreMaxBatch, Retention: DefaultRetention,
+			PruneInterval: DefaultPruneInterval},
 		Clock:    ClockConfig{MaxSkew: DefaultMaxSkew, OnSkew: DefaultOnSkew, JumpThreshold: DefaultJumpThreshold},
 		Outbox:   OutboxConfig{Window: DefaultOutboxWindow},
 		Shutdown: ShutdownConfig{Grace: DefaultShutdownGrace},
@@ -173,6 +184,9 @@ func (c Config) Validate() error {
 	if c.Workers < 1 || c.Workers > 4096 {
 		return cfgErr("workers", "must be between 1 and 4096, got %d", c.Workers)
 	}
+	if c.MemoryLimitMiB < 0 || c.MemoryLimitMiB > 1<<20 {
+		return cfgErr("memory_limit_mib", "must be between 0 (none) and %d, got %d", 1<<20, c.MemoryLimitMiB)
+	}
 	if c.NATS.URL == "" {
 		return cfgErr("nats.url", "is required")
 	}
@@ -185,6 +199,7 @@ func (c Config) Validate() error {
 	}{{"nats.ping_interval", c.NATS.PingInterval}, {"nats.reconnect_wait", c.NATS.ReconnectWait},
 		{"nats.request_timeout", c.NATS.RequestTimeout}, {"nats.heartbeat", c.NATS.Heartbeat},
 		{"queue.aging_step", c.Queue.AgingStep}, {"store.retention", c.Store.Retention},
+		{"store.prune_interval", c.Store.PruneInterval},
 		{"clock.max_skew", c.Clock.MaxSkew}, {"clock.jump_threshold", c.Clock.JumpThreshold},
 		{"shutdown.grace", c.Shutdown.Grace}} {
 		if d.v <= 0 {

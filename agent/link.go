@@ -25,6 +25,8 @@ type link struct {
 	up  chan struct{} // (re)connected, capacity 1
 	hb  atomic.Int64  // heartbeat interval, ns
 	reg atomic.Bool   // registered since the last connect
+	// savedOffset is the clock offset last stored in meta, ns.
+	savedOffset atomic.Int64
 
 	mu      sync.Mutex
 	cons    jetstream.ConsumeContext
@@ -71,7 +73,11 @@ func (l *link) connect() error {
 		}),
 	}
 	if c.NATS.Creds != "" {
-		opts = append(opts, nats.UserCredentials(c.NATS.Creds))
+		opt, err := credsOption(c.NATS.Creds)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, opt)
 	}
 	if c.NATS.Token != "" {
 		opts = append(opts, nats.Token(c.NATS.Token))
@@ -206,10 +212,27 @@ func (l *link) register(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	l.savedOffset.Store(int64(off))
 	a.sched.post(a.sched.checkSkew)
 	a.log.Info("registered", "cursor", cursor, "shards", rep.Shards, "clock_offset", off,
 		"heartbeat", time.Duration(l.hb.Load()))
 	return nil
+}
+
+// persistOffset stores the clock offset measured by a heartbeat (so a
+// restart without a controller starts from it) when it moved by more than
+// a millisecond since it was last stored.
+func (l *link) persistOffset(off time.Duration) {
+	if d := off - time.Duration(l.savedOffset.Load()); d < time.Millisecond && d > -time.Millisecond {
+		return
+	}
+	l.savedOffset.Store(int64(off))
+	v := strconv.FormatInt(int64(off), 10)
+	l.a.st.Submit(func(tx *store.Tx) error { return tx.SetMeta(store.MetaClockOffset, v) }, func(err error) {
+		if err != nil {
+			l.savedOffset.Store(0)
+		}
+	})
 }
 
 func (l *link) cursor(ctx context.Context) (uint64, error) {
@@ -250,7 +273,9 @@ func (l *link) heartbeat(ctx context.Context) error {
 		l.signal()
 		return errors.Join(errRefused, errors.New(rep.Error))
 	}
-	a.offset.Store(int64(protocol.ClockOffset(t0.Round(0), rep.ControllerTime, t2.Round(0))))
+	off := protocol.ClockOffset(t0.Round(0), rep.ControllerTime, t2.Round(0))
+	a.offset.Store(int64(off))
+	l.persistOffset(off)
 	s := a.sched
 	s.post(func() {
 		for _, r := range rep.Renewed {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -62,7 +63,7 @@ type NATSConfig struct {
 	// URL names an external server or cluster; empty runs an embedded server.
 	URL string
 	// Host is the embedded server's listen host, default "127.0.0.1". Without
-	// auth (a later issue) it must be a loopback address.
+	// auth (Auth "none") it must be a loopback address.
 	Host string
 	// Port is the embedded server's client port, default 4222; -1 picks a random port.
 	Port int
@@ -70,6 +71,10 @@ type NATSConfig struct {
 	CredsFile string
 	// Replicas is the replica count of streams and buckets (default 1).
 	Replicas int
+	// Auth is the embedded server's authentication: "none" (default,
+	// loopback only) or "nkeys" (the controller and every enrolled agent
+	// get their own NKey user; see package controller/auth).
+	Auth string
 }
 
 // DefaultConfig returns a config with every default filled in except DataDir.
@@ -96,6 +101,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NATS.Replicas == 0 {
 		c.NATS.Replicas = 1
+	}
+	if c.NATS.Auth == "" {
+		c.NATS.Auth = auth.ModeNone
 	}
 	if c.Shards == 0 {
 		c.Shards = protocol.DefaultShards
@@ -136,8 +144,8 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(c.DataDir) == "" {
 			return configErr("data_dir", "is required when nats.url is empty (embedded server)")
 		}
-		if !isLoopback(c.NATS.Host) {
-			return configErr("nats.host", "%q is not a loopback address; binding NATS beyond loopback without auth is refused", c.NATS.Host)
+		if c.NATS.Auth != auth.ModeNKeys && !isLoopback(c.NATS.Host) {
+			return configErr("nats.host", "%q is not a loopback address; binding NATS beyond loopback without auth is refused (set nats.auth: nkeys)", c.NATS.Host)
 		}
 	} else {
 		u, err := url.Parse(c.NATS.URL)
@@ -152,6 +160,12 @@ func (c Config) Validate() error {
 	}
 	if c.NATS.Port < -1 || c.NATS.Port > 65535 {
 		return configErr("nats.port", "must be between -1 and 65535, got %d", c.NATS.Port)
+	}
+	if err := auth.ValidateMode(c.NATS.Auth); err != nil {
+		return configErr("nats.auth", "must be %q or %q, got %q", auth.ModeNone, auth.ModeNKeys, c.NATS.Auth)
+	}
+	if c.NATS.Auth == auth.ModeNKeys && c.NATS.URL != "" {
+		return configErr("nats.auth", "nkeys applies to the embedded server; an external server's users are configured there (see controller/auth)")
 	}
 	if c.NATS.CredsFile != "" && c.NATS.URL == "" {
 		return configErr("nats.creds_file", "is only used with nats.url")

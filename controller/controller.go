@@ -33,6 +33,7 @@ type Controller struct {
 	js      jetstream.JetStream
 	kv      streams.Buckets
 	natsURL string
+	nauth   *natsAuth // identities on the embedded server (enroll.go)
 
 	jobs    *jobCache
 	agents  *agentRegistry
@@ -126,15 +127,23 @@ func (c *Controller) Start(ctx context.Context) error {
 
 func (c *Controller) start(ctx context.Context) error {
 	if c.cfg.NATS.URL == "" {
-		srv, err := startEmbedded(c.cfg)
+		users, err := c.openAuth()
+		if err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		srv, opts, err := startEmbedded(c.cfg, users)
 		if err != nil {
 			return err
 		}
 		c.srv = srv
+		c.nauth.setServer(srv, opts)
 	}
 	nc, js, err := connect(c.cfg, c.srv, func(err error) {
+		if isWrongLastSeq(err) {
+			return // a batched execution write lost its compare-and-set; the lane retries it
+		}
 		c.log.Warn("async publish failed", "err", err)
-	})
+	}, c.nauth.connectOptions()...)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -96,6 +97,14 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 		if err != nil {
 			c.m.reject(rejectInvalid)
 			c.log.Warn("report rejected", "reason", rejectInvalid, "subject", m.Subject(), "err", err)
+			_ = m.Ack()
+			continue
+		}
+		// Permissions let an agent publish only on ax.rpt.*.<itself>; the
+		// body must name the same agent, so no agent reports as another.
+		if subj := m.Subject(); subj[strings.LastIndexByte(subj, '.')+1:] != r.Agent {
+			c.m.reject(rejectWrongAgent)
+			c.log.Warn("report rejected", "reason", rejectWrongAgent, "subject", subj, "agent", r.Agent, "exec", r.ExecID)
 			_ = m.Ack()
 			continue
 		}

@@ -31,7 +31,8 @@ const (
 	rejectTerminal    = "terminal"     // execution already terminal
 	rejectUnknownExec = "unknown_exec" // no record and the kind cannot create one
 	rejectFuture      = "future_attempt"
-	rejectTransition  = "transition" // the state machine refuses the change
+	rejectTransition  = "transition"  // the state machine refuses the change
+	rejectWrongAgent  = "wrong_agent" // sent on another agent's subject, or for another agent's attempt
 )
 
 type metrics struct {

@@ -11,7 +11,9 @@ import (
 
 // startEmbedded runs the embedded nats-server with JetStream, its file store
 // under cfg.DataDir, listening on cfg.NATS.Host:Port (loopback by default).
-func startEmbedded(cfg Config) (*server.Server, error) {
+// users, when not nil, are its NKey users (nats.auth: nkeys); the options
+// are returned so that the users can be reloaded.
+func startEmbedded(cfg Config, users []*server.NkeyUser) (*server.Server, *server.Options, error) {
 	port := cfg.NATS.Port
 	if port == -1 {
 		port = server.RANDOM_PORT
@@ -26,22 +28,34 @@ func startEmbedded(cfg Config) (*server.Server, error) {
 		NoSigs:             true,
 		MaxPayload:         1 << 20,
 		JetStreamMaxMemory: 256 << 20,
+		Nkeys:              users,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("embedded nats: %w", err)
+		return nil, nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("embedded nats: not ready within 30s (port %d in use or data_dir %q unusable?)", cfg.NATS.Port, cfg.DataDir)
+		return nil, nil, fmt.Errorf("embedded nats: not ready within 30s (port %d in use or data_dir %q unusable?)", cfg.NATS.Port, cfg.DataDir)
 	}
-	return srv, nil
+	return srv, opts, nil
 }
+
+// Async publishing (events, batched execution writes): at most
+// asyncMaxPending unacknowledged publishes; a publish waits up to
+// asyncStallWait for room; a PubAck not received within asyncAckTimeout
+// fails its future, so a waiter never hangs.
+const (
+	asyncMaxPending = 16384
+	asyncStallWait  = 5 * time.Second
+	asyncAckTimeout = 30 * time.Second
+)
 
 // connect opens the controller's NATS connection: in process to the
 // embedded server, or over the network to cfg.NATS.URL.
-func connect(cfg Config, srv *server.Server, errh func(error)) (*nats.Conn, jetstream.JetStream, error) {
+// extra are added to the connection options (the controller's identity).
+func connect(cfg Config, srv *server.Server, errh func(error), extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	opts := []nats.Option{
 		nats.Name("ax-controller-" + cfg.Node),
 		nats.MaxReconnects(-1),
@@ -59,13 +73,14 @@ func connect(cfg Config, srv *server.Server, errh func(error)) (*nats.Conn, jets
 			opts = append(opts, nats.UserCredentials(cfg.NATS.CredsFile))
 		}
 	}
+	opts = append(opts, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect nats %s: %w", url, err)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
 		errh(err)
-	}), jetstream.WithPublishAsyncMaxPending(4096))
+	}), jetstream.WithPublishAsyncMaxPending(asyncMaxPending), jetstream.WithPublishAsyncTimeout(asyncAckTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)

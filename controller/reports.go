@@ -124,6 +124,9 @@ func applyStep(cur *execRecord, r protocol.Report, policy func() retry.Policy, r
 	if r.Attempt == cur.Attempt && cur.hasApplied(r.Kind) {
 		return stepRejected(rejectDuplicate, "%s of attempt %d already applied", r.Kind, r.Attempt)
 	}
+	if r.Attempt == cur.Attempt && cur.Agent != "" && r.Agent != cur.Agent {
+		return stepRejected(rejectWrongAgent, "attempt %d belongs to agent %s, not %s", r.Attempt, cur.Agent, r.Agent)
+	}
 	if cur.State.Terminal() {
 		return stepRejected(rejectTerminal, "execution is already %s", cur.State)
 	}

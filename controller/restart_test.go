@@ -201,12 +201,14 @@ func TestAbandonRedelivers(t *testing.T) {
 	for _, id := range ids {
 		waitExec(t, c2, id, "SUCCESS", inState(protocol.StateSuccess))
 	}
-	// A write the first controller made just as its connection was cut is
-	// stored but not counted by it (its client saw an error); the second
-	// controller finds it applied. So the count may fall short by at most one
-	// report per shard, and never exceed 3n.
-	if got := appliedBefore + c2.m.applied.Load(); got > 3*n || got < 3*n-int64(cfg.Shards) {
-		t.Fatalf("applied %d (%d + %d) reports in all, want %d (at most %d uncounted)", got, appliedBefore, c2.m.applied.Load(), 3*n, cfg.Shards)
+	// Writes the first controller had in flight when its connection was cut
+	// (a lane keeps a whole batch of async KV writes outstanding) may be
+	// stored but not counted by it; the second controller finds them
+	// applied. So the count may fall short, but never exceeds 3n: nothing is
+	// applied twice. Nothing is lost either: every record below holds all
+	// three steps.
+	if got := appliedBefore + c2.m.applied.Load(); got > 3*n {
+		t.Fatalf("applied %d (%d + %d) reports in all, more than %d: some applied twice", got, appliedBefore, c2.m.applied.Load(), 3*n)
 	}
 	for _, id := range ids {
 		if rec := readRecord(t, c2, id); len(rec.Applied) != 3 {

@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/spf13/cobra"
 )
 
 // Set with -ldflags "-X main.version=... -X main.commit=... -X main.date=...".
@@ -24,25 +22,9 @@ var (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	if err := execute(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "ax-agent:", err)
+		stop()
 		os.Exit(1)
 	}
-}
-
-func newRoot() *cobra.Command {
-	root := &cobra.Command{
-		Use:           "ax-agent",
-		Short:         "ax edge agent: register, trigger, execute, report",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(newRunCmd(), &cobra.Command{
-		Use:   "version",
-		Short: "print the version",
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "ax-agent %s (commit %s, built %s)\n", version, commit, date)
-		},
-	})
-	return root
 }

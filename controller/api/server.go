@@ -74,6 +74,7 @@ func (s *server) routes() {
 	m.HandleFunc("GET /v1/executions/{id}", s.getExecution)
 	m.HandleFunc("POST /v1/executions/{idaction}", s.execAction)
 	m.HandleFunc("GET /v1/agents", s.listAgents)
+	m.HandleFunc("POST /v1/agents/{idaction}", s.agentAction)
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /readyz", s.readyz)
 	m.HandleFunc("GET /metrics", s.serveMetrics)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/viper"
 	"gopkg.in/yaml.v3"
 
 	"github.com/axsched/ax/agent"
@@ -135,7 +134,7 @@ func TestDashboardWellFormed(t *testing.T) {
 
 // TestDemoAgentConfigsLoad: the demo agent configs, rendered as
 // scripts/demo.sh renders them, decode exactly (no unknown key) into
-// agent.Config and validate; each allowlists only its own device script.
+// agent.Config through agent.LoadConfig and validate; each allowlists only its own device script.
 func TestDemoAgentConfigsLoad(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -149,13 +148,10 @@ func TestDemoAgentConfigsLoad(t *testing.T) {
 			if err := os.WriteFile(rendered, renderDemo(t, repoPath(t, "configs", "demo", tc.file), dir), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			v := viper.New()
-			v.SetConfigFile(rendered)
-			if err := v.ReadInConfig(); err != nil {
-				t.Fatal(err)
-			}
-			cfg := agent.DefaultConfig()
-			if err := v.UnmarshalExact(&cfg); err != nil {
+			// The agent's own loader: unknown keys and bad values are errors.
+			noEnv := func(string) (string, bool) { return "", false }
+			cfg, err := agent.LoadConfig(rendered, noEnv, nil)
+			if err != nil {
 				t.Fatalf("unknown or bad key: %v", err)
 			}
 			if err := cfg.Validate(); err != nil {

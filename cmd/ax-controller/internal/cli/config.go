@@ -15,6 +15,7 @@ import (
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/controller/auth"
 )
 
 // Defaults of the keys that the controller package does not default.
@@ -60,6 +61,8 @@ type NATSConfig struct {
 	Port      int    `yaml:"port"`
 	CredsFile string `yaml:"creds_file"`
 	Replicas  int    `yaml:"replicas"`
+	// Auth is none or nkeys (embedded server only).
+	Auth string `yaml:"auth"`
 }
 
 // APIConfig configures the HTTP API.
@@ -78,7 +81,7 @@ func keyKinds() map[string]string {
 		"node": "string", "data_dir": "string", "shards": "int",
 		"heartbeat_interval": "duration", "agent_offline_after": "duration",
 		"log.level": "string", "log.format": "string",
-		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int",
+		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int", "nats.auth": "string",
 		"api.listen": "string", "api.token": "string", "api.tokens": "tokens",
 	}
 }
@@ -100,6 +103,7 @@ func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*v
 	v.SetDefault("nats.port", d.NATS.Port)
 	v.SetDefault("nats.creds_file", "")
 	v.SetDefault("nats.replicas", d.NATS.Replicas)
+	v.SetDefault("nats.auth", auth.ModeNone)
 	v.SetDefault("api.listen", DefaultListen)
 	v.SetDefault("api.token", "")
 	v.SetDefault("api.tokens", []any{})
@@ -197,6 +201,7 @@ func loadConfig(v *viper.Viper) (Config, error) {
 	c.NATS.Port = num("nats.port")
 	c.NATS.CredsFile = str("nats.creds_file")
 	c.NATS.Replicas = num("nats.replicas")
+	c.NATS.Auth = strings.ToLower(str("nats.auth"))
 	c.API.Listen = str("api.listen")
 	c.API.Token = str("api.token")
 	if len(errs) > 0 {
@@ -330,7 +335,7 @@ func (c Config) controllerConfig() controller.Config {
 	cc.Shards = c.Shards
 	cc.HeartbeatInterval = c.HeartbeatInterval
 	cc.AgentOfflineAfter = c.AgentOfflineAfter
-	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas}
+	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas, Auth: c.NATS.Auth}
 	return cc
 }
 

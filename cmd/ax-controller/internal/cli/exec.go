@@ -158,5 +158,6 @@ func newAgentCmd(g *globals) *cobra.Command {
 			return printAgents(g.io.Out, format, agents)
 		},
 	})
+	cmd.AddCommand(newAgentEnrollCmd(g), newAgentRevokeCmd(g))
 	return cmd
 }

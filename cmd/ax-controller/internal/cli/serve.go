@@ -30,7 +30,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v, err := newViper(g.config, cmd.Flags(), map[string]string{
 				"listen": "api.listen", "data-dir": "data_dir", "node": "node",
-				"nats-url": "nats.url", "nats-host": "nats.host", "nats-port": "nats.port",
+				"nats-url": "nats.url", "nats-host": "nats.host", "nats-port": "nats.port", "nats-auth": "nats.auth",
 				"shards": "shards", "log-level": "log.level", "log-format": "log.format",
 			})
 			if err != nil {
@@ -54,6 +54,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.String("nats-url", "", "external NATS URL; empty runs an embedded server (nats.url)")
 	fl.String("nats-host", "", "embedded NATS listen host (nats.host)")
 	fl.Int("nats-port", 0, "embedded NATS port, -1 for a random one (nats.port)")
+	fl.String("nats-auth", "", "embedded NATS auth: none (loopback only) or nkeys (nats.auth)")
 	fl.Int("shards", 0, "number of report shards (shards)")
 	fl.String("log-level", "", "debug, info, warn or error (log.level)")
 	fl.String("log-format", "", "text or json (log.format)")

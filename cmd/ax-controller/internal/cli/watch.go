@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -57,7 +58,7 @@ func newExecWatchCmd(g *globals) *cobra.Command {
 			if url == "" {
 				url = "nats://" + net.JoinHostPort(v.GetString("nats.host"), strconv.Itoa(v.GetInt("nats.port")))
 			}
-			return watch(cmd.Context(), g.io.Out, format, url, v.GetString("nats.creds_file"), state, o)
+			return watch(cmd.Context(), g.io.Out, format, url, watchCreds(v), state, o)
 		},
 	}
 	fl := cmd.Flags()
@@ -85,7 +86,11 @@ func eventSubject(state protocol.State, job string) string {
 func watch(ctx context.Context, out io.Writer, format, url, creds string, state protocol.State, o watchOpts) error {
 	opts := []nats.Option{nats.Name("ax-controller exec watch"), nats.MaxReconnects(-1)}
 	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
+		opt, err := auth.CredsOption(creds)
+		if err != nil {
+			return fmt.Errorf("nats.creds_file: %w", err)
+		}
+		opts = append(opts, opt)
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

@@ -1,0 +1,161 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/axsched/ax/controller/auth"
+)
+
+// AuthDir is the directory under DataDir that holds the controller's NATS
+// seed and the enrolled-agent registry (nats.auth: nkeys), mode 0700.
+const AuthDir = "auth"
+
+// natsAuth holds the identities of the embedded server when nats.auth is
+// nkeys; nil otherwise. mu serializes enrollments and revocations with the
+// server reload that applies them.
+type natsAuth struct {
+	mu      sync.Mutex
+	reg     *auth.Registry
+	ctlPub  string
+	connOpt nats.Option
+	srv     *server.Server
+	opts    *server.Options
+}
+
+// openAuth loads (or creates) the controller's identity and the registry
+// and returns the server's NKey users; nil users with nats.auth none.
+func (c *Controller) openAuth() ([]*server.NkeyUser, error) {
+	if c.cfg.NATS.Auth != auth.ModeNKeys {
+		return nil, nil
+	}
+	dir := filepath.Join(c.cfg.DataDir, AuthDir)
+	pub, seedPath, err := auth.ControllerIdentity(dir)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := auth.OpenRegistry(dir)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := nats.NkeyOptionFromSeed(seedPath)
+	if err != nil {
+		return nil, fmt.Errorf("controller identity: %w", err)
+	}
+	c.nauth = &natsAuth{reg: reg, ctlPub: pub, connOpt: opt}
+	agents := reg.List()
+	c.log.Info("nats auth: nkeys", "controller_key", pub, "enrolled_agents", len(agents))
+	return auth.Users(pub, agents), nil
+}
+
+func (a *natsAuth) setServer(srv *server.Server, opts *server.Options) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.srv, a.opts = srv, opts
+	a.mu.Unlock()
+}
+
+// connectOptions are the controller's own credentials (none without auth).
+func (a *natsAuth) connectOptions() []nats.Option {
+	if a == nil {
+		return nil
+	}
+	return []nats.Option{a.connOpt}
+}
+
+// applyLocked reloads the server's users from the registry; a.mu is held.
+func (a *natsAuth) applyLocked() error {
+	return auth.Apply(a.srv, a.opts, auth.Users(a.ctlPub, a.reg.List()))
+}
+
+// authReady returns the auth state, or an error when the controller is not
+// ready or runs without nats.auth: nkeys.
+func (c *Controller) authReady(op string) (*natsAuth, error) {
+	if err := c.ready(); err != nil {
+		return nil, err
+	}
+	if c.nauth == nil {
+		return nil, fmt.Errorf("%s: %w: nats.auth is %q; agent identities need nats.auth: nkeys on the embedded server",
+			op, ErrConflict, c.cfg.NATS.Auth)
+	}
+	return c.nauth, nil
+}
+
+// EnrollAgent issues agent id its NATS identity (an NKey user limited to
+// the agent's own subjects, see auth.AgentGrants) and applies it to the
+// running server. The returned seed exists nowhere else: the controller
+// keeps only the public key. Enrolling an enrolled id fails with ErrExists
+// unless req.Rotate is set, which replaces the key and closes the
+// connection of the old one.
+func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRequest) (auth.Enrollment, error) {
+	a, err := c.authReady("enroll " + id)
+	if err != nil {
+		return auth.Enrollment{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prev, had := a.reg.Get(id)
+	en, err := a.reg.Enroll(id, req, c.clk.Now())
+	if err != nil {
+		return auth.Enrollment{}, authErr("enroll", err)
+	}
+	if err := a.applyLocked(); err != nil {
+		var rb error
+		if had {
+			rb = a.reg.Restore(prev)
+		} else {
+			rb = a.reg.Remove(id, en.PublicKey)
+		}
+		return auth.Enrollment{}, errors.Join(fmt.Errorf("enroll %s: %w", id, err), rb)
+	}
+	c.log.Info("agent enrolled", "agent", id, "public_key", en.PublicKey, "rotated", had)
+	return en, nil
+}
+
+// RevokeAgent removes agent id's NATS identity: its live connection is
+// closed and it can no longer connect. It returns what was revoked.
+func (c *Controller) RevokeAgent(_ context.Context, id string) (auth.Agent, error) {
+	a, err := c.authReady("revoke " + id)
+	if err != nil {
+		return auth.Agent{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prev, err := a.reg.Revoke(id)
+	if err != nil {
+		return auth.Agent{}, authErr("revoke", err)
+	}
+	if err := a.applyLocked(); err != nil {
+		return auth.Agent{}, errors.Join(fmt.Errorf("revoke %s: %w", id, err), a.reg.Restore(prev))
+	}
+	c.log.Info("agent revoked", "agent", id, "public_key", prev.PublicKey)
+	return prev, nil
+}
+
+// EnrolledAgents lists the enrolled agents (public keys only).
+func (c *Controller) EnrolledAgents(_ context.Context) ([]auth.Agent, error) {
+	a, err := c.authReady("enrolled agents")
+	if err != nil {
+		return nil, err
+	}
+	return a.reg.List(), nil
+}
+
+// authErr maps the auth package's sentinels to the controller's.
+func authErr(op string, err error) error {
+	switch {
+	case errors.Is(err, auth.ErrAlreadyEnrolled):
+		return fmt.Errorf("%s: %w: %w", op, ErrExists, err)
+	case errors.Is(err, auth.ErrNotEnrolled):
+		return fmt.Errorf("%s: %w: %w", op, ErrNotFound, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

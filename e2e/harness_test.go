@@ -1,0 +1,328 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/axsched/ax/agent"
+	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// logger returns a debug text logger on stderr when AX_TEST_LOG is set,
+// and a discarding one otherwise.
+func logger(name string) *slog.Logger {
+	if os.Getenv("AX_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("who", name)
+}
+
+// ctlConfig is a controller config for an embedded server on port with its
+// store in dir (port -1: random).
+func ctlConfig(dir string, port int) controller.Config {
+	cfg := controller.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.NATS.Port = port
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	cfg.AgentOfflineAfter = 2 * time.Second
+	cfg.Logger = logger("controller")
+	return cfg
+}
+
+// startCtl starts a controller; it is closed when the test ends (Close
+// twice is harmless).
+func startCtl(tb testing.TB, cfg controller.Config) *controller.Controller {
+	tb.Helper()
+	c, err := controller.New(cfg)
+	if err != nil {
+		tb.Fatalf("controller.New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		tb.Fatalf("controller Start: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// runningAgent is a real agent running in the background.
+type runningAgent struct {
+	a      *agent.Agent
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// agentConfig is an agent config for the NATS server at url with its
+// SQLite store in dir.
+func agentConfig(id, url, dir string, labels map[string]string) agent.Config {
+	cfg := agent.DefaultConfig()
+	cfg.ID = id
+	cfg.Labels = labels
+	cfg.DataDir = dir
+	cfg.NATS.URL = url
+	cfg.NATS.ReconnectWait = 50 * time.Millisecond
+	cfg.NATS.PingInterval = 500 * time.Millisecond
+	cfg.NATS.Heartbeat = 200 * time.Millisecond
+	cfg.Store.Synchronous = "normal"
+	cfg.Shutdown.Grace = 2 * time.Second
+	cfg.Log.Level = "debug"
+	cfg.Log.Format = "text"
+	return cfg
+}
+
+// startAgent builds and runs an agent with cfg; it is stopped when the test
+// ends.
+func startAgent(tb testing.TB, cfg agent.Config, opts ...agent.Option) *runningAgent {
+	tb.Helper()
+	opts = append([]agent.Option{agent.WithLogger(logger(cfg.ID))}, opts...)
+	a, err := agent.New(cfg, opts...)
+	if err != nil {
+		tb.Fatalf("agent.New(%s): %v", cfg.ID, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ra := &runningAgent{a: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { ra.done <- a.Run(ctx) }()
+	tb.Cleanup(func() { ra.stop(tb) })
+	return ra
+}
+
+// stop cancels the agent's Run and waits (up to 30s) for it to return.
+func (ra *runningAgent) stop(tb testing.TB) { tb.Helper(); ra.stopWithin(tb, 30*time.Second) }
+
+// stopWithin cancels the agent's Run and waits up to d for it to return.
+func (ra *runningAgent) stopWithin(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	ra.cancel()
+	select {
+	case err, ok := <-ra.done:
+		if ok && err != nil {
+			tb.Errorf("agent Run: %v", err)
+		}
+		if ok {
+			close(ra.done)
+		}
+	case <-time.After(d):
+		tb.Errorf("agent did not stop within %s", d)
+	}
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(tb testing.TB, d time.Duration, what func() string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", d, what())
+		}
+		<-tick.C
+	}
+}
+
+func ctxT(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// waitAgentOnline waits until the controller lists the agent online.
+func waitAgentOnline(tb testing.TB, c *controller.Controller, id string) {
+	tb.Helper()
+	eventually(tb, 20*time.Second, func() string { return "agent " + id + " online" }, func() bool {
+		as, err := c.ListAgents(context.Background())
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(as, func(a protocol.AgentInfo) bool { return a.Agent == id && a.Online })
+	})
+}
+
+// createJob creates j and fails the test on error.
+func createJob(tb testing.TB, c *controller.Controller, j protocol.Job) protocol.Job {
+	tb.Helper()
+	got, err := c.CreateJob(ctxT(tb), j)
+	if err != nil {
+		tb.Fatalf("CreateJob(%s): %v", j.Name, err)
+	}
+	return got
+}
+
+// execs lists every execution of jobID.
+func execs(tb testing.TB, c *controller.Controller, jobID string) []protocol.Execution {
+	tb.Helper()
+	var all []protocol.Execution
+	f := controller.ExecFilter{JobID: jobID, Limit: 1000}
+	for {
+		page, next, err := c.ListExecutions(context.Background(), f)
+		if err != nil {
+			tb.Fatalf("ListExecutions: %v", err)
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all
+		}
+		f.After = next
+	}
+}
+
+// waitExecs waits until at least n executions of jobID satisfy pred and
+// returns them.
+func waitExecs(tb testing.TB, c *controller.Controller, jobID string, n int, what string, pred func(protocol.Execution) bool) []protocol.Execution {
+	tb.Helper()
+	var got, last []protocol.Execution
+	eventually(tb, 30*time.Second, func() string {
+		return fmt.Sprintf("%d executions of %s %s; have %d: %s", n, jobID, what, len(got), summarize(last))
+	}, func() bool {
+		last = execs(tb, c, jobID)
+		got = got[:0]
+		for _, e := range last {
+			if pred(e) {
+				got = append(got, e)
+			}
+		}
+		return len(got) >= n
+	})
+	return got
+}
+
+// waitExec polls one execution until pred holds.
+func waitExec(tb testing.TB, c *controller.Controller, execID, what string, pred func(protocol.Execution) bool) protocol.Execution {
+	tb.Helper()
+	var last protocol.Execution
+	var lastErr error
+	eventually(tb, 30*time.Second, func() string {
+		return fmt.Sprintf("%s %s; last %+v (err %v)", execID, what, last, lastErr)
+	}, func() bool {
+		last, lastErr = c.GetExecution(context.Background(), execID)
+		return lastErr == nil && pred(last)
+	})
+	return last
+}
+
+func inState(s protocol.State) func(protocol.Execution) bool {
+	return func(e protocol.Execution) bool { return e.State == s }
+}
+
+func summarize(es []protocol.Execution) string {
+	s := ""
+	for i, e := range es {
+		if i == 8 {
+			return s + fmt.Sprintf(" …(+%d)", len(es)-i)
+		}
+		s += fmt.Sprintf(" [%s a%d %s %s]", e.ExecID[len(e.ExecID)-6:], e.Attempt, e.State, e.Reason)
+	}
+	return s
+}
+
+// events records every event on AX_EVT seen by a plain NATS core
+// subscription (ax.evt.>), as a client of the controller's server would.
+type events struct {
+	mu  sync.Mutex
+	all []protocol.Event
+	bad []string
+}
+
+func watchEvents(tb testing.TB, url string) *events {
+	tb.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		tb.Fatalf("nats connect: %v", err)
+	}
+	ev := &events{}
+	if _, err := nc.Subscribe(protocol.SubjectEventsAll, func(m *nats.Msg) {
+		e, err := protocol.DecodeEvent(m.Data)
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		if err != nil {
+			ev.bad = append(ev.bad, fmt.Sprintf("%s: %v", m.Subject, err))
+			return
+		}
+		if want := protocol.EventSubject(e.To, e.JobID); m.Subject != want {
+			ev.bad = append(ev.bad, fmt.Sprintf("event to %s on %s, want %s", e.To, m.Subject, want))
+		}
+		ev.all = append(ev.all, e)
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		nc.Close()
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		for _, b := range ev.bad {
+			tb.Errorf("bad event: %s", b)
+		}
+	})
+	return ev
+}
+
+// of returns the events of execID in arrival order.
+func (ev *events) of(execID string) []protocol.Event {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []protocol.Event
+	for _, e := range ev.all {
+		if e.ExecID == execID {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// states returns the To states of es.
+func states(es []protocol.Event) []protocol.State {
+	out := make([]protocol.State, len(es))
+	for i, e := range es {
+		out[i] = e.To
+	}
+	return out
+}
+
+// waitEvents waits until execID's events end in last and returns them.
+func (ev *events) wait(tb testing.TB, execID string, last protocol.State) []protocol.Event {
+	tb.Helper()
+	var es []protocol.Event
+	eventually(tb, 20*time.Second, func() string {
+		return fmt.Sprintf("events of %s ending in %s; have %v", execID, last, states(es))
+	}, func() bool {
+		es = ev.of(execID)
+		return len(es) > 0 && es[len(es)-1].To == last
+	})
+	return es
+}
+
+// mustJSON marshals v.
+func mustJSON(tb testing.TB, v any) json.RawMessage {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}

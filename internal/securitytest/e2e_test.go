@@ -1,0 +1,301 @@
+package securitytest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/axsched/ax/agent"
+	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/controller/client"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+func logger() *slog.Logger {
+	if os.Getenv("AX_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func ctxT(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// eventually polls cond (every 10ms) until it holds or 30s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// stack is a controller with nats.auth: nkeys and its HTTP API.
+type stack struct {
+	ctl *controller.Controller
+	api *client.Client
+}
+
+func startStack(t *testing.T, dir string, port int) *stack {
+	t.Helper()
+	cfg := controller.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.NATS.Port = port
+	cfg.NATS.Auth = auth.ModeNKeys
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	cfg.AgentOfflineAfter = 2 * time.Second
+	cfg.Logger = logger()
+	ctl, err := controller.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Start(ctxT(t)); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = ctl.Close() })
+	h, err := api.NewHandler(api.Options{Backend: ctl, Logger: logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	c, err := client.New(hs.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stack{ctl: ctl, api: c}
+}
+
+// enroll enrolls id through the API and writes its seed file (0600).
+func (s *stack) enroll(t *testing.T, id string, req auth.EnrollRequest) string {
+	t.Helper()
+	en, err := s.api.EnrollAgent(ctxT(t), id, req)
+	if err != nil {
+		t.Fatalf("enroll %s: %v", id, err)
+	}
+	path := filepath.Join(t.TempDir(), id+".nk")
+	if err := auth.WriteSecretFile(path, auth.SeedFile(id, []byte(en.Seed))); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func noop(context.Context, agent.Task) agent.Result { return agent.Result{} }
+
+// runAgent runs a real agent with only the credentials in creds.
+func runAgent(t *testing.T, id, url, creds string) {
+	t.Helper()
+	cfg := agent.DefaultConfig()
+	cfg.ID = id
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.URL = url
+	cfg.NATS.Creds = creds
+	cfg.NATS.ReconnectWait = 50 * time.Millisecond
+	cfg.NATS.PingInterval = 500 * time.Millisecond
+	cfg.NATS.Heartbeat = 200 * time.Millisecond
+	cfg.Store.Synchronous = "normal"
+	cfg.Shutdown.Grace = 2 * time.Second
+	a, err := agent.New(cfg, agent.WithHandler("noop", noop), agent.WithLogger(logger().With("agent", id)))
+	if err != nil {
+		t.Fatalf("agent.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("agent %s Run: %v", id, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("agent %s did not stop", id)
+		}
+	})
+}
+
+func online(s *stack, id string) func() bool {
+	return func() bool {
+		as, err := s.ctl.ListAgents(context.Background())
+		return err == nil && slices.ContainsFunc(as, func(a protocol.AgentInfo) bool { return a.Agent == id && a.Online })
+	}
+}
+
+func offline(s *stack, id string) func() bool {
+	return func() bool {
+		as, err := s.ctl.ListAgents(context.Background())
+		return err == nil && slices.ContainsFunc(as, func(a protocol.AgentInfo) bool { return a.Agent == id && !a.Online })
+	}
+}
+
+// runJob creates an asap job on agent id and waits for its execution to succeed.
+func runJob(t *testing.T, s *stack, id, name string) {
+	t.Helper()
+	j, err := s.ctl.CreateJob(ctxT(t), protocol.Job{Name: name, Handler: "noop", Schedule: schedule.Spec{Asap: true},
+		Target: protocol.Target{Agent: id}})
+	if err != nil {
+		t.Fatalf("create job: %v", err)
+	}
+	eventually(t, "an execution of "+name+" in SUCCESS", func() bool {
+		es, _, err := s.ctl.ListExecutions(context.Background(), controller.ExecFilter{JobID: j.ID, Limit: 10})
+		return err == nil && slices.ContainsFunc(es, func(e protocol.Execution) bool { return e.State == protocol.StateSuccess })
+	})
+}
+
+// connectRaw connects to url with the seed file alone (no reconnects).
+func connectRaw(url, seed string) (*nats.Conn, error) {
+	opt, err := nats.NkeyOptionFromSeed(seed)
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(url, opt, nats.MaxReconnects(0))
+}
+
+// TestEnrolledAgentRunsJobs: an agent enrolled through the API runs jobs to
+// SUCCESS with only its own credentials; an unauthenticated client is
+// refused; after a controller restart the enrollment still holds; after a
+// revocation the agent is cut off, and a rotated key retires the old one.
+func TestEnrolledAgentRunsJobs(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	s := startStack(t, dir, port)
+	url := s.ctl.NATSURL()
+
+	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("a client without credentials connected to a server with nats.auth: nkeys")
+	} else if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("no credentials: %v, want an authorization violation", err)
+	}
+
+	seed := s.enroll(t, "edge-s", auth.EnrollRequest{Labels: map[string]string{"site": "lab"}})
+	runAgent(t, "edge-s", url, seed)
+	eventually(t, "edge-s online", online(s, "edge-s"))
+	runJob(t, s, "edge-s", "first")
+
+	// The identities survive a controller restart (same data dir, same port).
+	if err := s.ctl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{auth.ControllerSeedFile, auth.RegistryFile} {
+		st, err := os.Stat(filepath.Join(dir, controller.AuthDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := st.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s has mode %04o, want 0600", f, m)
+		}
+	}
+	s = startStack(t, dir, port)
+	eventually(t, "edge-s back online after the controller restart", online(s, "edge-s"))
+	runJob(t, s, "edge-s", "after-restart")
+
+	// Enrolling again without rotate is refused; the agent keeps working.
+	if _, err := s.api.EnrollAgent(ctxT(t), "edge-s", auth.EnrollRequest{}); !errors.Is(err, client.ErrExists) {
+		t.Fatalf("second enrollment without rotate: %v, want ErrExists", err)
+	}
+
+	// Revocation cuts the agent off and refuses its key.
+	if _, err := s.api.RevokeAgent(ctxT(t), "edge-s"); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	eventually(t, "edge-s offline after revocation", offline(s, "edge-s"))
+	if _, err := connectRaw(url, seed); !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("revoked key: %v, want an authorization violation", err)
+	}
+	if _, err := s.api.RevokeAgent(ctxT(t), "edge-s"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("second revoke: %v, want ErrNotFound", err)
+	}
+	// A new enrollment gives a new key; the old one stays refused.
+	seed2 := s.enroll(t, "edge-s", auth.EnrollRequest{})
+	if _, err := connectRaw(url, seed); !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("old key after re-enrollment: %v", err)
+	}
+	nc, err := connectRaw(url, seed2)
+	if err != nil {
+		t.Fatalf("new key: %v", err)
+	}
+	nc.Close()
+}
+
+// TestEnrollWithoutAuthRefused: a controller with nats.auth none issues no identities.
+func TestEnrollWithoutAuthRefused(t *testing.T) {
+	cfg := controller.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.Port = -1
+	cfg.Logger = logger()
+	ctl, err := controller.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	if _, err := ctl.EnrollAgent(ctxT(t), "edge-x", auth.EnrollRequest{}); !errors.Is(err, controller.ErrConflict) {
+		t.Fatalf("enroll without auth: %v, want ErrConflict", err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, controller.AuthDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("auth dir created without auth: %v", err)
+	}
+}
+
+// TestBindBeyondLoopbackNeedsAuth: nats.host beyond loopback is refused
+// with nats.auth none and accepted with nkeys; nkeys with an external URL
+// is refused.
+func TestBindBeyondLoopbackNeedsAuth(t *testing.T) {
+	for _, tc := range []struct {
+		name, host, auth, url string
+		ok                    bool
+	}{
+		{"loopback without auth", "127.0.0.1", "", "", true},
+		{"all interfaces without auth", "0.0.0.0", auth.ModeNone, "", false},
+		{"all interfaces with nkeys", "0.0.0.0", auth.ModeNKeys, "", true},
+		{"unknown mode", "127.0.0.1", "jwt", "", false},
+		{"nkeys with an external server", "127.0.0.1", auth.ModeNKeys, "nats://nats-1:4222", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := controller.DefaultConfig()
+			cfg.DataDir = "/data"
+			cfg.NATS.Host, cfg.NATS.Auth, cfg.NATS.URL = tc.host, tc.auth, tc.url
+			err := cfg.Validate()
+			if tc.ok != (err == nil) {
+				t.Fatalf("Validate: %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, controller.ErrConfig) {
+				t.Fatalf("error %v does not wrap ErrConfig", err)
+			}
+		})
+	}
+}
