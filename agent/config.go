@@ -85,6 +85,20 @@ type NATSConfig struct {
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`
 	// Heartbeat is used until the controller names its interval.
 	Heartbeat time.Duration `mapstructure:"heartbeat"`
+	// TLS configures TLS to the NATS server (paths, not secrets: shown
+	// when printed).
+	TLS TLSConfig `mapstructure:"tls"`
+}
+
+// TLSConfig is nats.tls. Any key set makes the connection TLS.
+type TLSConfig struct {
+	// CAFile is a PEM bundle of the CA(s) that sign the server's
+	// certificate; empty: the system roots.
+	CAFile string `mapstructure:"ca_file"`
+	// CertFile and KeyFile are the client certificate and its key, for a
+	// server that verifies clients (nats.tls.verify_clients); optional.
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
 }
 
 // QueueConfig shapes the ready queue.
@@ -192,6 +206,9 @@ func (c Config) Validate() error {
 	}
 	if c.NATS.Creds != "" && c.NATS.Token != "" {
 		return cfgErr("nats.token", "is exclusive with nats.creds")
+	}
+	if (c.NATS.TLS.CertFile == "") != (c.NATS.TLS.KeyFile == "") {
+		return cfgErr("nats.tls.cert_file", "nats.tls.cert_file and nats.tls.key_file go together (client certificate)")
 	}
 	for _, d := range []struct {
 		key string

@@ -82,6 +82,11 @@ func (l *link) connect() error {
 	if c.NATS.Token != "" {
 		opts = append(opts, nats.Token(c.NATS.Token))
 	}
+	tlsOpts, err := tlsOptions(c.NATS.TLS)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, tlsOpts...)
 	nc, err := nats.Connect(c.NATS.URL, opts...)
 	if err != nil {
 		return err

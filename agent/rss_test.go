@@ -15,21 +15,35 @@ import (
 	"github.com/axsched/ax/pkg/schedule"
 )
 
-// vmRSS reads VmRSS of pid in KiB.
-func vmRSS(t *testing.T, pid int) int {
+// rssOf reads the resident-memory fields of pid's /proc status in KiB:
+// VmRSS and its parts RssAnon (Go heap and stacks, SQLite's memory) and
+// RssFile (the binary's mapped code and data).
+func rssOf(t *testing.T, pid int) map[string]int {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
 	must(t, err)
 	defer f.Close()
+	got := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			must(t, err)
-			return n
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (k != "VmRSS" && k != "RssAnon" && k != "RssFile") {
+			continue
 		}
+		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+		must(t, err)
+		got[k] = n
 	}
-	t.Fatal("no VmRSS")
-	return 0
+	if _, ok := got["VmRSS"]; !ok {
+		t.Fatal("no VmRSS")
+	}
+	return got
+}
+
+// logRSS logs VmRSS of pid with its parts.
+func logRSS(t *testing.T, pid int, what string) {
+	r := rssOf(t, pid)
+	t.Logf("%s VmRSS: %d KiB (%.1f MiB); RssAnon %d KiB, RssFile %d KiB", what, r["VmRSS"], float64(r["VmRSS"])/1024,
+		r["RssAnon"], r["RssFile"])
 }
 
 // TestRSSBudget measures the real binary's resident memory idle and with
@@ -58,8 +72,7 @@ func TestRSSBudget(t *testing.T) {
 	must(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	waitFor(t, 20*time.Second, "registration", func() bool { n, _ := c.heartbeats(); return n >= 3 })
-	idle := vmRSS(t, cmd.Process.Pid)
-	t.Logf("idle VmRSS: %d KiB (%.1f MiB)", idle, float64(idle)/1024)
+	logRSS(t, cmd.Process.Pid, "idle")
 
 	const n = 100000
 	j := newJob("edge-r", "noop", schedule.Spec{Asap: true}, map[string]any{"data": strings.Repeat("x", 64)})
@@ -81,6 +94,5 @@ func TestRSSBudget(t *testing.T) {
 	}
 	_ = ctx
 	waitFor(t, 300*time.Second, "100k pending", func() bool { _, hb := c.heartbeats(); return hb.Stats.Pending >= n })
-	full := vmRSS(t, cmd.Process.Pid)
-	t.Logf("VmRSS with %d pending: %d KiB (%.1f MiB)", n, full, float64(full)/1024)
+	logRSS(t, cmd.Process.Pid, "with "+strconv.Itoa(n)+" pending,")
 }

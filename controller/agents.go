@@ -85,11 +85,14 @@ func (r *agentRegistry) snapshot() []protocol.AgentInfo {
 }
 
 // sweep recomputes online flags at now and returns the agents that went
-// offline and the online count.
-func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline []string, online int) {
+// offline, the online count and the count of known (not revoked) agents.
+func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline []string, online, known int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, e := range r.agents {
+		if !e.info.Revoked {
+			known++
+		}
 		on := isOnline(e.info, now, after)
 		if e.online && !on {
 			wentOffline = append(wentOffline, id)
@@ -100,7 +103,7 @@ func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline [
 		}
 	}
 	sort.Strings(wentOffline)
-	return wentOffline, online
+	return wentOffline, online, known
 }
 
 func isOnline(a protocol.AgentInfo, now time.Time, after time.Duration) bool {
@@ -121,8 +124,9 @@ func (c *Controller) loadAgents(ctx context.Context) error {
 			return ctx.Err()
 		case e, ok := <-w.Updates():
 			if !ok || e == nil {
-				_, online := c.agents.sweep(now, c.cfg.AgentOfflineAfter)
+				_, online, known := c.agents.sweep(now, c.cfg.AgentOfflineAfter)
 				c.m.agentsOnline.Set(float64(online))
+				c.m.agentsKnown.Set(float64(known))
 				return nil
 			}
 			var a protocol.AgentInfo
@@ -132,6 +136,10 @@ func (c *Controller) loadAgents(ctx context.Context) error {
 			}
 			a.Online = isOnline(a, now, c.cfg.AgentOfflineAfter)
 			c.agents.put(a)
+			if !a.Revoked && !a.LastSeen.IsZero() {
+				// The stats of the agent's last heartbeat, until its next one.
+				c.m.agentStats(a.Agent, a.Stats)
+			}
 		}
 	}
 }
@@ -253,8 +261,10 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: fmt.Sprintf("agent %q sent a heartbeat on the subject of %q", hb.Agent, tok)})
 		return
 	}
+	c.agentMu.Lock()
 	info, ok := c.agents.get(hb.Agent)
 	if !ok || info.Revoked {
+		c.agentMu.Unlock()
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
 		return
 	}
@@ -268,7 +278,10 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	if err := c.storeAgent(c.ctx, info); err != nil {
 		c.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
 	}
-	if wasOnline := c.agents.put(info); !wasOnline {
+	wasOnline := c.agents.put(info)
+	c.m.agentStats(hb.Agent, hb.Stats)
+	c.agentMu.Unlock()
+	if !wasOnline {
 		c.log.Info("agent online", "agent", hb.Agent)
 		c.refreshOnline()
 	}
@@ -276,11 +289,46 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 }
 
 func (c *Controller) refreshOnline() {
-	off, online := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)
+	off, online, known := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)
 	for _, id := range off {
 		c.log.Warn("agent offline", "agent", id, "after", c.cfg.AgentOfflineAfter)
 	}
 	c.m.agentsOnline.Set(float64(online))
+	c.m.agentsKnown.Set(float64(known))
+}
+
+// setRevoked marks agent id revoked (or, after a new enrollment, no longer
+// revoked) in ax_agents and moves its group jobs accordingly. A revoked
+// agent's registrations and heartbeats are refused, it no longer counts in
+// ax_agents_known, and its per-agent gauges are deleted. An agent that
+// never registered has no record and nothing to mark. It works on the
+// controller's context, not a request's: a cancelled request must not stop
+// the reassignment half-way.
+func (c *Controller) setRevoked(id string, revoked bool) error {
+	ctx := c.ctx
+	c.assignMu.Lock()
+	defer c.assignMu.Unlock()
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	if revoked {
+		c.m.forgetAgent(id)
+	}
+	prev, ok := c.agents.get(id)
+	if !ok || prev.Revoked == revoked {
+		return nil
+	}
+	info := cloneAgent(prev)
+	info.Revoked = revoked
+	info.Online = info.Online && !revoked
+	// Memory first: the refusal holds on this controller even when the KV
+	// write fails.
+	c.agents.put(info)
+	c.reconcileAgent(ctx, &prev, info, false)
+	c.refreshOnline()
+	if err := c.storeAgent(ctx, info); err != nil {
+		return fmt.Errorf("store agent %s (revoked %t) in ax_agents: %w", id, revoked, err)
+	}
+	return nil
 }
 
 // livenessLoop marks agents offline when their heartbeats stop.

@@ -75,6 +75,9 @@ type NATSConfig struct {
 	// loopback only) or "nkeys" (the controller and every enrolled agent
 	// get their own NKey user; see package controller/auth).
 	Auth string
+	// TLS is nats.tls: the embedded server serves TLS with it, or, with
+	// URL, the connection to the external server uses it (see TLSConfig).
+	TLS TLSConfig
 }
 
 // DefaultConfig returns a config with every default filled in except DataDir.
@@ -166,6 +169,9 @@ func (c Config) Validate() error {
 	}
 	if c.NATS.Auth == auth.ModeNKeys && c.NATS.URL != "" {
 		return configErr("nats.auth", "nkeys applies to the embedded server; an external server's users are configured there (see controller/auth)")
+	}
+	if err := c.NATS.TLS.validate(c.NATS.URL == ""); err != nil {
+		return err
 	}
 	if c.NATS.CredsFile != "" && c.NATS.URL == "" {
 		return configErr("nats.creds_file", "is only used with nats.url")

@@ -79,6 +79,12 @@
 //	ax_execution_duration_seconds     histogram run time of finished attempts
 //	ax_retries_pending                gauge     executions waiting on the retry wheel
 //	ax_agents_online                  gauge     agents heard from within agent_offline_after
+//	ax_agents_known                   gauge     registered agents, online or not (revoked excluded)
+//	ax_agent_outbox_depth{agent}      gauge     reports waiting in the agent's outbox, as of its
+//	                                            last heartbeat (it cannot deliver them yet)
+//	ax_agent_queue_depth{agent}       gauge     triggered executions waiting for a worker on the
+//	                                            agent, as of its last heartbeat
+//	ax_agent_running{agent}           gauge     attempts running on the agent, as of its last heartbeat
 //	ax_reports_applied_total          counter   report steps applied (a coalesced report counts each step)
 //	ax_reports_rejected_total{reason} counter   reports not applied: invalid, duplicate,
 //	                                            old_attempt, old_epoch, terminal,
@@ -87,6 +93,12 @@
 //	                                            step not arrived yet, e.g. redelivered after a
 //	                                            controller crash), redelivered later
 //	ax_commands_total{kind}           counter   commands published to agents
+//
+// The ax_agent_* gauges are set on every heartbeat (and at start from the
+// stats stored with each agent's last heartbeat) and deleted when the
+// agent is revoked (RevokeAgent). Controller replicas share the heartbeats
+// (one queue group): each replica's gauges are as of the last heartbeat it
+// answered.
 //
 // # Logs
 //

@@ -94,7 +94,8 @@ func (c *Controller) authReady(op string) (*natsAuth, error) {
 // running server. The returned seed exists nowhere else: the controller
 // keeps only the public key. Enrolling an enrolled id fails with ErrExists
 // unless req.Rotate is set, which replaces the key and closes the
-// connection of the old one.
+// connection of the old one. Enrolling a revoked agent again clears the
+// revoked mark of its ax_agents record, so that it can register.
 func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRequest) (auth.Enrollment, error) {
 	a, err := c.authReady("enroll " + id)
 	if err != nil {
@@ -117,11 +118,19 @@ func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRe
 		return auth.Enrollment{}, errors.Join(fmt.Errorf("enroll %s: %w", id, err), rb)
 	}
 	c.log.Info("agent enrolled", "agent", id, "public_key", en.PublicKey, "rotated", had)
+	if err := c.setRevoked(id, false); err != nil {
+		// The identity is issued; the record is fixed in memory and the
+		// agent can register.
+		c.log.Warn("agent enrolled, but its ax_agents record still says revoked", "agent", id, "err", err)
+	}
 	return en, nil
 }
 
 // RevokeAgent removes agent id's NATS identity: its live connection is
-// closed and it can no longer connect. It returns what was revoked.
+// closed and it can no longer connect. Its ax_agents record is marked
+// revoked (registrations and heartbeats refused, group jobs moved to other
+// members, not counted in ax_agents_known, its ax_agent_* gauges deleted).
+// It returns what was revoked.
 func (c *Controller) RevokeAgent(_ context.Context, id string) (auth.Agent, error) {
 	a, err := c.authReady("revoke " + id)
 	if err != nil {
@@ -137,6 +146,11 @@ func (c *Controller) RevokeAgent(_ context.Context, id string) (auth.Agent, erro
 		return auth.Agent{}, errors.Join(fmt.Errorf("revoke %s: %w", id, err), a.reg.Restore(prev))
 	}
 	c.log.Info("agent revoked", "agent", id, "public_key", prev.PublicKey)
+	if err := c.setRevoked(id, true); err != nil {
+		// The identity is gone and this controller refuses the agent; only
+		// the KV record (read at the next start) missed the mark.
+		c.log.Warn("agent revoked, but its ax_agents record was not marked", "agent", id, "err", err)
+	}
 	return prev, nil
 }
 

@@ -20,6 +20,10 @@ const (
 	metricReportsRejected = "ax_reports_rejected_total"
 	metricCommands        = "ax_commands_total"
 	metricReportsDeferred = "ax_reports_deferred_total"
+	metricAgentsKnown     = "ax_agents_known"
+	metricAgentOutbox     = "ax_agent_outbox_depth"
+	metricAgentQueue      = "ax_agent_queue_depth"
+	metricAgentRunning    = "ax_agent_running"
 )
 
 // Reasons of ax_reports_rejected_total.
@@ -45,6 +49,12 @@ type metrics struct {
 	reportsRejected *prometheus.CounterVec
 	commands        *prometheus.CounterVec
 	deferred        prometheus.Counter
+	agentsKnown     prometheus.Gauge
+	// Per-agent stats of the last heartbeat, labelled by agent; the
+	// children of an agent are deleted when it is revoked.
+	agentOutbox  *prometheus.GaugeVec
+	agentQueue   *prometheus.GaugeVec
+	agentRunning *prometheus.GaugeVec
 
 	// applied mirrors reportsApplied for tests and benchmarks.
 	applied  atomic.Int64
@@ -73,12 +83,21 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Reports redelivered later because an earlier report of the same execution had not arrived yet."}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricCommands,
 			Help: "Commands published to agents, by kind."}, []string{"kind"}),
+		agentsKnown: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricAgentsKnown,
+			Help: "Registered agents, online or not (revoked agents excluded)."}),
+		agentOutbox: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricAgentOutbox,
+			Help: "Reports waiting in the agent's outbox for the controller, as of its last heartbeat."}, []string{"agent"}),
+		agentQueue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricAgentQueue,
+			Help: "Triggered executions waiting for a worker on the agent, as of its last heartbeat."}, []string{"agent"}),
+		agentRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricAgentRunning,
+			Help: "Attempts running on the agent, as of its last heartbeat."}, []string{"agent"}),
 	}
 	for _, s := range protocol.States {
 		m.executions.WithLabelValues(string(s))
 	}
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
-		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred} {
+		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
+		m.agentsKnown, m.agentOutbox, m.agentQueue, m.agentRunning} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -94,4 +113,18 @@ func (m *metrics) reject(reason string) {
 func (m *metrics) apply() {
 	m.reportsApplied.Inc()
 	m.applied.Add(1)
+}
+
+// agentStats sets the per-agent gauges from an agent's heartbeat stats.
+func (m *metrics) agentStats(agent string, s protocol.Stats) {
+	m.agentOutbox.WithLabelValues(agent).Set(float64(s.OutboxDepth))
+	m.agentQueue.WithLabelValues(agent).Set(float64(s.QueueDepth))
+	m.agentRunning.WithLabelValues(agent).Set(float64(s.Running))
+}
+
+// forgetAgent deletes the per-agent gauges of agent.
+func (m *metrics) forgetAgent(agent string) {
+	m.agentOutbox.DeleteLabelValues(agent)
+	m.agentQueue.DeleteLabelValues(agent)
+	m.agentRunning.DeleteLabelValues(agent)
 }

@@ -10,7 +10,9 @@ import (
 )
 
 // startEmbedded runs the embedded nats-server with JetStream, its file store
-// under cfg.DataDir, listening on cfg.NATS.Host:Port (loopback by default).
+// under cfg.DataDir, listening on cfg.NATS.Host:Port (loopback by default),
+// serving TLS when nats.tls is set (client certificates required with
+// nats.tls.verify_clients).
 // users, when not nil, are its NKey users (nats.auth: nkeys); the options
 // are returned so that the users can be reloaded.
 func startEmbedded(cfg Config, users []*server.NkeyUser) (*server.Server, *server.Options, error) {
@@ -29,6 +31,13 @@ func startEmbedded(cfg Config, users []*server.NkeyUser) (*server.Server, *serve
 		MaxPayload:         1 << 20,
 		JetStreamMaxMemory: 256 << 20,
 		Nkeys:              users,
+	}
+	if cfg.NATS.TLS.Enabled() {
+		tc, err := cfg.NATS.TLS.serverTLS()
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, cfg.NATS.TLS.VerifyClients
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -53,7 +62,9 @@ const (
 )
 
 // connect opens the controller's NATS connection: in process to the
-// embedded server, or over the network to cfg.NATS.URL.
+// embedded server, or over the network to cfg.NATS.URL (with nats.tls).
+// The in-process connection never leaves the process: nats-server does not
+// require TLS (nor a client certificate) on it, so it uses none.
 // extra are added to the connection options (the controller's identity).
 func connect(cfg Config, srv *server.Server, errh func(error), extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	opts := []nats.Option{
@@ -66,12 +77,18 @@ func connect(cfg Config, srv *server.Server, errh func(error), extra ...nats.Opt
 	url := cfg.NATS.URL
 	if srv != nil {
 		opts = append(opts, nats.InProcessServer(srv))
-		url = srv.ClientURL()
+		// nats://, also when the server serves TLS (its ClientURL is then tls://).
+		url = "nats://" + srv.Addr().String()
 	} else {
 		opts = append(opts, nats.RetryOnFailedConnect(false))
 		if cfg.NATS.CredsFile != "" {
 			opts = append(opts, nats.UserCredentials(cfg.NATS.CredsFile))
 		}
+		tlsOpts, err := cfg.NATS.TLS.clientOptions()
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, tlsOpts...)
 	}
 	opts = append(opts, extra...)
 	nc, err := nats.Connect(url, opts...)

@@ -27,6 +27,15 @@ const (
 	DefaultMaxBatch    = 512
 	DefaultCacheKiB    = 1024
 	DefaultQueue       = 4096
+	// DefaultReadCacheKiB is the page cache of a read connection. Reads
+	// are few and small (outbox pages, reloads, counts) and miss into the
+	// OS page cache, so a reader needs far less than the writer, whose
+	// cache holds the b-tree pages every batch touches.
+	DefaultReadCacheKiB = 256
+	// DefaultReaders is the number of read connections. Every read
+	// collects its rows before returning, so one connection never
+	// deadlocks; each extra one costs its own page cache and schema.
+	DefaultReaders = 1
 )
 
 // Options configure Open. Zero values take the defaults.
@@ -37,8 +46,12 @@ type Options struct {
 	BusyTimeout time.Duration
 	// MaxBatch bounds how many write functions share one transaction.
 	MaxBatch int
-	// CacheKiB is the page cache of each connection, in KiB.
+	// CacheKiB is the page cache of the write connection, in KiB.
 	CacheKiB int
+	// ReadCacheKiB is the page cache of each read connection, in KiB.
+	ReadCacheKiB int
+	// Readers is the number of read connections.
+	Readers int
 	// Queue is the capacity of the write queue; Submit blocks beyond it.
 	Queue int
 }
@@ -58,6 +71,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Queue <= 0 {
 		o.Queue = DefaultQueue
+	}
+	if o.ReadCacheKiB <= 0 {
+		o.ReadCacheKiB = DefaultReadCacheKiB
+	}
+	if o.Readers <= 0 {
+		o.Readers = DefaultReaders
 	}
 	return o
 }
@@ -119,8 +138,8 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		_ = s.wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, classify(err))
 	}
-	s.rdb.SetMaxOpenConns(2)
-	s.rdb.SetMaxIdleConns(2)
+	s.rdb.SetMaxOpenConns(o.Readers)
+	s.rdb.SetMaxIdleConns(o.Readers)
 	if s.st, err = prepare(ctx, s.wdb); err != nil {
 		_ = s.wdb.Close()
 		_ = s.rdb.Close()
@@ -135,11 +154,12 @@ func dsn(path string, o Options, readOnly bool) string {
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+strings.ToUpper(o.Synchronous)+")")
-	q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", o.CacheKiB))
 	q.Add("_pragma", "temp_store(MEMORY)")
 	if readOnly {
+		q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", o.ReadCacheKiB))
 		q.Add("_pragma", "query_only(1)")
 	} else {
+		q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", o.CacheKiB))
 		q.Set("_txlock", "immediate")
 	}
 	return "file:" + path + "?" + q.Encode()

@@ -262,3 +262,33 @@ func TestExecLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestConnectionCaches(t *testing.T) {
+	tests := []struct {
+		name                       string
+		opts                       Options
+		wantWrite, wantRead, wantN int
+	}{
+		{"defaults", Options{}, DefaultCacheKiB, DefaultReadCacheKiB, DefaultReaders},
+		{"set", Options{CacheKiB: 512, ReadCacheKiB: 64, Readers: 2}, 512, 64, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Open(context.Background(), filepath.Join(t.TempDir(), "agent.db"), tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			var w, r int
+			if err := s.wdb.QueryRow("PRAGMA cache_size").Scan(&w); err != nil || w != -tt.wantWrite {
+				t.Errorf("write cache_size = %d (%v), want %d", w, err, -tt.wantWrite)
+			}
+			if err := s.rdb.QueryRow("PRAGMA cache_size").Scan(&r); err != nil || r != -tt.wantRead {
+				t.Errorf("read cache_size = %d (%v), want %d", r, err, -tt.wantRead)
+			}
+			if n := s.rdb.Stats().MaxOpenConnections; n != tt.wantN {
+				t.Errorf("read connections = %d, want %d", n, tt.wantN)
+			}
+		})
+	}
+}

@@ -111,5 +111,8 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if rec := auditFrom(r.Context()); rec != nil {
 		rec.errCode = body.Code
 	}
+	if status == http.StatusRequestEntityTooLarge {
+		s.rejected.WithLabelValues(RejectTooLarge).Inc()
+	}
 	writeAPIError(w, status, body)
 }

@@ -21,6 +21,9 @@ type Options struct {
 	Backend Backend
 	// Metrics is served on /metrics (the controller's registry); nil: /metrics answers 404.
 	Metrics prometheus.Gatherer
+	// Registerer receives the API's own metrics (ax_api_rejected_total);
+	// nil: they are not exported.
+	Registerer prometheus.Registerer
 	// Tokens are the accepted bearer tokens. None: authentication is off
 	// (the caller must then listen on loopback only; see RequireAuth).
 	Tokens []Token
@@ -36,6 +39,8 @@ type server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics http.Handler
+	// rejected counts requests refused for their input (ax_api_rejected_total).
+	rejected *prometheus.CounterVec
 }
 
 // NewHandler returns the API as an http.Handler.
@@ -46,12 +51,17 @@ func NewHandler(opts Options) (http.Handler, error) {
 	if err := ValidateTokens(opts.Tokens); err != nil {
 		return nil, err
 	}
+	rejected, err := newRejected(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	s := &server{
 		b:    opts.Backend,
 		auth: newAuthenticator(append([]Token(nil), opts.Tokens...)),
 		log:  opts.Logger,
 		mux:  http.NewServeMux(),
 	}
+	s.rejected = rejected
 	if s.log == nil {
 		s.log = slog.Default()
 	}

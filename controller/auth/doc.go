@@ -111,5 +111,7 @@
 // for add user --allow-pub/--allow-sub, not run: no nsc here.) The agent's nats.creds accepts such a .creds file (user
 // JWT and seed) as well as a bare seed file from `agent enroll`.
 //
-// TLS is not configured here (a separate issue).
+// TLS is configured by nats.tls of the controller and of the agent (see
+// controller.TLSConfig and agent.TLSConfig); it is orthogonal to these
+// identities: a client certificate does not replace the NKey user.
 package auth

@@ -17,9 +17,10 @@ import (
 
 // exportedMetrics starts a real controller (embedded NATS on a random
 // port, store in t.TempDir()), drives it until every metric family it
-// registers has a sample — the demo jobs are created (assign commands) and
-// one undecodable report is published (a rejected report) — and returns
-// the series names it exports. Histograms count as name_bucket, name_sum
+// registers has a sample — the demo jobs are created (assign commands),
+// one undecodable report is published (a rejected report) and agent
+// edge-7 registers and sends a heartbeat with stats (the per-agent
+// gauges) — and returns the series names it exports. Histograms count as name_bucket, name_sum
 // and name_count, as Prometheus stores them.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
@@ -52,8 +53,11 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		t.Fatalf("publish report: %v", err)
 	}
 
+	agentHeartbeat(ctx, t, nc, "edge-7", protocol.Stats{OutboxDepth: 3, QueueDepth: 2, Running: 1})
+
 	// Vector metrics appear once they have a child: poll until they do.
-	want := []string{"ax_commands_total", "ax_reports_rejected_total"}
+	want := []string{"ax_commands_total", "ax_reports_rejected_total",
+		"ax_agent_outbox_depth", "ax_agent_queue_depth", "ax_agent_running"}
 	for {
 		names := gatherNames(t, c)
 		missing := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return names[n] })
@@ -65,6 +69,35 @@ func exportedMetrics(t *testing.T) map[string]bool {
 			t.Fatalf("the controller never exported %v (exported: %v)", missing, sortedKeys(names))
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// agentHeartbeat registers agent id as ax-agent does and sends one
+// heartbeat carrying st; both must be accepted.
+func agentHeartbeat(ctx context.Context, t *testing.T, nc *nats.Conn, id string, st protocol.Stats) {
+	t.Helper()
+	reg, err := protocol.Encode(protocol.Register{V: protocol.Version, Agent: id, Labels: map[string]string{"site": "plant-3"},
+		Handlers: []string{"exec"}, Version: "opscheck", OS: "linux", Arch: "arm64", SentAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := nc.RequestWithContext(ctx, protocol.RegisterSubject(id), reg)
+	if err != nil {
+		t.Fatalf("register %s: %v", id, err)
+	}
+	if rr, err := protocol.DecodeRegisterReply(msg.Data); err != nil || rr.Error != "" {
+		t.Fatalf("register %s: reply %+v, %v", id, rr, err)
+	}
+	hb, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: id, SentAt: time.Now(), Stats: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err = nc.RequestWithContext(ctx, protocol.HeartbeatSubject(id), hb)
+	if err != nil {
+		t.Fatalf("heartbeat %s: %v", id, err)
+	}
+	if hr, err := protocol.DecodeHeartbeatReply(msg.Data); err != nil || hr.Error != "" {
+		t.Fatalf("heartbeat %s: reply %+v, %v", id, hr, err)
 	}
 }
 

@@ -63,6 +63,22 @@ type NATSConfig struct {
 	Replicas  int    `yaml:"replicas"`
 	// Auth is none or nkeys (embedded server only).
 	Auth string `yaml:"auth"`
+	// TLS mirrors controller.TLSConfig.
+	TLS NATSTLSConfig `yaml:"tls"`
+}
+
+// NATSTLSConfig is nats.tls (file paths, shown by --print-config).
+type NATSTLSConfig struct {
+	CertFile      string `yaml:"cert_file"`
+	KeyFile       string `yaml:"key_file"`
+	CAFile        string `yaml:"ca_file"`
+	VerifyClients bool   `yaml:"verify_clients"`
+}
+
+// APITLSConfig is api.tls: with both set, the API is served over HTTPS.
+type APITLSConfig struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // APIConfig configures the HTTP API.
@@ -73,6 +89,8 @@ type APIConfig struct {
 	Token string `yaml:"token,omitempty"`
 	// Tokens are the bearer tokens with their roles.
 	Tokens []api.Token `yaml:"tokens"`
+	// TLS serves the API over HTTPS.
+	TLS APITLSConfig `yaml:"tls"`
 }
 
 // keyKinds lists every configuration key with its kind.
@@ -82,7 +100,9 @@ func keyKinds() map[string]string {
 		"heartbeat_interval": "duration", "agent_offline_after": "duration",
 		"log.level": "string", "log.format": "string",
 		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int", "nats.auth": "string",
+		"nats.tls.cert_file": "string", "nats.tls.key_file": "string", "nats.tls.ca_file": "string", "nats.tls.verify_clients": "bool",
 		"api.listen": "string", "api.token": "string", "api.tokens": "tokens",
+		"api.tls.cert_file": "string", "api.tls.key_file": "string",
 	}
 }
 
@@ -104,9 +124,15 @@ func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*v
 	v.SetDefault("nats.creds_file", "")
 	v.SetDefault("nats.replicas", d.NATS.Replicas)
 	v.SetDefault("nats.auth", auth.ModeNone)
+	v.SetDefault("nats.tls.cert_file", "")
+	v.SetDefault("nats.tls.key_file", "")
+	v.SetDefault("nats.tls.ca_file", "")
+	v.SetDefault("nats.tls.verify_clients", false)
 	v.SetDefault("api.listen", DefaultListen)
 	v.SetDefault("api.token", "")
 	v.SetDefault("api.tokens", []any{})
+	v.SetDefault("api.tls.cert_file", "")
+	v.SetDefault("api.tls.key_file", "")
 
 	v.SetEnvPrefix("AX")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
@@ -174,6 +200,13 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		}
 		return n
 	}
+	boolean := func(k string) bool {
+		b, err := cast.ToBoolE(v.Get(k))
+		if err != nil {
+			errs = append(errs, configErr(k, "must be true or false, got %v", v.Get(k)))
+		}
+		return b
+	}
 	dur := func(k string) time.Duration {
 		switch x := v.Get(k).(type) {
 		case time.Duration:
@@ -202,8 +235,14 @@ func loadConfig(v *viper.Viper) (Config, error) {
 	c.NATS.CredsFile = str("nats.creds_file")
 	c.NATS.Replicas = num("nats.replicas")
 	c.NATS.Auth = strings.ToLower(str("nats.auth"))
+	c.NATS.TLS.CertFile = str("nats.tls.cert_file")
+	c.NATS.TLS.KeyFile = str("nats.tls.key_file")
+	c.NATS.TLS.CAFile = str("nats.tls.ca_file")
+	c.NATS.TLS.VerifyClients = boolean("nats.tls.verify_clients")
 	c.API.Listen = str("api.listen")
 	c.API.Token = str("api.token")
+	c.API.TLS.CertFile = str("api.tls.cert_file")
+	c.API.TLS.KeyFile = str("api.tls.key_file")
 	if len(errs) > 0 {
 		return Config{}, errs[0]
 	}
@@ -290,6 +329,9 @@ func (c Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
 		return configErr("api.listen", "%q is not host:port (e.g. 127.0.0.1:8080)", c.API.Listen)
 	}
+	if (c.API.TLS.CertFile == "") != (c.API.TLS.KeyFile == "") {
+		return configErr("api.tls.cert_file", "api.tls.cert_file and api.tls.key_file go together (set both to serve HTTPS)")
+	}
 	if err := api.ValidateTokens(c.API.Tokens); err != nil {
 		return fmt.Errorf("%w: api.%s", ErrConfig, strings.TrimPrefix(err.Error(), api.ErrConfig.Error()+": "))
 	}
@@ -336,6 +378,7 @@ func (c Config) controllerConfig() controller.Config {
 	cc.HeartbeatInterval = c.HeartbeatInterval
 	cc.AgentOfflineAfter = c.AgentOfflineAfter
 	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas, Auth: c.NATS.Auth}
+	cc.NATS.TLS = controller.TLSConfig{CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile, CAFile: c.NATS.TLS.CAFile, VerifyClients: c.NATS.TLS.VerifyClients}
 	return cc
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -80,13 +81,46 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
+// row writes one line: each cell through cellText, "-" for an empty one.
 func (t *table) row(cols ...string) {
 	for i, c := range cols {
-		if c == "" {
-			cols[i] = "-"
-		}
+		cols[i] = dash(cellText(c))
 	}
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
+}
+
+// maxCell is the most runes a table cell shows; -o json and -o yaml show
+// everything.
+const maxCell = 80
+
+// cellText renders s for one table cell on one line: surrounding white
+// space is trimmed, each line break (\n, \r\n or \r) is shown as "⏎",
+// tabs and other control characters (terminal escapes included) become a
+// space, and text longer than maxCell runes is cut to maxCell runes ending
+// in "…".
+func cellText(s string) string {
+	s = strings.TrimSpace(s)
+	out := make([]rune, 0, min(len(s), maxCell+1))
+	prevCR := false
+	for _, r := range s {
+		switch {
+		case r == '\n' && prevCR: // the \n of \r\n: one break
+		case r == '\n' || r == '\r':
+			out = append(out, '⏎')
+		case unicode.IsControl(r):
+			out = append(out, ' ')
+		default:
+			out = append(out, r)
+		}
+		prevCR = r == '\r'
+		if len(out) > maxCell {
+			break
+		}
+	}
+	if len(out) > maxCell {
+		out = append(out[:maxCell-1], '…')
+	}
+	return string(out)
 }
 
 func (t *table) flush() error { return t.tw.Flush() }

@@ -63,6 +63,7 @@ type globals struct {
 	config  string
 	apiURL  string
 	token   string
+	caFile  string
 	output  string
 	timeout time.Duration
 }
@@ -85,6 +86,7 @@ func NewRoot(streams IO, build Build) *cobra.Command {
 	pf.StringVar(&g.config, "config", "", "YAML config file (see configs/ax-controller.yaml)")
 	pf.StringVar(&g.apiURL, "api", "", "API base URL for client commands (env AX_API_URL, default "+DefaultAPIURL+")")
 	pf.StringVar(&g.token, "token", "", "bearer token for client commands (env AX_API_TOKEN)")
+	pf.StringVar(&g.caFile, "ca-file", "", "PEM CA bundle that signs the API's certificate, for an https --api with a private CA (env AX_API_CA_FILE)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	pf.DurationVar(&g.timeout, "timeout", client.DefaultTimeout, "timeout of each API request")
 
@@ -101,9 +103,10 @@ func (g *globals) outputFormat() (string, error) {
 	return "", fmt.Errorf("%w: -o/--output: must be table, json or yaml, got %q", ErrUsage, g.output)
 }
 
-// client builds an API client from --api/--token, AX_API_URL/AX_API_TOKEN.
+// client builds an API client from --api/--token/--ca-file,
+// AX_API_URL/AX_API_TOKEN/AX_API_CA_FILE.
 func (g *globals) client(cmd *cobra.Command) (*client.Client, error) {
-	v, err := newViper("", cmd.Flags(), map[string]string{"api": "client.api_url", "token": "client.token"})
+	v, err := newViper("", cmd.Flags(), map[string]string{"api": "client.api_url", "token": "client.token", "ca-file": "client.ca_file"})
 	if err != nil {
 		return nil, err
 	}
@@ -113,11 +116,17 @@ func (g *globals) client(cmd *cobra.Command) (*client.Client, error) {
 	if err := v.BindEnv("client.token", "AX_API_TOKEN"); err != nil {
 		return nil, err
 	}
+	if err := v.BindEnv("client.ca_file", "AX_API_CA_FILE"); err != nil {
+		return nil, err
+	}
 	v.SetDefault("client.api_url", DefaultAPIURL)
 	if g.timeout <= 0 {
 		return nil, fmt.Errorf("%w: --timeout: must be positive", ErrUsage)
 	}
 	hc := newHTTPClient(g.timeout)
+	if err := useCAFile(hc, v.GetString("client.api_url"), v.GetString("client.ca_file")); err != nil {
+		return nil, err
+	}
 	c, err := client.New(v.GetString("client.api_url"), v.GetString("client.token"),
 		client.WithHTTPClient(hc), client.WithUserAgent("ax-controller/"+g.build.Version))
 	if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Run the controller: embedded (or external) NATS, state machine, HTTP API",
 		Long: "serve starts the controller with the effective configuration (--config file, AX_* env, flags) " +
-			"and serves the HTTP API on api.listen until SIGINT or SIGTERM.",
+			"and serves the HTTP API on api.listen (HTTPS with api.tls) until SIGINT or SIGTERM.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v, err := newViper(g.config, cmd.Flags(), map[string]string{
@@ -77,6 +78,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	tokens := cfg.allTokens()
+	https := cfg.API.TLS.CertFile != ""
+	if https {
+		// Checked before anything starts, so that a bad file names its key.
+		if _, err := tls.LoadX509KeyPair(cfg.API.TLS.CertFile, cfg.API.TLS.KeyFile); err != nil {
+			return configErr("api.tls.cert_file", "%s with key %s: %v", cfg.API.TLS.CertFile, cfg.API.TLS.KeyFile, err)
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.API.Listen)
 	if err != nil {
 		return configErr("api.listen", "%v", err)
@@ -97,7 +105,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := ctrl.Start(ctx); err != nil {
 		return fmt.Errorf("start controller: %w", err)
 	}
-	h, err := api.NewHandler(api.Options{Backend: ctrl, Metrics: ctrl.Registry(), Tokens: tokens, Logger: log})
+	h, err := api.NewHandler(api.Options{Backend: ctrl, Metrics: ctrl.Registry(), Registerer: ctrl.Registry(), Tokens: tokens, Logger: log})
 	if err != nil {
 		return fmt.Errorf("%w: api.%v", ErrConfig, err)
 	}
@@ -110,15 +118,22 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12},
 	}
 	auth := "off (loopback only)"
 	if len(tokens) > 0 {
 		auth = fmt.Sprintf("bearer tokens (%d)", len(tokens))
 	}
-	log.Info("api listening", "addr", ln.Addr().String(), "auth", auth, "nats", ctrl.NATSURL(), "data_dir", cfg.DataDir)
+	log.Info("api listening", "addr", ln.Addr().String(), "https", https, "auth", auth, "nats", ctrl.NATSURL(), "data_dir", cfg.DataDir)
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() {
+		if https {
+			served <- srv.ServeTLS(ln, cfg.API.TLS.CertFile, cfg.API.TLS.KeyFile)
+			return
+		}
+		served <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-served:
 		return fmt.Errorf("api server: %w", err)

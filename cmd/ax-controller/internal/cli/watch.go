@@ -148,6 +148,8 @@ func watch(ctx context.Context, out io.Writer, format, url, creds string, state 
 
 const watchRowFmt = "%-20s  %-13s  %-13s  %-7s  %-16s  %-44s  %s\n"
 
+// printEvent writes one event: a compact JSON line, a YAML document, or
+// one table row (every cell on one line, see cellText).
 func printEvent(out io.Writer, format string, ev protocol.Event) error {
 	switch format {
 	case "json":
@@ -163,7 +165,8 @@ func printEvent(out io.Writer, format string, ev protocol.Event) error {
 	if ev.Result != nil && ev.Result.Message != "" {
 		reason = strings.TrimSpace(reason + " " + ev.Result.Message)
 	}
-	_, err := fmt.Fprintf(out, watchRowFmt, timeText(ev.At), dash(string(ev.To)), dash(from), strconv.Itoa(ev.Attempt), dash(ev.Agent), ev.ExecID, dash(reason))
+	_, err := fmt.Fprintf(out, watchRowFmt, timeText(ev.At), dash(cellText(string(ev.To))), dash(cellText(from)),
+		strconv.Itoa(ev.Attempt), dash(cellText(ev.Agent)), dash(cellText(ev.ExecID)), dash(cellText(reason)))
 	return err
 }
 

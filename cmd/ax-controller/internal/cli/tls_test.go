@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/internal/tlstest"
+)
+
+// TestServeHTTPSAndNATSTLS runs serve with api.tls and nats.tls (embedded
+// server with verify_clients): client commands over https work with
+// --ca-file or AX_API_CA_FILE and fail without them; a --ca-file with an
+// http URL is refused; the oversize body counter is exported.
+func TestServeHTTPSAndNATSTLS(t *testing.T) {
+	ca := newTestCA(t)
+	apiCert, apiKey := ca.Server(t, "api")
+	natsCert, natsKey := ca.Server(t, "nats")
+	cfg := writeFile(t, "c.yaml", "data_dir: "+t.TempDir()+"\nlog:\n  format: json\n"+
+		"nats:\n  port: -1\n  tls:\n    cert_file: "+natsCert+"\n    key_file: "+natsKey+"\n    ca_file: "+ca.File+"\n    verify_clients: true\n"+
+		"api:\n  listen: 127.0.0.1:0\n  tls:\n    cert_file: "+apiCert+"\n    key_file: "+apiKey+"\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"serve", "--config", cfg}, IO{Out: &out, Err: &errb}, Build{Version: "t"})
+	}()
+	addrRe := regexp.MustCompile(`"msg":"api listening","addr":"([^"]+)","https":true`)
+	deadline := time.Now().Add(30 * time.Second)
+	var addr string
+	for addr == "" {
+		if m := addrRe.FindStringSubmatch(errb.String()); m != nil {
+			addr = m[1]
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not log its address: %s", errb.String())
+		}
+	}
+	if !strings.Contains(errb.String(), `"nats":"tls://`) {
+		t.Errorf("embedded NATS does not announce a tls:// URL: %s", errb.String())
+	}
+	url := "https://" + addr
+
+	tests := []struct {
+		name   string
+		env    string // AX_API_CA_FILE
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"--ca-file", "", []string{"agent", "ls", "--api", url, "--ca-file", ca.File}, ExitOK, ""},
+		{"AX_API_CA_FILE", ca.File, []string{"agent", "ls", "--api", url}, ExitOK, ""},
+		{"no CA file", "", []string{"agent", "ls", "--api", url}, ExitError, "certificate"},
+		{"http URL against HTTPS", "", []string{"agent", "ls", "--api", "http://" + addr}, ExitError, ""},
+		{"CA file with an http URL", "", []string{"agent", "ls", "--api", "http://" + addr, "--ca-file", ca.File}, ExitError, "--ca-file"},
+		{"missing CA file", "", []string{"agent", "ls", "--api", url, "--ca-file", ca.File + ".missing"}, ExitError, "--ca-file"},
+		{"CA file without a certificate", "", []string{"agent", "ls", "--api", url, "--ca-file", cfg}, ExitError, "no PEM certificate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("AX_API_CA_FILE", tc.env)
+			code, _, e := run(ctx, tc.args...)
+			if code != tc.code || !strings.Contains(e, tc.stderr) {
+				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, tc.code, e, tc.stderr)
+			}
+		})
+	}
+
+	// A plain HTTPS client that does not trust the private CA is refused.
+	if _, err := http.Get(url + "/healthz"); err == nil {
+		t.Error("https without the CA: no error")
+	} else if ua := (x509.UnknownAuthorityError{}); !errors.As(err, &ua) {
+		t.Errorf("https without the CA: %v, want an unknown-authority error", err)
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exit %d after cancel: %s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+// newTestCA makes a throw-away CA (files in t.TempDir()).
+func newTestCA(t *testing.T) *tlstest.CA { return tlstest.NewCA(t, "ax-test") }
+
+// TestTLSConfigErrorsNameTheKey: bad nats.tls / api.tls settings are
+// refused with the key named.
+func TestTLSConfigErrorsNameTheKey(t *testing.T) {
+	ca := newTestCA(t)
+	cert, key := ca.Server(t, "s")
+	tests := []struct {
+		name, content, key string
+	}{
+		{"verify_clients not a bool", "nats:\n  tls:\n    verify_clients: maybe\n", "nats.tls.verify_clients"},
+		{"embedded without cert_file", "nats:\n  tls:\n    ca_file: " + ca.File + "\n", "nats.tls.cert_file"},
+		{"embedded without key_file", "nats:\n  tls:\n    cert_file: " + cert + "\n", "nats.tls.key_file"},
+		{"verify_clients without ca_file", "nats:\n  tls:\n    cert_file: " + cert + "\n    key_file: " + key + "\n    verify_clients: true\n", "nats.tls.ca_file"},
+		{"verify_clients with nats.url", "nats:\n  url: nats://h:4222\n  tls:\n    verify_clients: true\n", "nats.tls.verify_clients"},
+		{"client cert without key", "nats:\n  url: nats://h:4222\n  tls:\n    cert_file: " + cert + "\n", "nats.tls.cert_file"},
+		{"unknown tls key", "nats:\n  tls:\n    crt: x\n", "nats.tls.crt"},
+		{"api cert without key", "api:\n  tls:\n    cert_file: " + cert + "\n", "api.tls.cert_file"},
+		{"api key without cert", "api:\n  tls:\n    key_file: " + key + "\n", "api.tls.cert_file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, writeFile(t, "c.yaml", tc.content))
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("err = %v, want ErrConfig naming %s", err, tc.key)
+			}
+		})
+	}
+	// serve checks the API key pair before it starts anything.
+	bad := writeFile(t, "c.yaml", "data_dir: "+t.TempDir()+"\nnats:\n  port: -1\napi:\n  listen: 127.0.0.1:0\n  tls:\n    cert_file: "+cert+"\n    key_file: "+ca.File+"\n")
+	if code, _, e := run(context.Background(), "serve", "--config", bad); code != ExitError || !strings.Contains(e, "api.tls.cert_file") {
+		t.Fatalf("serve with a bad key file: exit %d, stderr %q", code, e)
+	}
+}

@@ -1,0 +1,207 @@
+package tlstest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/agent"
+	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+func logger() *slog.Logger {
+	if os.Getenv("AX_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func ctxT(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// eventually polls cond (every 10ms) until it holds or 30s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// startController runs a real controller whose embedded NATS server (random
+// loopback port, store in t.TempDir()) uses tc as nats.tls.
+func startController(t *testing.T, tc controller.TLSConfig) *controller.Controller {
+	t.Helper()
+	cfg := controller.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.Port = -1
+	cfg.NATS.TLS = tc
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	cfg.AgentOfflineAfter = 2 * time.Second
+	cfg.Logger = logger()
+	ctl, err := controller.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Start(ctxT(t)); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = ctl.Close() })
+	return ctl
+}
+
+func noop(context.Context, agent.Task) agent.Result { return agent.Result{} }
+
+// runAgent runs a real agent (agent.New + Run) against url with tc as its
+// nats.tls, until the test ends.
+func runAgent(t *testing.T, id, url string, tc agent.TLSConfig) {
+	t.Helper()
+	cfg := agent.DefaultConfig()
+	cfg.ID = id
+	cfg.DataDir = t.TempDir()
+	cfg.NATS.URL = url
+	cfg.NATS.TLS = tc
+	cfg.NATS.ReconnectWait = 50 * time.Millisecond
+	cfg.NATS.PingInterval = 500 * time.Millisecond
+	cfg.NATS.Heartbeat = 200 * time.Millisecond
+	cfg.Store.Synchronous = "normal"
+	cfg.Shutdown.Grace = 2 * time.Second
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("agent config: %v", err)
+	}
+	a, err := agent.New(cfg, agent.WithHandler("noop", noop), agent.WithLogger(logger().With("agent", id)))
+	if err != nil {
+		t.Fatalf("agent.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("agent %s Run: %v", id, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("agent %s did not stop", id)
+		}
+	})
+}
+
+// known reports whether the controller has ever seen agent id register.
+func known(ctl *controller.Controller, id string) bool {
+	as, err := ctl.ListAgents(context.Background())
+	return err == nil && slices.ContainsFunc(as, func(a protocol.AgentInfo) bool { return a.Agent == id })
+}
+
+func online(ctl *controller.Controller, id string) func() bool {
+	return func() bool {
+		as, err := ctl.ListAgents(context.Background())
+		return err == nil && slices.ContainsFunc(as, func(a protocol.AgentInfo) bool { return a.Agent == id && a.Online })
+	}
+}
+
+// runJob creates an asap job on agent id and waits for an execution in SUCCESS.
+func runJob(t *testing.T, ctl *controller.Controller, id, name string) {
+	t.Helper()
+	j, err := ctl.CreateJob(ctxT(t), protocol.Job{Name: name, Handler: "noop", Schedule: schedule.Spec{Asap: true},
+		Target: protocol.Target{Agent: id}})
+	if err != nil {
+		t.Fatalf("create job: %v", err)
+	}
+	eventually(t, "an execution of "+name+" in SUCCESS", func() bool {
+		es, _, err := ctl.ListExecutions(context.Background(), controller.ExecFilter{JobID: j.ID, Limit: 10})
+		return err == nil && slices.ContainsFunc(es, func(e protocol.Execution) bool { return e.State == protocol.StateSuccess })
+	})
+}
+
+// countingProxy forwards TCP connections to a target and counts the
+// connections that ended. An agent whose connections keep ending before
+// it ever registers is being refused.
+type countingProxy struct {
+	ln     net.Listener
+	target string
+	ended  atomic.Int64
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newCountingProxy(t *testing.T, target string) *countingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// URL is the proxy as a NATS URL.
+func (p *countingProxy) URL() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *countingProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = c.Close()
+			p.ended.Add(1)
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			done := make(chan struct{}, 2)
+			pipe := func(dst, src net.Conn) {
+				_, _ = io.Copy(dst, src)
+				_ = dst.Close()
+				_ = src.Close()
+				done <- struct{}{}
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+			<-done
+			<-done
+			p.ended.Add(1)
+		}()
+	}
+}
+
+func (p *countingProxy) close() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
