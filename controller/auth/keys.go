@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/axsched/ax/internal/natscreds"
 )
 
 // ControllerSeedFile is the controller's own seed file under the auth directory.
@@ -101,22 +103,7 @@ func WriteSecretFile(path string, data []byte) error {
 // CredsOption returns the nats.go option for a credentials file: a NATS
 // .creds file (user JWT and seed, operator mode) or an NKey seed file (as
 // written by SeedFile).
-func CredsOption(path string) (nats.Option, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read credentials: %w", err)
-	}
-	hasJWT := bytes.Contains(data, []byte("BEGIN NATS USER JWT"))
-	wipe(data)
-	if hasJWT {
-		return nats.UserCredentials(path), nil
-	}
-	opt, err := nats.NkeyOptionFromSeed(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s is neither a creds file nor an nkey seed file: %w", path, err)
-	}
-	return opt, nil
-}
+func CredsOption(path string) (nats.Option, error) { return natscreds.Option(path) }
 
 // ControllerIdentity returns the controller's public key and seed file path
 // under dir, creating the key (mode 0600) at first use.

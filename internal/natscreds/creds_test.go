@@ -1,4 +1,4 @@
-package agent
+package natscreds
 
 import (
 	"os"
@@ -8,9 +8,9 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// TestCredsOption: nats.creds takes an nkey seed file (agent enroll) or a
+// TestOption: Option takes an nkey seed file (agent enroll) or a
 // creds file with a user JWT; anything else is a clear error.
-func TestCredsOption(t *testing.T) {
+func TestOption(t *testing.T) {
 	dir := t.TempDir()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -39,9 +39,9 @@ func TestCredsOption(t *testing.T) {
 		{"garbage", write("junk", "hello\n"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opt, err := credsOption(tc.path)
+			opt, err := Option(tc.path)
 			if (err == nil) != tc.ok || (tc.ok && opt == nil) {
-				t.Fatalf("credsOption(%s): %v", tc.name, err)
+				t.Fatalf("Option(%s): %v", tc.name, err)
 			}
 		})
 	}
