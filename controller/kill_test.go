@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 )
@@ -55,16 +55,6 @@ func TestHelperControllerProcess(t *testing.T) {
 	fmt.Println("READY")
 	<-time.After(2 * time.Minute) // watchdog: the parent kills us long before
 	os.Exit(3)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // startChild runs a controller process on dir and port and waits for READY.
@@ -135,7 +125,7 @@ func TestKill9Restart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns controller processes")
 	}
-	dir, port := t.TempDir(), freePort(t)
+	dir, port := t.TempDir(), testutil.FreePort(t)
 	child := startChild(t, dir, port, 3)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	a := newTestAgent(t, url, "edge-1", nil).start()

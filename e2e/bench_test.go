@@ -13,6 +13,7 @@ import (
 
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -53,7 +54,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	cfg := controller.DefaultConfig()
 	cfg.DataDir = b.TempDir()
 	cfg.NATS.Port = -1
-	cfg.Logger = logger("controller")
+	cfg.Logger = testutil.Logger().With("who", "controller")
 	c := startCtl(b, cfg)
 
 	var success, skipped atomic.Int64
@@ -91,13 +92,13 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	b.Logf("%d jobs every %s created in %s", len(ids), every, time.Since(tc))
 	// Warm up: every job has fired and a steady state is reached.
-	eventually(b, 5*time.Minute, func() string {
+	testutil.EventuallyFunc(b, 5*time.Minute, func() string {
 		return fmt.Sprintf("warm-up: %d SUCCESS, %d SKIPPED events after %d jobs", success.Load(), skipped.Load(), len(ids))
 	}, func() bool { return success.Load() >= int64(5*benchJobs) })
 
 	b.ResetTimer()
 	s0, k0, t0 := success.Load(), skipped.Load(), time.Now()
-	eventually(b, 10*time.Minute, func() string {
+	testutil.EventuallyFunc(b, 10*time.Minute, func() string {
 		return fmt.Sprintf("%d executions in SUCCESS (have %d)", b.N, success.Load()-s0)
 	}, func() bool { return success.Load()-s0 >= int64(b.N) })
 	el := time.Since(t0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -63,7 +64,7 @@ func TestBroadcastGroupJob(t *testing.T) {
 		return m, keys
 	}
 	var all []protocol.Execution
-	eventually(t, 30*time.Second, func() string { return "3 fires done on both agents: " + summarize(all) }, func() bool {
+	testutil.EventuallyFunc(t, 30*time.Second, func() string { return "3 fires done on both agents: " + summarize(all) }, func() bool {
 		all = execs(t, c, j.ID)
 		m, keys := fires(all)
 		done := 0
@@ -74,7 +75,7 @@ func TestBroadcastGroupJob(t *testing.T) {
 		}
 		return done >= 3
 	})
-	if err := c.DeleteJob(ctxT(t), j.ID); err != nil {
+	if err := c.DeleteJob(testutil.Context(t, 80*time.Second), j.ID); err != nil {
 		t.Fatalf("DeleteJob: %v", err)
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -38,7 +39,7 @@ func TestCancelRunningExecution(t *testing.T) {
 		t.Fatal("handler did not start")
 	}
 	waitExec(t, c, execID, "RUNNING", inState(protocol.StateRunning))
-	if _, err := c.CancelExecution(ctxT(t), execID); err != nil {
+	if _, err := c.CancelExecution(testutil.Context(t, 80*time.Second), execID); err != nil {
 		t.Fatalf("CancelExecution: %v", err)
 	}
 	select {
@@ -57,7 +58,7 @@ func TestCancelRunningExecution(t *testing.T) {
 	// The agent's own record of the attempt ends with outcome cancelled, and
 	// once its report has been published (outbox empty) the controller
 	// still holds CANCELLED: the late report neither retries nor moves it.
-	eventually(t, 20*time.Second, func() string { return "agent finished the attempt and drained its outbox" }, func() bool {
+	testutil.EventuallyFunc(t, 20*time.Second, func() string { return "agent finished the attempt and drained its outbox" }, func() bool {
 		x, err := ra.a.Store().ExecByID(context.Background(), execID, 1)
 		if err != nil || x.State != store.StateFinished || x.Outcome != string(retry.OutcomeCancelled) {
 			return false
@@ -65,7 +66,7 @@ func TestCancelRunningExecution(t *testing.T) {
 		n, err := ra.a.Store().Counts(context.Background())
 		return err == nil && n.Outbox == 0
 	})
-	if e, err := c.GetExecution(ctxT(t), execID); err != nil || e.State != protocol.StateCancelled || e.Attempt != 1 {
+	if e, err := c.GetExecution(testutil.Context(t, 80*time.Second), execID); err != nil || e.State != protocol.StateCancelled || e.Attempt != 1 {
 		t.Errorf("after the agent's report: %+v (err %v), want CANCELLED at attempt 1", e, err)
 	}
 }

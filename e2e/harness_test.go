@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -16,17 +13,9 @@ import (
 
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
-
-// logger returns a debug text logger on stderr when AX_TEST_LOG is set,
-// and a discarding one otherwise.
-func logger(name string) *slog.Logger {
-	if os.Getenv("AX_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("who", name)
-}
 
 // ctlConfig is a controller config for an embedded server on port with its
 // store in dir (port -1: random).
@@ -36,7 +25,7 @@ func ctlConfig(dir string, port int) controller.Config {
 	cfg.NATS.Port = port
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 2 * time.Second
-	cfg.Logger = logger("controller")
+	cfg.Logger = testutil.Logger().With("who", "controller")
 	return cfg
 }
 
@@ -55,17 +44,6 @@ func startCtl(tb testing.TB, cfg controller.Config) *controller.Controller {
 	}
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// freePort returns a TCP port that was free a moment ago.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // runningAgent is a real agent running in the background.
@@ -97,7 +75,7 @@ func agentConfig(id, url, dir string, labels map[string]string) agent.Config {
 // ends.
 func startAgent(tb testing.TB, cfg agent.Config, opts ...agent.Option) *runningAgent {
 	tb.Helper()
-	opts = append([]agent.Option{agent.WithLogger(logger(cfg.ID))}, opts...)
+	opts = append([]agent.Option{agent.WithLogger(testutil.Logger().With("who", cfg.ID))}, opts...)
 	a, err := agent.New(cfg, opts...)
 	if err != nil {
 		tb.Fatalf("agent.New(%s): %v", cfg.ID, err)
@@ -129,30 +107,10 @@ func (ra *runningAgent) stopWithin(tb testing.TB, d time.Duration) {
 	}
 }
 
-// eventually polls cond until it holds or d passes.
-func eventually(tb testing.TB, d time.Duration, what func() string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", d, what())
-		}
-		<-tick.C
-	}
-}
-
-func ctxT(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
 // waitAgentOnline waits until the controller lists the agent online.
 func waitAgentOnline(tb testing.TB, c *controller.Controller, id string) {
 	tb.Helper()
-	eventually(tb, 20*time.Second, func() string { return "agent " + id + " online" }, func() bool {
+	testutil.EventuallyFunc(tb, 20*time.Second, func() string { return "agent " + id + " online" }, func() bool {
 		as, err := c.ListAgents(context.Background())
 		if err != nil {
 			return false
@@ -164,7 +122,7 @@ func waitAgentOnline(tb testing.TB, c *controller.Controller, id string) {
 // createJob creates j and fails the test on error.
 func createJob(tb testing.TB, c *controller.Controller, j protocol.Job) protocol.Job {
 	tb.Helper()
-	got, err := c.CreateJob(ctxT(tb), j)
+	got, err := c.CreateJob(testutil.Context(tb, 80*time.Second), j)
 	if err != nil {
 		tb.Fatalf("CreateJob(%s): %v", j.Name, err)
 	}
@@ -194,7 +152,7 @@ func execs(tb testing.TB, c *controller.Controller, jobID string) []protocol.Exe
 func waitExecs(tb testing.TB, c *controller.Controller, jobID string, n int, what string, pred func(protocol.Execution) bool) []protocol.Execution {
 	tb.Helper()
 	var got, last []protocol.Execution
-	eventually(tb, 30*time.Second, func() string {
+	testutil.EventuallyFunc(tb, 30*time.Second, func() string {
 		return fmt.Sprintf("%d executions of %s %s; have %d: %s", n, jobID, what, len(got), summarize(last))
 	}, func() bool {
 		last = execs(tb, c, jobID)
@@ -214,7 +172,7 @@ func waitExec(tb testing.TB, c *controller.Controller, execID, what string, pred
 	tb.Helper()
 	var last protocol.Execution
 	var lastErr error
-	eventually(tb, 30*time.Second, func() string {
+	testutil.EventuallyFunc(tb, 30*time.Second, func() string {
 		return fmt.Sprintf("%s %s; last %+v (err %v)", execID, what, last, lastErr)
 	}, func() bool {
 		last, lastErr = c.GetExecution(context.Background(), execID)
@@ -308,7 +266,7 @@ func states(es []protocol.Event) []protocol.State {
 func (ev *events) wait(tb testing.TB, execID string, last protocol.State) []protocol.Event {
 	tb.Helper()
 	var es []protocol.Event
-	eventually(tb, 20*time.Second, func() string {
+	testutil.EventuallyFunc(tb, 20*time.Second, func() string {
 		return fmt.Sprintf("events of %s ending in %s; have %v", execID, last, states(es))
 	}, func() bool {
 		es = ev.of(execID)

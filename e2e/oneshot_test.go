@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -42,7 +43,7 @@ func TestOneShotsAndTrigger(t *testing.T) {
 			}
 			// Triggering the one-shot again makes exactly one more
 			// execution: the first one is not re-run.
-			if _, err := c.TriggerJob(ctxT(t), j.ID); err != nil {
+			if _, err := c.TriggerJob(testutil.Context(t, 80*time.Second), j.ID); err != nil {
 				t.Fatalf("TriggerJob: %v", err)
 			}
 			waitExecs(t, c, j.ID, 2, "in SUCCESS", inState(protocol.StateSuccess))
@@ -55,7 +56,7 @@ func TestOneShotsAndTrigger(t *testing.T) {
 	t.Run("trigger-periodic", func(t *testing.T) {
 		j := createJob(t, c, protocol.Job{Name: "hourly", Handler: "noop", Schedule: schedule.Spec{Every: "1h"},
 			Target: protocol.Target{Agent: "edge-o"}})
-		x, err := c.TriggerJob(ctxT(t), j.ID)
+		x, err := c.TriggerJob(testutil.Context(t, 80*time.Second), j.ID)
 		if err != nil {
 			t.Fatalf("TriggerJob: %v", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -69,11 +70,11 @@ func (f *effects) of(jobID string) (map[string]int, int) {
 // SUCCESS in the controller and was applied once.
 func settle(t *testing.T, c *controller.Controller, ev *events, jobID string, fx *effects) []protocol.Execution {
 	t.Helper()
-	if err := c.DeleteJob(ctxT(t), jobID); err != nil {
+	if err := c.DeleteJob(testutil.Context(t, 80*time.Second), jobID); err != nil {
 		t.Fatalf("DeleteJob: %v", err)
 	}
 	var all []protocol.Execution
-	eventually(t, 30*time.Second, func() string { return "no execution left in flight: " + summarize(all) }, func() bool {
+	testutil.EventuallyFunc(t, 30*time.Second, func() string { return "no execution left in flight: " + summarize(all) }, func() bool {
 		all = execs(t, c, jobID)
 		done, _ := fx.of(jobID)
 		byID := map[string]protocol.Execution{}
@@ -165,7 +166,7 @@ func TestAgentRestart(t *testing.T) {
 		waitExecs(t, c, j.ID, before+3, "in SUCCESS", inState(protocol.StateSuccess))
 		// Stop while a handler runs.
 		_, runs := fx.snapshot()
-		eventually(t, 10*time.Second, func() string { return "a handler running" }, func() bool {
+		testutil.EventuallyFunc(t, 10*time.Second, func() string { return "a handler running" }, func() bool {
 			es := execs(t, c, j.ID)
 			_, r := fx.snapshot()
 			for _, e := range es {
@@ -189,7 +190,7 @@ func TestAgentRestart(t *testing.T) {
 // through the outage, reconnects by itself, and the reports it made while
 // the controller was down are applied; no execution is lost.
 func TestControllerRestart(t *testing.T) {
-	dir, port := t.TempDir(), freePort(t)
+	dir, port := t.TempDir(), testutil.FreePort(t)
 	c1 := startCtl(t, ctlConfig(dir, port))
 	url := c1.NATSURL()
 	fx := newEffects()
@@ -207,7 +208,7 @@ func TestControllerRestart(t *testing.T) {
 	}
 	doneAtClose, _ := fx.snapshot()
 	// The agent keeps firing while the controller is away.
-	eventually(t, 20*time.Second, func() string { return "5 more fires while the controller is down" }, func() bool {
+	testutil.EventuallyFunc(t, 20*time.Second, func() string { return "5 more fires while the controller is down" }, func() bool {
 		done, _ := fx.snapshot()
 		return len(done) >= len(doneAtClose)+5
 	})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/axsched/ax/agent"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -48,7 +50,7 @@ func TestPeriodicJobsReachSuccess(t *testing.T) {
 					t.Errorf("events of %s: %v, want %v", e.ExecID, got, want)
 				}
 			}
-			if err := c.DeleteJob(ctxT(t), j.ID); err != nil {
+			if err := c.DeleteJob(testutil.Context(t, 80*time.Second), j.ID); err != nil {
 				t.Fatalf("DeleteJob: %v", err)
 			}
 		})

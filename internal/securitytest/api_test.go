@@ -11,11 +11,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/controller/client"
+	"github.com/axsched/ax/internal/testutil"
 )
 
 type lockedBuf struct {
@@ -50,7 +52,7 @@ func TestEnrollAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ctl.Start(ctxT(t)); err != nil {
+	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	defer ctl.Close()
@@ -85,7 +87,7 @@ func TestEnrollAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	en, err := c.EnrollAgent(ctxT(t), "edge-1", auth.EnrollRequest{Labels: map[string]string{"site": "lab"}})
+	en, err := c.EnrollAgent(testutil.Context(t, 60*time.Second), "edge-1", auth.EnrollRequest{Labels: map[string]string{"site": "lab"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,14 +126,14 @@ func TestEnrollAPI(t *testing.T) {
 			}
 		})
 	}
-	if _, err := c.RevokeAgent(ctxT(t), "edge-1"); err != nil {
+	if _, err := c.RevokeAgent(testutil.Context(t, 60*time.Second), "edge-1"); err != nil {
 		t.Fatal(err)
 	}
 	ro, err := client.New(hs.URL, readTok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ro.RevokeAgent(ctxT(t), "edge-2"); !errors.Is(err, client.ErrForbidden) {
+	if _, err := ro.RevokeAgent(testutil.Context(t, 60*time.Second), "edge-2"); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("revoke with a read token: %v", err)
 	}
 }

@@ -3,8 +3,6 @@ package securitytest
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -19,46 +17,10 @@ import (
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/controller/client"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
-
-func logger() *slog.Logger {
-	if os.Getenv("AX_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func ctxT(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// eventually polls cond (every 10ms) until it holds or 30s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
 
 // stack is a controller with nats.auth: nkeys and its HTTP API.
 type stack struct {
@@ -74,16 +36,16 @@ func startStack(t *testing.T, dir string, port int) *stack {
 	cfg.NATS.Auth = auth.ModeNKeys
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 2 * time.Second
-	cfg.Logger = logger()
+	cfg.Logger = testutil.Logger()
 	ctl, err := controller.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ctl.Start(ctxT(t)); err != nil {
+	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { _ = ctl.Close() })
-	h, err := api.NewHandler(api.Options{Backend: ctl, Logger: logger()})
+	h, err := api.NewHandler(api.Options{Backend: ctl, Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +61,7 @@ func startStack(t *testing.T, dir string, port int) *stack {
 // enroll enrolls id through the API and writes its seed file (0600).
 func (s *stack) enroll(t *testing.T, id string, req auth.EnrollRequest) string {
 	t.Helper()
-	en, err := s.api.EnrollAgent(ctxT(t), id, req)
+	en, err := s.api.EnrollAgent(testutil.Context(t, 60*time.Second), id, req)
 	if err != nil {
 		t.Fatalf("enroll %s: %v", id, err)
 	}
@@ -125,7 +87,7 @@ func runAgent(t *testing.T, id, url, creds string) {
 	cfg.NATS.Heartbeat = 200 * time.Millisecond
 	cfg.Store.Synchronous = "normal"
 	cfg.Shutdown.Grace = 2 * time.Second
-	a, err := agent.New(cfg, agent.WithHandler("noop", noop), agent.WithLogger(logger().With("agent", id)))
+	a, err := agent.New(cfg, agent.WithHandler("noop", noop), agent.WithLogger(testutil.Logger().With("agent", id)))
 	if err != nil {
 		t.Fatalf("agent.New: %v", err)
 	}
@@ -162,12 +124,12 @@ func offline(s *stack, id string) func() bool {
 // runJob creates an asap job on agent id and waits for its execution to succeed.
 func runJob(t *testing.T, s *stack, id, name string) {
 	t.Helper()
-	j, err := s.ctl.CreateJob(ctxT(t), protocol.Job{Name: name, Handler: "noop", Schedule: schedule.Spec{Asap: true},
+	j, err := s.ctl.CreateJob(testutil.Context(t, 60*time.Second), protocol.Job{Name: name, Handler: "noop", Schedule: schedule.Spec{Asap: true},
 		Target: protocol.Target{Agent: id}})
 	if err != nil {
 		t.Fatalf("create job: %v", err)
 	}
-	eventually(t, "an execution of "+name+" in SUCCESS", func() bool {
+	testutil.Eventually(t, 30*time.Second, "an execution of "+name+" in SUCCESS", func() bool {
 		es, _, err := s.ctl.ListExecutions(context.Background(), controller.ExecFilter{JobID: j.ID, Limit: 10})
 		return err == nil && slices.ContainsFunc(es, func(e protocol.Execution) bool { return e.State == protocol.StateSuccess })
 	})
@@ -188,7 +150,7 @@ func connectRaw(url, seed string) (*nats.Conn, error) {
 // revocation the agent is cut off, and a rotated key retires the old one.
 func TestEnrolledAgentRunsJobs(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	s := startStack(t, dir, port)
 	url := s.ctl.NATSURL()
 
@@ -201,7 +163,7 @@ func TestEnrolledAgentRunsJobs(t *testing.T) {
 
 	seed := s.enroll(t, "edge-s", auth.EnrollRequest{Labels: map[string]string{"site": "lab"}})
 	runAgent(t, "edge-s", url, seed)
-	eventually(t, "edge-s online", online(s, "edge-s"))
+	testutil.Eventually(t, 30*time.Second, "edge-s online", online(s, "edge-s"))
 	runJob(t, s, "edge-s", "first")
 
 	// The identities survive a controller restart (same data dir, same port).
@@ -218,23 +180,23 @@ func TestEnrolledAgentRunsJobs(t *testing.T) {
 		}
 	}
 	s = startStack(t, dir, port)
-	eventually(t, "edge-s back online after the controller restart", online(s, "edge-s"))
+	testutil.Eventually(t, 30*time.Second, "edge-s back online after the controller restart", online(s, "edge-s"))
 	runJob(t, s, "edge-s", "after-restart")
 
 	// Enrolling again without rotate is refused; the agent keeps working.
-	if _, err := s.api.EnrollAgent(ctxT(t), "edge-s", auth.EnrollRequest{}); !errors.Is(err, client.ErrExists) {
+	if _, err := s.api.EnrollAgent(testutil.Context(t, 60*time.Second), "edge-s", auth.EnrollRequest{}); !errors.Is(err, client.ErrExists) {
 		t.Fatalf("second enrollment without rotate: %v, want ErrExists", err)
 	}
 
 	// Revocation cuts the agent off and refuses its key.
-	if _, err := s.api.RevokeAgent(ctxT(t), "edge-s"); err != nil {
+	if _, err := s.api.RevokeAgent(testutil.Context(t, 60*time.Second), "edge-s"); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
-	eventually(t, "edge-s offline after revocation", offline(s, "edge-s"))
+	testutil.Eventually(t, 30*time.Second, "edge-s offline after revocation", offline(s, "edge-s"))
 	if _, err := connectRaw(url, seed); !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("revoked key: %v, want an authorization violation", err)
 	}
-	if _, err := s.api.RevokeAgent(ctxT(t), "edge-s"); !errors.Is(err, client.ErrNotFound) {
+	if _, err := s.api.RevokeAgent(testutil.Context(t, 60*time.Second), "edge-s"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("second revoke: %v, want ErrNotFound", err)
 	}
 	// A new enrollment gives a new key; the old one stays refused.
@@ -254,16 +216,16 @@ func TestEnrollWithoutAuthRefused(t *testing.T) {
 	cfg := controller.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.NATS.Port = -1
-	cfg.Logger = logger()
+	cfg.Logger = testutil.Logger()
 	ctl, err := controller.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ctl.Start(ctxT(t)); err != nil {
+	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	defer ctl.Close()
-	if _, err := ctl.EnrollAgent(ctxT(t), "edge-x", auth.EnrollRequest{}); !errors.Is(err, controller.ErrConflict) {
+	if _, err := ctl.EnrollAgent(testutil.Context(t, 60*time.Second), "edge-x", auth.EnrollRequest{}); !errors.Is(err, controller.ErrConflict) {
 		t.Fatalf("enroll without auth: %v, want ErrConflict", err)
 	}
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, controller.AuthDir)); !errors.Is(err, os.ErrNotExist) {

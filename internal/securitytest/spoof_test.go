@@ -11,6 +11,7 @@ import (
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -63,13 +64,13 @@ func TestReportForAnotherAgentsExecution(t *testing.T) {
 	for _, claim := range []string{"edge-b", "edge-m"} {
 		t.Run("body names "+claim, func(t *testing.T) {
 			// B is not running: its execution stays PENDING.
-			j, err := s.ctl.CreateJob(ctxT(t), protocol.Job{Name: "bjob-" + claim, Handler: "noop",
+			j, err := s.ctl.CreateJob(testutil.Context(t, 60*time.Second), protocol.Job{Name: "bjob-" + claim, Handler: "noop",
 				Schedule: schedule.Spec{Asap: true}, Target: protocol.Target{Agent: "edge-b"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var execID string
-			eventually(t, "B's execution", func() bool {
+			testutil.Eventually(t, 30*time.Second, "B's execution", func() bool {
 				es, _, err := s.ctl.ListExecutions(context.Background(), controller.ExecFilter{JobID: j.ID, Limit: 10})
 				if err == nil && len(es) > 0 {
 					execID = es[0].ExecID
@@ -85,14 +86,14 @@ func TestReportForAnotherAgentsExecution(t *testing.T) {
 				t.Fatal(err)
 			}
 			subj := protocol.ReportSubject(protocol.Shard(j.ID, protocol.DefaultShards), "edge-m")
-			if _, err := js.Publish(ctxT(t), subj, data, jetstream.WithMsgID(r.MsgID())); err != nil {
+			if _, err := js.Publish(testutil.Context(t, 60*time.Second), subj, data, jetstream.WithMsgID(r.MsgID())); err != nil {
 				t.Fatalf("M's report on its own subject: %v", err)
 			}
-			eventually(t, "the report consumed", func() bool {
+			testutil.Eventually(t, 30*time.Second, "the report consumed", func() bool {
 				st, err := ajs.Stream(context.Background(), protocol.StreamReports)
 				return err == nil && st.CachedInfo().State.Msgs == 0
 			})
-			e, err := s.ctl.GetExecution(ctxT(t), execID)
+			e, err := s.ctl.GetExecution(testutil.Context(t, 60*time.Second), execID)
 			if err != nil {
 				t.Fatal(err)
 			}

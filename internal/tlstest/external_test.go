@@ -11,6 +11,7 @@ import (
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
 )
 
 // TestExternalServerTLS: with nats.url, nats.tls configures the
@@ -40,7 +41,7 @@ func TestExternalServerTLS(t *testing.T) {
 		cfg.NATS.TLS = tls
 		cfg.HeartbeatInterval = 200 * time.Millisecond
 		cfg.AgentOfflineAfter = 2 * time.Second
-		cfg.Logger = logger()
+		cfg.Logger = testutil.Logger()
 		ctl, err := controller.New(cfg)
 		if err != nil {
 			return nil, err
@@ -84,7 +85,7 @@ func TestExternalServerTLS(t *testing.T) {
 			t.Fatalf("start: %v", err)
 		}
 		runAgent(t, "edge-ext", url, agent.TLSConfig{CAFile: serverCA.File, CertFile: agentCert, KeyFile: agentKey})
-		eventually(t, "edge-ext online", online(ctl, "edge-ext"))
+		testutil.Eventually(t, 30*time.Second, "edge-ext online", online(ctl, "edge-ext"))
 		runJob(t, ctl, "edge-ext", "ext-tls-job")
 	})
 }

@@ -3,9 +3,7 @@ package tlstest
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,36 +12,10 @@ import (
 
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
-
-func logger() *slog.Logger {
-	if os.Getenv("AX_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func ctxT(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
-
-// eventually polls cond (every 10ms) until it holds or 30s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
 
 // startController runs a real controller whose embedded NATS server (random
 // loopback port, store in t.TempDir()) uses tc as nats.tls.
@@ -55,12 +27,12 @@ func startController(t *testing.T, tc controller.TLSConfig) *controller.Controll
 	cfg.NATS.TLS = tc
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 2 * time.Second
-	cfg.Logger = logger()
+	cfg.Logger = testutil.Logger()
 	ctl, err := controller.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ctl.Start(ctxT(t)); err != nil {
+	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { _ = ctl.Close() })
@@ -86,7 +58,7 @@ func runAgent(t *testing.T, id, url string, tc agent.TLSConfig) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("agent config: %v", err)
 	}
-	a, err := agent.New(cfg, agent.WithHandler("noop", noop), agent.WithLogger(logger().With("agent", id)))
+	a, err := agent.New(cfg, agent.WithHandler("noop", noop), agent.WithLogger(testutil.Logger().With("agent", id)))
 	if err != nil {
 		t.Fatalf("agent.New: %v", err)
 	}
@@ -122,12 +94,12 @@ func online(ctl *controller.Controller, id string) func() bool {
 // runJob creates an asap job on agent id and waits for an execution in SUCCESS.
 func runJob(t *testing.T, ctl *controller.Controller, id, name string) {
 	t.Helper()
-	j, err := ctl.CreateJob(ctxT(t), protocol.Job{Name: name, Handler: "noop", Schedule: schedule.Spec{Asap: true},
+	j, err := ctl.CreateJob(testutil.Context(t, 60*time.Second), protocol.Job{Name: name, Handler: "noop", Schedule: schedule.Spec{Asap: true},
 		Target: protocol.Target{Agent: id}})
 	if err != nil {
 		t.Fatalf("create job: %v", err)
 	}
-	eventually(t, "an execution of "+name+" in SUCCESS", func() bool {
+	testutil.Eventually(t, 30*time.Second, "an execution of "+name+" in SUCCESS", func() bool {
 		es, _, err := ctl.ListExecutions(context.Background(), controller.ExecFilter{JobID: j.ID, Limit: 10})
 		return err == nil && slices.ContainsFunc(es, func(e protocol.Execution) bool { return e.State == protocol.StateSuccess })
 	})

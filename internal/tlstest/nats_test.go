@@ -14,6 +14,7 @@ import (
 
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/internal/testutil"
 )
 
 // natsAddr is host:port of a NATS URL.
@@ -41,7 +42,7 @@ func refused(t *testing.T, ctl *controller.Controller, id string, tc agent.TLSCo
 	t.Helper()
 	p := newCountingProxy(t, natsAddr(t, ctl.NATSURL()))
 	runAgent(t, id, p.URL(), tc)
-	eventually(t, "three ended connections of "+id, func() bool { return p.ended.Load() >= 3 })
+	testutil.Eventually(t, 30*time.Second, "three ended connections of "+id, func() bool { return p.ended.Load() >= 3 })
 	if known(ctl, id) {
 		t.Fatalf("agent %s registered although its connections were refused", id)
 	}
@@ -119,7 +120,7 @@ func TestVerifyClients(t *testing.T) {
 	})
 	t.Run("agent with the right certificate runs a job", func(t *testing.T) {
 		runAgent(t, "edge-good", url, clients[2].tc)
-		eventually(t, "edge-good online", online(ctl, "edge-good"))
+		testutil.Eventually(t, 30*time.Second, "edge-good online", online(ctl, "edge-good"))
 		runJob(t, ctl, "edge-good", "tls-job")
 	})
 }
@@ -145,7 +146,7 @@ func TestPlainClientAgainstTLSServer(t *testing.T) {
 	})
 	t.Run("agent with nats.tls.ca_file runs a job", func(t *testing.T) {
 		runAgent(t, "edge-ca", plainURL, agent.TLSConfig{CAFile: ca.File})
-		eventually(t, "edge-ca online", online(ctl, "edge-ca"))
+		testutil.Eventually(t, 30*time.Second, "edge-ca online", online(ctl, "edge-ca"))
 		runJob(t, ctl, "edge-ca", "tls-ca-job")
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -156,7 +156,7 @@ func TestAgentEnrollWithoutAuth(t *testing.T) {
 func TestExecWatchWithAuth(t *testing.T) {
 	cfg := controller.DefaultConfig()
 	cfg.DataDir = t.TempDir()
-	cfg.NATS.Port = freeTCPPort(t)
+	cfg.NATS.Port = testutil.FreePort(t)
 	cfg.NATS.Auth = auth.ModeNKeys
 	ctrl, err := controller.New(cfg)
 	if err != nil {
@@ -183,14 +183,4 @@ func TestExecWatchWithAuth(t *testing.T) {
 	if code != ExitError || !strings.Contains(errOut, "nats.url") {
 		t.Fatalf("watch without credentials: exit %d: %s", code, errOut)
 	}
-}
-
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -1,0 +1,143 @@
+package testutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fatalTB records Fatalf and stops the calling goroutine the way testing.T
+// does, so that a failing Eventually can be observed without failing this
+// test. A real *testing.T cannot be made to fail and still pass.
+type fatalTB struct {
+	testing.TB
+	mu  sync.Mutex
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.msg = fmt.Sprintf(format, args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (f *fatalTB) message() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.msg
+}
+
+// runFatal runs fn on its own goroutine (Fatalf ends it) and waits for it.
+func runFatal(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	<-done
+}
+
+func TestEventually(t *testing.T) {
+	t.Run("returns once cond holds", func(t *testing.T) {
+		calls := 0
+		Eventually(t, 30*time.Second, "third call", func() bool {
+			calls++
+			return calls == 3
+		})
+		if calls != 3 {
+			t.Fatalf("cond called %d times, want 3", calls)
+		}
+	})
+	t.Run("true at once calls cond once", func(t *testing.T) {
+		calls := 0
+		Eventually(t, 30*time.Second, "first call", func() bool { calls++; return true })
+		if calls != 1 {
+			t.Fatalf("cond called %d times, want 1", calls)
+		}
+	})
+	t.Run("fails with what after the timeout", func(t *testing.T) {
+		ftb := &fatalTB{TB: t}
+		calls := 0
+		runFatal(func() {
+			Eventually(ftb, 30*time.Millisecond, "the impossible", func() bool { calls++; return false })
+		})
+		want := "timed out after 30ms waiting for the impossible"
+		if got := ftb.message(); got != want {
+			t.Fatalf("Fatalf message = %q, want %q", got, want)
+		}
+		if calls < 2 {
+			t.Fatalf("cond called %d times, want it polled more than once", calls)
+		}
+	})
+}
+
+func TestEventuallyFuncBuildsWhatOnlyOnTimeout(t *testing.T) {
+	built := 0
+	what := func() string { built++; return "x" }
+
+	calls := 0
+	EventuallyFunc(t, 30*time.Second, what, func() bool { calls++; return calls == 2 })
+	if built != 0 {
+		t.Fatalf("what built %d times on success, want 0", built)
+	}
+
+	ftb := &fatalTB{TB: t}
+	last := 0
+	runFatal(func() {
+		EventuallyFunc(ftb, 20*time.Millisecond, func() string { return fmt.Sprintf("state (last %d)", last) },
+			func() bool { last++; return false })
+	})
+	if got := ftb.message(); !strings.HasSuffix(got, fmt.Sprintf("waiting for state (last %d)", last)) {
+		t.Fatalf("Fatalf message = %q, want it to report the last state %d", got, last)
+	}
+}
+
+func TestFreePort(t *testing.T) {
+	p := FreePort(t)
+	if p <= 0 || p > 65535 {
+		t.Fatalf("FreePort = %d, want a TCP port", p)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(p)))
+	if err != nil {
+		t.Fatalf("listen on the free port %d: %v", p, err)
+	}
+	_ = l.Close()
+}
+
+func TestContext(t *testing.T) {
+	var ctx context.Context
+	t.Run("inner", func(t *testing.T) {
+		ctx = Context(t, time.Minute)
+		dl, ok := ctx.Deadline()
+		if !ok || time.Until(dl) <= 0 || time.Until(dl) > time.Minute {
+			t.Fatalf("deadline = %v, %v; want within a minute from now", dl, ok)
+		}
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("ctx.Err() during the test = %v, want nil", err)
+		}
+	})
+	if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ctx.Err() after the test = %v, want context.Canceled", err)
+	}
+}
+
+func TestLogger(t *testing.T) {
+	t.Setenv(LogEnv, "")
+	if Logger().Enabled(context.Background(), slog.LevelError) {
+		t.Fatalf("Logger with %s unset logs errors, want it to discard everything", LogEnv)
+	}
+	t.Setenv(LogEnv, "1")
+	if !Logger().Enabled(context.Background(), slog.LevelDebug) {
+		t.Fatalf("Logger with %s=1 drops debug, want debug on", LogEnv)
+	}
+}
