@@ -2,6 +2,9 @@ package opscheck
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -20,7 +24,9 @@ import (
 // registers has a sample — the demo jobs are created (assign commands),
 // one undecodable report is published (a rejected report) and agent
 // edge-7 registers and sends a heartbeat with stats (the per-agent
-// gauges) — and returns the series names it exports. Histograms count as name_bucket, name_sum
+// gauges), and the API handler is made on the controller's registry, as
+// serve does, and refuses one oversize request (ax_api_rejected_total) —
+// and returns the series names it exports. Histograms count as name_bucket, name_sum
 // and name_count, as Prometheus stores them.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
@@ -54,9 +60,10 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	}
 
 	agentHeartbeat(ctx, t, nc, "edge-7", protocol.Stats{OutboxDepth: 3, QueueDepth: 2, Running: 1})
+	apiRejectOversize(t, c)
 
 	// Vector metrics appear once they have a child: poll until they do.
-	want := []string{"ax_commands_total", "ax_reports_rejected_total",
+	want := []string{"ax_commands_total", "ax_reports_rejected_total", "ax_api_rejected_total",
 		"ax_agent_outbox_depth", "ax_agent_queue_depth", "ax_agent_running"}
 	for {
 		names := gatherNames(t, c)
@@ -98,6 +105,26 @@ func agentHeartbeat(ctx context.Context, t *testing.T, nc *nats.Conn, id string,
 	}
 	if hr, err := protocol.DecodeHeartbeatReply(msg.Data); err != nil || hr.Error != "" {
 		t.Fatalf("heartbeat %s: reply %+v, %v", id, hr, err)
+	}
+}
+
+// apiRejectOversize makes the API handler on c's registry, as serve does,
+// and sends it one job body over the size limit, which it must refuse
+// with 413.
+func apiRejectOversize(t *testing.T, c *controller.Controller) {
+	t.Helper()
+	h, err := api.NewHandler(api.Options{Backend: c, Metrics: c.Registry(), Registerer: c.Registry(),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"name":"` + strings.Repeat("x", protocol.MaxMessageSize) + `"}`
+	req := httptest.NewRequest(http.MethodPost, "/v1/jobs", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversize POST /v1/jobs: status %d, want 413: %s", rec.Code, rec.Body)
 	}
 }
 

@@ -3,20 +3,25 @@ package cli
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/axsched/ax/internal/tlstest"
+	"github.com/axsched/ax/pkg/protocol"
 )
 
 // TestServeHTTPSAndNATSTLS runs serve with api.tls and nats.tls (embedded
 // server with verify_clients): client commands over https work with
 // --ca-file or AX_API_CA_FILE and fail without them; a --ca-file with an
-// http URL is refused; the oversize body counter is exported.
+// http URL is refused. exec watch reaches the TLS NATS with the CA and a
+// client certificate (flags, AX_NATS_TLS_* env, or --config with flags
+// overriding) and fails without them.
 func TestServeHTTPSAndNATSTLS(t *testing.T) {
 	ca := newTestCA(t)
 	apiCert, apiKey := ca.Server(t, "api")
@@ -48,8 +53,11 @@ func TestServeHTTPSAndNATSTLS(t *testing.T) {
 			t.Fatalf("serve did not log its address: %s", errb.String())
 		}
 	}
-	if !strings.Contains(errb.String(), `"nats":"tls://`) {
-		t.Errorf("embedded NATS does not announce a tls:// URL: %s", errb.String())
+	natsURL := ""
+	if m := regexp.MustCompile(`"nats":"(tls://[^"]+)"`).FindStringSubmatch(errb.String()); m != nil {
+		natsURL = m[1]
+	} else {
+		t.Fatalf("embedded NATS does not announce a tls:// URL: %s", errb.String())
 	}
 	url := "https://" + addr
 
@@ -78,6 +86,8 @@ func TestServeHTTPSAndNATSTLS(t *testing.T) {
 		})
 	}
 
+	watchNATSTLS(ctx, t, ca, url, natsURL, cfg)
+
 	// A plain HTTPS client that does not trust the private CA is refused.
 	if _, err := http.Get(url + "/healthz"); err == nil {
 		t.Error("https without the CA: no error")
@@ -93,6 +103,65 @@ func TestServeHTTPSAndNATSTLS(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop")
+	}
+}
+
+// watchNATSTLS: exec watch against the TLS NATS of serve (verify_clients)
+// receives the event of an asap job with the CA and a client certificate
+// and fails without them, naming the key.
+func watchNATSTLS(ctx context.Context, t *testing.T, ca *tlstest.CA, apiURL, natsURL, serveCfg string) {
+	t.Helper()
+	job := writeFile(t, "job.yaml", "name: tls watch\nhandler: http\npayload: {url: \"http://127.0.0.1:9/x\"}\n"+
+		"schedule: {asap: true}\ntarget: {agent: edge-7}\n")
+	code, out, e := run(ctx, "job", "apply", "--api", apiURL, "--ca-file", ca.File, "-f", job, "-o", "json")
+	var res []applyResult
+	if code != ExitOK || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 {
+		t.Fatalf("apply: %d %s %s", code, out, e)
+	}
+	id := res[0].Job.ID
+	cert, key := ca.Client(t, "watch")
+	watchArgs := []string{"exec", "watch", "--job", id, "--since", "10m", "--count", "1", "-o", "json"}
+	tests := []struct {
+		name   string
+		env    map[string]string // AX_NATS_TLS_*
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"flags", nil, []string{"--nats-url", natsURL, "--nats-ca-file", ca.File, "--nats-cert", cert, "--nats-key", key}, ExitOK, ""},
+		{"env", map[string]string{"AX_NATS_TLS_CA_FILE": ca.File, "AX_NATS_TLS_CERT_FILE": cert, "AX_NATS_TLS_KEY_FILE": key},
+			[]string{"--nats-url", natsURL}, ExitOK, ""},
+		// The serve config gives ca_file; its cert_file/key_file (the server's pair) are overridden by the flags.
+		{"config with flags over it", nil, []string{"--config", serveCfg, "--nats-url", natsURL, "--nats-cert", cert, "--nats-key", key}, ExitOK, ""},
+		{"nats:// URL made TLS by the CA flag", nil, []string{"--nats-url", "nats://" + strings.TrimPrefix(natsURL, "tls://"),
+			"--nats-ca-file", ca.File, "--nats-cert", cert, "--nats-key", key}, ExitOK, ""},
+		{"no CA", nil, []string{"--nats-url", natsURL, "--nats-cert", cert, "--nats-key", key}, ExitError, "unknown authority"},
+		{"no client certificate", nil, []string{"--nats-url", natsURL, "--nats-ca-file", ca.File}, ExitError, "nats.url"},
+		{"missing CA file", nil, []string{"--nats-url", natsURL, "--nats-ca-file", ca.File + ".missing"}, ExitError, "nats.tls.ca_file"},
+		{"CA file without a certificate", nil, []string{"--nats-url", natsURL, "--nats-ca-file", serveCfg}, ExitError, "no PEM certificate"},
+		{"cert without key", nil, []string{"--nats-url", natsURL, "--nats-ca-file", ca.File, "--nats-cert", cert}, ExitError, "nats.tls.key_file"},
+		{"key without cert", map[string]string{"AX_NATS_TLS_KEY_FILE": key}, []string{"--nats-url", natsURL}, ExitError, "nats.tls.cert_file"},
+		{"bad key pair", nil, []string{"--nats-url", natsURL, "--nats-cert", cert, "--nats-key", ca.File}, ExitError, "nats.tls.cert_file"},
+	}
+	for _, tc := range tests {
+		t.Run("watch "+tc.name, func(t *testing.T) {
+			for _, k := range []string{"AX_NATS_TLS_CA_FILE", "AX_NATS_TLS_CERT_FILE", "AX_NATS_TLS_KEY_FILE"} {
+				t.Setenv(k, tc.env[k])
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			code, out, e := run(wctx, append(slices.Clone(watchArgs), tc.args...)...)
+			if code != tc.code || !strings.Contains(e, tc.stderr) {
+				t.Fatalf("exit %d (want %d), stderr %q (want %q), stdout %q", code, tc.code, e, tc.stderr, out)
+			}
+			if tc.code != ExitOK {
+				return
+			}
+			var ev protocol.Event
+			if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &ev); err != nil || ev.JobID != id {
+				t.Fatalf("event %q (%v), want one of job %s", out, err, id)
+			}
+		})
 	}
 }
 

@@ -31,7 +31,11 @@ func newExecWatchCmd(g *globals) *cobra.Command {
 		Use:   "watch",
 		Short: "Follow state-change events live (AX_EVT over NATS), one row per event",
 		Long: "watch reads the AX_EVT stream from NATS (nats.url: --nats-url, AX_NATS_URL or the --config " +
-			"file; default " + DefaultNATSURL + ") and prints one row per event until interrupted.",
+			"file; default " + DefaultNATSURL + ") and prints one row per event until interrupted. " +
+			"The connection uses TLS with a tls:// URL or when any of nats.tls.ca_file, nats.tls.cert_file, " +
+			"nats.tls.key_file is set (--nats-ca-file, --nats-cert, --nats-key, AX_NATS_TLS_* or the --config file). " +
+			"In the config of a controller with the embedded server, nats.tls.cert_file is the server's own " +
+			"certificate: give a client certificate with --nats-cert/--nats-key when it requires one (verify_clients).",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := g.outputFormat()
@@ -50,7 +54,10 @@ func newExecWatchCmd(g *globals) *cobra.Command {
 			if o.since < 0 || o.count < 0 {
 				return fmt.Errorf("%w: --since and --count must not be negative", ErrUsage)
 			}
-			v, err := newViper(g.config, cmd.Flags(), map[string]string{"nats-url": "nats.url", "nats-creds": "nats.creds_file"})
+			v, err := newViper(g.config, cmd.Flags(), map[string]string{
+				"nats-url": "nats.url", "nats-creds": "nats.creds_file",
+				"nats-ca-file": "nats.tls.ca_file", "nats-cert": "nats.tls.cert_file", "nats-key": "nats.tls.key_file",
+			})
 			if err != nil {
 				return err
 			}
@@ -58,7 +65,15 @@ func newExecWatchCmd(g *globals) *cobra.Command {
 			if url == "" {
 				url = "nats://" + net.JoinHostPort(v.GetString("nats.host"), strconv.Itoa(v.GetInt("nats.port")))
 			}
-			return watch(cmd.Context(), g.io.Out, format, url, watchCreds(v), state, o)
+			tlsOpts, err := natsTLSOptions(url, natsTLSFiles{
+				CAFile:   v.GetString("nats.tls.ca_file"),
+				CertFile: v.GetString("nats.tls.cert_file"),
+				KeyFile:  v.GetString("nats.tls.key_file"),
+			})
+			if err != nil {
+				return err
+			}
+			return watch(cmd.Context(), g.io.Out, format, url, watchCreds(v), tlsOpts, state, o)
 		},
 	}
 	fl := cmd.Flags()
@@ -68,6 +83,9 @@ func newExecWatchCmd(g *globals) *cobra.Command {
 	fl.IntVar(&o.count, "count", 0, "stop after this many events (0: run until interrupted)")
 	fl.String("nats-url", "", "NATS URL (env AX_NATS_URL; default "+DefaultNATSURL+")")
 	fl.String("nats-creds", "", "NATS credentials file (env AX_NATS_CREDS_FILE)")
+	fl.String("nats-ca-file", "", "PEM CA of the NATS server's certificate; makes the connection TLS (env AX_NATS_TLS_CA_FILE)")
+	fl.String("nats-cert", "", "PEM client certificate for NATS TLS, with --nats-key (env AX_NATS_TLS_CERT_FILE)")
+	fl.String("nats-key", "", "PEM key of --nats-cert (env AX_NATS_TLS_KEY_FILE)")
 	return cmd
 }
 
@@ -83,8 +101,8 @@ func eventSubject(state protocol.State, job string) string {
 	return "ax.evt." + s + "." + j
 }
 
-func watch(ctx context.Context, out io.Writer, format, url, creds string, state protocol.State, o watchOpts) error {
-	opts := []nats.Option{nats.Name("ax-controller exec watch"), nats.MaxReconnects(-1)}
+func watch(ctx context.Context, out io.Writer, format, url, creds string, tlsOpts []nats.Option, state protocol.State, o watchOpts) error {
+	opts := append([]nats.Option{nats.Name("ax-controller exec watch"), nats.MaxReconnects(-1)}, tlsOpts...)
 	if creds != "" {
 		opt, err := auth.CredsOption(creds)
 		if err != nil {
