@@ -16,9 +16,10 @@ func newExecCmd(g *globals) *cobra.Command {
 		Short: "List, inspect, retry, cancel and watch executions",
 		Args:  noArgs,
 	}
-	cmd.AddCommand(newExecLsCmd(g), newExecGetCmd(g),
-		newExecActionCmd(g, "retry", "Run a new attempt of a finished execution"),
-		newExecActionCmd(g, "cancel", "Cancel an execution that has not finished"),
+	cmd.AddCommand(newExecLsCmd(g),
+		newIDCmd(g, "get", "Show one execution", (*client.Client).GetExecution, printOne[protocol.Execution]),
+		newIDCmd(g, "retry", "Run a new attempt of a finished execution", (*client.Client).RetryExecution, printExecution),
+		newIDCmd(g, "cancel", "Cancel an execution that has not finished", (*client.Client).CancelExecution, printExecution),
 		newExecWatchCmd(g))
 	return cmd
 }
@@ -76,59 +77,6 @@ func newExecLsCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.Agent, "agent", "", "only executions on this agent")
 	fl.IntVar(&limit, "limit", 100, "show at most this many executions (0: all)")
 	return cmd
-}
-
-func newExecGetCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "get ID",
-		Short: "Show one execution",
-		Args:  exactArgs(1, "ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := g.outputFormat()
-			if err != nil {
-				return err
-			}
-			c, err := g.client(cmd)
-			if err != nil {
-				return err
-			}
-			e, err := c.GetExecution(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if format == "table" {
-				format = "yaml"
-			}
-			return printValue(g.io.Out, format, e)
-		},
-	}
-}
-
-func newExecActionCmd(g *globals, action, short string) *cobra.Command {
-	return &cobra.Command{
-		Use:   action + " ID",
-		Short: short,
-		Args:  exactArgs(1, "ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := g.outputFormat()
-			if err != nil {
-				return err
-			}
-			c, err := g.client(cmd)
-			if err != nil {
-				return err
-			}
-			fn := c.RetryExecution
-			if action == "cancel" {
-				fn = c.CancelExecution
-			}
-			e, err := fn(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printExecutions(g.io.Out, format, []protocol.Execution{e})
-		},
-	}
 }
 
 func newAgentCmd(g *globals) *cobra.Command {

@@ -16,10 +16,12 @@ func newJobCmd(g *globals) *cobra.Command {
 		Short: "Apply, list, inspect and control jobs",
 		Args:  noArgs,
 	}
-	cmd.AddCommand(newJobApplyCmd(g), newJobLsCmd(g), newJobGetCmd(g), newJobRmCmd(g),
-		newJobActionCmd(g, "pause", "Pause a job: it stops firing until resumed"),
-		newJobActionCmd(g, "resume", "Resume a paused job"),
-		newJobActionCmd(g, "trigger", "Run a job now, once, in addition to its schedule"))
+	cmd.AddCommand(newJobApplyCmd(g), newJobLsCmd(g),
+		newIDCmd(g, "get", "Show one job", (*client.Client).GetJob, printOne[protocol.Job]),
+		newJobRmCmd(g),
+		newIDCmd(g, "pause", "Pause a job: it stops firing until resumed", (*client.Client).PauseJob, printJob),
+		newIDCmd(g, "resume", "Resume a paused job", (*client.Client).ResumeJob, printJob),
+		newIDCmd(g, "trigger", "Run a job now, once, in addition to its schedule", (*client.Client).TriggerJob, printExecution))
 	return cmd
 }
 
@@ -68,32 +70,6 @@ func newJobLsCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newJobGetCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "get ID",
-		Short: "Show one job",
-		Args:  exactArgs(1, "ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := g.outputFormat()
-			if err != nil {
-				return err
-			}
-			c, err := g.client(cmd)
-			if err != nil {
-				return err
-			}
-			j, err := c.GetJob(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if format == "table" {
-				format = "yaml"
-			}
-			return printValue(g.io.Out, format, j)
-		},
-	}
-}
-
 func newJobRmCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "rm ID...",
@@ -117,41 +93,6 @@ func newJobRmCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.io.Out, "deleted %s\n", id)
 			}
 			return nil
-		},
-	}
-}
-
-func newJobActionCmd(g *globals, action, short string) *cobra.Command {
-	return &cobra.Command{
-		Use:   action + " ID",
-		Short: short,
-		Args:  exactArgs(1, "ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := g.outputFormat()
-			if err != nil {
-				return err
-			}
-			c, err := g.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, id := cmd.Context(), args[0]
-			if action == "trigger" {
-				e, err := c.TriggerJob(ctx, id)
-				if err != nil {
-					return err
-				}
-				return printExecutions(g.io.Out, format, []protocol.Execution{e})
-			}
-			fn := c.PauseJob
-			if action == "resume" {
-				fn = c.ResumeJob
-			}
-			j, err := fn(ctx, id)
-			if err != nil {
-				return err
-			}
-			return printJobs(g.io.Out, format, []protocol.Job{j})
 		},
 	}
 }
