@@ -96,9 +96,18 @@ func (c *Client) ListJobs(ctx context.Context, f JobFilter) ([]protocol.Job, str
 // AllJobs follows the pages of ListJobs until the end, or until max jobs
 // are read when max > 0.
 func (c *Client) AllJobs(ctx context.Context, f JobFilter, max int) ([]protocol.Job, error) {
-	var all []protocol.Job
+	return allPages(f.After, max, func(after string) ([]protocol.Job, string, error) {
+		f.After = after
+		return c.ListJobs(ctx, f)
+	})
+}
+
+// allPages calls list with the cursor of each next page until the end (an
+// empty or repeated cursor), or until max items are read when max > 0.
+func allPages[T any](after string, max int, list func(after string) ([]T, string, error)) ([]T, error) {
+	var all []T
 	for {
-		page, next, err := c.ListJobs(ctx, f)
+		page, next, err := list(after)
 		if err != nil {
 			return nil, err
 		}
@@ -106,10 +115,10 @@ func (c *Client) AllJobs(ctx context.Context, f JobFilter, max int) ([]protocol.
 		if max > 0 && len(all) >= max {
 			return all[:max], nil
 		}
-		if next == "" || next == f.After {
+		if next == "" || next == after {
 			return all, nil
 		}
-		f.After = next
+		after = next
 	}
 }
 
@@ -166,21 +175,10 @@ func (c *Client) ListExecutions(ctx context.Context, f ExecFilter) ([]protocol.E
 // AllExecutions follows the pages of ListExecutions until the end, or until
 // max executions are read when max > 0.
 func (c *Client) AllExecutions(ctx context.Context, f ExecFilter, max int) ([]protocol.Execution, error) {
-	var all []protocol.Execution
-	for {
-		page, next, err := c.ListExecutions(ctx, f)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		if max > 0 && len(all) >= max {
-			return all[:max], nil
-		}
-		if next == "" || next == f.After {
-			return all, nil
-		}
-		f.After = next
-	}
+	return allPages(f.After, max, func(after string) ([]protocol.Execution, string, error) {
+		f.After = after
+		return c.ListExecutions(ctx, f)
+	})
 }
 
 // RetryExecution starts a new attempt of execution id.
