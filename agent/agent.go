@@ -60,6 +60,8 @@ type Agent struct {
 	shards     atomic.Int64
 	offset     atomic.Int64 // controller minus agent, ns
 	outboxKick chan struct{}
+	// hbKick asks the link for a heartbeat now (a group-job lease to claim).
+	hbKick chan struct{}
 
 	sched *scheduler
 	ran   atomic.Bool
@@ -87,7 +89,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		o.log = NewLogger(cfg.Log, os.Stderr)
 	}
 	a := &Agent{cfg: cfg, clk: o.clk, log: o.log.With("agent", cfg.ID), version: o.version,
-		handlers: o.handlers, outboxKick: make(chan struct{}, 1)}
+		handlers: o.handlers, outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1)}
 	var err error
 	if a.execH, err = handler.NewExec(handler.ExecConfig{Allow: cfg.Exec.Allow, PermanentExitCodes: cfg.Exec.PermanentExitCodes}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -215,6 +217,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 	return runErr
+}
+
+// kickHeartbeat asks the link for a heartbeat now: a group job's lease is
+// granted and renewed only by heartbeat replies (valid from when the
+// heartbeat was sent), so a new grant is claimed without waiting a period.
+func (a *Agent) kickHeartbeat() {
+	select {
+	case a.hbKick <- struct{}{}:
+	default:
+	}
 }
 
 func (a *Agent) kickOutbox() {

@@ -187,11 +187,11 @@ func (a *Agent) applyCommand(seq uint64, data []byte, done func(error)) {
 	case protocol.CmdLeaseGrant:
 		l := cmd.Lease
 		a.st.Submit(func(tx *store.Tx) error {
-			if _, err := tx.SetEpoch(l.JobID, l.Epoch, recv.Round(0).Add(l.TTL.D())); err != nil {
+			if _, err := tx.SetEpoch(l.JobID, l.Epoch, time.Time{}); err != nil {
 				return err
 			}
 			return setCursor(tx)
-		}, finish(func() { a.sched.leaseGranted(l.JobID, l.Epoch, recv, l.TTL.D()) }))
+		}, finish(func() { a.sched.leaseEpoch(l.JobID, l.Epoch) }))
 	case protocol.CmdLeaseRevoke:
 		l := cmd.Lease
 		a.st.Submit(setCursor, finish(func() { a.sched.leaseRevoked(l.JobID, l.Epoch) }))

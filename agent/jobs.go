@@ -52,6 +52,9 @@ func (s *scheduler) assigned(row store.Job) {
 	s.log.Info("job assigned", "job_id", row.ID, "generation", row.Generation, "epoch", row.Epoch,
 		"schedule", j.assigned.job.Schedule, "paused", j.assigned.job.Paused)
 	s.replan(j, false)
+	if row.Epoch > 0 && !s.canFire(j) {
+		s.a.kickHeartbeat() // claim the lease of the new epoch now
+	}
 }
 
 // unassigned runs after an unassign command is durable.
@@ -137,6 +140,20 @@ func (s *scheduler) leaseGranted(jobID string, epoch uint64, at time.Time, ttl t
 	}
 }
 
+// leaseEpoch records a lease_grant command: the job's epoch moves to epoch
+// (never back), but the lease is not valid until a heartbeat reply renews
+// it. A grant read from the command stream may be hours old (an agent that
+// was offline); only a heartbeat reply, timed from when the heartbeat was
+// sent, proves the controller still holds the lease for this agent.
+func (s *scheduler) leaseEpoch(jobID string, epoch uint64) {
+	j := s.jobs[jobID]
+	if j == nil || j.assigned == nil || epoch <= j.assigned.epoch {
+		return
+	}
+	j.assigned.epoch, j.assigned.leaseUntil = epoch, time.Time{}
+	s.a.kickHeartbeat()
+}
+
 // leaseRevoked stops a group job at once.
 func (s *scheduler) leaseRevoked(jobID string, epoch uint64) {
 	j := s.jobs[jobID]
@@ -145,6 +162,19 @@ func (s *scheduler) leaseRevoked(jobID string, epoch uint64) {
 	}
 	j.assigned.leaseUntil = time.Time{}
 	s.log.Info("lease revoked", "job_id", jobID, "epoch", epoch)
+}
+
+// claimedLeases lists the group jobs assigned here with an epoch, valid or
+// not: a heartbeat claims them all, so the controller renews the held ones
+// and grants the new ones (or answers that they are lost).
+func (s *scheduler) claimedLeases() []protocol.HeldLease {
+	var out []protocol.HeldLease
+	for id, j := range s.jobs {
+		if aj := j.assigned; aj != nil && aj.epoch > 0 {
+			out = append(out, protocol.HeldLease{JobID: id, Epoch: aj.epoch})
+		}
+	}
+	return out
 }
 
 // heldLeases lists the leases the agent believes valid.

@@ -129,6 +129,7 @@ func (l *link) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-l.up:
+		case <-l.a.hbKick:
 		case <-hbTimer.C():
 		}
 		if !l.nc.IsConnected() {
@@ -252,7 +253,7 @@ func (l *link) heartbeat(ctx context.Context) error {
 	a := l.a
 	var st protocol.Stats
 	var leases []protocol.HeldLease
-	if !a.sched.call(ctx, func() { st = a.sched.stats(); leases = a.sched.heldLeases() }) {
+	if !a.sched.call(ctx, func() { st = a.sched.stats(); leases = a.sched.claimedLeases() }) {
 		return ctx.Err()
 	}
 	if c, err := a.st.Counts(ctx); err == nil {

@@ -116,13 +116,35 @@ func TestGroupJobLease(t *testing.T) {
 		t.Fatalf("held leases without a grant: %v", got)
 	}
 
-	// Granted for 2.5 s from receipt: the next fires run.
-	o.apply(protocol.Command{Kind: protocol.CmdLeaseGrant, Lease: &protocol.Lease{JobID: j.ID, Epoch: 3, TTL: protocol.Duration(2500 * time.Millisecond)}})
+	// A lease_grant command read from the stream proves nothing about the
+	// present (it may be hours old): it moves the epoch but grants no time,
+	// and asks the link for a heartbeat that claims the lease.
+	o.apply(protocol.Command{Kind: protocol.CmdLeaseGrant, Lease: &protocol.Lease{JobID: j.ID, Epoch: 4, TTL: protocol.Duration(time.Hour)}})
+	if s.canFire(s.jobs[j.ID]) {
+		t.Fatal("a lease_grant command made the job fireable without a heartbeat reply")
+	}
+	if got := s.jobs[j.ID].assigned.epoch; got != 4 {
+		t.Fatalf("epoch after lease_grant = %d, want 4", got)
+	}
+	select {
+	case <-o.a.hbKick:
+	default:
+		t.Fatal("lease_grant did not ask for a heartbeat")
+	}
+	if got := s.claimedLeases(); len(got) != 1 || got[0].Epoch != 4 {
+		t.Fatalf("claimed leases = %v, want the job at epoch 4", got)
+	}
+	if at := o.fireNext(j.ID); fired(at) {
+		t.Fatalf("fired at %s on a lease_grant command alone", at)
+	}
+
+	// Granted by a heartbeat reply for 2.5 s from the send: the next fires run.
+	s.leaseGranted(j.ID, 4, o.clk.Now(), 2500*time.Millisecond)
 	until := s.jobs[j.ID].assigned.leaseUntil
 	if want := o.clk.Now().Add(2500 * time.Millisecond); !until.Equal(want) {
 		t.Fatalf("lease until %s, want %s", until, want)
 	}
-	if got := s.heldLeases(); len(got) != 1 || got[0].JobID != j.ID || got[0].Epoch != 3 {
+	if got := s.heldLeases(); len(got) != 1 || got[0].JobID != j.ID || got[0].Epoch != 4 {
 		t.Fatalf("held leases = %v", got)
 	}
 	var last time.Time
@@ -148,7 +170,7 @@ func TestGroupJobLease(t *testing.T) {
 
 	// A heartbeat renewal: valid for TTL from when the heartbeat was sent.
 	sent := o.clk.Now().Add(-200 * time.Millisecond)
-	s.leaseGranted(j.ID, 3, sent, 2*time.Second)
+	s.leaseGranted(j.ID, 4, sent, 2*time.Second)
 	if got := s.jobs[j.ID].assigned.leaseUntil; !got.Equal(sent.Add(2 * time.Second)) {
 		t.Fatalf("renewed until %s, want %s (from the send time)", got, sent.Add(2*time.Second))
 	}
@@ -157,17 +179,17 @@ func TestGroupJobLease(t *testing.T) {
 	}
 
 	// A stale epoch neither renews nor revokes.
-	s.leaseGranted(j.ID, 2, o.clk.Now(), time.Hour)
+	s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
 	if got := s.jobs[j.ID].assigned.leaseUntil; !got.Equal(sent.Add(2 * time.Second)) {
 		t.Fatalf("stale epoch changed the lease to %s", got)
 	}
-	s.leaseRevoked(j.ID, 2)
+	s.leaseRevoked(j.ID, 3)
 	if !s.canFire(s.jobs[j.ID]) {
 		t.Fatal("stale epoch revoked the lease")
 	}
 
 	// Revoked: stops at once, although the TTL has not run out.
-	o.apply(protocol.Command{Kind: protocol.CmdLeaseRevoke, Lease: &protocol.Lease{JobID: j.ID, Epoch: 3}})
+	o.apply(protocol.Command{Kind: protocol.CmdLeaseRevoke, Lease: &protocol.Lease{JobID: j.ID, Epoch: 4}})
 	if at := o.fireNext(j.ID); fired(at) {
 		t.Fatalf("fired at %s after revoke", at)
 	}

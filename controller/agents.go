@@ -29,7 +29,8 @@ type agentRegistry struct {
 
 type agentEntry struct {
 	info   protocol.AgentInfo
-	online bool // as last seen by the liveness loop
+	online bool   // as last seen by the liveness loop
+	rev    uint64 // KV revision of info (0: written here, revision unknown)
 }
 
 func newAgentRegistry() *agentRegistry { return &agentRegistry{agents: map[string]*agentEntry{}} }
@@ -59,6 +60,13 @@ func (r *agentRegistry) get(id string) (protocol.AgentInfo, bool) {
 
 // put records info and returns whether the agent was online before.
 func (r *agentRegistry) put(info protocol.AgentInfo) (wasOnline bool) {
+	wasOnline, _ = r.putRev(info, 0)
+	return wasOnline
+}
+
+// putRev records info read from KV at revision rev, unless a newer
+// revision is recorded already (another replica's write seen late).
+func (r *agentRegistry) putRev(info protocol.AgentInfo, rev uint64) (wasOnline, applied bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.agents[info.Agent]
@@ -67,9 +75,15 @@ func (r *agentRegistry) put(info protocol.AgentInfo) (wasOnline bool) {
 		r.agents[info.Agent] = e
 	}
 	wasOnline = e.online
+	if rev != 0 && rev < e.rev {
+		return wasOnline, false
+	}
 	e.info = cloneAgent(info)
 	e.online = info.Online
-	return wasOnline
+	if rev != 0 {
+		e.rev = rev
+	}
+	return wasOnline, true
 }
 
 // snapshot returns every agent sorted by id.
@@ -110,38 +124,62 @@ func isOnline(a protocol.AgentInfo, now time.Time, after time.Duration) bool {
 	return !a.Revoked && !a.LastSeen.IsZero() && now.Sub(a.LastSeen) <= after
 }
 
-// loadAgents reads KV ax_agents into the registry.
-func (c *Controller) loadAgents(ctx context.Context) error {
-	w, err := c.kv.Agents.WatchAll(ctx, jetstream.IgnoreDeletes())
+// followAgents reads KV ax_agents into the registry before returning, then
+// keeps following it: registrations and heartbeats answered by other
+// replicas reach this one's registry too.
+func (c *Controller) followAgents(ctx context.Context) error {
+	w, err := c.kv.Agents.WatchAll(c.ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return err
 	}
-	defer func() { _ = w.Stop() }()
-	now := c.now()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok || e == nil {
-				_, online, known := c.agents.sweep(now, c.cfg.AgentOfflineAfter)
-				c.m.agentsOnline.Set(float64(online))
-				c.m.agentsKnown.Set(float64(known))
-				return nil
-			}
-			var a protocol.AgentInfo
-			if err := json.Unmarshal(e.Value(), &a); err != nil {
-				c.log.Error("bad agent record in KV", "key", e.Key(), "err", err)
-				continue
-			}
-			a.Online = isOnline(a, now, c.cfg.AgentOfflineAfter)
-			c.agents.put(a)
-			if !a.Revoked && !a.LastSeen.IsZero() {
-				// The stats of the agent's last heartbeat, until its next one.
-				c.m.agentStats(a.Agent, a.Stats)
-			}
+	apply := func(e jetstream.KeyValueEntry) {
+		var a protocol.AgentInfo
+		if err := json.Unmarshal(e.Value(), &a); err != nil {
+			c.log.Error("bad agent record in KV", "key", e.Key(), "err", err)
+			return
+		}
+		a.Online = isOnline(a, c.now(), c.cfg.AgentOfflineAfter)
+		if _, ok := c.agents.putRev(a, e.Revision()); ok && !a.Revoked && !a.HeartbeatAt.IsZero() {
+			// The stats of the agent's last heartbeat, until its next one.
+			c.m.agentStats(a.Agent, a.Stats)
 		}
 	}
+	for initial := true; initial; {
+		select {
+		case <-ctx.Done():
+			_ = w.Stop()
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil {
+				initial = false
+				continue
+			}
+			apply(e)
+		}
+	}
+	_, online, known := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)
+	c.m.agentsOnline.Set(float64(online))
+	c.m.agentsKnown.Set(float64(known))
+	c.goRun(func(ctx context.Context) {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e != nil {
+					apply(e)
+				}
+			}
+		}
+	})
+	return nil
 }
 
 func (c *Controller) storeAgent(ctx context.Context, a protocol.AgentInfo) error {
@@ -210,7 +248,7 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 		Leases: r.Leases,
 	}
 	if existed {
-		info.RegisteredAt, info.Stats = prev.RegisteredAt, prev.Stats
+		info.RegisteredAt, info.Stats, info.HeartbeatAt = prev.RegisteredAt, prev.Stats, prev.HeartbeatAt
 	}
 	if err := c.storeAgent(ctx, info); err != nil {
 		c.assignMu.Unlock()
@@ -247,9 +285,9 @@ func (c *Controller) cursorBehind(ctx context.Context, cursor uint64) bool {
 	return cursor+1 < s.CachedInfo().State.FirstSeq
 }
 
-// handleHeartbeat records an agent's liveness and stats and replies with
-// controller time. Leases come with a later issue: every lease an agent
-// claims is reported lost.
+// handleHeartbeat records an agent's liveness and stats, renews the
+// group-job leases it still holds (grouplease.go) and replies with
+// controller time, the renewals and the leases it lost.
 func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	hb, err := protocol.DecodeHeartbeat(msg.Data)
 	if err != nil {
@@ -269,7 +307,7 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		return
 	}
 	now := c.now()
-	info.LastSeen, info.Stats, info.Online, info.Leases = now, hb.Stats, true, hb.Leases
+	info.LastSeen, info.HeartbeatAt, info.Stats, info.Online, info.Leases = now, now, hb.Stats, true, hb.Leases
 	if hb.Stats.ClockOffset != 0 {
 		info.ClockOffset = hb.Stats.ClockOffset
 	} else {
@@ -285,7 +323,12 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		c.log.Info("agent online", "agent", hb.Agent)
 		c.refreshOnline()
 	}
-	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Lost: hb.Leases})
+	var renewed []protocol.Lease
+	var lost []protocol.HeldLease
+	if len(hb.Leases) > 0 {
+		renewed, lost = c.renewLeases(c.ctx, info, hb.Leases)
+	}
+	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Renewed: renewed, Lost: lost})
 }
 
 func (c *Controller) refreshOnline() {
@@ -347,7 +390,7 @@ func (c *Controller) livenessLoop(ctx context.Context) {
 }
 
 // ListAgents returns every known agent, sorted by id, with Online computed
-// now from its last heartbeat.
+// now from its last heartbeat and Leases the group leases it holds.
 func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, error) {
 	if err := c.ready(); err != nil {
 		return nil, err
@@ -359,6 +402,13 @@ func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, erro
 	out := c.agents.snapshot()
 	for i := range out {
 		out[i].Online = isOnline(out[i], now, c.cfg.AgentOfflineAfter)
+		// The group leases it holds, from ax_leases (not its own claims).
+		held := c.leases.heldBy(out[i].Agent, now, c.cfg.LeaseTTL)
+		out[i].Leases = nil
+		for job, epoch := range held {
+			out[i].Leases = append(out[i].Leases, protocol.HeldLease{JobID: job, Epoch: epoch})
+		}
+		sort.Slice(out[i].Leases, func(a, b int) bool { return out[i].Leases[a].JobID < out[i].Leases[b].JobID })
 	}
 	return out, nil
 }

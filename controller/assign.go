@@ -13,10 +13,9 @@ import (
 //   - mode all: assigned to every registered agent whose labels match the
 //     selector, each with ShardSlot{Index, Total} in agent-id order; an
 //     agent joining or leaving the group re-slots every member;
-//   - mode any: assigned to one agent of the group, chosen by rendezvous
-//     hashing of (job id, agent id) over the registered members, so that the
-//     choice is the same after a controller restart. Epoch 0: leases and
-//     failover come with a later issue.
+//   - mode any: leased to one live agent of the group with an epoch, by the
+//     replica that works the job's shard (grouplease.go); desired leaves
+//     these jobs out.
 //
 // Decisions are serialized by Controller.assignMu. A change is a diff
 // between the desired assignments before and after it: agents that lose a
@@ -25,7 +24,7 @@ import (
 
 // desired returns the assignments of job j given the agents (sorted by id).
 func desired(j protocol.Job, agents []protocol.AgentInfo) map[string]protocol.Assign {
-	if !isPeriodic(j) {
+	if !isPeriodic(j) || isGroupAny(j) {
 		return nil
 	}
 	if j.Target.Agent != "" {
@@ -36,13 +35,9 @@ func desired(j protocol.Job, agents []protocol.AgentInfo) map[string]protocol.As
 		return nil
 	}
 	out := map[string]protocol.Assign{}
-	if j.Target.Mode == protocol.ModeAll {
-		for i, a := range members {
-			out[a.Agent] = protocol.Assign{Job: j, Shard: &protocol.ShardSlot{Index: i, Total: len(members)}}
-		}
-		return out
+	for i, a := range members {
+		out[a.Agent] = protocol.Assign{Job: j, Shard: &protocol.ShardSlot{Index: i, Total: len(members)}}
 	}
-	out[rendezvous(j.ID, members)] = protocol.Assign{Job: j}
 	return out
 }
 
@@ -169,7 +164,7 @@ func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInf
 	}
 	force := func(agent string) bool { return resend && agent == cur.Agent }
 	for _, j := range c.jobs.all() {
-		if !isPeriodic(j) {
+		if !isPeriodic(j) || isGroupAny(j) {
 			continue
 		}
 		if j.Target.Agent != "" {

@@ -34,7 +34,7 @@ func BenchmarkReportsApplied(b *testing.B) {
 func benchReports(b *testing.B, coalesced bool) {
 	cfg := testConfig(b, b.TempDir())
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	cfg.ackWait = DefaultAckWait
+	cfg.AckWait = DefaultAckWait
 	c := startController(b, cfg)
 	ctx := context.Background()
 	a := newTestAgent(b, c.NATSURL(), "bench", nil)

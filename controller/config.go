@@ -28,6 +28,9 @@ const (
 	// DefaultAckWait is how long a report may stay unacknowledged before the
 	// server redelivers it (a controller that died mid-report).
 	DefaultAckWait = 30 * time.Second
+	// DefaultLeaseTTL is how long a shard lease (held by a controller
+	// replica) and a group-job lease (held by an agent) live without renewal.
+	DefaultLeaseTTL = 15 * time.Second
 )
 
 // Config configures a Controller. Start from DefaultConfig.
@@ -47,15 +50,23 @@ type Config struct {
 	// AgentOfflineAfter is how long after its last heartbeat an agent counts
 	// as offline; default 3×HeartbeatInterval.
 	AgentOfflineAfter time.Duration
+	// LeaseTTL is the TTL of shard leases and group-job leases (the bucket
+	// TTL of ax_leases); default 15s. A dead replica's shards and a dead
+	// agent's group jobs move after it. At least 2×HeartbeatInterval: agents
+	// renew their leases with heartbeats.
+	LeaseTTL time.Duration
+	// LeaseRenewInterval is how often a replica renews its shard leases and
+	// its presence; default LeaseTTL/3, at most LeaseTTL/2.
+	LeaseRenewInterval time.Duration
+	// AckWait is how long a report may stay unacknowledged before the server
+	// redelivers it (to another replica when its shard moved); default 30s.
+	AckWait time.Duration
 	// Logger receives the controller's logs; nil discards them.
 	Logger *slog.Logger
 	// Registry receives the controller's metrics; nil makes a new one (see Controller.Registry).
 	Registry *prometheus.Registry
 	// Clock is the time source; nil means clock.Real{}.
 	Clock clock.Clock
-
-	// ackWait overrides DefaultAckWait (tests).
-	ackWait time.Duration
 }
 
 // NATSConfig says which NATS server the controller uses.
@@ -83,11 +94,14 @@ type NATSConfig struct {
 // DefaultConfig returns a config with every default filled in except DataDir.
 func DefaultConfig() Config {
 	return Config{
-		Node:              DefaultNode,
-		NATS:              NATSConfig{Host: DefaultNATSHost, Port: DefaultNATSPort, Replicas: 1},
-		Shards:            protocol.DefaultShards,
-		HeartbeatInterval: DefaultHeartbeatInterval,
-		AgentOfflineAfter: 3 * DefaultHeartbeatInterval,
+		Node:               DefaultNode,
+		NATS:               NATSConfig{Host: DefaultNATSHost, Port: DefaultNATSPort, Replicas: 1},
+		Shards:             protocol.DefaultShards,
+		HeartbeatInterval:  DefaultHeartbeatInterval,
+		AgentOfflineAfter:  3 * DefaultHeartbeatInterval,
+		LeaseTTL:           DefaultLeaseTTL,
+		LeaseRenewInterval: DefaultLeaseTTL / 3,
+		AckWait:            DefaultAckWait,
 	}
 }
 
@@ -117,8 +131,14 @@ func (c Config) withDefaults() Config {
 	if c.AgentOfflineAfter == 0 {
 		c.AgentOfflineAfter = 3 * c.HeartbeatInterval
 	}
-	if c.ackWait == 0 {
-		c.ackWait = DefaultAckWait
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.LeaseRenewInterval == 0 {
+		c.LeaseRenewInterval = c.LeaseTTL / 3
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultAckWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -193,8 +213,17 @@ func (c Config) Validate() error {
 	if c.AgentOfflineAfter < c.HeartbeatInterval {
 		return configErr("agent_offline_after", "must be at least heartbeat_interval (%s), got %s", c.HeartbeatInterval, c.AgentOfflineAfter)
 	}
-	if c.ackWait < 0 {
-		return configErr("ack_wait", "must not be negative")
+	if c.LeaseTTL < 500*time.Millisecond || c.LeaseTTL > time.Hour {
+		return configErr("lease_ttl", "must be between 500ms and 1h, got %s", c.LeaseTTL)
+	}
+	if c.LeaseTTL < 2*c.HeartbeatInterval {
+		return configErr("lease_ttl", "must be at least 2×heartbeat_interval (%s): agents renew their leases with heartbeats, got %s", 2*c.HeartbeatInterval, c.LeaseTTL)
+	}
+	if c.LeaseRenewInterval < 10*time.Millisecond || c.LeaseRenewInterval > c.LeaseTTL/2 {
+		return configErr("lease_renew_interval", "must be between 10ms and lease_ttl/2 (%s), got %s", c.LeaseTTL/2, c.LeaseRenewInterval)
+	}
+	if c.AckWait < time.Second || c.AckWait > time.Hour {
+		return configErr("ack_wait", "must be between 1s and 1h, got %s", c.AckWait)
 	}
 	return nil
 }

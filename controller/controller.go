@@ -2,10 +2,13 @@ package controller
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -38,7 +41,15 @@ type Controller struct {
 	jobs    *jobCache
 	agents  *agentRegistry
 	retries *retrier
-	shards  []*shardWorker
+
+	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
+	// ownership loop's state, and which shards this replica works now.
+	leases   *leaseView
+	own      *ownership
+	owned    []atomic.Bool
+	instance string    // this process, in its shard leases
+	started  time.Time // when New ran
+	crashed  atomic.Bool
 
 	// assignMu serializes assignment decisions (job changes and agent
 	// registrations) and guards unplaced.
@@ -89,6 +100,13 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.jobs = newJobCache()
 	c.agents = newAgentRegistry()
+	c.leases = newLeaseView()
+	c.own = newOwnership()
+	c.owned = make([]atomic.Bool, cfg.Shards)
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	c.instance = hex.EncodeToString(id[:])
+	c.started = cfg.Clock.Now()
 	return c, nil
 }
 
@@ -162,7 +180,7 @@ func (c *Controller) start(ctx context.Context) error {
 	}
 	c.lifeMu.Unlock()
 
-	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas})
+	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL})
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -170,7 +188,7 @@ func (c *Controller) start(ctx context.Context) error {
 	if err := c.jobs.follow(ctx, c.ctx, c.kv.Jobs, c.log, c.goRun); err != nil {
 		return fmt.Errorf("start: load jobs: %w", err)
 	}
-	if err := c.loadAgents(ctx); err != nil {
+	if err := c.followAgents(ctx); err != nil {
 		return fmt.Errorf("start: load agents: %w", err)
 	}
 	r, err := newRetrier(c)
@@ -179,15 +197,19 @@ func (c *Controller) start(ctx context.Context) error {
 	}
 	c.retries = r
 	c.goRun(r.run)
-	if err := c.reloadExecutions(ctx); err != nil {
-		return fmt.Errorf("start: reload executions: %w", err)
-	}
-	if err := c.startShards(ctx); err != nil {
+	if err := c.ensureConsumers(ctx); err != nil {
 		return fmt.Errorf("start: %w", err)
+	}
+	if err := c.followLeases(ctx); err != nil {
+		return fmt.Errorf("start: load leases: %w", err)
 	}
 	if err := c.startResponders(); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	// The first pass takes the free shards (all of them for a lone
+	// replica) before Start returns; the loop keeps them.
+	c.ownershipStep(ctx)
+	c.goRun(c.ownershipLoop)
 	c.goRun(c.livenessLoop)
 	return nil
 }
@@ -227,9 +249,6 @@ func (c *Controller) shutdown() {
 	if c.cancel != nil {
 		c.cancel()
 	}
-	for _, w := range c.shards {
-		w.stop()
-	}
 	if c.retries != nil {
 		c.retries.stop()
 	}
@@ -251,6 +270,7 @@ func (c *Controller) abandon() {
 	c.lifeMu.Lock()
 	c.state = lifeClosed
 	c.lifeMu.Unlock()
+	c.crashed.Store(true)
 	if c.nc != nil {
 		c.nc.Close()
 	}
@@ -280,7 +300,7 @@ func (c *Controller) Ready(ctx context.Context) error {
 	if !c.nc.IsConnected() {
 		return fmt.Errorf("%w: nats connection is %s", ErrNotReady, c.nc.Status())
 	}
-	for _, kv := range []jetstream.KeyValue{c.kv.Jobs, c.kv.Execs, c.kv.Idem, c.kv.Agents} {
+	for _, kv := range []jetstream.KeyValue{c.kv.Jobs, c.kv.Execs, c.kv.Idem, c.kv.Agents, c.kv.Leases} {
 		if _, err := kv.Status(ctx); err != nil {
 			return fmt.Errorf("%w: bucket %s: %w", ErrNotReady, kv.Bucket(), err)
 		}

@@ -203,23 +203,30 @@ func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execut
 	return protocol.Execution{}, fmt.Errorf("trigger job %s: %w: too many triggers at once", id, ErrConflict)
 }
 
-// reloadExecutions runs at start: it re-arms the retry timer of every
+// reloadExecutions runs when this replica acquires shards: for the
+// executions of their jobs, it re-arms the retry timer of every
 // RETRY_WAITING execution (overdue ones fire at once), re-sends the run
 // command of PENDING ones (de-duplicated by the stream or the agent),
 // remembers those waiting for an agent, and creates the execution of a
 // one-shot job whose creation was cut short by a crash.
-func (c *Controller) reloadExecutions(ctx context.Context) error {
+func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) error {
 	var pending []*execRecord
 	seen := map[string]bool{}
 	retries := 0
+	in := func(jobID string) bool { return shards[c.shardOfJob(jobID)] }
 	err := c.scanExecs(ctx, func(r *execRecord, _ uint64) {
+		if !in(r.JobID) {
+			return
+		}
 		seen[r.ExecID] = true
 		switch {
 		case r.State == protocol.StateRetryWaiting:
-			c.retries.schedule(r.ExecID, r.Attempt, r.NextAttemptAt)
+			c.retries.schedule(r.ExecID, r.JobID, r.Attempt, r.NextAttemptAt)
 			retries++
 		case r.State == protocol.StatePending && r.Agent == "":
+			c.assignMu.Lock()
 			c.unplaced[r.ExecID] = r.JobID
+			c.assignMu.Unlock()
 		case r.State == protocol.StatePending:
 			pending = append(pending, r)
 		}
@@ -238,7 +245,7 @@ func (c *Controller) reloadExecutions(ctx context.Context) error {
 	}
 	missing := 0
 	for _, j := range c.jobs.all() {
-		if isPeriodic(j) || j.Paused || j.Target.Mode == protocol.ModeAll {
+		if isPeriodic(j) || j.Paused || j.Target.Mode == protocol.ModeAll || !in(j.ID) {
 			continue
 		}
 		s, err := schedule.Parse(j.Schedule, j.CreatedAt)
@@ -254,7 +261,7 @@ func (c *Controller) reloadExecutions(ctx context.Context) error {
 			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
 		}
 	}
-	c.log.Info("executions reloaded", "retry_waiting", retries, "pending_resent", len(pending),
-		"unplaced", len(c.unplaced), "one_shot_recreated", missing)
+	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", retries, "pending_resent", len(pending),
+		"one_shot_recreated", missing)
 	return nil
 }

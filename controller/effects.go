@@ -26,7 +26,7 @@ func (c *Controller) transitionEffects(rec *execRecord, tr transition) jetstream
 	c.logTransition(rec, tr)
 	switch {
 	case tr.to == protocol.StateRetryWaiting:
-		c.retries.schedule(rec.ExecID, rec.Attempt, rec.NextAttemptAt)
+		c.retries.schedule(rec.ExecID, rec.JobID, rec.Attempt, rec.NextAttemptAt)
 	case tr.from == protocol.StateRetryWaiting:
 		c.retries.cancel(rec.ExecID)
 	}

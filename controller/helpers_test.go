@@ -27,7 +27,7 @@ func testConfig(t testing.TB, dir string) Config {
 	cfg := DefaultConfig()
 	cfg.DataDir = dir
 	cfg.NATS.Port = -1
-	cfg.ackWait = 2 * time.Second
+	cfg.AckWait = 2 * time.Second
 	if os.Getenv("AX_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -33,7 +33,7 @@ func TestHelperControllerProcess(t *testing.T) {
 	}
 	port, _ := strconv.Atoi(os.Getenv(envChildPort))
 	cfg := DefaultConfig()
-	cfg.DataDir, cfg.NATS.Port, cfg.ackWait = dir, port, time.Second
+	cfg.DataDir, cfg.NATS.Port, cfg.AckWait = dir, port, time.Second
 	c, err := New(cfg)
 	if err != nil {
 		fmt.Println("ERROR", err)

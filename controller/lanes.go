@@ -108,6 +108,17 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			_ = m.Ack()
 			continue
 		}
+		// A report fired under a group lease older than the job's current
+		// one changes nothing: its agent lost the lease (grouplease.go).
+		if r.Epoch > 0 {
+			if cur := c.currentEpoch(r.JobID); r.Epoch < cur {
+				c.m.reject(rejectOldEpoch)
+				c.log.Info("report rejected", "reason", rejectOldEpoch, "detail", "stale lease epoch", "exec", r.ExecID,
+					"attempt", r.Attempt, "kind", r.Kind, "agent", r.Agent, "epoch", r.Epoch, "current_epoch", cur)
+				_ = m.Ack()
+				continue
+			}
+		}
 		g := l.index[r.ExecID]
 		if g == nil {
 			g = &group{id: r.ExecID}
@@ -359,7 +370,7 @@ func (l *lane) mayDefer(msg jetstream.Msg) bool {
 	if err != nil {
 		return false
 	}
-	return time.Since(md.Timestamp) < max(3*l.w.c.cfg.ackWait, time.Minute)
+	return time.Since(md.Timestamp) < max(3*l.w.c.cfg.AckWait, time.Minute)
 }
 
 // deferDelay grows with the number of deliveries: 250ms, 500ms, ... 8s.

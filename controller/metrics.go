@@ -24,6 +24,11 @@ const (
 	metricAgentOutbox     = "ax_agent_outbox_depth"
 	metricAgentQueue      = "ax_agent_queue_depth"
 	metricAgentRunning    = "ax_agent_running"
+	metricShardsOwned     = "ax_shards_owned"
+	metricLeaseGrants     = "ax_lease_grants_total"
+	metricLeaseExpiries   = "ax_lease_expiries_total"
+	metricLeaseTakeovers  = "ax_lease_takeovers_total"
+	metricFailover        = "ax_lease_failover_seconds"
 )
 
 // Reasons of ax_reports_rejected_total.
@@ -55,6 +60,14 @@ type metrics struct {
 	agentOutbox  *prometheus.GaugeVec
 	agentQueue   *prometheus.GaugeVec
 	agentRunning *prometheus.GaugeVec
+	// Leases: shards this replica works, group-lease grants and expiries,
+	// takeovers (kind shard or group) and the time a lapsed group lease
+	// went unrenewed before it moved.
+	shardsOwned   prometheus.Gauge
+	leaseGrants   prometheus.Counter
+	leaseExpiries prometheus.Counter
+	takeovers     *prometheus.CounterVec
+	failover      prometheus.Histogram
 
 	// applied mirrors reportsApplied for tests and benchmarks.
 	applied  atomic.Int64
@@ -91,13 +104,28 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Triggered executions waiting for a worker on the agent, as of its last heartbeat."}, []string{"agent"}),
 		agentRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricAgentRunning,
 			Help: "Attempts running on the agent, as of its last heartbeat."}, []string{"agent"}),
+		shardsOwned: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricShardsOwned,
+			Help: "Report shards whose lease this controller replica holds."}),
+		leaseGrants: prometheus.NewCounter(prometheus.CounterOpts{Name: metricLeaseGrants,
+			Help: "Group-job leases granted by this replica (first grants and moves)."}),
+		leaseExpiries: prometheus.NewCounter(prometheus.CounterOpts{Name: metricLeaseExpiries,
+			Help: "Group-job leases that lapsed (not renewed for lease_ttl) and were granted again."}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricLeaseTakeovers,
+			Help: "Leases taken from another holder: kind=group (a job moved to another agent), kind=shard (a shard taken from another replica)."},
+			[]string{"kind"}),
+		failover: prometheus.NewHistogram(prometheus.HistogramOpts{Name: metricFailover,
+			Help:    "Time from the last renewal of a lapsed group lease to its grant to another agent.",
+			Buckets: []float64{.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120}}),
 	}
+	m.takeovers.WithLabelValues("group")
+	m.takeovers.WithLabelValues("shard")
 	for _, s := range protocol.States {
 		m.executions.WithLabelValues(string(s))
 	}
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
-		m.agentsKnown, m.agentOutbox, m.agentQueue, m.agentRunning} {
+		m.agentsKnown, m.agentOutbox, m.agentQueue, m.agentRunning,
+		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

@@ -176,7 +176,7 @@ func TestAbandonRedelivers(t *testing.T) {
 	srv := natstest.Start(t)
 	cfg := testConfig(t, "")
 	cfg.NATS.URL = srv.URL()
-	cfg.ackWait = time.Second
+	cfg.AckWait = time.Second
 	c1 := startController(t, cfg)
 	ctx := tctx(t)
 	a := newTestAgent(t, srv.URL(), "edge-1", nil).start()

@@ -15,6 +15,7 @@ import (
 type retryItem struct {
 	ExecID  string
 	Attempt int
+	JobID   string
 }
 
 // retrier owns the retry timers: a pkg/wheel Driver and the handle of
@@ -33,6 +34,7 @@ type retrier struct {
 type retryEntry struct {
 	h       wheel.Handle
 	attempt int
+	jobID   string
 }
 
 // wheelClock adapts internal/clock to the wheel's own Clock interface.
@@ -51,8 +53,8 @@ func newRetrier(c *Controller) (*retrier, error) {
 	return r, nil
 }
 
-// schedule arms (or re-arms) the timer of an execution.
-func (r *retrier) schedule(execID string, attempt int, at time.Time) {
+// schedule arms (or re-arms) the timer of an execution of job jobID.
+func (r *retrier) schedule(execID, jobID string, attempt int, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.handles[execID]; ok {
@@ -61,7 +63,21 @@ func (r *retrier) schedule(execID string, attempt int, at time.Time) {
 		}
 		r.d.Cancel(e.h)
 	}
-	r.handles[execID] = retryEntry{h: r.d.Add(at, retryItem{ExecID: execID, Attempt: attempt}), attempt: attempt}
+	r.handles[execID] = retryEntry{h: r.d.Add(at, retryItem{ExecID: execID, Attempt: attempt, JobID: jobID}), attempt: attempt, jobID: jobID}
+	r.c.m.retriesPending.Set(float64(len(r.handles)))
+}
+
+// dropWhere drops the pending timers of the executions whose job is in
+// (a shard given away: its new owner reloads them).
+func (r *retrier) dropWhere(in func(jobID string) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, e := range r.handles {
+		if in(e.jobID) {
+			r.d.Cancel(e.h)
+			delete(r.handles, id)
+		}
+	}
 	r.c.m.retriesPending.Set(float64(len(r.handles)))
 }
 
@@ -121,7 +137,7 @@ func (r *retrier) run(ctx context.Context) {
 				r.c.log.Warn("retry not sent, trying again in 1s", "exec", it.ExecID, "attempt", it.Attempt+1, "err", err)
 				r.mu.Lock()
 				if _, ok := r.handles[it.ExecID]; !ok {
-					r.handles[it.ExecID] = retryEntry{h: r.d.Add(r.c.clk.Now().Add(time.Second), it), attempt: it.Attempt}
+					r.handles[it.ExecID] = retryEntry{h: r.d.Add(r.c.clk.Now().Add(time.Second), it), attempt: it.Attempt, jobID: it.JobID}
 					r.c.m.retriesPending.Set(float64(len(r.handles)))
 				}
 				r.mu.Unlock()

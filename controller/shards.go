@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -26,31 +27,43 @@ const shardCacheMax = 8192
 const shardLanes = 4
 
 // shardWorker consumes the reports of one shard from its durable pull
-// consumer (ax-shard-<n>) and applies them to the executions in KV. The
-// reports of one execution go to one lane (hash of the exec id) and are
-// applied there one at a time, in stream order.
+// consumers (ax-shard-<n>, and the extra ones it covers, see
+// ensureConsumers) and applies them to the executions in KV. The reports
+// of one execution go to one lane (hash of the exec id) and are applied
+// there one at a time, in stream order. A worker runs while this replica
+// holds the shard's lease (ownership.go).
 type shardWorker struct {
-	c     *Controller
-	n     int
-	it    jetstream.MessagesContext
-	lanes []*lane
+	c      *Controller
+	n      int
+	its    []jetstream.MessagesContext
+	lanes  []*lane
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func shardConsumerName(n int) string { return "ax-shard-" + strconv.Itoa(n) }
 
-// startShards creates (or updates) the per-shard durable consumers and
-// starts one worker per shard. A later issue spreads shards over replicas;
-// here this controller owns them all.
+// consumersOf returns the report consumers shard n works: n itself and,
+// when fewer than protocol.DefaultShards shards are configured, the
+// consumers n+Shards, n+2×Shards, ... below DefaultShards.
 //
 // An agent that has never registered reports on protocol.DefaultShards
 // shards (it learns the configured count from its registration reply).
-// With fewer shards configured, the subjects of shards Shards..DefaultShards-1
-// get consumers (and workers) too, so those early reports are applied
-// rather than left in the work queue; they carry the full execution key,
-// so which worker applies them does not matter for correctness (every
-// write is compare-and-set on the revision). With more shards configured,
-// the early reports land on shards below DefaultShards, which exist.
-func (c *Controller) startShards(ctx context.Context) error {
+// Those early reports carry the full execution key, so which worker
+// applies them does not matter for correctness (every write is
+// compare-and-set on the revision).
+func (c *Controller) consumersOf(n int) []int {
+	out := []int{n}
+	for k := n + c.cfg.Shards; k < protocol.DefaultShards; k += c.cfg.Shards {
+		out = append(out, k)
+	}
+	return out
+}
+
+// ensureConsumers creates (or updates) the per-shard durable consumers,
+// refusing a shard count other than the one they were made for.
+func (c *Controller) ensureConsumers(ctx context.Context) error {
 	if cons, err := c.js.Consumer(ctx, protocol.StreamReports, shardConsumerName(0)); err == nil {
 		if got := cons.CachedInfo().Config.Metadata[shardMetaKey]; got != "" && got != strconv.Itoa(c.cfg.Shards) {
 			return configErr("shards", "the report consumers were made for %s shards, config says %d (the shard count is fixed once streams exist)", got, c.cfg.Shards)
@@ -59,12 +72,12 @@ func (c *Controller) startShards(ctx context.Context) error {
 		return fmt.Errorf("report consumers: %w", err)
 	}
 	for n := range max(c.cfg.Shards, protocol.DefaultShards) {
-		cons, err := c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, jetstream.ConsumerConfig{
+		_, err := c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, jetstream.ConsumerConfig{
 			Durable:       shardConsumerName(n),
 			Description:   "ax controller: reports of shard " + strconv.Itoa(n),
 			FilterSubject: protocol.ReportShardSubject(n),
 			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       c.cfg.ackWait,
+			AckWait:       c.cfg.AckWait,
 			MaxDeliver:    -1,
 			MaxAckPending: 4096,
 			DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -74,34 +87,75 @@ func (c *Controller) startShards(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("report consumer of shard %d: %w", n, err)
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(512))
-		if err != nil {
-			return fmt.Errorf("report consumer of shard %d: %w", n, err)
-		}
-		w := &shardWorker{c: c, n: n, it: it}
-		for range shardLanes {
-			l := newLane(w)
-			w.lanes = append(w.lanes, l)
-			c.goRun(l.run)
-		}
-		c.shards = append(c.shards, w)
-		c.goRun(w.run)
 	}
 	return nil
 }
 
-func (w *shardWorker) stop() { w.it.Stop() }
-
-// run reads the shard's messages and hands each to the lane of its
-// execution (the exec id is read from the subject-independent report body).
-func (w *shardWorker) run(ctx context.Context) {
-	defer func() {
+// startShardWorker starts consuming shard n.
+func (c *Controller) startShardWorker(ctx context.Context, n int) (*shardWorker, error) {
+	w := &shardWorker{c: c, n: n}
+	w.ctx, w.cancel = context.WithCancel(c.ctx)
+	for _, k := range c.consumersOf(n) {
+		cons, err := c.js.Consumer(ctx, protocol.StreamReports, shardConsumerName(k))
+		if err == nil {
+			var it jetstream.MessagesContext
+			if it, err = cons.Messages(jetstream.PullMaxMessages(512)); err == nil {
+				w.its = append(w.its, it)
+				continue
+			}
+		}
+		for _, it := range w.its {
+			it.Stop()
+		}
+		w.cancel()
+		return nil, fmt.Errorf("report consumer of shard %d: %w", k, err)
+	}
+	for range shardLanes {
+		l := newLane(w)
+		w.lanes = append(w.lanes, l)
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); l.run(w.ctx) }()
+	}
+	var readers sync.WaitGroup
+	for _, it := range w.its {
+		readers.Add(1)
+		w.wg.Add(1)
+		go func() { defer w.wg.Done(); defer readers.Done(); w.read(w.ctx, it) }()
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		readers.Wait()
 		for _, l := range w.lanes {
 			close(l.in)
 		}
 	}()
+	return w, nil
+}
+
+// stop ends the worker and waits for it. With drain (a graceful hand-over)
+// the messages already pulled are applied first; without (the lease was
+// lost), they are left unacknowledged for the next owner.
+func (w *shardWorker) stop(drain bool) {
+	for _, it := range w.its {
+		if drain {
+			it.Drain()
+		} else {
+			it.Stop()
+		}
+	}
+	if !drain {
+		w.cancel()
+	}
+	w.wg.Wait()
+	w.cancel()
+}
+
+// read hands each message of one consumer to the lane of its execution
+// (the exec id is read from the subject-independent report body).
+func (w *shardWorker) read(ctx context.Context, it jetstream.MessagesContext) {
 	for {
-		msg, err := w.it.Next()
+		msg, err := it.Next()
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
 				return

@@ -14,6 +14,7 @@ const stateNone protocol.State = ""
 //	PENDING ──► TRIGGERED ──► RUNNING ──► SUCCESS
 //	   │            │            ├──────► FAILED
 //	   │            │            └──────► RETRY_WAITING ──► TRIGGERED (attempt+1)
+//	   │            └─ agent lost ─► RETRY_WAITING or FAILED
 //	   └────────────┴────────────┴──────► CANCELLED (from any non-terminal state)
 //	SKIPPED: a fire dropped by overlap=forbid or misfire=skip, recorded.
 var transitions = map[protocol.State]map[protocol.State]string{
@@ -28,8 +29,10 @@ var transitions = map[protocol.State]map[protocol.State]string{
 		protocol.StateCancelled: "cancelled",
 	},
 	protocol.StateTriggered: {
-		protocol.StateRunning:   "handler started",
-		protocol.StateCancelled: "cancelled",
+		protocol.StateRunning:      "handler started",
+		protocol.StateRetryWaiting: "agent lost (its group lease lapsed) with attempts left",
+		protocol.StateFailed:       "agent lost (its group lease lapsed) with attempts spent",
+		protocol.StateCancelled:    "cancelled",
 	},
 	protocol.StateRunning: {
 		protocol.StateSuccess:      "handler succeeded",

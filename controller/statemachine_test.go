@@ -27,6 +27,7 @@ func TestTransitionEveryPair(t *testing.T) {
 		{"", P}: true, {"", T}: true, {"", K}: true,
 		{P, T}: true, {P, K}: true, {P, C}: true,
 		{T, R}: true, {T, C}: true,
+		{T, W}: true, {T, F}: true, // agent lost (group lease lapsed)
 		{R, S}: true, {R, F}: true, {R, W}: true, {R, C}: true,
 		{W, T}: true, {W, C}: true,
 		{F, W}: true, // operator retry

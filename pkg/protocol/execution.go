@@ -53,7 +53,10 @@ type AgentInfo struct {
 	Online       bool      `json:"online"`
 	RegisteredAt time.Time `json:"registered_at"`
 	LastSeen     time.Time `json:"last_seen"`
-	Stats        Stats     `json:"stats"`
+	// HeartbeatAt is when the agent's last heartbeat arrived (zero before
+	// the first); Stats are from that heartbeat.
+	HeartbeatAt time.Time `json:"heartbeat_at,omitempty"`
+	Stats       Stats     `json:"stats"`
 	// ClockOffset is controller time minus agent time, as last measured.
 	ClockOffset Duration `json:"clock_offset,omitempty"`
 	// Leases are the group-job leases the agent holds.

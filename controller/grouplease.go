@@ -1,0 +1,420 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// Group-job leases (DESIGN §6). A periodic job with target {group, mode:
+// any} fires on one agent of its group at a time: the holder of the lease
+// job.<id> in ax_leases, with an epoch that grows with every grant.
+//
+//   - The replica that works the job's shard grants the lease (Create, or a
+//     compare-and-set on the lapsed lease's revision) to a live member and
+//     sends it the assignment with the epoch.
+//   - The agent fires only while its lease is valid by its own monotonic
+//     clock. Validity comes only from heartbeat replies: a heartbeat claims
+//     the agent's group jobs, the replica answering it renews each lease
+//     the agent still holds (compare-and-set) and grants LeaseTTL×0.9
+//     counted from when the agent sent the heartbeat — before the renewal
+//     was written, so the agent's lease always ends before the
+//     controller's.
+//   - A lease not renewed for LeaseTTL (counted from when this replica saw
+//     the renewal) has lapsed on the agent too; the owner then grants it to
+//     another live member with epoch+1 and takes the lost agent's running
+//     executions of the job to RETRY_WAITING (reason agent_lost) or FAILED
+//     when their attempts are spent. Reports of an older epoch change
+//     nothing (ax_reports_rejected_total{reason="old_epoch"}).
+//   - A pinned job (target.agent) never has a lease and is never moved.
+
+// groupState is the group-lease bookkeeping of ownershipLoop.
+type groupState struct {
+	sent    map[string]sentAssign // job → assignment last sent to its holder
+	leaving map[string]string     // job → holder told to stop (it left the group)
+	waiting map[string]bool       // job → "no live member" already logged
+}
+
+type sentAssign struct {
+	agent string
+	epoch uint64
+	gen   uint64
+}
+
+// lostLease is a lapsed group lease that moved (or was re-granted).
+type lostLease struct {
+	job      string
+	oldAgent string
+	newAgent string
+	epoch    uint64 // the new epoch
+}
+
+func newGroupState() groupState {
+	return groupState{sent: map[string]sentAssign{}, leaving: map[string]string{}, waiting: map[string]bool{}}
+}
+
+// forgetShard drops the bookkeeping of the jobs in a shard given away.
+func (g *groupState) forgetShard(in func(jobID string) bool) {
+	for id := range g.sent {
+		if in(id) {
+			delete(g.sent, id)
+		}
+	}
+	for id := range g.leaving {
+		if in(id) {
+			delete(g.leaving, id)
+		}
+	}
+	for id := range g.waiting {
+		if in(id) {
+			delete(g.waiting, id)
+		}
+	}
+}
+
+// isGroupAny reports whether j is a periodic job leased to one agent of a group.
+func isGroupAny(j protocol.Job) bool {
+	return isPeriodic(j) && j.Target.Agent == "" && j.Target.Group != "" && j.Target.Mode != protocol.ModeAll
+}
+
+func hasAgent(as []protocol.AgentInfo, id string) bool {
+	for _, a := range as {
+		if a.Agent == id {
+			return true
+		}
+	}
+	return false
+}
+
+// manageGroupLeases grants, re-sends and moves the leases of the group jobs
+// in this replica's shards, and deletes those of jobs gone.
+func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
+	o := c.own
+	if len(o.held) == 0 {
+		return
+	}
+	agents := c.agents.snapshot()
+	var lost []lostLease
+	seen := map[string]bool{}
+	for _, j := range c.jobs.all() {
+		if !isGroupAny(j) || !c.ownsJob(j.ID) {
+			continue
+		}
+		seen[j.ID] = true
+		cur, ok := c.leases.job(j.ID)
+		if ok && now.Sub(cur.seen) < c.cfg.LeaseTTL {
+			holder := cur.val.Agent
+			if !hasAgent(groupMembers(j, agents), holder) {
+				// Left the group (revoked, labels changed): told to stop; the
+				// lease is no longer renewed and moves once it has lapsed.
+				if o.groups.leaving[j.ID] != holder {
+					c.sendUnassign(ctx, j.ID, holder, o.groups.sent[j.ID].gen, "left the job's group")
+					o.groups.leaving[j.ID] = holder
+				}
+				continue
+			}
+			s := o.groups.sent[j.ID]
+			if s.agent != holder || s.epoch != cur.val.Epoch || s.gen != j.Generation {
+				if c.sendAssign(ctx, j, holder, cur.val.Epoch, "group lease") {
+					o.groups.sent[j.ID] = sentAssign{agent: holder, epoch: cur.val.Epoch, gen: j.Generation}
+				}
+			}
+			continue
+		}
+		if l := c.grantGroupLease(ctx, j, cur, ok, agents, now); l != nil {
+			lost = append(lost, *l)
+		}
+	}
+	for _, id := range c.leases.jobIDs() {
+		if seen[id] || !c.ownsJob(id) {
+			continue
+		}
+		// The job is gone or no longer a group job of mode any.
+		cur, ok := c.leases.job(id)
+		if !ok {
+			continue
+		}
+		// Generation 0 removes a deleted job at any generation; a job that
+		// changed target keeps its new generation on that agent.
+		gen := uint64(0)
+		if j, _, ok := c.jobs.get(id); ok && j.Generation > 0 {
+			gen = j.Generation - 1
+		}
+		c.sendUnassign(ctx, id, cur.val.Agent, gen, "job no longer leased to a group member")
+		if err := c.kv.Leases.Delete(ctx, jobLeaseKey(id), jetstream.LastRevision(cur.rev)); err != nil && !isCASMiss(err) {
+			c.log.Warn("delete group lease", "job", id, "err", err)
+			continue
+		}
+		c.leases.dropJob(id, cur.rev)
+		delete(o.groups.sent, id)
+		delete(o.groups.leaving, id)
+	}
+	if len(lost) > 0 {
+		c.agentLost(ctx, lost)
+	}
+}
+
+// grantGroupLease leases j to a live member of its group: with epoch
+// above any before, by Create (no lease) or compare-and-set on the lapsed
+// lease's revision. It returns the lease that moved, if any.
+func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur leaseSeen[groupLease], had bool, agents []protocol.AgentInfo, now time.Time) *lostLease {
+	o := c.own
+	var live []protocol.AgentInfo
+	for _, a := range groupMembers(j, agents) {
+		if isOnline(a, now, c.cfg.AgentOfflineAfter) {
+			live = append(live, a)
+		}
+	}
+	if had && len(live) > 1 {
+		// Prefer another member over the one whose lease just lapsed.
+		others := live[:0:0]
+		for _, a := range live {
+			if a.Agent != cur.val.Agent {
+				others = append(others, a)
+			}
+		}
+		live = others
+	}
+	if len(live) == 0 {
+		if !o.groups.waiting[j.ID] {
+			c.log.Warn("group job has no live agent to lease it to", "job", j.ID, "group", j.Target.Group)
+			o.groups.waiting[j.ID] = true
+		}
+		return nil
+	}
+	delete(o.groups.waiting, j.ID)
+	pick := rendezvous(j.ID, live)
+	epoch, err := c.nextEpoch(ctx)
+	if err != nil {
+		c.log.Warn("group lease: read epoch", "job", j.ID, "err", err)
+		return nil
+	}
+	if had {
+		epoch = max(epoch, cur.val.Epoch+1)
+	}
+	val := groupLease{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: now}
+	data, err := json.Marshal(val)
+	if err != nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var rev uint64
+	if had {
+		rev, err = c.kv.Leases.Update(wctx, jobLeaseKey(j.ID), data, cur.rev)
+		if isCASMiss(err) {
+			// Renewed meanwhile (the view catches up), or removed by the
+			// bucket TTL: then it is free.
+			if _, gerr := c.kv.Leases.Get(wctx, jobLeaseKey(j.ID)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				rev, err = c.kv.Leases.Create(wctx, jobLeaseKey(j.ID), data)
+			}
+		}
+	} else {
+		rev, err = c.kv.Leases.Create(wctx, jobLeaseKey(j.ID), data)
+	}
+	if err != nil {
+		if !isCASMiss(err) {
+			c.log.Warn("grant group lease", "job", j.ID, "agent", pick, "err", err)
+		}
+		return nil
+	}
+	c.leases.putJob(j.ID, val, rev, now)
+	c.m.leaseGrants.Inc()
+	var lost *lostLease
+	if had {
+		c.m.leaseExpiries.Inc()
+		since := now.Sub(cur.seen)
+		if cur.val.Agent != pick {
+			c.m.takeovers.WithLabelValues("group").Inc()
+			c.m.failover.Observe(since.Seconds())
+			c.sendUnassign(ctx, j.ID, cur.val.Agent, o.groups.sent[j.ID].gen, "group lease moved to "+pick)
+		}
+		c.log.Warn("group lease taken over", "job", j.ID, "old_holder", cur.val.Agent, "old_epoch", cur.val.Epoch,
+			"new_holder", pick, "new_epoch", epoch, "since_last_renewal", since)
+		lost = &lostLease{job: j.ID, oldAgent: cur.val.Agent, newAgent: pick, epoch: epoch}
+	} else {
+		c.log.Info("group lease granted", "job", j.ID, "holder", pick, "epoch", epoch)
+	}
+	delete(o.groups.leaving, j.ID)
+	if c.sendAssign(ctx, j, pick, epoch, "group lease granted") {
+		o.groups.sent[j.ID] = sentAssign{agent: pick, epoch: epoch, gen: j.Generation}
+	} else {
+		delete(o.groups.sent, j.ID) // re-sent on the next pass
+	}
+	return lost
+}
+
+// nextEpoch returns an epoch above every epoch granted before: one past
+// the last sequence of the ax_leases stream, which only grows (every
+// earlier grant is a message of that stream).
+func (c *Controller) nextEpoch(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := c.js.Stream(ctx, "KV_"+protocol.BucketLeases)
+	if err != nil {
+		return 0, err
+	}
+	return s.CachedInfo().State.LastSeq + 1, nil
+}
+
+func (c *Controller) sendAssign(ctx context.Context, j protocol.Job, agent string, epoch uint64, reason string) bool {
+	cmd := protocol.Command{Kind: protocol.CmdAssign, Agent: agent, Assign: &protocol.Assign{Job: j, Epoch: epoch}}
+	if err := c.publishCommand(ctx, cmd, ""); err != nil {
+		c.log.Error("send assign", "job", j.ID, "agent", agent, "epoch", epoch, "err", err)
+		return false
+	}
+	c.log.Info("job assigned", "job", j.ID, "agent", agent, "generation", j.Generation, "epoch", epoch, "reason", reason)
+	return true
+}
+
+func (c *Controller) sendUnassign(ctx context.Context, jobID, agent string, gen uint64, reason string) {
+	cmd := protocol.Command{Kind: protocol.CmdUnassign, Agent: agent, Unassign: &protocol.Unassign{JobID: jobID, Generation: gen, Reason: reason}}
+	if err := c.publishCommand(ctx, cmd, ""); err != nil {
+		c.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
+		return
+	}
+	c.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
+}
+
+// agentLost moves the live executions of the lost leases' jobs that ran
+// under an older epoch: TRIGGERED or RUNNING ones end their attempt with
+// outcome agent_lost (RETRY_WAITING on the new holder, or FAILED when the
+// job's attempts are spent); PENDING and RETRY_WAITING ones are pointed at
+// the new holder (their run is sent there).
+func (c *Controller) agentLost(ctx context.Context, lost []lostLease) {
+	byJob := map[string]lostLease{}
+	for _, l := range lost {
+		byJob[l.job] = l
+	}
+	var ids []string
+	err := c.scanExecs(ctx, func(r *execRecord, _ uint64) {
+		if l, ok := byJob[r.JobID]; ok && r.Agent == l.oldAgent && !r.State.Terminal() && r.State != protocol.StateSkipped && r.Epoch < l.epoch {
+			ids = append(ids, r.ExecID)
+		}
+	})
+	if err != nil {
+		c.log.Error("agent lost: scan executions", "err", err)
+		return
+	}
+	for _, id := range ids {
+		var tr *transition
+		before, after, err := c.mutateExec(ctx, id, func(cur *execRecord) (*execRecord, error) {
+			tr = nil
+			if cur == nil {
+				return nil, nil
+			}
+			l, ok := byJob[cur.JobID]
+			if !ok || cur.Agent != l.oldAgent || cur.Epoch >= l.epoch || cur.State.Terminal() {
+				return nil, nil
+			}
+			now := c.now()
+			switch cur.State {
+			case protocol.StateTriggered, protocol.StateRunning:
+				pol := retry.DefaultPolicy()
+				if j, _, ok := c.jobs.get(cur.JobID); ok {
+					pol = j.Retry.Policy().WithDefaults()
+				}
+				d := pol.Decide(cur.Attempt, retry.OutcomeAgentLost, retry.Result{Retryable: true}, rand.Int64N)
+				to := protocol.StateFailed
+				if d.Retry {
+					to = protocol.StateRetryWaiting
+					cur.NextAttemptAt = now.Add(d.Delay)
+				}
+				if err := CheckTransition(cur.State, to); err != nil {
+					return nil, err
+				}
+				tr = &transition{from: cur.State, to: to, reason: d.Reason}
+				cur.State, cur.Reason, cur.Outcome, cur.Suspect = to, d.Reason, retry.OutcomeAgentLost, d.Suspect
+				cur.FinishedAt = now
+				cur.Result = &retry.Result{Message: "agent " + l.oldAgent + " lost: its lease of the job lapsed", Retryable: true}
+				cur.Applied, cur.Path = nil, nil
+			case protocol.StatePending, protocol.StateRetryWaiting:
+			default:
+				return nil, nil
+			}
+			cur.Agent, cur.Epoch, cur.UpdatedAt = l.newAgent, l.epoch, now
+			return cur, nil
+		})
+		if err != nil {
+			c.log.Warn("agent lost: move execution", "exec", id, "err", err)
+			continue
+		}
+		if after == nil {
+			continue
+		}
+		if tr != nil {
+			c.afterTransition(after, *tr)
+		}
+		switch after.State {
+		case protocol.StateRetryWaiting:
+			c.retries.schedule(after.ExecID, after.JobID, after.Attempt, after.NextAttemptAt)
+		case protocol.StatePending:
+			if j, _, ok := c.jobs.get(after.JobID); ok {
+				if err := c.sendRun(ctx, j, after, after.Attempt, after.ScheduledAt); err != nil {
+					c.log.Warn("agent lost: re-send run", "exec", id, "err", err)
+				}
+			}
+		}
+		c.log.Warn("execution moved off a lost agent", "exec", id, "job", after.JobID, "from_agent", before.Agent,
+			"to_agent", after.Agent, "state", after.State, "epoch", after.Epoch)
+	}
+}
+
+// renewLeases answers the lease claims of a heartbeat from agent a (sent at
+// the agent's time sentAt): each lease the agent still holds in ax_leases,
+// for a job whose group it is still in, is renewed (compare-and-set) and
+// granted for LeaseTTL×0.9 from the heartbeat's send; the others are lost.
+// A claim that cannot be checked now (NATS error) is neither.
+func (c *Controller) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
+	ttl := c.cfg.LeaseTTL - c.cfg.LeaseTTL/10
+	now := c.now()
+	for _, cl := range claims {
+		j, _, ok := c.jobs.get(cl.JobID)
+		member := ok && isGroupAny(j) && len(groupMembers(j, []protocol.AgentInfo{a})) == 1
+		e, err := c.kv.Leases.Get(ctx, jobLeaseKey(cl.JobID))
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			lost = append(lost, cl)
+			continue
+		}
+		if err != nil {
+			c.log.Warn("renew group lease: read", "job", cl.JobID, "agent", a.Agent, "err", err)
+			continue
+		}
+		var val groupLease
+		if err := json.Unmarshal(e.Value(), &val); err != nil || val.Agent != a.Agent || val.Epoch != cl.Epoch || !member {
+			lost = append(lost, cl)
+			continue
+		}
+		val.RenewedAt = now
+		data, err := json.Marshal(val)
+		if err != nil {
+			continue
+		}
+		rev, err := c.kv.Leases.Update(ctx, jobLeaseKey(cl.JobID), data, e.Revision())
+		if err != nil {
+			if !isCASMiss(err) {
+				c.log.Warn("renew group lease", "job", cl.JobID, "agent", a.Agent, "err", err)
+			}
+			continue
+		}
+		c.leases.putJob(cl.JobID, val, rev, now)
+		renewed = append(renewed, protocol.Lease{JobID: cl.JobID, Epoch: cl.Epoch, TTL: protocol.Duration(ttl)})
+	}
+	return renewed, lost
+}
+
+// currentEpoch returns the epoch of job id's group lease as this replica
+// sees it (0 when none).
+func (c *Controller) currentEpoch(id string) uint64 {
+	if l, ok := c.leases.job(id); ok {
+		return l.val.Epoch
+	}
+	return 0
+}

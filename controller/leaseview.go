@@ -1,0 +1,257 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Keys of KV ax_leases (bucket TTL = Config.LeaseTTL, History 1). Every
+// write is a compare-and-set on the key's revision; a key nobody renews
+// is removed by the bucket TTL.
+//
+//	replica.<node>  a controller replica's presence, renewed every LeaseRenewInterval
+//	shard.<n>       the replica that works shard n (its reports, retries, group leases)
+//	job.<job id>    the agent that holds a group job (mode any), with the epoch
+const (
+	keyReplicaPrefix = "replica."
+	keyShardPrefix   = "shard."
+	keyJobPrefix     = "job."
+)
+
+func replicaKey(node string) string { return keyReplicaPrefix + node }
+func shardKey(n int) string         { return keyShardPrefix + strconv.Itoa(n) }
+func jobLeaseKey(job string) string { return keyJobPrefix + job }
+
+// replicaLease is the value of replica.<node>.
+type replicaLease struct {
+	Node     string    `json:"node"`
+	Instance string    `json:"instance"`
+	Started  time.Time `json:"started"`
+}
+
+// shardLease is the value of shard.<n>.
+type shardLease struct {
+	Shard    int       `json:"shard"`
+	Node     string    `json:"node"`
+	Instance string    `json:"instance"`
+	Since    time.Time `json:"since"`
+}
+
+// groupLease is the value of job.<id>: the agent holding a group job.
+// Epoch is the fencing token: it grows with every grant of the job (it is
+// taken from the ax_leases stream sequence, which never goes back).
+type groupLease struct {
+	Job       string    `json:"job"`
+	Agent     string    `json:"agent"`
+	Epoch     uint64    `json:"epoch"`
+	GrantedAt time.Time `json:"granted_at"`
+	RenewedAt time.Time `json:"renewed_at,omitempty"`
+}
+
+// leaseSeen is the last revision of a key this replica saw and when (on
+// its own clock): a lease not renewed for LeaseTTL since then has lapsed.
+type leaseSeen[T any] struct {
+	val  T
+	rev  uint64
+	seen time.Time
+}
+
+// leaseView mirrors KV ax_leases in memory, fed by one watcher (every
+// replica sees every renewal). The bucket TTL removes keys without an
+// event, so "expired" is decided from seen + LeaseTTL, and a takeover is
+// a compare-and-set on the revision last seen.
+type leaseView struct {
+	mu       sync.Mutex
+	replicas map[string]leaseSeen[replicaLease]
+	shards   map[int]leaseSeen[shardLease]
+	jobs     map[string]leaseSeen[groupLease]
+	changed  chan struct{} // a shard or replica key changed (capacity 1)
+}
+
+func newLeaseView() *leaseView {
+	return &leaseView{
+		replicas: map[string]leaseSeen[replicaLease]{},
+		shards:   map[int]leaseSeen[shardLease]{},
+		jobs:     map[string]leaseSeen[groupLease]{},
+		changed:  make(chan struct{}, 1),
+	}
+}
+
+func (v *leaseView) signal() {
+	select {
+	case v.changed <- struct{}{}:
+	default:
+	}
+}
+
+// apply records one watcher entry (a put, or a delete/purge).
+func (v *leaseView) apply(e jetstream.KeyValueEntry, now time.Time) {
+	key := e.Key()
+	del := e.Operation() != jetstream.KeyValuePut
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case strings.HasPrefix(key, keyReplicaPrefix):
+		node := key[len(keyReplicaPrefix):]
+		var val replicaLease
+		if del || json.Unmarshal(e.Value(), &val) != nil {
+			delete(v.replicas, node)
+		} else if cur, ok := v.replicas[node]; !ok || e.Revision() > cur.rev {
+			v.replicas[node] = leaseSeen[replicaLease]{val: val, rev: e.Revision(), seen: now}
+		}
+		v.signal()
+	case strings.HasPrefix(key, keyShardPrefix):
+		n, err := strconv.Atoi(key[len(keyShardPrefix):])
+		if err != nil {
+			return
+		}
+		var val shardLease
+		if del || json.Unmarshal(e.Value(), &val) != nil {
+			delete(v.shards, n)
+		} else if cur, ok := v.shards[n]; !ok || e.Revision() > cur.rev {
+			v.shards[n] = leaseSeen[shardLease]{val: val, rev: e.Revision(), seen: now}
+		}
+		v.signal()
+	case strings.HasPrefix(key, keyJobPrefix):
+		id := key[len(keyJobPrefix):]
+		var val groupLease
+		if del || json.Unmarshal(e.Value(), &val) != nil {
+			delete(v.jobs, id)
+		} else if cur, ok := v.jobs[id]; !ok || e.Revision() > cur.rev {
+			v.jobs[id] = leaseSeen[groupLease]{val: val, rev: e.Revision(), seen: now}
+		}
+	}
+}
+
+// putShard, putJob and putReplica record this replica's own successful
+// writes at once (the watcher confirms them later).
+func (v *leaseView) putShard(n int, val shardLease, rev uint64, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if cur, ok := v.shards[n]; !ok || rev > cur.rev {
+		v.shards[n] = leaseSeen[shardLease]{val: val, rev: rev, seen: now}
+	}
+}
+
+func (v *leaseView) putJob(id string, val groupLease, rev uint64, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if cur, ok := v.jobs[id]; !ok || rev > cur.rev {
+		v.jobs[id] = leaseSeen[groupLease]{val: val, rev: rev, seen: now}
+	}
+}
+
+func (v *leaseView) dropJob(id string, rev uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if cur, ok := v.jobs[id]; ok && cur.rev <= rev {
+		delete(v.jobs, id)
+	}
+}
+
+func (v *leaseView) dropShard(n int, rev uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if cur, ok := v.shards[n]; ok && cur.rev <= rev {
+		delete(v.shards, n)
+	}
+}
+
+func (v *leaseView) shard(n int) (leaseSeen[shardLease], bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s, ok := v.shards[n]
+	return s, ok
+}
+
+func (v *leaseView) job(id string) (leaseSeen[groupLease], bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s, ok := v.jobs[id]
+	return s, ok
+}
+
+// jobIDs returns the ids of the group leases known.
+func (v *leaseView) jobIDs() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]string, 0, len(v.jobs))
+	for id := range v.jobs {
+		out = append(out, id)
+	}
+	return out
+}
+
+// liveReplicas returns the nodes whose presence was renewed within ttl of now.
+func (v *leaseView) liveReplicas(now time.Time, ttl time.Duration) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []string
+	for node, r := range v.replicas {
+		if now.Sub(r.seen) < ttl {
+			out = append(out, node)
+		}
+	}
+	return out
+}
+
+// heldBy returns the group leases (job → epoch) held by agent that have
+// not lapsed at now.
+func (v *leaseView) heldBy(agent string, now time.Time, ttl time.Duration) map[string]uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := map[string]uint64{}
+	for id, l := range v.jobs {
+		if l.val.Agent == agent && now.Sub(l.seen) < ttl {
+			out[id] = l.val.Epoch
+		}
+	}
+	return out
+}
+
+// followLeases loads ax_leases into the view and keeps it current.
+func (c *Controller) followLeases(ctx context.Context) error {
+	w, err := c.kv.Leases.WatchAll(c.ctx)
+	if err != nil {
+		return err
+	}
+	for initial := true; initial; {
+		select {
+		case <-ctx.Done():
+			_ = w.Stop()
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil {
+				initial = false
+				continue
+			}
+			c.leases.apply(e, c.now())
+		}
+	}
+	c.goRun(func(ctx context.Context) {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e != nil {
+					c.leases.apply(e, c.now())
+				}
+			}
+		}
+	})
+	return nil
+}

@@ -1,0 +1,348 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Shard ownership between controller replicas (DESIGN §6).
+//
+// Every replica announces itself in ax_leases (replica.<node>, renewed every
+// LeaseRenewInterval) and watches the bucket. The live replicas, sorted by
+// node name, split the shards round-robin: shard n belongs to live[n mod
+// len(live)], a fair share each. A replica works a shard — consumes its
+// reports, owns its retry timers and the leases of its group jobs — only
+// while it holds the lease shard.<n>:
+//
+//   - acquire: Create when the key is absent; a compare-and-set on the last
+//     revision seen when the holder stopped renewing for LeaseTTL (it died)
+//     or when the holder is this node's previous process (a restart);
+//   - renew every LeaseRenewInterval, compare-and-set on its own revision;
+//     a failed renewal means another replica took the shard: the worker
+//     stops at once, its unacknowledged reports go to the new owner;
+//   - release when the shard belongs to another live replica (one joined):
+//     the worker drains what it pulled, then the key is deleted
+//     (compare-and-set) and the new owner creates it.
+//
+// Every state write is a compare-and-set on the execution's revision, so a
+// replica that lost a shard a moment ago cannot overwrite its new owner's
+// writes; at worst a report or a retry is handled twice, and the second
+// attempt is refused by the state machine or de-duplicated by Msg-Id.
+//
+// One goroutine (ownershipLoop) owns the held shards and the group-lease
+// bookkeeping; owned[n] publishes "this replica works shard n" to the
+// others (report lanes, retries).
+
+// heldShard is a shard lease this replica holds.
+type heldShard struct {
+	rev     uint64
+	renewed time.Time
+	w       *shardWorker
+}
+
+// ownership is the state of ownershipLoop.
+type ownership struct {
+	held         map[int]*heldShard
+	lastPresence time.Time
+	presenceRev  uint64
+	// absentSince: when a shard was first seen without a holder, for the
+	// fallback that takes a shard its designated owner leaves alone.
+	absentSince map[int]time.Time
+	groups      groupState
+}
+
+func newOwnership() *ownership {
+	return &ownership{held: map[int]*heldShard{}, absentSince: map[int]time.Time{}, groups: newGroupState()}
+}
+
+// owns reports whether this replica works shard n now.
+func (c *Controller) owns(n int) bool {
+	return n >= 0 && n < len(c.owned) && c.owned[n].Load()
+}
+
+// ownsJob reports whether this replica works the shard of job id.
+func (c *Controller) ownsJob(id string) bool { return c.owns(c.shardOfJob(id)) }
+
+func (c *Controller) shardOfJob(id string) int { return protocol.Shard(id, c.cfg.Shards) }
+
+// ownedShards returns the shards this replica works, ascending.
+func (c *Controller) ownedShards() []int {
+	var out []int
+	for n := range c.owned {
+		if c.owned[n].Load() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// ownershipTick is how often the loop looks at leases: often enough that a
+// lapsed group lease moves well within a second of its TTL.
+func (c *Controller) ownershipTick() time.Duration {
+	return min(max(c.cfg.LeaseTTL/20, 20*time.Millisecond), 250*time.Millisecond, c.cfg.LeaseRenewInterval)
+}
+
+// ownershipLoop runs the shard and group-lease bookkeeping until ctx ends,
+// then releases what it holds (a clean stop hands its shards over at once).
+func (c *Controller) ownershipLoop(ctx context.Context) {
+	t := c.clk.NewTimer(c.ownershipTick())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if c.crashed.Load() {
+				c.abandonShards()
+			} else {
+				c.releaseAll()
+			}
+			return
+		case <-t.C():
+		case <-c.leases.changed:
+		}
+		c.ownershipStep(ctx)
+		t.Reset(c.ownershipTick())
+	}
+}
+
+// ownershipStep is one pass: presence, shard leases, group leases.
+func (c *Controller) ownershipStep(ctx context.Context) {
+	o := c.own
+	now := c.now()
+	if now.Sub(o.lastPresence) >= c.cfg.LeaseRenewInterval {
+		if err := c.renewPresence(ctx, now); err != nil {
+			c.log.Warn("renew replica presence", "node", c.cfg.Node, "err", err)
+		}
+	}
+	live := c.leases.liveReplicas(now, c.cfg.LeaseTTL)
+	if !slices.Contains(live, c.cfg.Node) {
+		live = append(live, c.cfg.Node)
+	}
+	slices.Sort(live)
+	var acquired []int
+	for n := range c.cfg.Shards {
+		want := live[n%len(live)] == c.cfg.Node
+		if h, ok := o.held[n]; ok {
+			if !want {
+				c.releaseShard(ctx, n, h, "replica "+live[n%len(live)]+" joined")
+				continue
+			}
+			if now.Sub(h.renewed) >= c.cfg.LeaseRenewInterval {
+				c.renewShard(ctx, n, h, now)
+			}
+			continue
+		}
+		if c.tryAcquire(ctx, n, want, now) {
+			acquired = append(acquired, n)
+		}
+	}
+	if len(acquired) > 0 {
+		c.shardsAcquired(ctx, acquired)
+	}
+	c.m.shardsOwned.Set(float64(len(o.held)))
+	c.manageGroupLeases(ctx, now)
+}
+
+func (c *Controller) renewPresence(ctx context.Context, now time.Time) error {
+	o := c.own
+	data, err := json.Marshal(replicaLease{Node: c.cfg.Node, Instance: c.instance, Started: c.started})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseRenewInterval)
+	defer cancel()
+	rev, err := c.kv.Leases.Put(ctx, replicaKey(c.cfg.Node), data)
+	if err != nil {
+		return err
+	}
+	o.lastPresence, o.presenceRev = now, rev
+	return nil
+}
+
+// tryAcquire takes shard n when it is free (or lapsed, or this node's own
+// from a previous process); without want only after it was left without
+// a holder for a whole LeaseTTL (its designated owner is not taking it).
+func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.Time) bool {
+	o := c.own
+	cur, ok := c.leases.shard(n)
+	lapsed := ok && now.Sub(cur.seen) >= c.cfg.LeaseTTL
+	if !ok || lapsed {
+		if _, seen := o.absentSince[n]; !seen {
+			o.absentSince[n] = now
+		}
+	} else {
+		delete(o.absentSince, n)
+	}
+	mine := ok && cur.val.Node == c.cfg.Node && cur.val.Instance != c.instance
+	if !want {
+		since, seen := o.absentSince[n]
+		if !seen || now.Sub(since) < c.cfg.LeaseTTL {
+			return false
+		}
+	} else if ok && !lapsed && !mine {
+		return false // held by a live replica: it releases when it sees us
+	}
+	val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: now}
+	data, err := json.Marshal(val)
+	if err != nil {
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseRenewInterval)
+	defer cancel()
+	var rev uint64
+	if ok {
+		rev, err = c.kv.Leases.Update(wctx, shardKey(n), data, cur.rev)
+	} else {
+		rev, err = c.kv.Leases.Create(wctx, shardKey(n), data)
+	}
+	if err != nil {
+		if !isCASMiss(err) {
+			c.log.Warn("acquire shard lease", "shard", n, "err", err)
+		}
+		return false
+	}
+	c.leases.putShard(n, val, rev, now)
+	delete(o.absentSince, n)
+	o.held[n] = &heldShard{rev: rev, renewed: now}
+	attrs := []any{"shard", n, "node", c.cfg.Node, "instance", c.instance}
+	if ok {
+		attrs = append(attrs, "previous_node", cur.val.Node, "previous_instance", cur.val.Instance)
+		if cur.val.Node != c.cfg.Node {
+			c.m.takeovers.WithLabelValues("shard").Inc()
+			attrs = append(attrs, "takeover", true)
+		}
+	}
+	c.log.Info("shard lease acquired", attrs...)
+	return true
+}
+
+// shardsAcquired starts the workers of newly held shards and reloads their
+// state: retry timers of RETRY_WAITING executions, PENDING runs, unplaced
+// executions and one-shot jobs whose creation was cut short.
+func (c *Controller) shardsAcquired(ctx context.Context, ns []int) {
+	o := c.own
+	set := map[int]bool{}
+	for _, n := range ns {
+		w, err := c.startShardWorker(ctx, n)
+		if err != nil {
+			c.log.Error("start shard worker; releasing the shard", "shard", n, "err", err)
+			c.releaseShard(ctx, n, o.held[n], "worker failed")
+			continue
+		}
+		o.held[n].w = w
+		c.owned[n].Store(true)
+		set[n] = true
+	}
+	if len(set) == 0 {
+		return
+	}
+	if err := c.reloadExecutions(ctx, set); err != nil {
+		c.log.Error("reload executions of acquired shards", "shards", ns, "err", err)
+	}
+}
+
+func (c *Controller) renewShard(ctx context.Context, n int, h *heldShard, now time.Time) {
+	val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: now}
+	data, err := json.Marshal(val)
+	if err != nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseRenewInterval)
+	defer cancel()
+	rev, err := c.kv.Leases.Update(wctx, shardKey(n), data, h.rev)
+	switch {
+	case err == nil:
+		h.rev, h.renewed = rev, now
+		c.leases.putShard(n, val, rev, now)
+	case isCASMiss(err):
+		c.log.Warn("shard lease lost: another replica holds it", "shard", n, "node", c.cfg.Node)
+		c.dropShard(n, false)
+	case now.Sub(h.renewed) >= c.cfg.LeaseTTL-c.cfg.LeaseRenewInterval:
+		// Not renewed for nearly a TTL (NATS unreachable): stop before
+		// another replica may take it.
+		c.log.Warn("shard lease not renewed in time; stopping the shard", "shard", n, "err", err)
+		c.dropShard(n, false)
+	default:
+		c.log.Warn("renew shard lease", "shard", n, "err", err)
+	}
+}
+
+// releaseShard hands shard n over: drain its worker, then delete the key.
+func (c *Controller) releaseShard(ctx context.Context, n int, h *heldShard, why string) {
+	c.dropShard(n, true)
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseRenewInterval)
+	defer cancel()
+	if err := c.kv.Leases.Delete(wctx, shardKey(n), jetstream.LastRevision(h.rev)); err != nil && !isCASMiss(err) {
+		c.log.Warn("release shard lease", "shard", n, "err", err)
+	}
+	c.leases.dropShard(n, h.rev)
+	c.log.Info("shard lease released", "shard", n, "node", c.cfg.Node, "why", why)
+}
+
+// dropShard stops working shard n: its worker (draining or not), its retry
+// timers and the group-lease bookkeeping of its jobs.
+func (c *Controller) dropShard(n int, drain bool) {
+	o := c.own
+	h, ok := o.held[n]
+	if !ok {
+		return
+	}
+	c.owned[n].Store(false)
+	delete(o.held, n)
+	if h.w != nil {
+		h.w.stop(drain)
+	}
+	if c.retries != nil {
+		c.retries.dropWhere(func(jobID string) bool { return c.shardOfJob(jobID) == n })
+	}
+	o.groups.forgetShard(func(jobID string) bool { return c.shardOfJob(jobID) == n })
+}
+
+// releaseAll releases every held shard and the presence key (clean stop).
+func (c *Controller) releaseAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	o := c.own
+	for n, h := range o.held {
+		c.releaseShard(ctx, n, h, "controller stopping")
+	}
+	if o.presenceRev != 0 {
+		_ = c.kv.Leases.Delete(ctx, replicaKey(c.cfg.Node), jetstream.LastRevision(o.presenceRev))
+	}
+}
+
+// abandonShards stops the workers without releasing anything (a crash).
+func (c *Controller) abandonShards() {
+	for n, h := range c.own.held {
+		c.owned[n].Store(false)
+		if h.w != nil {
+			h.w.stop(false)
+		}
+	}
+}
+
+// isCASMiss reports a lost compare-and-set or create of a KV key.
+func isCASMiss(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) ||
+		errors.Is(err, jetstream.ErrKeyDeleted) || isWrongLastSeq(err)
+}
+
+// ShardOwners returns, for each shard, the node holding its lease ("" when
+// none), as this replica sees ax_leases now.
+func (c *Controller) ShardOwners() []string {
+	out := make([]string, c.cfg.Shards)
+	now := c.now()
+	for n := range out {
+		if s, ok := c.leases.shard(n); ok && now.Sub(s.seen) < c.cfg.LeaseTTL {
+			out[n] = s.val.Node
+		}
+	}
+	return out
+}
