@@ -131,7 +131,7 @@ func (a *Agent) invoke(ctx context.Context, name string, t Task) (res retry.Resu
 			outcome = retry.OutcomePanic
 		}
 	}()
-	req := handler.Request{JobID: t.JobID, ExecID: t.ExecID, Attempt: t.Attempt, ScheduledAt: t.ScheduledAt, Payload: t.Payload}
+	req := handler.Request{JobID: t.JobID, ExecID: t.ExecID, Attempt: t.Attempt, ScheduledAt: t.ScheduledAt, Payload: t.Payload, Epoch: t.Epoch}
 	switch name {
 	case "exec":
 		res, _ = a.execH.Run(ctx, req)

@@ -25,6 +25,9 @@ type Request struct {
 	Attempt     int
 	ScheduledAt time.Time
 	Payload     []byte
+	// Epoch is the group-job lease epoch the attempt fired under (0 for
+	// other jobs); exec passes it as AX_EPOCH.
+	Epoch uint64
 }
 
 // DefaultPath is the PATH given to exec'd commands.
@@ -140,6 +143,7 @@ func (e *Exec) Run(ctx context.Context, req Request) (res retry.Result, started 
 		"AX_JOB_ID="+req.JobID,
 		"AX_EXEC_ID="+req.ExecID,
 		"AX_ATTEMPT="+strconv.Itoa(req.Attempt),
+		"AX_EPOCH="+strconv.FormatUint(req.Epoch, 10),
 		"AX_SCHEDULED_AT="+req.ScheduledAt.UTC().Format(time.RFC3339Nano))
 	cmd.Stdin = strings.NewReader(p.Stdin)
 	stdout, stderr := newTail(e.cfg.Tail), newTail(e.cfg.Tail)
