@@ -283,11 +283,21 @@ func (c *Controller) sendUnassign(ctx context.Context, jobID, agent string, gen 
 	c.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
 }
 
-// agentLost moves the live executions of the lost leases' jobs that ran
-// under an older epoch: TRIGGERED or RUNNING ones end their attempt with
-// outcome agent_lost (RETRY_WAITING on the new holder, or FAILED when the
-// job's attempts are spent); PENDING and RETRY_WAITING ones are pointed at
-// the new holder (their run is sent there).
+// agentLost moves the executions of the lost leases' jobs that the lost
+// agent was running under an older epoch:
+//
+//   - TRIGGERED or RUNNING: the attempt ends with outcome agent_lost:
+//     RETRY_WAITING on the new holder, or FAILED when the job's attempts
+//     are spent (retry.Policy.Decide);
+//   - RETRY_WAITING whose retry is due (its run was, most likely, already
+//     sent to the lost agent, which may still run it when it comes back):
+//     that attempt counts as lost too, so that the new holder runs a
+//     higher attempt and a late run on the old agent is a counted retry,
+//     never the same attempt twice;
+//   - RETRY_WAITING not yet due: pointed at the new holder.
+//
+// Only executions fired under a lease (epoch > 0) move; a one-shot run of a
+// group job is placed once and not moved.
 func (c *Controller) agentLost(ctx context.Context, lost []lostLease) {
 	byJob := map[string]lostLease{}
 	for _, l := range lost {
@@ -295,7 +305,7 @@ func (c *Controller) agentLost(ctx context.Context, lost []lostLease) {
 	}
 	var ids []string
 	err := c.scanExecs(ctx, func(r *execRecord, _ uint64) {
-		if l, ok := byJob[r.JobID]; ok && r.Agent == l.oldAgent && !r.State.Terminal() && r.State != protocol.StateSkipped && r.Epoch < l.epoch {
+		if l, ok := byJob[r.JobID]; ok && r.Agent == l.oldAgent && r.Epoch > 0 && r.Epoch < l.epoch && !r.State.Terminal() {
 			ids = append(ids, r.ExecID)
 		}
 	})
@@ -315,29 +325,37 @@ func (c *Controller) agentLost(ctx context.Context, lost []lostLease) {
 				return nil, nil
 			}
 			now := c.now()
-			switch cur.State {
-			case protocol.StateTriggered, protocol.StateRunning:
+			lostAttempt := cur.Attempt
+			switch {
+			case cur.State == protocol.StateTriggered || cur.State == protocol.StateRunning:
+			case cur.State == protocol.StateRetryWaiting && !cur.NextAttemptAt.After(now):
+				lostAttempt = cur.Attempt + 1
+			case cur.State == protocol.StateRetryWaiting:
+				lostAttempt = 0 // not sent yet: only re-pointed
+			default:
+				return nil, nil
+			}
+			if lostAttempt > 0 {
 				pol := retry.DefaultPolicy()
 				if j, _, ok := c.jobs.get(cur.JobID); ok {
 					pol = j.Retry.Policy().WithDefaults()
 				}
-				d := pol.Decide(cur.Attempt, retry.OutcomeAgentLost, retry.Result{Retryable: true}, rand.Int64N)
+				d := pol.Decide(lostAttempt, retry.OutcomeAgentLost, retry.Result{Retryable: true}, rand.Int64N)
 				to := protocol.StateFailed
 				if d.Retry {
 					to = protocol.StateRetryWaiting
 					cur.NextAttemptAt = now.Add(d.Delay)
 				}
-				if err := CheckTransition(cur.State, to); err != nil {
-					return nil, err
+				if to != cur.State {
+					if err := CheckTransition(cur.State, to); err != nil {
+						return nil, err
+					}
+					tr = &transition{from: cur.State, to: to, reason: d.Reason}
 				}
-				tr = &transition{from: cur.State, to: to, reason: d.Reason}
-				cur.State, cur.Reason, cur.Outcome, cur.Suspect = to, d.Reason, retry.OutcomeAgentLost, d.Suspect
+				cur.State, cur.Attempt, cur.Reason, cur.Outcome, cur.Suspect = to, lostAttempt, d.Reason, retry.OutcomeAgentLost, d.Suspect
 				cur.FinishedAt = now
 				cur.Result = &retry.Result{Message: "agent " + l.oldAgent + " lost: its lease of the job lapsed", Retryable: true}
 				cur.Applied, cur.Path = nil, nil
-			case protocol.StatePending, protocol.StateRetryWaiting:
-			default:
-				return nil, nil
 			}
 			cur.Agent, cur.Epoch, cur.UpdatedAt = l.newAgent, l.epoch, now
 			return cur, nil
@@ -352,18 +370,11 @@ func (c *Controller) agentLost(ctx context.Context, lost []lostLease) {
 		if tr != nil {
 			c.afterTransition(after, *tr)
 		}
-		switch after.State {
-		case protocol.StateRetryWaiting:
+		if after.State == protocol.StateRetryWaiting {
 			c.retries.schedule(after.ExecID, after.JobID, after.Attempt, after.NextAttemptAt)
-		case protocol.StatePending:
-			if j, _, ok := c.jobs.get(after.JobID); ok {
-				if err := c.sendRun(ctx, j, after, after.Attempt, after.ScheduledAt); err != nil {
-					c.log.Warn("agent lost: re-send run", "exec", id, "err", err)
-				}
-			}
 		}
 		c.log.Warn("execution moved off a lost agent", "exec", id, "job", after.JobID, "from_agent", before.Agent,
-			"to_agent", after.Agent, "state", after.State, "epoch", after.Epoch)
+			"to_agent", after.Agent, "state", after.State, "attempt", after.Attempt, "epoch", after.Epoch)
 	}
 }
 

@@ -137,6 +137,14 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			}
 		}
 		l.plan(g, cur)
+		if ok && l.anyHeld(g) {
+			// Ahead of the cached record: it may be stale (written outside
+			// this lane: agent_lost, an operator's retry or cancel). Read.
+			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {
+				continue
+			}
+			l.plan(g, cur)
+		}
 		if guessed && g.next == nil { // the guess decided nothing: read for real
 			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {
 				continue

@@ -41,6 +41,8 @@ import (
 // bookkeeping; owned[n] publishes "this replica works shard n" to the
 // others (report lanes, retries).
 
+const whyStopping = "controller stopping"
+
 // heldShard is a shard lease this replica holds.
 type heldShard struct {
 	rev     uint64
@@ -148,6 +150,24 @@ func (c *Controller) ownershipStep(ctx context.Context) {
 	}
 	c.m.shardsOwned.Set(float64(len(o.held)))
 	c.manageGroupLeases(ctx, now)
+	c.placeWaiting(ctx, now)
+}
+
+// placeWaiting gives the PENDING executions waiting for an agent of their
+// group to a live member. Registrations place them too, but a registration
+// may be answered by another replica than the one that knows the waiting
+// execution.
+func (c *Controller) placeWaiting(ctx context.Context, now time.Time) {
+	c.assignMu.Lock()
+	defer c.assignMu.Unlock()
+	if len(c.unplaced) == 0 {
+		return
+	}
+	for _, a := range c.agents.snapshot() {
+		if isOnline(a, now, c.cfg.AgentOfflineAfter) {
+			c.placeUnplaced(ctx, a)
+		}
+	}
 }
 
 func (c *Controller) renewPresence(ctx context.Context, now time.Time) error {
@@ -199,6 +219,13 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 	var rev uint64
 	if ok {
 		rev, err = c.kv.Leases.Update(wctx, shardKey(n), data, cur.rev)
+		if isCASMiss(err) {
+			// Renewed meanwhile (the view catches up), or removed by the
+			// bucket TTL, which the watcher does not report: then it is free.
+			if _, gerr := c.kv.Leases.Get(wctx, shardKey(n)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				rev, err = c.kv.Leases.Create(wctx, shardKey(n), data)
+			}
+		}
 	} else {
 		rev, err = c.kv.Leases.Create(wctx, shardKey(n), data)
 	}
@@ -211,15 +238,14 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 	c.leases.putShard(n, val, rev, now)
 	delete(o.absentSince, n)
 	o.held[n] = &heldShard{rev: rev, renewed: now}
-	attrs := []any{"shard", n, "node", c.cfg.Node, "instance", c.instance}
-	if ok {
-		attrs = append(attrs, "previous_node", cur.val.Node, "previous_instance", cur.val.Instance)
-		if cur.val.Node != c.cfg.Node {
-			c.m.takeovers.WithLabelValues("shard").Inc()
-			attrs = append(attrs, "takeover", true)
-		}
+	if ok && cur.val.Node != c.cfg.Node {
+		c.m.takeovers.WithLabelValues("shard").Inc()
+		c.log.Warn("shard lease taken over", "shard", n, "old_holder", cur.val.Node, "old_instance", cur.val.Instance,
+			"new_holder", c.cfg.Node, "new_instance", c.instance, "old_revision", cur.rev, "new_revision", rev,
+			"since_last_renewal", now.Sub(cur.seen))
+	} else {
+		c.log.Debug("shard lease acquired", "shard", n, "node", c.cfg.Node, "instance", c.instance, "revision", rev)
 	}
-	c.log.Info("shard lease acquired", attrs...)
 	return true
 }
 
@@ -243,6 +269,7 @@ func (c *Controller) shardsAcquired(ctx context.Context, ns []int) {
 	if len(set) == 0 {
 		return
 	}
+	c.log.Info("shards acquired", "shards", ns, "owned", len(o.held), "node", c.cfg.Node, "instance", c.instance)
 	if err := c.reloadExecutions(ctx, set); err != nil {
 		c.log.Error("reload executions of acquired shards", "shards", ns, "err", err)
 	}
@@ -283,7 +310,11 @@ func (c *Controller) releaseShard(ctx context.Context, n int, h *heldShard, why 
 		c.log.Warn("release shard lease", "shard", n, "err", err)
 	}
 	c.leases.dropShard(n, h.rev)
-	c.log.Info("shard lease released", "shard", n, "node", c.cfg.Node, "why", why)
+	if why == whyStopping {
+		c.log.Debug("shard released", "shard", n, "node", c.cfg.Node, "why", why)
+		return
+	}
+	c.log.Info("shard released", "shard", n, "node", c.cfg.Node, "why", why)
 }
 
 // dropShard stops working shard n: its worker (draining or not), its retry
@@ -310,8 +341,12 @@ func (c *Controller) releaseAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	o := c.own
+	n := len(o.held)
 	for n, h := range o.held {
-		c.releaseShard(ctx, n, h, "controller stopping")
+		c.releaseShard(ctx, n, h, whyStopping)
+	}
+	if n > 0 {
+		c.log.Info("shards released", "count", n, "node", c.cfg.Node, "why", whyStopping)
 	}
 	if o.presenceRev != 0 {
 		_ = c.kv.Leases.Delete(ctx, replicaKey(c.cfg.Node), jetstream.LastRevision(o.presenceRev))

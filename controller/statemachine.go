@@ -42,6 +42,7 @@ var transitions = map[protocol.State]map[protocol.State]string{
 	},
 	protocol.StateRetryWaiting: {
 		protocol.StateTriggered: "next attempt fired on the agent",
+		protocol.StateFailed:    "the retry was sent to an agent that was lost, and attempts are spent",
 		protocol.StateCancelled: "cancelled",
 	},
 	protocol.StateFailed: {

@@ -29,7 +29,7 @@ func TestTransitionEveryPair(t *testing.T) {
 		{T, R}: true, {T, C}: true,
 		{T, W}: true, {T, F}: true, // agent lost (group lease lapsed)
 		{R, S}: true, {R, F}: true, {R, W}: true, {R, C}: true,
-		{W, T}: true, {W, C}: true,
+		{W, T}: true, {W, C}: true, {W, F}: true, // retry sent to a lost agent, attempts spent
 		{F, W}: true, // operator retry
 	}
 	froms := append([]protocol.State{""}, protocol.States...)
