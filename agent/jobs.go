@@ -134,6 +134,7 @@ func (s *scheduler) leaseGranted(jobID string, epoch uint64, at time.Time, ttl t
 	wasValid := s.canFire(j)
 	aj.epoch = epoch
 	aj.leaseUntil = at.Add(ttl)
+	aj.lapseSaid = false
 	if !wasValid {
 		s.log.Info("lease acquired", "job_id", jobID, "epoch", epoch, "ttl", ttl)
 		s.replan(j, false)
@@ -159,6 +160,9 @@ func (s *scheduler) leaseRevoked(jobID string, epoch uint64) {
 	j := s.jobs[jobID]
 	if j == nil || j.assigned == nil || epoch < j.assigned.epoch {
 		return
+	}
+	if j.assigned.leaseUntil.IsZero() {
+		return // not held: nothing changes (a heartbeat repeats a loss)
 	}
 	j.assigned.leaseUntil = time.Time{}
 	s.log.Info("lease revoked", "job_id", jobID, "epoch", epoch)

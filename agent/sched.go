@@ -40,6 +40,7 @@ type assignedJob struct {
 	shard      *protocol.ShardSlot
 	epoch      uint64
 	leaseUntil time.Time // agent monotonic clock; zero: no lease
+	lapseSaid  bool      // "lease lapsed" logged since the last grant
 	lastFire   time.Time
 	planSeq    uint64
 	next       time.Time

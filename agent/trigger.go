@@ -142,6 +142,11 @@ func (s *scheduler) fire(w wheelItem) {
 		return
 	}
 	if !s.canFire(j) {
+		if !aj.leaseUntil.IsZero() && !aj.lapseSaid {
+			aj.lapseSaid = true
+			s.log.Warn("group lease lapsed (not renewed by a heartbeat reply): not firing", "job_id", j.id,
+				"epoch", aj.epoch, "lease_until", aj.leaseUntil)
+		}
 		s.log.Debug("no valid lease: not firing", "job_id", j.id, "epoch", aj.epoch)
 		return
 	}

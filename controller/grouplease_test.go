@@ -45,40 +45,101 @@ func hasUnassignOf(jobID string) func(protocol.Command) bool {
 // the lost holder is told to stop; its running execution goes to
 // RETRY_WAITING (agent_lost) on the new holder, which gets the retry; its
 // late reports change nothing; agent ls and the metrics show the move.
-func TestGroupLeaseLifecycle(t *testing.T) {
+// leaseFixture is a controller (lease TTL 1s) with two test agents in
+// group role=pump and a group job leased to one of them: h holds it at
+// epoch, o is the other member.
+type leaseFixture struct {
+	c     *Controller
+	cfg   Config
+	job   protocol.Job
+	h, o  *testAgent
+	epoch uint64
+}
+
+func newLeaseFixture(t *testing.T, maxAttempts int) *leaseFixture {
+	t.Helper()
 	cfg := testConfig(t, t.TempDir())
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 3 * time.Second
 	cfg.LeaseTTL = time.Second
 	cfg.LeaseRenewInterval = 200 * time.Millisecond
 	c := startController(t, cfg)
-	ctx := tctx(t)
 	labels := map[string]string{"role": "pump"}
 	members := map[string]*testAgent{
 		"g1": newTestAgent(t, c.NATSURL(), "g1", labels).start(),
 		"g2": newTestAgent(t, c.NATSURL(), "g2", labels).start(),
 	}
-	job, err := c.CreateJob(ctx, protocol.Job{Name: "pump", Handler: "noop", Schedule: schedule.Spec{Every: "1h"},
-		Target: protocol.Target{Group: "role=pump"}, Retry: protocol.RetrySpec{MaxAttempts: 3, Base: protocol.Duration(50 * time.Millisecond)}})
+	job, err := c.CreateJob(tctx(t), protocol.Job{Name: "pump", Handler: "noop", Schedule: schedule.Spec{Every: "1h"},
+		Target: protocol.Target{Group: "role=pump"}, Retry: protocol.RetrySpec{MaxAttempts: maxAttempts, Base: protocol.Duration(50 * time.Millisecond)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// Granted to exactly one member, with an epoch.
-	var h, o *testAgent
-	var epoch uint64
+	f := &leaseFixture{c: c, cfg: cfg, job: job}
 	eventually(t, 10*time.Second, "group lease granted", func() bool {
 		for id, a := range members {
 			for _, cmd := range a.commands() {
 				if assignWithEpoch(job.ID, 0)(cmd) {
-					h, epoch = a, cmd.Assign.Epoch
-					o = members[map[string]string{"g1": "g2", "g2": "g1"}[id]]
+					f.h, f.epoch = a, cmd.Assign.Epoch
+					f.o = members[map[string]string{"g1": "g2", "g2": "g1"}[id]]
 					return true
 				}
 			}
 		}
 		return false
 	})
+	return f
+}
+
+// moveToOther lets the holder go silent while the other member heartbeats,
+// until the lease moves to it; from then on the new holder renews in the
+// background. It returns the new holder's assign command.
+func (f *leaseFixture) moveToOther(t *testing.T) protocol.Command {
+	t.Helper()
+	var moved protocol.Command
+	eventually(t, 15*time.Second, "lease moved to "+f.o.id, func() bool {
+		f.o.heartbeatClaims()
+		for _, cmd := range f.o.commands() {
+			if assignWithEpoch(f.job.ID, f.epoch)(cmd) {
+				moved = cmd
+				return true
+			}
+		}
+		return false
+	})
+	newEpoch := moved.Assign.Epoch
+	stopRenew := make(chan struct{})
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		for {
+			data, _ := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: f.o.id, SentAt: time.Now(),
+				Leases: []protocol.HeldLease{{JobID: f.job.ID, Epoch: newEpoch}}})
+			_, _ = f.o.nc.Request(protocol.HeartbeatSubject(f.o.id), data, 5*time.Second)
+			select {
+			case <-stopRenew:
+				return
+			case <-time.After(f.cfg.HeartbeatInterval):
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stopRenew); <-renewDone })
+	return moved
+}
+
+// report publishes one report of agent a under epoch.
+func report(a *testAgent, job, exec string, attempt int, kind protocol.ReportKind, scheduled time.Time, epoch uint64, o retry.Outcome, res retry.Result) {
+	r := a.rep(job, exec, attempt, kind, scheduled)
+	if kind == protocol.ReportFinished {
+		r = finished(r, o, res, time.Millisecond)
+	}
+	r.Epoch = epoch
+	a.publish(r, "")
+}
+
+func TestGroupLeaseLifecycle(t *testing.T) {
+	f := newLeaseFixture(t, 3)
+	c, cfg, job, h, o, epoch := f.c, f.cfg, f.job, f.h, f.o, f.epoch
+	ctx := tctx(t)
 	claim := protocol.HeldLease{JobID: job.ID, Epoch: epoch}
 
 	// Renewed for the holder at its epoch, for less than the controller's TTL.
@@ -119,38 +180,11 @@ func TestGroupLeaseLifecycle(t *testing.T) {
 		t.Fatalf("last renewal: %+v", hr)
 	}
 	holderEnd := lastRenewal.Add(hr.Renewed[0].TTL.D())
-	var moved protocol.Command
-	eventually(t, 15*time.Second, "lease moved to "+o.id, func() bool {
-		o.heartbeatClaims()
-		for _, cmd := range o.commands() {
-			if assignWithEpoch(job.ID, epoch)(cmd) {
-				moved = cmd
-				return true
-			}
-		}
-		return false
-	})
-	if now := time.Now(); now.Before(holderEnd) {
-		t.Fatalf("lease moved at %s, before the holder's own lease ended at %s", now, holderEnd)
-	}
+	moved := f.moveToOther(t)
 	newEpoch := moved.Assign.Epoch
-	// From here the new holder renews its lease like a real agent would.
-	stopRenew := make(chan struct{})
-	renewDone := make(chan struct{})
-	go func() {
-		defer close(renewDone)
-		for {
-			data, _ := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: o.id, SentAt: time.Now(),
-				Leases: []protocol.HeldLease{{JobID: job.ID, Epoch: newEpoch}}})
-			_, _ = o.nc.Request(protocol.HeartbeatSubject(o.id), data, 5*time.Second)
-			select {
-			case <-stopRenew:
-				return
-			case <-time.After(cfg.HeartbeatInterval):
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stopRenew); <-renewDone })
+	if moved.IssuedAt.Before(holderEnd) {
+		t.Fatalf("lease moved at %s, before the holder's own lease ended at %s", moved.IssuedAt, holderEnd)
+	}
 	h.waitCommand("unassign of the lost holder", hasUnassignOf(job.ID))
 	if hr := h.heartbeatClaims(claim); len(hr.Lost) != 1 || len(hr.Renewed) != 0 {
 		t.Fatalf("lost holder's claim after the move: %+v", hr)
@@ -240,4 +274,48 @@ func gather(t testing.TB, c *Controller) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestGroupLeaseLostRetryIsCounted: a retry already sent to the holder
+// when its lease lapses counts as a lost attempt, so the new holder runs a
+// higher attempt and the old holder's late run of the sent one is refused.
+func TestGroupLeaseLostRetryIsCounted(t *testing.T) {
+	f := newLeaseFixture(t, 5)
+	c, h, o := f.c, f.h, f.o
+	claim := protocol.HeldLease{JobID: f.job.ID, Epoch: f.epoch}
+	if hr := h.heartbeatClaims(claim); len(hr.Renewed) != 1 {
+		t.Fatalf("renewal: %+v", hr)
+	}
+	scheduled := time.Now().Truncate(time.Millisecond)
+	x := protocol.ExecID(f.job.ID, scheduled)
+	for _, k := range []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning, protocol.ReportFinished} {
+		report(h, f.job.ID, x, 1, k, scheduled, f.epoch, retry.OutcomeFailure, retry.Result{Retryable: true, Message: "busy"})
+	}
+	h.waitCommand("retry sent to the holder", isRun(x, 2))
+	waitExec(t, c, x, "RETRY_WAITING after attempt 1", func(e protocol.Execution) bool {
+		return e.State == protocol.StateRetryWaiting && e.Attempt == 1
+	})
+
+	moved := f.moveToOther(t)
+	newEpoch := moved.Assign.Epoch
+	e := waitExec(t, c, x, "attempt 2 counted as lost", func(e protocol.Execution) bool {
+		return e.Attempt == 2 && e.Agent == o.id && e.Epoch == newEpoch
+	})
+	if e.State != protocol.StateRetryWaiting || e.Outcome != retry.OutcomeAgentLost {
+		t.Fatalf("execution after the move: %+v", e)
+	}
+	run := o.waitCommand("attempt 3 on the new holder", isRun(x, 3))
+	if run.Run.Epoch != newEpoch {
+		t.Fatalf("attempt 3 sent with epoch %d, want %d", run.Run.Epoch, newEpoch)
+	}
+	// The old holder runs the attempt 2 it was sent, late: refused.
+	rejected := c.m.rejected.Load()
+	report(h, f.job.ID, x, 2, protocol.ReportTriggered, scheduled, f.epoch, "", retry.Result{})
+	eventually(t, 10*time.Second, "late attempt refused", func() bool { return c.m.rejected.Load() > rejected })
+	for _, k := range []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning, protocol.ReportFinished} {
+		report(o, f.job.ID, x, 3, k, scheduled, newEpoch, retry.OutcomeSuccess, retry.Result{})
+	}
+	waitExec(t, c, x, "SUCCESS at attempt 3", func(e protocol.Execution) bool {
+		return e.State == protocol.StateSuccess && e.Attempt == 3 && e.Agent == o.id
+	})
 }
