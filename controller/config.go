@@ -171,14 +171,18 @@ func (c Config) Validate() error {
 			return configErr("nats.host", "%q is not a loopback address; binding NATS beyond loopback without auth is refused (set nats.auth: nkeys)", c.NATS.Host)
 		}
 	} else {
-		u, err := url.Parse(c.NATS.URL)
-		if err != nil || u.Host == "" {
-			return configErr("nats.url", "%q is not a URL such as nats://host:4222", c.NATS.URL)
-		}
-		switch u.Scheme {
-		case "nats", "tls", "ws", "wss":
-		default:
-			return configErr("nats.url", "scheme %q: want nats, tls, ws or wss", u.Scheme)
+		// One URL, or several (the nodes of a cluster) separated by commas.
+		for _, one := range strings.Split(c.NATS.URL, ",") {
+			one = strings.TrimSpace(one)
+			u, err := url.Parse(one)
+			if err != nil || u.Host == "" || strings.Contains(u.Host, ",") {
+				return configErr("nats.url", "%q is not a URL such as nats://host:4222 (several: comma-separated)", one)
+			}
+			switch u.Scheme {
+			case "nats", "tls", "ws", "wss":
+			default:
+				return configErr("nats.url", "scheme %q: want nats, tls, ws or wss", u.Scheme)
+			}
 		}
 	}
 	if c.NATS.Port < -1 || c.NATS.Port > 65535 {

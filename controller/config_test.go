@@ -20,6 +20,11 @@ func TestConfigValidate(t *testing.T) {
 	if err := ext.Validate(); err != nil {
 		t.Fatalf("external config: %v", err)
 	}
+	cluster := ext
+	cluster.NATS.URL = "nats://a:4222, nats://b:4222,tls://c:4222"
+	if err := cluster.Validate(); err != nil {
+		t.Fatalf("cluster URLs: %v", err)
+	}
 	tests := []struct {
 		name string
 		mod  func(c *Config)
@@ -32,6 +37,8 @@ func TestConfigValidate(t *testing.T) {
 		{"public host", func(c *Config) { c.NATS.Host = "0.0.0.0" }, "nats.host"},
 		{"bad url", func(c *Config) { c.NATS.URL = "::nope" }, "nats.url"},
 		{"bad scheme", func(c *Config) { c.NATS.URL = "http://x:1" }, "nats.url"},
+		{"bad second url", func(c *Config) { c.NATS.URL = "nats://a:4222,http://b:4222" }, "nats.url"},
+		{"empty url in list", func(c *Config) { c.NATS.URL = "nats://a:4222,,nats://b:4222" }, "nats.url"},
 		{"creds without url", func(c *Config) { c.NATS.CredsFile = "/x.creds" }, "nats.creds_file"},
 		{"replicas 2", func(c *Config) { c.NATS.Replicas = 2 }, "nats.replicas"},
 		{"embedded replicas 3", func(c *Config) { c.NATS.Replicas = 3 }, "nats.replicas"},
@@ -39,6 +46,10 @@ func TestConfigValidate(t *testing.T) {
 		{"negative shards", func(c *Config) { c.Shards = -1 }, "shards"},
 		{"heartbeat", func(c *Config) { c.HeartbeatInterval = time.Millisecond }, "heartbeat_interval"},
 		{"offline before heartbeat", func(c *Config) { c.AgentOfflineAfter = time.Second }, "agent_offline_after"},
+		{"lease ttl short", func(c *Config) { c.LeaseTTL = 100 * time.Millisecond }, "lease_ttl"},
+		{"lease ttl under 2 heartbeats", func(c *Config) { c.LeaseTTL = 9 * time.Second }, "lease_ttl"},
+		{"renew over half ttl", func(c *Config) { c.LeaseRenewInterval = 8 * time.Second }, "lease_renew_interval"},
+		{"ack wait", func(c *Config) { c.AckWait = time.Millisecond }, "ack_wait"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

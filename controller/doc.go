@@ -7,11 +7,37 @@
 //
 // New checks the Config; Start runs the embedded nats-server (JetStream file
 // store under DataDir, client port on 127.0.0.1) unless NATS.URL names an
-// external server, ensures the streams and buckets (internal/streams), loads
-// jobs and agents, reloads retry timers from KV, and starts one report
-// consumer per shard plus the registration and heartbeat responders. Close
-// stops everything, the embedded server included. A nil Config.Logger
-// discards logs; a nil Config.Registry gets a fresh prometheus registry.
+// external server, ensures the streams and buckets (internal/streams) and
+// the per-shard report consumers, follows jobs, agents and leases in KV,
+// starts the registration and heartbeat responders, and takes its shards
+// (see Replicas and leases; a lone replica holds all of them when Start
+// returns). A shard's report worker starts, and its executions are
+// reloaded, when this replica acquires the shard's lease. Close releases
+// the shards, then stops everything, the embedded server included. A nil
+// Config.Logger discards logs; a nil Config.Registry gets a fresh
+// prometheus registry.
+//
+// # Configuration
+//
+// Config starts from DefaultConfig; Validate names the key of a bad value
+// as ax-controller's YAML spells it ("lease_ttl: ..."). Besides the node
+// name, data directory and NATS settings:
+//
+//	Node                must be unique per replica (it names the replica in ax_leases
+//	                    and is written into job ids)
+//	Shards              report shards, default 16; fixed once the report consumers
+//	                    exist (Start refuses another count); the same on every replica
+//	HeartbeatInterval   told to agents, default 5s
+//	AgentOfflineAfter   default 3×HeartbeatInterval
+//	LeaseTTL            TTL of shard and group-job leases (the bucket TTL of
+//	                    ax_leases), default 15s, 500ms..1h, at least 2×HeartbeatInterval
+//	LeaseRenewInterval  how often a replica renews its presence and shard leases,
+//	                    default LeaseTTL/3, at most LeaseTTL/2
+//	AckWait             how long a report may stay unacknowledged before it is
+//	                    redelivered (to the shard's next owner), default 30s, 1s..1h
+//	NATS.URL            an external server or cluster (comma-separated URLs);
+//	                    empty runs an embedded server
+//	NATS.Replicas       replicas of streams and buckets: 1, 3 or 5 (3 and 5 need NATS.URL)
 //
 // # Jobs
 //
@@ -21,8 +47,8 @@
 // on ax_idem (key: hex sha256 of the key): a taken key returns *ExistsError
 // with the existing job's id. Periodic jobs (every, cron) are assigned to
 // agents with assign commands (pinned: the agent; mode all: every matching
-// agent with its shard slot; mode any: one agent by rendezvous hashing,
-// epoch 0); one-shot jobs (asap, at, delay) and TriggerJob create a PENDING
+// agent with its shard slot; mode any: the holder of the job's group lease,
+// with its epoch, see Replicas and leases); one-shot jobs (asap, at, delay) and TriggerJob create a PENDING
 // execution and a run command. Updates bump the generation and reach the
 // agents; deletes send unassign.
 //
@@ -64,11 +90,40 @@
 // A retryable failure with attempts left moves to RETRY_WAITING with
 // next_attempt_at; the retry wheel (pkg/wheel) then sends the run command of
 // the next attempt, and the execution moves to TRIGGERED when the agent
-// reports it. Retry timers are reloaded from KV at start, so a restart
-// sends the run command of every RETRY_WAITING execution again (overdue
-// ones at once; same Msg-Id run/<exec_id>/<attempt>, so the stream drops a
+// reports it. Retry timers are reloaded from KV when a replica acquires a
+// shard (at start, or when it takes the shard over), so a restart or a
+// takeover sends the run command of every RETRY_WAITING execution of the
+// shard again (overdue ones at once; same Msg-Id run/<exec_id>/<attempt>, so the stream drops a
 // copy it still holds). One whose run was sent but is never reported stays
 // RETRY_WAITING until then (agent leases will bound it).
+//
+// # Replicas and leases
+//
+// Several controllers (replicas) can run against one NATS server or
+// cluster; they share every stream and bucket. KV ax_leases (bucket TTL =
+// LeaseTTL, History 1) holds replica.<node> (presence), shard.<n> (the
+// replica that works shard n) and job.<job id> (the agent that fires a
+// group job, with its epoch). The live replicas, sorted by node name,
+// split the shards round robin; a replica works a shard — consumes its
+// reports, owns its retry timers and the leases of its group jobs — only
+// while it holds shard.<n>, renewed every LeaseRenewInterval by
+// compare-and-set (ownership.go). A replica that stops renewing loses its
+// shards once LeaseTTL has passed since its last renewal, and the others
+// take them and reload their executions; a joining replica gets its share
+// handed over (drain, then delete). Every state write is a compare-and-set
+// on the key revision, so a replica that has just lost a shard cannot
+// overwrite the new owner's writes.
+//
+// A group job (target {group, mode: any}, periodic) is leased by its
+// shard's owner to one live member of the group, with an epoch above every
+// earlier grant (grouplease.go). Agents renew their leases with their
+// heartbeats; the reply grants LeaseTTL×0.9 counted from when the agent
+// sent the heartbeat, so the agent's lease ends before the controller's.
+// A lease not renewed for LeaseTTL moves to another live member (epoch+1);
+// the old holder is sent unassign, its TRIGGERED and RUNNING executions of
+// the job go to RETRY_WAITING (reason agent_lost) or FAILED when their
+// attempts are spent, and reports carrying an older epoch are rejected
+// (reason old_epoch). ListAgents fills AgentInfo.Leases from ax_leases.
 //
 // # Metrics
 //
@@ -93,6 +148,16 @@
 //	                                            step not arrived yet, e.g. redelivered after a
 //	                                            controller crash), redelivered later
 //	ax_commands_total{kind}           counter   commands published to agents
+//	ax_shards_owned                   gauge     report shards whose lease this replica holds
+//	ax_lease_grants_total             counter   group-job leases granted (first grants and
+//	                                            grants after a lapse)
+//	ax_lease_expiries_total           counter   group-job leases that lapsed (not renewed for
+//	                                            LeaseTTL) and were granted again
+//	ax_lease_takeovers_total{kind}    counter   leases taken from another holder: kind=group
+//	                                            (a lapsed group lease granted to another agent),
+//	                                            kind=shard (a shard lease taken from another replica)
+//	ax_lease_failover_seconds         histogram for each group takeover, the time from the last
+//	                                            renewal this replica saw to the grant to another agent
 //
 // The ax_agent_* gauges are set on every heartbeat (and at start from the
 // stats stored with each agent's last heartbeat) and deleted when the
@@ -105,5 +170,7 @@
 // Per execution the controller logs "execution created" (PENDING) or
 // "execution triggered", "execution running" (with lag), and "execution
 // finished" (state, outcome, duration) or "execution retry scheduled"; one
-// line per rejected report with its reason.
+// line per rejected report with its reason. Every lease takeover is logged
+// with the old and the new holder: "group lease taken over" (with
+// old_epoch and new_epoch) and "shard lease taken over".
 package controller

@@ -41,9 +41,16 @@ type Config struct {
 	Shards            int           `yaml:"shards"`
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	AgentOfflineAfter time.Duration `yaml:"agent_offline_after"`
-	Log               LogConfig     `yaml:"log"`
-	NATS              NATSConfig    `yaml:"nats"`
-	API               APIConfig     `yaml:"api"`
+	// LeaseTTL is the TTL of shard leases (replicas) and group-job leases
+	// (agents); LeaseRenewInterval how often a replica renews its shard
+	// leases (default lease_ttl/3); AckWait how long a report may stay
+	// unacknowledged before it is redelivered.
+	LeaseTTL           time.Duration `yaml:"lease_ttl"`
+	LeaseRenewInterval time.Duration `yaml:"lease_renew_interval"`
+	AckWait            time.Duration `yaml:"ack_wait"`
+	Log                LogConfig     `yaml:"log"`
+	NATS               NATSConfig    `yaml:"nats"`
+	API                APIConfig     `yaml:"api"`
 }
 
 // LogConfig configures the process log.
@@ -98,6 +105,7 @@ func keyKinds() map[string]string {
 	return map[string]string{
 		"node": "string", "data_dir": "string", "shards": "int",
 		"heartbeat_interval": "duration", "agent_offline_after": "duration",
+		"lease_ttl": "duration", "lease_renew_interval": "duration", "ack_wait": "duration",
 		"log.level": "string", "log.format": "string",
 		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int", "nats.auth": "string",
 		"nats.tls.cert_file": "string", "nats.tls.key_file": "string", "nats.tls.ca_file": "string", "nats.tls.verify_clients": "bool",
@@ -116,6 +124,10 @@ func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*v
 	v.SetDefault("shards", d.Shards)
 	v.SetDefault("heartbeat_interval", d.HeartbeatInterval)
 	v.SetDefault("agent_offline_after", d.AgentOfflineAfter)
+	v.SetDefault("lease_ttl", d.LeaseTTL)
+	// lease_renew_interval has no fixed default: unset, it is lease_ttl/3
+	// (see loadConfig), as controller.DefaultConfig has it for the default TTL.
+	v.SetDefault("ack_wait", d.AckWait)
 	v.SetDefault("log.level", "info")
 	v.SetDefault("log.format", "text")
 	v.SetDefault("nats.url", "")
@@ -227,6 +239,13 @@ func loadConfig(v *viper.Viper) (Config, error) {
 	c.Shards = num("shards")
 	c.HeartbeatInterval = dur("heartbeat_interval")
 	c.AgentOfflineAfter = dur("agent_offline_after")
+	c.LeaseTTL = dur("lease_ttl")
+	if v.IsSet("lease_renew_interval") {
+		c.LeaseRenewInterval = dur("lease_renew_interval")
+	} else {
+		c.LeaseRenewInterval = c.LeaseTTL / 3
+	}
+	c.AckWait = dur("ack_wait")
 	c.Log.Level = strings.ToLower(str("log.level"))
 	c.Log.Format = strings.ToLower(str("log.format"))
 	c.NATS.URL = str("nats.url")
@@ -377,6 +396,9 @@ func (c Config) controllerConfig() controller.Config {
 	cc.Shards = c.Shards
 	cc.HeartbeatInterval = c.HeartbeatInterval
 	cc.AgentOfflineAfter = c.AgentOfflineAfter
+	cc.LeaseTTL = c.LeaseTTL
+	cc.LeaseRenewInterval = c.LeaseRenewInterval
+	cc.AckWait = c.AckWait
 	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas, Auth: c.NATS.Auth}
 	cc.NATS.TLS = controller.TLSConfig{CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile, CAFile: c.NATS.TLS.CAFile, VerifyClients: c.NATS.TLS.VerifyClients}
 	return cc

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -226,9 +227,34 @@ func printAgents(w io.Writer, format string, agents []protocol.AgentInfo) error 
 		if a.OS != "" || a.Arch != "" {
 			osArch = a.OS + "/" + a.Arch
 		}
-		t.row(a.Agent, online, a.Version, osArch, timeText(a.LastSeen), strconv.Itoa(len(a.Leases)), labelsText(a.Labels))
+		t.row(a.Agent, online, a.Version, osArch, timeText(a.LastSeen), leasesText(a.Leases), labelsText(a.Labels))
 	}
 	return t.flush()
+}
+
+// leasesText renders the group-job leases an agent holds as
+// "job@epoch,job@epoch". When they do not fit in one cell it shows as many
+// as fit and how many more: "job@3,job@7,+4"; -o json lists them all.
+func leasesText(ls []protocol.HeldLease) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.JobID + "@" + strconv.FormatUint(l.Epoch, 10)
+	}
+	if all := strings.Join(parts, ","); utf8.RuneCountInString(all) <= maxCell {
+		return all
+	}
+	shown := 0
+	for n := 1; n < len(parts); n++ {
+		s := strings.Join(parts[:n], ",") + ",+" + strconv.Itoa(len(parts)-n)
+		if utf8.RuneCountInString(s) > maxCell {
+			break
+		}
+		shown = n
+	}
+	if shown == 0 {
+		return "+" + strconv.Itoa(len(parts))
+	}
+	return strings.Join(parts[:shown], ",") + ",+" + strconv.Itoa(len(parts)-shown)
 }
 
 // printCompactJSON writes v as one JSON line (streams: one object per event).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/client"
 )
 
@@ -47,10 +48,12 @@ func Main(ctx context.Context, args []string, streams IO, build Build) int {
 	return ExitError
 }
 
-// errorText strips sentinel prefixes that say nothing to an operator.
+// errorText strips sentinel prefixes that say nothing to an operator, so
+// that a bad key reads "lease_ttl: must be ..." whether this package or
+// controller.Config.Validate refused it.
 func errorText(err error) string {
 	s := err.Error()
-	for _, p := range []string{ErrConfig.Error() + ": ", ErrUsage.Error() + ": "} {
+	for _, p := range []string{ErrConfig.Error() + ": ", controller.ErrConfig.Error() + ": ", ErrUsage.Error() + ": "} {
 		s = strings.TrimPrefix(s, p)
 	}
 	return s

@@ -33,6 +33,7 @@ func newServeCmd(g *globals) *cobra.Command {
 				"listen": "api.listen", "data-dir": "data_dir", "node": "node",
 				"nats-url": "nats.url", "nats-host": "nats.host", "nats-port": "nats.port", "nats-auth": "nats.auth",
 				"shards": "shards", "log-level": "log.level", "log-format": "log.format",
+				"lease-ttl": "lease_ttl", "lease-renew-interval": "lease_renew_interval", "ack-wait": "ack_wait",
 			})
 			if err != nil {
 				return err
@@ -56,7 +57,10 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.String("nats-host", "", "embedded NATS listen host (nats.host)")
 	fl.Int("nats-port", 0, "embedded NATS port, -1 for a random one (nats.port)")
 	fl.String("nats-auth", "", "embedded NATS auth: none (loopback only) or nkeys (nats.auth)")
-	fl.Int("shards", 0, "number of report shards (shards)")
+	fl.Int("shards", 0, "number of report shards, fixed once the cluster exists (shards)")
+	fl.String("lease-ttl", "", "TTL of shard and group-job leases, e.g. 15s (lease_ttl)")
+	fl.String("lease-renew-interval", "", "how often a replica renews its shard leases, default lease_ttl/3 (lease_renew_interval)")
+	fl.String("ack-wait", "", "how long a report may stay unacknowledged before redelivery, e.g. 30s (ack_wait)")
 	fl.String("log-level", "", "debug, info, warn or error (log.level)")
 	fl.String("log-format", "", "text or json (log.format)")
 	return cmd
