@@ -1,0 +1,62 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/internal/natstest"
+)
+
+// replicaConfig is a config for a replica named node on an external server.
+func replicaConfig(t *testing.T, url, node string, ttl time.Duration) Config {
+	cfg := testConfig(t, "")
+	cfg.NATS.URL, cfg.Node = url, node
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	cfg.LeaseTTL, cfg.LeaseRenewInterval = ttl, ttl/5
+	return cfg
+}
+
+// TestReplicasSplitShardsAndRefuseAnotherTTL: two replicas on one server
+// split the shards evenly; a third with another lease TTL is refused while
+// they live (its shorter TTL would judge their agents' leases lapsed too
+// early); once they stop, the TTL may change.
+func TestReplicasSplitShardsAndRefuseAnotherTTL(t *testing.T) {
+	srv := natstest.Start(t)
+	a := startController(t, replicaConfig(t, srv.URL(), "ctl-a", 2*time.Second))
+	b := startController(t, replicaConfig(t, srv.URL(), "ctl-b", 2*time.Second))
+	eventually(t, 10*time.Second, "8 shards each", func() bool {
+		n := map[string]int{}
+		for _, o := range a.ShardOwners() {
+			n[o]++
+		}
+		return n["ctl-a"] == 8 && n["ctl-b"] == 8 && len(a.ownedShards()) == 8 && len(b.ownedShards()) == 8
+	})
+
+	c, err := New(replicaConfig(t, srv.URL(), "ctl-c", 3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Start(tctx(t))
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "lease_ttl") {
+		t.Fatalf("Start with another lease_ttl beside live replicas = %v, want ErrConfig naming lease_ttl", err)
+	}
+
+	// A clean stop hands the shards over at once: when Close returns, no
+	// shard lease names ctl-b any more (nobody waits for its TTL).
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for n := range a.cfg.Shards {
+		e, err := a.kv.Leases.Get(tctx(t), shardKey(n))
+		if err == nil && strings.Contains(string(e.Value()), `"node":"ctl-b"`) {
+			t.Fatalf("shard %d still leased to ctl-b after its Close: %s", n, e.Value())
+		}
+	}
+	eventually(t, 5*time.Second, "ctl-a owns all shards", func() bool { return len(a.ownedShards()) == a.cfg.Shards })
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, replicaConfig(t, srv.URL(), "ctl-c", 3*time.Second))
+}
