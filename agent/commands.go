@@ -117,7 +117,9 @@ func (a *Agent) applyCommand(seq uint64, data []byte, done func(error)) {
 		// A run that is due already (asap, manual trigger, a retry whose
 		// time has come) is stored TRIGGERED at once, with its triggered
 		// report: one write instead of PENDING, then TRIGGERED.
-		due := !e.RunAt.After(recv) && !a.sched.refusing.Load()
+		// A run under a group lease (epoch > 0) always goes through the
+		// wheel, where it fires only while the lease is held (fenceRun).
+		due := !e.RunAt.After(recv) && !a.sched.refusing.Load() && r.Epoch == 0
 		var rep encodedReport
 		if due {
 			e.State, e.TriggeredAt = store.StateTriggered, recv.Round(0)

@@ -69,8 +69,18 @@ func (s *scheduler) unassigned(id string) {
 	s.gc(j)
 }
 
+// runFence is what a run under a group lease needs to fire: its job's
+// lease at its epoch.
+type runFence struct {
+	jobID string
+	epoch uint64
+}
+
 // planRun puts a PENDING run attempt on its wheel.
 func (s *scheduler) planRun(e store.Exec) {
+	if e.Epoch > 0 {
+		s.fenced[e.ID] = runFence{jobID: e.JobID, epoch: e.Epoch}
+	}
 	s.pending++
 	s.lane(e.Fine == 1).Add(s.deadline(e.RunAt), wheelItem{id: e.ID, prio: uint8(e.Priority)})
 }
@@ -94,6 +104,7 @@ func (s *scheduler) cancelled(rowID int64) {
 		s.log.Info("cancelling running attempt", "exec_row", rowID)
 		return
 	}
+	delete(s.fenced, rowID)
 	it, ok := s.inMem[rowID]
 	if !ok {
 		return

@@ -94,6 +94,9 @@ type scheduler struct {
 	running map[int64]running
 	held    []wheelItem // runs refused by skew
 	pending int         // run items on the wheels
+	// fenced are the PENDING runs fired under a group lease (epoch > 0):
+	// they run only while this agent holds the job's lease at that epoch.
+	fenced map[int64]runFence
 
 	work      chan workUnit
 	starting  int // dispatched batches whose RUNNING write is not durable yet
@@ -116,7 +119,7 @@ type scheduler struct {
 
 func newScheduler(a *Agent) *scheduler {
 	s := &scheduler{a: a, log: a.log, notify: make(chan struct{}, 1), jobs: map[string]*jobRef{}, byRef: map[int64]*jobRef{},
-		inMem: map[int64]*item{}, running: map[int64]running{}, workers: a.cfg.Workers,
+		inMem: map[int64]*item{}, running: map[int64]running{}, workers: a.cfg.Workers, fenced: map[int64]runFence{},
 		work: make(chan workUnit, a.cfg.Workers)}
 	s.ready.agingStep = a.cfg.Queue.AgingStep
 	wc := wheelClock{a.clk}

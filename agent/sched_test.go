@@ -496,3 +496,65 @@ func TestCoalesce(t *testing.T) {
 		})
 	}
 }
+
+// TestRunFencedByGroupLease: a run sent under a group lease (a retry to
+// the job's holder) fires only while the agent holds the lease at the
+// run's epoch: it waits while the lease is not valid, fires once granted,
+// and is dropped unreported once the job moved to a newer epoch.
+func TestRunFencedByGroupLease(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, offlineConfig(t, "edge-f"), start)
+	s := o.a.sched
+	j := groupJob("edge-f", "1h", protocol.ModeAny)
+	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
+	x := protocol.ExecID(j.ID, start.Add(-time.Minute))
+	runRow := func(attempt int) store.Exec {
+		t.Helper()
+		e, err := o.a.st.ExecByID(context.Background(), x, attempt)
+		must(t, err)
+		return e
+	}
+	o.apply(protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: x, Attempt: 2, RunAt: start, Epoch: 3}})
+	e := runRow(2)
+	if e.State != store.StatePending {
+		t.Fatalf("a due run under a lease was stored %s, want PENDING (it waits for the wheel and the lease)", e.State)
+	}
+
+	// No lease yet: the fire waits.
+	s.fire(wheelItem{id: e.ID})
+	o.sync()
+	if got := runRow(2).State; got != store.StatePending {
+		t.Fatalf("run fired without the lease: %s", got)
+	}
+	if _, ok := s.fenced[e.ID]; !ok {
+		t.Fatal("waiting run forgotten")
+	}
+
+	// Granted: it fires.
+	s.leaseGranted(j.ID, 3, o.clk.Now(), 2*time.Second)
+	s.fire(wheelItem{id: e.ID})
+	o.sync()
+	if got := runRow(2).State; got == store.StatePending {
+		t.Fatal("run did not fire under its lease")
+	}
+
+	// A run of epoch 3 when the job has moved on to epoch 5: dropped.
+	o.apply(protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: x, Attempt: 3, RunAt: start, Epoch: 3}})
+	e3 := runRow(3)
+	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
+	outbox := func() int {
+		c, err := o.a.st.Counts(context.Background())
+		must(t, err)
+		return c.Outbox
+	}
+	before := outbox()
+	s.fire(wheelItem{id: e3.ID})
+	o.sync()
+	got := runRow(3)
+	if got.State != store.StateFinished || got.Outcome != "lease_lost" {
+		t.Fatalf("stale run: state %s outcome %q, want finished lease_lost", got.State, got.Outcome)
+	}
+	if after := outbox(); after != before {
+		t.Fatalf("dropped run was reported: outbox %d → %d", before, after)
+	}
+}

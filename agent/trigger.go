@@ -118,6 +118,9 @@ func (s *scheduler) fire(w wheelItem) {
 	}
 	if !w.periodic() {
 		s.pending--
+		if f, ok := s.fenced[w.id]; ok && !s.fenceRun(w, f) {
+			return
+		}
 		if s.skewRefusing {
 			s.held = append(s.held, w)
 			s.log.Warn("clock skew over clock.max_skew: holding run", "exec_row", w.id, "offset", time.Duration(s.a.offset.Load()))
@@ -152,6 +155,40 @@ func (s *scheduler) fire(w wheelItem) {
 	}
 	s.fireJob(j, at)
 }
+
+// fenceRun decides a run fired under a group lease (a retry sent to this
+// agent as the job's holder): it fires while the agent holds the lease at
+// the run's epoch; it waits (checked again every leaseRunRecheck) while
+// the lease is not valid yet at that epoch; it is dropped, unreported, once
+// the job moved on (unassigned, or a newer epoch here): the controller has
+// counted that attempt as lost and sent the next one to the new holder.
+func (s *scheduler) fenceRun(w wheelItem, f runFence) bool {
+	j := s.jobs[f.jobID]
+	switch {
+	case j == nil || j.assigned == nil || j.assigned.epoch > f.epoch:
+		delete(s.fenced, w.id)
+		now := s.a.clk.Now().Round(0)
+		s.a.st.Submit(func(tx *store.Tx) error {
+			_, err := tx.Finish(w.id, store.StateFinished, now, "lease_lost", nil)
+			return err
+		}, func(err error) {
+			if err != nil {
+				s.log.Error("drop run of a lost lease", "exec_row", w.id, "err", err)
+			}
+		})
+		s.log.Warn("run dropped: its group lease moved on", "exec_row", w.id, "job_id", f.jobID, "epoch", f.epoch)
+		return false
+	case !s.canFire(j):
+		s.pending++
+		s.lane(false).Add(s.deadline(s.schedNow().Add(leaseRunRecheck)), w)
+		return false
+	}
+	delete(s.fenced, w.id)
+	return true
+}
+
+// leaseRunRecheck is how often a run waiting for its group lease looks again.
+const leaseRunRecheck = 250 * time.Millisecond
 
 // fireJob records one periodic fire: TRIGGERED (or SKIPPED by overlap).
 func (s *scheduler) fireJob(j *jobRef, at time.Time) {
