@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/agent"
+	"github.com/axsched/ax/internal/testutil"
+)
+
+// Agents in child processes: the test binary runs again as
+// TestHelperAgentProcess, a real agent (SQLite store, NATS link) whose
+// "record" handler appends one line per run to a shared fire file. The
+// parent can SIGKILL it like any agent process.
+
+const (
+	envAgentID     = "AX_E2E_AGENT_ID"
+	envAgentURL    = "AX_E2E_AGENT_URL"
+	envAgentDir    = "AX_E2E_AGENT_DIR"
+	envAgentLabels = "AX_E2E_AGENT_LABELS" // k=v,k=v
+	envAgentFires  = "AX_E2E_AGENT_FIRES"
+	envAgentHold   = "AX_E2E_AGENT_HOLD" // how long a run lasts after its line (Go duration)
+)
+
+// fileHandler appends "agent exec_id attempt epoch unix_nanos\n" to path
+// for every run, in one write on a file opened with O_APPEND, so that
+// several processes can share the file; the run then lasts hold (the
+// handler's work, cut short when its context ends).
+func fileHandler(tb testing.TB, agentID, path string, hold time.Duration) agent.HandlerFunc {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		tb.Fatalf("open fire file: %v", err)
+	}
+	tb.Cleanup(func() { _ = f.Close() })
+	return func(ctx context.Context, t agent.Task) agent.Result {
+		line := fmt.Sprintf("%s %s %d %d %d\n", agentID, t.ExecID, t.Attempt, t.Epoch, time.Now().UnixNano())
+		if _, err := f.Write([]byte(line)); err != nil {
+			return agent.Result{Code: 1, Message: err.Error(), Retryable: true}
+		}
+		if hold > 0 {
+			tm := time.NewTimer(hold)
+			defer tm.Stop()
+			select {
+			case <-tm.C:
+			case <-ctx.Done():
+			}
+		}
+		return agent.Result{}
+	}
+}
+
+// readFires parses a fire file; a last line still being written (no
+// newline yet) is left out.
+func readFires(tb testing.TB, path string) []groupFire {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatalf("read fire file: %v", err)
+	}
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		data = data[:i+1]
+	} else {
+		data = nil
+	}
+	var out []groupFire
+	for n, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if l == "" {
+			continue
+		}
+		fs := strings.Fields(l)
+		if len(fs) != 5 {
+			tb.Fatalf("fire file line %d: %q", n+1, l)
+		}
+		attempt, err1 := strconv.Atoi(fs[2])
+		epoch, err2 := strconv.ParseUint(fs[3], 10, 64)
+		ns, err3 := strconv.ParseInt(fs[4], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			tb.Fatalf("fire file line %d: %q", n+1, l)
+		}
+		out = append(out, groupFire{agent: fs[0], execID: fs[1], attempt: attempt, epoch: epoch, at: time.Unix(0, ns)})
+	}
+	return out
+}
+
+// TestHelperAgentProcess is not a test: startAgentProc runs the test
+// binary again with it to get an agent in a process it can SIGKILL.
+func TestHelperAgentProcess(t *testing.T) {
+	id := os.Getenv(envAgentID)
+	if id == "" {
+		t.Skip("helper process of the failover tests")
+	}
+	labels := map[string]string{}
+	for kv := range strings.SplitSeq(os.Getenv(envAgentLabels), ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			labels[k] = v
+		}
+	}
+	hold, _ := time.ParseDuration(os.Getenv(envAgentHold))
+	cfg := agentConfig(id, os.Getenv(envAgentURL), os.Getenv(envAgentDir), labels)
+	a, err := agent.New(cfg, agent.WithLogger(testutil.Logger().With("who", id)),
+		agent.WithHandler("record", fileHandler(t, id, os.Getenv(envAgentFires), hold)))
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(2)
+	}
+	// The parent holds our stdin: when it goes away (even killed), so do we.
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(3)
+	}()
+	fmt.Println("READY")
+	if err := a.Run(context.Background()); err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+// agentProc is an agent running in a child process.
+type agentProc struct {
+	id   string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+// startAgentProc starts agent id in a child process (store in a fresh
+// temp dir, NATS at url, labels k=v,...) recording its runs of the
+// "record" handler in fires (each run lasting hold), and waits until it
+// has started.
+func startAgentProc(tb testing.TB, id, url, labels, fires string, hold time.Duration) *agentProc {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAgentProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envAgentID+"="+id, envAgentURL+"="+url, envAgentDir+"="+tb.TempDir(),
+		envAgentLabels+"="+labels, envAgentFires+"="+fires, envAgentHold+"="+hold.String())
+	if _, err := cmd.StdinPipe(); err != nil {
+		tb.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	p := &agentProc{id: id, cmd: cmd, done: make(chan struct{})}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if l := sc.Text(); l == "READY" || strings.HasPrefix(l, "ERROR") {
+				select {
+				case ready <- l:
+				default:
+				}
+			}
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	tb.Cleanup(p.kill)
+	select {
+	case l := <-ready:
+		if l != "READY" {
+			tb.Fatalf("agent process %s: %q", id, l)
+		}
+	case <-p.done:
+		tb.Fatalf("agent process %s exited before it was ready", id)
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("agent process %s not ready in 60s", id)
+	}
+	return p
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *agentProc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
