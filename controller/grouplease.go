@@ -204,7 +204,7 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	if err != nil {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
 	defer cancel()
 	var rev uint64
 	if had {
@@ -218,6 +218,18 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 		}
 	} else {
 		rev, err = c.kv.Leases.Create(wctx, jobLeaseKey(j.ID), data)
+	}
+	if err != nil && !isCASMiss(err) {
+		// The answer may be lost while the write landed (a timeout on a
+		// busy cluster): the grant stands when the key holds it.
+		rctx, rcancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+		if e, gerr := c.kv.Leases.Get(rctx, jobLeaseKey(j.ID)); gerr == nil {
+			var got groupLease
+			if json.Unmarshal(e.Value(), &got) == nil && got.Agent == pick && got.Epoch == epoch {
+				rev, err = e.Revision(), nil
+			}
+		}
+		rcancel()
 	}
 	if err != nil {
 		if !isCASMiss(err) {
@@ -386,6 +398,8 @@ func (c *Controller) agentLost(ctx context.Context, lost []lostLease) {
 func (c *Controller) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
 	ttl := c.cfg.LeaseTTL - c.cfg.LeaseTTL/10
 	now := c.now()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/2)
+	defer cancel()
 	for _, cl := range claims {
 		j, _, ok := c.jobs.get(cl.JobID)
 		member := ok && isGroupAny(j) && len(groupMembers(j, []protocol.AgentInfo{a})) == 1

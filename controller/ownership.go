@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,6 +47,7 @@ const whyStopping = "controller stopping"
 // heldShard is a shard lease this replica holds.
 type heldShard struct {
 	rev     uint64
+	since   time.Time
 	renewed time.Time
 	w       *shardWorker
 }
@@ -128,7 +130,7 @@ func (c *Controller) ownershipStep(ctx context.Context) {
 		live = append(live, c.cfg.Node)
 	}
 	slices.Sort(live)
-	var acquired []int
+	var acquired, due []int
 	for n := range c.cfg.Shards {
 		want := live[n%len(live)] == c.cfg.Node
 		if h, ok := o.held[n]; ok {
@@ -137,13 +139,16 @@ func (c *Controller) ownershipStep(ctx context.Context) {
 				continue
 			}
 			if now.Sub(h.renewed) >= c.cfg.LeaseRenewInterval {
-				c.renewShard(ctx, n, h, now)
+				due = append(due, n)
 			}
 			continue
 		}
 		if c.tryAcquire(ctx, n, want, now) {
 			acquired = append(acquired, n)
 		}
+	}
+	if len(due) > 0 {
+		c.renewShards(ctx, due, now)
 	}
 	if len(acquired) > 0 {
 		c.shardsAcquired(ctx, acquired)
@@ -176,7 +181,7 @@ func (c *Controller) renewPresence(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseRenewInterval)
+	ctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
 	defer cancel()
 	rev, err := c.kv.Leases.Put(ctx, replicaKey(c.cfg.Node), data)
 	if err != nil {
@@ -200,6 +205,14 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 	} else {
 		delete(o.absentSince, n)
 	}
+	if want && ok && !lapsed && cur.val.Node == c.cfg.Node && cur.val.Instance == c.instance {
+		// This process's own lease, from an acquisition whose answer was
+		// lost (a timeout): adopt it.
+		o.held[n] = &heldShard{rev: cur.rev, since: cur.val.Since, renewed: cur.seen}
+		delete(o.absentSince, n)
+		c.log.Info("shard lease adopted (its acquisition's answer was lost)", "shard", n, "revision", cur.rev)
+		return true
+	}
 	mine := ok && cur.val.Node == c.cfg.Node && cur.val.Instance != c.instance
 	if !want {
 		since, seen := o.absentSince[n]
@@ -214,7 +227,7 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 	if err != nil {
 		return false
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseRenewInterval)
+	wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
 	defer cancel()
 	var rev uint64
 	if ok {
@@ -237,7 +250,7 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 	}
 	c.leases.putShard(n, val, rev, now)
 	delete(o.absentSince, n)
-	o.held[n] = &heldShard{rev: rev, renewed: now}
+	o.held[n] = &heldShard{rev: rev, since: now, renewed: now}
 	if ok && cur.val.Node != c.cfg.Node {
 		c.m.takeovers.WithLabelValues("shard").Inc()
 		c.log.Warn("shard lease taken over", "shard", n, "old_holder", cur.val.Node, "old_instance", cur.val.Instance,
@@ -275,36 +288,89 @@ func (c *Controller) shardsAcquired(ctx context.Context, ns []int) {
 	}
 }
 
-func (c *Controller) renewShard(ctx context.Context, n int, h *heldShard, now time.Time) {
-	val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: now}
+// errShardLost: the shard lease names another holder, or is gone.
+var errShardLost = errors.New("shard lease held by another replica or gone")
+
+// renewShards renews the given held shards at once (one KV round trip in
+// parallel, not one after the other) and applies the outcomes.
+func (c *Controller) renewShards(ctx context.Context, ns []int, now time.Time) {
+	o := c.own
+	type result struct {
+		rev uint64
+		err error
+	}
+	res := make([]result, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		h := o.held[n]
+		val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: h.since}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i].rev, res[i].err = c.writeShardLease(ctx, n, val, h.rev)
+		}()
+	}
+	wg.Wait()
+	for i, n := range ns {
+		h, r := o.held[n], res[i]
+		switch {
+		case r.err == nil:
+			h.rev, h.renewed = r.rev, now
+			c.leases.putShard(n, shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: h.since}, r.rev, now)
+		case errors.Is(r.err, errShardLost):
+			c.log.Warn("shard lease lost: another replica holds it, or it lapsed", "shard", n, "node", c.cfg.Node)
+			c.dropShard(n, false)
+		case now.Sub(h.renewed) >= c.cfg.LeaseTTL-c.cfg.LeaseRenewInterval:
+			// Not renewed for nearly a TTL (NATS unreachable): stop before
+			// another replica may take it.
+			c.log.Warn("shard lease not renewed in time; stopping the shard", "shard", n, "err", r.err)
+			c.dropShard(n, false)
+		default:
+			c.log.Warn("renew shard lease", "shard", n, "err", r.err)
+		}
+	}
+}
+
+// writeShardLease renews shard n's lease (compare-and-set on rev). A write
+// whose answer was lost (a timeout on a busy cluster) may still have
+// landed: when the key then holds this replica's own lease, that counts.
+func (c *Controller) writeShardLease(ctx context.Context, n int, val shardLease, rev uint64) (uint64, error) {
 	data, err := json.Marshal(val)
 	if err != nil {
-		return
+		return 0, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseRenewInterval)
+	wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
 	defer cancel()
-	rev, err := c.kv.Leases.Update(wctx, shardKey(n), data, h.rev)
-	switch {
-	case err == nil:
-		h.rev, h.renewed = rev, now
-		c.leases.putShard(n, val, rev, now)
-	case isCASMiss(err):
-		c.log.Warn("shard lease lost: another replica holds it", "shard", n, "node", c.cfg.Node)
-		c.dropShard(n, false)
-	case now.Sub(h.renewed) >= c.cfg.LeaseTTL-c.cfg.LeaseRenewInterval:
-		// Not renewed for nearly a TTL (NATS unreachable): stop before
-		// another replica may take it.
-		c.log.Warn("shard lease not renewed in time; stopping the shard", "shard", n, "err", err)
-		c.dropShard(n, false)
-	default:
-		c.log.Warn("renew shard lease", "shard", n, "err", err)
+	newRev, err := c.kv.Leases.Update(wctx, shardKey(n), data, rev)
+	if err == nil {
+		return newRev, nil
 	}
+	rctx, rcancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+	defer rcancel()
+	e, gerr := c.kv.Leases.Get(rctx, shardKey(n))
+	switch {
+	case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
+		return 0, errShardLost
+	case gerr != nil:
+		return 0, err
+	}
+	var cur shardLease
+	if json.Unmarshal(e.Value(), &cur) == nil && cur.Node == c.cfg.Node && cur.Instance == c.instance {
+		return e.Revision(), nil // ours: the renewal landed, or an earlier one did
+	}
+	return 0, errShardLost
+}
+
+// leaseWriteTimeout bounds one KV request of the lease bookkeeping: long
+// enough for a busy cluster, short enough to act well within a TTL.
+func (c *Controller) leaseWriteTimeout() time.Duration {
+	return max(c.cfg.LeaseTTL/4, 100*time.Millisecond)
 }
 
 // releaseShard hands shard n over: drain its worker, then delete the key.
 func (c *Controller) releaseShard(ctx context.Context, n int, h *heldShard, why string) {
 	c.dropShard(n, true)
-	wctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseRenewInterval)
+	wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
 	defer cancel()
 	if err := c.kv.Leases.Delete(wctx, shardKey(n), jetstream.LastRevision(h.rev)); err != nil && !isCASMiss(err) {
 		c.log.Warn("release shard lease", "shard", n, "err", err)
