@@ -45,17 +45,8 @@ func gauge(t testing.TB, c *Controller, name, agent string) (v float64, ok bool)
 // heartbeatStats sends a heartbeat carrying st and checks it is accepted.
 func (a *testAgent) heartbeatStats(st protocol.Stats) {
 	a.t.Helper()
-	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.id, SentAt: time.Now(), Stats: st})
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	msg, err := a.nc.Request(protocol.HeartbeatSubject(a.id), data, 10*time.Second)
-	if err != nil {
-		a.t.Fatalf("heartbeat: %v", err)
-	}
-	hr, err := protocol.DecodeHeartbeatReply(msg.Data)
-	if err != nil || hr.Error != "" {
-		a.t.Fatalf("heartbeat reply %+v, %v", hr, err)
+	if hr := a.sendHeartbeat(protocol.Heartbeat{Stats: st}); hr.Error != "" {
+		a.t.Fatalf("heartbeat reply %+v", hr)
 	}
 }
 

@@ -144,41 +144,12 @@ func (c *Controller) followAgents(ctx context.Context) error {
 			c.m.agentStats(a.Agent, a.Stats)
 		}
 	}
-	for initial := true; initial; {
-		select {
-		case <-ctx.Done():
-			_ = w.Stop()
-			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil {
-				initial = false
-				continue
-			}
-			apply(e)
-		}
+	if err := followKV(ctx, w, apply, c.goRun); err != nil {
+		return err
 	}
 	_, online, known := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)
 	c.m.agentsOnline.Set(float64(online))
 	c.m.agentsKnown.Set(float64(known))
-	c.goRun(func(ctx context.Context) {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e != nil {
-					apply(e)
-				}
-			}
-		}
-	})
 	return nil
 }
 

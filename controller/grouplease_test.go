@@ -13,19 +13,7 @@ import (
 // heartbeatClaims sends a heartbeat claiming leases and returns the reply.
 func (a *testAgent) heartbeatClaims(claims ...protocol.HeldLease) protocol.HeartbeatReply {
 	a.t.Helper()
-	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.id, SentAt: time.Now(), Leases: claims})
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	msg, err := a.nc.Request(protocol.HeartbeatSubject(a.id), data, 10*time.Second)
-	if err != nil {
-		a.t.Fatalf("heartbeat: %v", err)
-	}
-	hr, err := protocol.DecodeHeartbeatReply(msg.Data)
-	if err != nil {
-		a.t.Fatalf("heartbeat reply: %v", err)
-	}
-	return hr
+	return a.sendHeartbeat(protocol.Heartbeat{Leases: claims})
 }
 
 func assignWithEpoch(jobID string, above uint64) func(protocol.Command) bool {

@@ -185,7 +185,15 @@ func (a *testAgent) tryRegister(cursor uint64) (protocol.RegisterReply, error) {
 
 func (a *testAgent) heartbeat() protocol.HeartbeatReply {
 	a.t.Helper()
-	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.id, SentAt: time.Now()})
+	return a.sendHeartbeat(protocol.Heartbeat{})
+}
+
+// sendHeartbeat sends hb (agent, version and send time filled in) and
+// returns the reply.
+func (a *testAgent) sendHeartbeat(hb protocol.Heartbeat) protocol.HeartbeatReply {
+	a.t.Helper()
+	hb.V, hb.Agent, hb.SentAt = protocol.Version, a.id, time.Now()
+	data, err := protocol.Encode(hb)
 	if err != nil {
 		a.t.Fatal(err)
 	}

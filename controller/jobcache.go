@@ -96,37 +96,5 @@ func (jc *jobCache) follow(ctx, runCtx context.Context, kv jetstream.KeyValue, l
 	if err != nil {
 		return err
 	}
-	for initial := true; initial; {
-		select {
-		case <-ctx.Done():
-			_ = w.Stop()
-			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil {
-				initial = false
-				continue
-			}
-			jc.apply(e, log)
-		}
-	}
-	goRun(func(ctx context.Context) {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e != nil {
-					jc.apply(e, log)
-				}
-			}
-		}
-	})
-	return nil
+	return followKV(ctx, w, func(e jetstream.KeyValueEntry) { jc.apply(e, log) }, goRun)
 }

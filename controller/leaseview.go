@@ -221,37 +221,5 @@ func (c *Controller) followLeases(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for initial := true; initial; {
-		select {
-		case <-ctx.Done():
-			_ = w.Stop()
-			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil {
-				initial = false
-				continue
-			}
-			c.leases.apply(e, c.now())
-		}
-	}
-	c.goRun(func(ctx context.Context) {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e != nil {
-					c.leases.apply(e, c.now())
-				}
-			}
-		}
-	})
-	return nil
+	return followKV(ctx, w, func(e jetstream.KeyValueEntry) { c.leases.apply(e, c.now()) }, c.goRun)
 }
