@@ -1,13 +1,10 @@
 package controller
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,41 +55,10 @@ func TestHelperControllerProcess(t *testing.T) {
 }
 
 // startChild runs a controller process on dir and port and waits for READY.
-func startChild(t *testing.T, dir string, port, create int) *exec.Cmd {
+func startChild(t *testing.T, dir string, port, create int) *testutil.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperControllerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envChildDir+"="+dir, envChildPort+"="+strconv.Itoa(port), envChildCreate+"="+strconv.Itoa(create))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if l := sc.Text(); l == "READY" || strings.HasPrefix(l, "ERROR") {
-				ready <- l
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case l := <-ready:
-		if l != "READY" {
-			t.Fatalf("controller process: %q", l)
-		}
-	case <-time.After(90 * time.Second):
-		t.Fatal("controller process not ready in 90s")
-	}
-	return cmd
+	env := []string{envChildDir + "=" + dir, envChildPort + "=" + strconv.Itoa(port), envChildCreate + "=" + strconv.Itoa(create)}
+	return testutil.StartChild(t, "TestHelperControllerProcess", env, 90*time.Second)
 }
 
 // publishUntilStored republishes a report with the same Msg-Id until the
@@ -179,10 +145,7 @@ func TestKill9Restart(t *testing.T) {
 			a.publishUntilStored(rep)
 		}
 		if i == fires/3 {
-			if err := child.Process.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			_ = child.Wait()
+			child.Kill() // SIGKILL, and wait until it is gone
 			startChild(t, dir, port, 0)
 		}
 	}

@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,9 +128,8 @@ func TestHelperAgentProcess(t *testing.T) {
 
 // agentProc is an agent running in a child process.
 type agentProc struct {
-	id   string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	id string
+	*testutil.Child
 }
 
 // startAgentProc starts agent id in a child process (store in a fresh
@@ -142,51 +138,10 @@ type agentProc struct {
 // has started.
 func startAgentProc(tb testing.TB, id, url, labels, fires string, hold time.Duration) *agentProc {
 	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAgentProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envAgentID+"="+id, envAgentURL+"="+url, envAgentDir+"="+tb.TempDir(),
-		envAgentLabels+"="+labels, envAgentFires+"="+fires, envAgentHold+"="+hold.String())
-	if _, err := cmd.StdinPipe(); err != nil {
-		tb.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	p := &agentProc{id: id, cmd: cmd, done: make(chan struct{})}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if l := sc.Text(); l == "READY" || strings.HasPrefix(l, "ERROR") {
-				select {
-				case ready <- l:
-				default:
-				}
-			}
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	tb.Cleanup(p.kill)
-	select {
-	case l := <-ready:
-		if l != "READY" {
-			tb.Fatalf("agent process %s: %q", id, l)
-		}
-	case <-p.done:
-		tb.Fatalf("agent process %s exited before it was ready", id)
-	case <-time.After(60 * time.Second):
-		tb.Fatalf("agent process %s not ready in 60s", id)
-	}
-	return p
+	env := []string{envAgentID + "=" + id, envAgentURL + "=" + url, envAgentDir + "=" + tb.TempDir(),
+		envAgentLabels + "=" + labels, envAgentFires + "=" + fires, envAgentHold + "=" + hold.String()}
+	return &agentProc{id: id, Child: testutil.StartChild(tb, "TestHelperAgentProcess", env, 60*time.Second)}
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
-func (p *agentProc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
+func (p *agentProc) kill() { p.Kill() }

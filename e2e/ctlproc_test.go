@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -63,44 +61,9 @@ func TestHelperReplicaProcess(t *testing.T) {
 // startReplicaProcess runs a controller replica named node against the
 // NATS server at url in a child process and waits until it is started.
 // The process is killed when the test ends if it still runs.
-func startReplicaProcess(t *testing.T, url, node string) *exec.Cmd {
+func startReplicaProcess(t *testing.T, url, node string) *testutil.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperReplicaProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envReplicaURL+"="+url, envReplicaNode+"="+node)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if l := sc.Text(); l == "READY" || strings.HasPrefix(l, "ERROR") {
-				select {
-				case ready <- l:
-				default:
-				}
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case l := <-ready:
-		if l != "READY" {
-			t.Fatalf("controller replica process %s: %q", node, l)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("controller replica process %s not ready in 60s", node)
-	}
-	return cmd
+	return testutil.StartChild(t, "TestHelperReplicaProcess", []string{envReplicaURL + "=" + url, envReplicaNode + "=" + node}, 60*time.Second)
 }
 
 // loadLog records every attempt the agents ran, and runs it with flaky:
@@ -297,7 +260,7 @@ func TestReplicaKill9UnderLoad(t *testing.T) {
 		return ok
 	})
 	died := time.Now()
-	if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := child.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	var unacked, waiting int
@@ -305,10 +268,7 @@ func TestReplicaKill9UnderLoad(t *testing.T) {
 		unacked, waiting = reportsInFlight(t, s.URL(), owners, "ctl-b")
 		return unacked > 0
 	})
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
+	child.Kill() // SIGKILL, and wait until it is gone
 
 	// The survivor notices the dead replica when its presence and shard
 	// leases have not been renewed for LeaseTTL since the last renewal it

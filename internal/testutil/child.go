@@ -1,0 +1,80 @@
+package testutil
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Child is the test binary run again as a helper process with one test
+// selected (a controller or an agent that a test can SIGKILL). The helper
+// test prints READY when it is up, or a line starting with ERROR.
+type Child struct {
+	// Cmd is the running process.
+	Cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartChild runs the test binary with only test name selected and env
+// added to the environment, and waits up to timeout for its READY line.
+// Its stdin is a pipe that closes when this process dies, so a helper can
+// exit by itself then. The child is killed when the test ends.
+func StartChild(tb testing.TB, name string, env []string, timeout time.Duration) *Child {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	if _, err := cmd.StdinPipe(); err != nil {
+		tb.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	c := &Child{Cmd: cmd, done: make(chan struct{})}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if l := sc.Text(); l == "READY" || strings.HasPrefix(l, "ERROR") {
+				select {
+				case ready <- l:
+				default:
+				}
+			}
+		}
+		_ = cmd.Wait()
+		close(c.done)
+	}()
+	tb.Cleanup(c.Kill)
+	select {
+	case l := <-ready:
+		if l != "READY" {
+			tb.Fatalf("%s process: %q", name, l)
+		}
+	case <-c.done:
+		tb.Fatalf("%s process exited before it was ready", name)
+	case <-time.After(timeout):
+		tb.Fatalf("%s process not ready in %s", name, timeout)
+	}
+	return c
+}
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (c *Child) Kill() {
+	_ = c.Cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+}
+
+// Signal sends sig to the process (SIGSTOP freezes it).
+func (c *Child) Signal(sig os.Signal) error { return c.Cmd.Process.Signal(sig) }
+
+// Done is closed when the process has exited.
+func (c *Child) Done() <-chan struct{} { return c.done }
