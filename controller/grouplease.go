@@ -390,50 +390,81 @@ func (c *Controller) agentLost(ctx context.Context, lost []lostLease) {
 	}
 }
 
-// renewLeases answers the lease claims of a heartbeat from agent a (sent at
-// the agent's time sentAt): each lease the agent still holds in ax_leases,
-// for a job whose group it is still in, is renewed (compare-and-set) and
-// granted for LeaseTTL×0.9 from the heartbeat's send; the others are lost.
-// A claim that cannot be checked now (NATS error) is neither.
+// renewLeases answers the lease claims of a heartbeat from agent a: each
+// lease the agent still holds in ax_leases, for a job whose group it is
+// still in, is renewed (compare-and-set) and granted for LeaseTTL×0.9 from
+// the heartbeat's send; the others are lost. A claim that cannot be
+// checked now (NATS error) is neither.
 func (c *Controller) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
 	ttl := c.cfg.LeaseTTL - c.cfg.LeaseTTL/10
-	now := c.now()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/2)
 	defer cancel()
 	for _, cl := range claims {
 		j, _, ok := c.jobs.get(cl.JobID)
 		member := ok && isGroupAny(j) && len(groupMembers(j, []protocol.AgentInfo{a})) == 1
-		e, err := c.kv.Leases.Get(ctx, jobLeaseKey(cl.JobID))
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		if !member {
 			lost = append(lost, cl)
 			continue
 		}
-		if err != nil {
-			c.log.Warn("renew group lease: read", "job", cl.JobID, "agent", a.Agent, "err", err)
-			continue
-		}
-		var val groupLease
-		if err := json.Unmarshal(e.Value(), &val); err != nil || val.Agent != a.Agent || val.Epoch != cl.Epoch || !member {
+		switch held, err := c.renewLease(ctx, a.Agent, cl); {
+		case errors.Is(err, errLeaseRaced):
+		case err != nil:
+			c.log.Warn("renew group lease", "job", cl.JobID, "agent", a.Agent, "err", err)
+		case held:
+			renewed = append(renewed, protocol.Lease{JobID: cl.JobID, Epoch: cl.Epoch, TTL: protocol.Duration(ttl)})
+		default:
 			lost = append(lost, cl)
-			continue
 		}
-		val.RenewedAt = now
-		data, err := json.Marshal(val)
-		if err != nil {
-			continue
-		}
-		rev, err := c.kv.Leases.Update(ctx, jobLeaseKey(cl.JobID), data, e.Revision())
-		if err != nil {
-			if !isCASMiss(err) {
-				c.log.Warn("renew group lease", "job", cl.JobID, "agent", a.Agent, "err", err)
-			}
-			continue
-		}
-		c.leases.putJob(cl.JobID, val, rev, now)
-		renewed = append(renewed, protocol.Lease{JobID: cl.JobID, Epoch: cl.Epoch, TTL: protocol.Duration(ttl)})
 	}
 	return renewed, lost
 }
+
+// renewLease renews one claimed lease: first a compare-and-set on the
+// revision this replica's view has (one round trip, the usual case), else
+// on the revision read now. held is false when the lease names another
+// agent or epoch, or is gone.
+func (c *Controller) renewLease(ctx context.Context, agent string, cl protocol.HeldLease) (held bool, err error) {
+	key := jobLeaseKey(cl.JobID)
+	write := func(val groupLease, rev uint64) (bool, error) {
+		now := c.now()
+		val.RenewedAt = now
+		data, err := json.Marshal(val)
+		if err != nil {
+			return false, err
+		}
+		newRev, err := c.kv.Leases.Update(ctx, key, data, rev)
+		if err != nil {
+			return false, err
+		}
+		c.leases.putJob(cl.JobID, val, newRev, now)
+		return true, nil
+	}
+	if v, ok := c.leases.job(cl.JobID); ok && v.val.Agent == agent && v.val.Epoch == cl.Epoch {
+		if ok, err := write(v.val, v.rev); ok || !isCASMiss(err) {
+			return ok, err
+		}
+	}
+	e, err := c.kv.Leases.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var val groupLease
+	if err := json.Unmarshal(e.Value(), &val); err != nil || val.Agent != agent || val.Epoch != cl.Epoch {
+		return false, nil
+	}
+	ok, err := write(val, e.Revision())
+	if isCASMiss(err) {
+		return false, errLeaseRaced // changed between the read and the write: the next heartbeat tells
+	}
+	return ok, err
+}
+
+// errLeaseRaced: a lease changed while it was being renewed; the claim is
+// answered neither renewed nor lost.
+var errLeaseRaced = errors.New("lease changed during its renewal")
 
 // currentEpoch returns the epoch of job id's group lease as this replica
 // sees it (0 when none).
