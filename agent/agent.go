@@ -206,6 +206,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = a.st.Do(fctx, func(*store.Tx) error { return nil })
 		fl.drain(fctx)
 		fcancel()
+		// The scheduler has stopped firing: hand the group leases back so
+		// that they move to another agent now, not after their TTL.
+		l.release(a.sched.claimedLeases())
 	}
 	stopLink()
 	<-linkDone

@@ -31,8 +31,8 @@ func FuzzApplyCommand(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add([]byte(`{"v":1,"kind":"assign","agent":"edge-f","assign":{"job":{"id":"x"}}}`))
-	f.Add([]byte(`{"v":1,"kind":"run","agent":"other","run":{}}`))
+	f.Add([]byte(`{"v":2,"kind":"assign","agent":"edge-f","assign":{"job":{"id":"x"}}}`))
+	f.Add([]byte(`{"v":2,"kind":"run","agent":"other","run":{}}`))
 	f.Add([]byte(`not json`))
 	f.Add([]byte{})
 

@@ -295,6 +295,29 @@ func (l *link) heartbeat(ctx context.Context) error {
 	return nil
 }
 
+// release sends a last heartbeat saying the agent is stopping, with its
+// group-job claims, so that the controller moves those jobs at once. It is
+// called after the scheduler stopped (nothing fires any more); it is best
+// effort and bounded by nats.request_timeout.
+func (l *link) release(claims []protocol.HeldLease) {
+	a := l.a
+	if len(claims) == 0 || !l.reg.Load() {
+		return
+	}
+	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.cfg.ID, SentAt: a.clk.Now().Round(0).UTC(),
+		Leases: claims, Stopping: true})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.NATS.RequestTimeout)
+	defer cancel()
+	if _, err := l.request(ctx, protocol.HeartbeatSubject(a.cfg.ID), data); err != nil {
+		a.log.Warn("could not hand the group leases back; they move after their TTL", "leases", len(claims), "err", err)
+		return
+	}
+	a.log.Info("group leases handed back", "leases", len(claims))
+}
+
 // startCommands starts the ordered consumer of this agent's commands
 // after the stored cursor (once; it follows reconnects by itself).
 func (l *link) startCommands(ctx context.Context) error {

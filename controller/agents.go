@@ -121,7 +121,8 @@ func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline [
 }
 
 func isOnline(a protocol.AgentInfo, now time.Time, after time.Duration) bool {
-	return !a.Revoked && !a.LastSeen.IsZero() && now.Sub(a.LastSeen) <= after
+	stopped := !a.StoppedAt.IsZero() && !a.StoppedAt.Before(a.LastSeen)
+	return !a.Revoked && !stopped && !a.LastSeen.IsZero() && now.Sub(a.LastSeen) <= after
 }
 
 // followAgents reads KV ax_agents into the registry before returning, then
@@ -279,6 +280,10 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	}
 	now := c.now()
 	info.LastSeen, info.HeartbeatAt, info.Stats, info.Online, info.Leases = now, now, hb.Stats, true, hb.Leases
+	info.StoppedAt = time.Time{}
+	if hb.Stopping {
+		info.StoppedAt, info.Online = now, false
+	}
 	if hb.Stats.ClockOffset != 0 {
 		info.ClockOffset = hb.Stats.ClockOffset
 	} else {
@@ -290,13 +295,19 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	wasOnline := c.agents.put(info)
 	c.m.agentStats(hb.Agent, hb.Stats)
 	c.agentMu.Unlock()
-	if !wasOnline {
+	var renewed []protocol.Lease
+	var lost []protocol.HeldLease
+	switch {
+	case hb.Stopping:
+		c.log.Info("agent stopping: its group leases are handed back", "agent", hb.Agent, "leases", len(hb.Leases))
+		c.refreshOnline()
+		c.releaseLeases(c.ctx, hb.Agent, hb.Leases)
+		lost = hb.Leases
+	case !wasOnline:
 		c.log.Info("agent online", "agent", hb.Agent)
 		c.refreshOnline()
 	}
-	var renewed []protocol.Lease
-	var lost []protocol.HeldLease
-	if len(hb.Leases) > 0 {
+	if len(hb.Leases) > 0 && !hb.Stopping {
 		renewed, lost = c.renewLeases(c.ctx, info, hb.Leases)
 	}
 	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Renewed: renewed, Lost: lost})

@@ -70,7 +70,7 @@ func TestRegistrationAndLiveness(t *testing.T) {
 	if rr, _ := protocol.DecodeRegisterReply(msg.Data); rr.Error == "" {
 		t.Fatal("registration on another agent's subject accepted")
 	}
-	msg, err = b.nc.Request(protocol.RegisterSubject("edge-2"), []byte(`{"v":1,"agent":"edge-2","bogus":1}`), 5*time.Second)
+	msg, err = b.nc.Request(protocol.RegisterSubject("edge-2"), []byte(`{"v":2,"agent":"edge-2","bogus":1}`), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

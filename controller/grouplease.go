@@ -109,7 +109,7 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 		}
 		seen[j.ID] = true
 		cur, ok := c.leases.job(j.ID)
-		if ok && now.Sub(cur.seen) < c.cfg.LeaseTTL {
+		if ok && !cur.val.Released && now.Sub(cur.seen) < c.cfg.LeaseTTL {
 			holder := cur.val.Agent
 			if !hasAgent(groupMembers(j, agents), holder) {
 				// Left the group (revoked, labels changed): told to stop; the
@@ -241,15 +241,22 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	c.m.leaseGrants.Inc()
 	var lost *lostLease
 	if had {
-		c.m.leaseExpiries.Inc()
 		since := now.Sub(cur.seen)
 		if cur.val.Agent != pick {
-			c.m.takeovers.WithLabelValues("group").Inc()
-			c.m.failover.Observe(since.Seconds())
 			c.sendUnassign(ctx, j.ID, cur.val.Agent, o.groups.sent[j.ID].gen, "group lease moved to "+pick)
 		}
-		c.log.Warn("group lease taken over", "job", j.ID, "old_holder", cur.val.Agent, "old_epoch", cur.val.Epoch,
-			"new_holder", pick, "new_epoch", epoch, "since_last_renewal", since)
+		if cur.val.Released {
+			c.log.Info("group lease handed over (its holder stopped)", "job", j.ID, "old_holder", cur.val.Agent,
+				"old_epoch", cur.val.Epoch, "new_holder", pick, "new_epoch", epoch)
+		} else {
+			c.m.leaseExpiries.Inc()
+			if cur.val.Agent != pick {
+				c.m.takeovers.WithLabelValues("group").Inc()
+				c.m.failover.Observe(since.Seconds())
+			}
+			c.log.Warn("group lease taken over", "job", j.ID, "old_holder", cur.val.Agent, "old_epoch", cur.val.Epoch,
+				"new_holder", pick, "new_epoch", epoch, "since_last_renewal", since)
+		}
 		lost = &lostLease{job: j.ID, oldAgent: cur.val.Agent, newAgent: pick, epoch: epoch}
 	} else {
 		c.log.Info("group lease granted", "job", j.ID, "holder", pick, "epoch", epoch)
@@ -439,7 +446,7 @@ func (c *Controller) renewLease(ctx context.Context, agent string, cl protocol.H
 		c.leases.putJob(cl.JobID, val, newRev, now)
 		return true, nil
 	}
-	if v, ok := c.leases.job(cl.JobID); ok && v.val.Agent == agent && v.val.Epoch == cl.Epoch {
+	if v, ok := c.leases.job(cl.JobID); ok && v.val.Agent == agent && v.val.Epoch == cl.Epoch && !v.val.Released {
 		if ok, err := write(v.val, v.rev); ok || !isCASMiss(err) {
 			return ok, err
 		}
@@ -452,7 +459,7 @@ func (c *Controller) renewLease(ctx context.Context, agent string, cl protocol.H
 		return false, err
 	}
 	var val groupLease
-	if err := json.Unmarshal(e.Value(), &val); err != nil || val.Agent != agent || val.Epoch != cl.Epoch {
+	if err := json.Unmarshal(e.Value(), &val); err != nil || val.Agent != agent || val.Epoch != cl.Epoch || val.Released {
 		return false, nil
 	}
 	ok, err := write(val, e.Revision())
@@ -465,6 +472,38 @@ func (c *Controller) renewLease(ctx context.Context, agent string, cl protocol.H
 // errLeaseRaced: a lease changed while it was being renewed; the claim is
 // answered neither renewed nor lost.
 var errLeaseRaced = errors.New("lease changed during its renewal")
+
+// releaseLeases marks the leases agent claims as released (it stopped
+// firing and is shutting down), so that the owner of each job's shard
+// grants it to another member at its next pass, without waiting for the
+// TTL. A lease that names another holder or epoch is left alone.
+func (c *Controller) releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/2)
+	defer cancel()
+	for _, cl := range claims {
+		key := jobLeaseKey(cl.JobID)
+		e, err := c.kv.Leases.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var val groupLease
+		if json.Unmarshal(e.Value(), &val) != nil || val.Agent != agent || val.Epoch != cl.Epoch || val.Released {
+			continue
+		}
+		val.Released = true
+		data, err := json.Marshal(val)
+		if err != nil {
+			continue
+		}
+		rev, err := c.kv.Leases.Update(ctx, key, data, e.Revision())
+		if err != nil {
+			c.log.Warn("release group lease", "job", cl.JobID, "agent", agent, "err", err)
+			continue
+		}
+		c.leases.putJob(cl.JobID, val, rev, c.now())
+		c.leases.signal()
+	}
+}
 
 // currentEpoch returns the epoch of job id's group lease as this replica
 // sees it (0 when none).

@@ -52,6 +52,9 @@ type groupLease struct {
 	Epoch     uint64    `json:"epoch"`
 	GrantedAt time.Time `json:"granted_at"`
 	RenewedAt time.Time `json:"renewed_at,omitempty"`
+	// Released: the holder stopped cleanly and handed the lease back; it
+	// is never renewed again and moves at once.
+	Released bool `json:"released,omitempty"`
 }
 
 // leaseSeen is the last revision of a key this replica saw and when (on

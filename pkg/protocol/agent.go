@@ -65,7 +65,12 @@ type Heartbeat struct {
 	Agent  string      `json:"agent"`
 	SentAt time.Time   `json:"sent_at"`
 	Stats  Stats       `json:"stats"`
+	// Leases are the agent's claims: every group job assigned to it with an
+	// epoch. The reply renews those it still holds and names the lost ones.
 	Leases []HeldLease `json:"leases,omitempty"`
+	// Stopping says the agent is shutting down cleanly: it has stopped
+	// firing and hands its leases back, so that they move at once.
+	Stopping bool `json:"stopping,omitempty"`
 }
 
 // HeartbeatReply is the controller's answer to Heartbeat. It carries

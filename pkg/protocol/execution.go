@@ -56,6 +56,9 @@ type AgentInfo struct {
 	// HeartbeatAt is when the agent's last heartbeat arrived (zero before
 	// the first); Stats are from that heartbeat.
 	HeartbeatAt time.Time `json:"heartbeat_at,omitempty"`
+	// StoppedAt is when the agent said it was stopping (a clean shutdown);
+	// it counts as offline until it registers or heartbeats again.
+	StoppedAt time.Time `json:"stopped_at,omitempty"`
 	Stats       Stats     `json:"stats"`
 	// ClockOffset is controller time minus agent time, as last measured.
 	ClockOffset Duration `json:"clock_offset,omitempty"`

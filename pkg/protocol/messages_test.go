@@ -151,7 +151,7 @@ func TestDecodersRejectNamingTheField(t *testing.T) {
 }
 
 func TestDecodeRejectsOversize(t *testing.T) {
-	b := []byte(`{"v":1,"agent":"` + strings.Repeat("a", MaxMessageSize) + `"}`)
+	b := []byte(`{"v":2,"agent":"` + strings.Repeat("a", MaxMessageSize) + `"}`)
 	for _, kind := range []string{"report", "register", "register_reply", "heartbeat", "heartbeat_reply", "event", "run"} {
 		_, err := decodeAny(kind, b)
 		wantField(t, err, ErrTooLarge, "")

@@ -9,10 +9,18 @@ package protocol
 //	1 (2026-11-29): first version: register, heartbeat, commands (assign,
 //	  unassign, run, cancel, lease_grant, lease_revoke), reports (triggered,
 //	  running, finished, skipped, interrupted), events.
-const Version = 1
+//	2 (2026-11-30): group-job leases (issue 5). Heartbeat.Leases are the
+//	  agent's claims (every group job assigned to it with an epoch, valid
+//	  or not); a lease is valid only from a heartbeat reply's Renewed,
+//	  counted from when the heartbeat was sent; lease_grant only moves the
+//	  epoch; a run with an epoch fires only under that lease; new field
+//	  Heartbeat.Stopping (the agent stopped firing and hands its leases
+//	  back). Version 1 agents would fire group jobs on a lease_grant read
+//	  late from the stream, so they are no longer accepted.
+const Version = 2
 
 // MinVersion is the oldest protocol version this build still accepts.
-const MinVersion = 1
+const MinVersion = 2
 
 // checkVersion validates a message's "v" field.
 func checkVersion(v int) error {
