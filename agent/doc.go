@@ -20,6 +20,15 @@
 //   - the flusher: the outbox cursor and outstanding publishes;
 //   - the link: the NATS connection, registration, heartbeats, commands.
 //
+// Group jobs (target group, mode any) fire only while the agent holds the
+// job's lease: an epoch from the assignment, valid from a heartbeat reply
+// that renews it, for the TTL it names counted from when that heartbeat
+// was sent, on the monotonic clock. Every heartbeat claims the agent's
+// group jobs; a lapsed lease stops the job at its next fire, and a run
+// sent under an epoch (a retry) waits for that lease or is dropped once
+// the job moved on. A clean stop hands the leases back in a last
+// heartbeat (Stopping) after the scheduler stopped.
+//
 // An embedding program registers Go handlers with WithHandler; exec and http
 // are built in (see agent/handler) and run only what Config allows.
 package agent
