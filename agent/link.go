@@ -28,10 +28,11 @@ type link struct {
 	// savedOffset is the clock offset last stored in meta, ns.
 	savedOffset atomic.Int64
 
-	mu      sync.Mutex
-	cons    jetstream.ConsumeContext
-	stopped bool
-	lastSeq uint64 // last command handed to applyCommand
+	mu       sync.Mutex
+	inflight map[*context.CancelFunc]struct{} // requests to cancel when the connection drops
+	cons     jetstream.ConsumeContext
+	stopped  bool
+	lastSeq  uint64 // last command handed to applyCommand
 }
 
 func newLink(a *Agent) *link {
@@ -69,6 +70,7 @@ func (l *link) connect() error {
 		nats.ReconnectHandler(func(*nats.Conn) { l.a.log.Info("reconnected"); l.reg.Store(false); l.signal() }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			l.reg.Store(false)
+			l.cancelInflight() // a heartbeat in flight would only wait for its timeout
 			l.a.log.Warn("disconnected; will reconnect", "err", err)
 		}),
 	}
@@ -168,10 +170,32 @@ func (l *link) wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// request sends a request and waits for its reply, up to
+// nats.request_timeout or until the connection drops.
 func (l *link) request(ctx context.Context, subj string, data []byte) (*nats.Msg, error) {
 	rctx, cancel := context.WithTimeout(ctx, l.a.cfg.NATS.RequestTimeout)
-	defer cancel()
+	l.mu.Lock()
+	if l.inflight == nil {
+		l.inflight = map[*context.CancelFunc]struct{}{}
+	}
+	l.inflight[&cancel] = struct{}{}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.inflight, &cancel)
+		l.mu.Unlock()
+		cancel()
+	}()
 	return l.nc.RequestWithContext(rctx, subj, data)
+}
+
+// cancelInflight ends the requests waiting for a reply.
+func (l *link) cancelInflight() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.inflight {
+		(*c)()
+	}
 }
 
 // errRefused marks a registration or heartbeat refused by the controller.
