@@ -367,7 +367,12 @@ func (l *link) startCommands(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cc, err := c.Consume(l.onCommand)
+	// The server sends idle heartbeats on the consumer; two missed ones make
+	// nats.go rebuild it (on another node when its node died). The default
+	// (5s) left commands stalled ~10s after a cluster node stopped; follow
+	// the connection's own ping interval instead, within 1s..10s.
+	hb := min(max(l.a.cfg.NATS.PingInterval, time.Second), 10*time.Second)
+	cc, err := c.Consume(l.onCommand, jetstream.PullHeartbeat(hb))
 	if err != nil {
 		return err
 	}
