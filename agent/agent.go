@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +64,8 @@ type Agent struct {
 	outboxKick chan struct{}
 	// hbKick asks the link for a heartbeat now (a group-job lease to claim).
 	hbKick chan struct{}
+	// boot names this run of the process in registrations and heartbeats.
+	boot string
 
 	sched *scheduler
 	ran   atomic.Bool
@@ -89,7 +93,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		o.log = NewLogger(cfg.Log, os.Stderr)
 	}
 	a := &Agent{cfg: cfg, clk: o.clk, log: o.log.With("agent", cfg.ID), version: o.version,
-		handlers: o.handlers, outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1)}
+		handlers: o.handlers, outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1), boot: newBootID()}
 	var err error
 	if a.execH, err = handler.NewExec(handler.ExecConfig{Allow: cfg.Exec.Allow, PermanentExitCodes: cfg.Exec.PermanentExitCodes}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -312,4 +316,11 @@ func (a *Agent) enqueue(tx *store.Tx, r protocol.Report) error {
 		return err
 	}
 	return e.enqueue(tx)
+}
+
+// newBootID returns a random name for this run of the process.
+func newBootID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

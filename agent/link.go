@@ -211,7 +211,7 @@ func (l *link) register(ctx context.Context) error {
 	a.sched.call(ctx, func() { leases = a.sched.heldLeases() })
 	t0 := a.clk.Now()
 	req := protocol.Register{V: protocol.Version, Agent: a.cfg.ID, Labels: a.cfg.Labels, Handlers: a.names,
-		Version: truncate(a.version, 64), OS: runtime.GOOS, Arch: runtime.GOARCH, Cursor: cursor, SentAt: t0.Round(0).UTC(), Leases: leases}
+		Version: truncate(a.version, 64), OS: runtime.GOOS, Arch: runtime.GOARCH, Cursor: cursor, SentAt: t0.Round(0).UTC(), Leases: leases, Boot: a.boot}
 	data, err := protocol.Encode(req)
 	if err != nil {
 		return err
@@ -285,7 +285,7 @@ func (l *link) heartbeat(ctx context.Context) error {
 		st.OutboxDepth, st.QueueDepth, st.Pending = c.Outbox, c.Triggered, c.Pending
 	}
 	t0 := a.clk.Now()
-	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.cfg.ID, SentAt: t0.Round(0).UTC(), Stats: st, Leases: leases})
+	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.cfg.ID, SentAt: t0.Round(0).UTC(), Stats: st, Leases: leases, Boot: a.boot})
 	if err != nil {
 		return err
 	}
@@ -329,7 +329,7 @@ func (l *link) release(claims []protocol.HeldLease) {
 		return
 	}
 	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.cfg.ID, SentAt: a.clk.Now().Round(0).UTC(),
-		Leases: claims, Stopping: true})
+		Leases: claims, Stopping: true, Boot: a.boot})
 	if err != nil {
 		return
 	}

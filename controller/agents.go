@@ -217,7 +217,7 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 	info := protocol.AgentInfo{
 		Agent: r.Agent, Labels: r.Labels, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
 		Online: true, RegisteredAt: now, LastSeen: now, ClockOffset: protocol.Duration(now.Sub(r.SentAt)),
-		Leases: r.Leases,
+		Leases: r.Leases, Boot: r.Boot,
 	}
 	if existed {
 		info.RegisteredAt, info.Stats, info.HeartbeatAt = prev.RegisteredAt, prev.Stats, prev.HeartbeatAt
@@ -276,6 +276,14 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	if !ok || info.Revoked {
 		c.agentMu.Unlock()
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
+		return
+	}
+	if hb.Stopping && hb.Boot != info.Boot {
+		// A late message of an earlier run of the agent: the current run
+		// registered since and may hold (and fire on) these leases.
+		c.agentMu.Unlock()
+		c.log.Warn("stopping heartbeat of an earlier agent process ignored", "agent", hb.Agent, "boot", hb.Boot, "current_boot", info.Boot)
+		respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Lost: hb.Leases})
 		return
 	}
 	now := c.now()
@@ -385,7 +393,7 @@ func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, erro
 	for i := range out {
 		out[i].Online = isOnline(out[i], now, c.cfg.AgentOfflineAfter)
 		// The group leases it holds, from ax_leases (not its own claims).
-		held := c.leases.heldBy(out[i].Agent, now, c.cfg.LeaseTTL)
+		held := c.leases.heldBy(out[i].Agent, c.mono(), c.cfg.LeaseTTL)
 		out[i].Leases = nil
 		for job, epoch := range held {
 			out[i].Leases = append(out[i].Leases, protocol.HeldLease{JobID: job, Epoch: epoch})

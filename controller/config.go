@@ -67,6 +67,10 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Clock is the time source; nil means clock.Real{}.
 	Clock clock.Clock
+
+	// monoNow overrides the time lease durations are measured with (tests
+	// that step Clock's wall time while leases run on real time).
+	monoNow func() time.Time
 }
 
 // NATSConfig says which NATS server the controller uses.

@@ -44,12 +44,12 @@ type Controller struct {
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
 	// ownership loop's state, and which shards this replica works now.
-	leases   *leaseView
-	own      *ownership
-	owned    []atomic.Bool
-	instance string    // this process, in its shard leases
-	started  time.Time // when New ran
-	crashed  atomic.Bool
+	leases      *leaseView
+	own         *ownership
+	owned       []atomic.Bool
+	instance    string    // this process, in its shard leases
+	startedWall time.Time // when New ran (wall clock, written in leases)
+	crashed     atomic.Bool
 
 	// assignMu serializes assignment decisions (job changes and agent
 	// registrations) and guards unplaced.
@@ -106,7 +106,7 @@ func New(cfg Config) (*Controller, error) {
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	c.instance = hex.EncodeToString(id[:])
-	c.started = cfg.Clock.Now()
+	c.startedWall = cfg.Clock.Now().UTC().Round(0)
 	return c, nil
 }
 

@@ -94,7 +94,7 @@ func hasAgent(as []protocol.AgentInfo, id string) bool {
 }
 
 // manageGroupLeases grants, re-sends and moves the leases of the group jobs
-// in this replica's shards, and deletes those of jobs gone.
+// in this replica's shards, and deletes those of jobs gone. now is c.mono().
 func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 	o := c.own
 	if len(o.held) == 0 {
@@ -168,7 +168,7 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	o := c.own
 	var live []protocol.AgentInfo
 	for _, a := range groupMembers(j, agents) {
-		if isOnline(a, now, c.cfg.AgentOfflineAfter) {
+		if isOnline(a, c.now(), c.cfg.AgentOfflineAfter) {
 			live = append(live, a)
 		}
 	}
@@ -199,7 +199,7 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	if had {
 		epoch = max(epoch, cur.val.Epoch+1)
 	}
-	val := groupLease{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: now}
+	val := groupLease{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: c.now()}
 	data, err := json.Marshal(val)
 	if err != nil {
 		return nil
@@ -433,8 +433,7 @@ func (c *Controller) renewLeases(ctx context.Context, a protocol.AgentInfo, clai
 func (c *Controller) renewLease(ctx context.Context, agent string, cl protocol.HeldLease) (held bool, err error) {
 	key := jobLeaseKey(cl.JobID)
 	write := func(val groupLease, rev uint64) (bool, error) {
-		now := c.now()
-		val.RenewedAt = now
+		val.RenewedAt = c.now()
 		data, err := json.Marshal(val)
 		if err != nil {
 			return false, err
@@ -443,7 +442,7 @@ func (c *Controller) renewLease(ctx context.Context, agent string, cl protocol.H
 		if err != nil {
 			return false, err
 		}
-		c.leases.putJob(cl.JobID, val, newRev, now)
+		c.leases.putJob(cl.JobID, val, newRev, c.mono())
 		return true, nil
 	}
 	if v, ok := c.leases.job(cl.JobID); ok && v.val.Agent == agent && v.val.Epoch == cl.Epoch && !v.val.Released {
@@ -500,7 +499,7 @@ func (c *Controller) releaseLeases(ctx context.Context, agent string, claims []p
 			c.log.Warn("release group lease", "job", cl.JobID, "agent", agent, "err", err)
 			continue
 		}
-		c.leases.putJob(cl.JobID, val, rev, c.now())
+		c.leases.putJob(cl.JobID, val, rev, c.mono())
 		c.leases.signal()
 	}
 }

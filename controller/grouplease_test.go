@@ -46,11 +46,20 @@ type leaseFixture struct {
 
 func newLeaseFixture(t *testing.T, maxAttempts int) *leaseFixture {
 	t.Helper()
+	return newLeaseFixtureWith(t, maxAttempts, nil)
+}
+
+// newLeaseFixtureWith is newLeaseFixture with the config changed by mod.
+func newLeaseFixtureWith(t *testing.T, maxAttempts int, mod func(*Config)) *leaseFixture {
+	t.Helper()
 	cfg := testConfig(t, t.TempDir())
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 3 * time.Second
 	cfg.LeaseTTL = time.Second
 	cfg.LeaseRenewInterval = 200 * time.Millisecond
+	if mod != nil {
+		mod(&cfg)
+	}
 	c := startController(t, cfg)
 	labels := map[string]string{"role": "pump"}
 	members := map[string]*testAgent{
@@ -306,4 +315,34 @@ func TestGroupLeaseLostRetryIsCounted(t *testing.T) {
 	waitExec(t, c, x, "SUCCESS at attempt 3", func(e protocol.Execution) bool {
 		return e.State == protocol.StateSuccess && e.Attempt == 3 && e.Agent == o.id
 	})
+}
+
+// TestStaleStoppingHeartbeatIgnored: a "stopping" heartbeat of an earlier
+// run of the agent process (delivered late, after the agent restarted and
+// registered again) does not hand back the lease the current run holds:
+// the job stays with it until its renewed lease would end.
+func TestStaleStoppingHeartbeatIgnored(t *testing.T) {
+	f := newLeaseFixture(t, 3)
+	claim := protocol.HeldLease{JobID: f.job.ID, Epoch: f.epoch}
+	sent := time.Now()
+	hr := f.h.heartbeatClaims(claim)
+	if len(hr.Renewed) != 1 {
+		t.Fatalf("renewal: %+v", hr)
+	}
+	holderEnd := sent.Add(hr.Renewed[0].TTL.D())
+	if hr := f.h.sendHeartbeat(protocol.Heartbeat{Leases: []protocol.HeldLease{claim}, Stopping: true, Boot: "earlier-run"}); len(hr.Lost) != 1 {
+		t.Fatalf("stale stopping heartbeat reply: %+v", hr)
+	}
+	for time.Now().Before(holderEnd) {
+		f.o.heartbeatClaims()
+		for _, cmd := range f.o.commands() {
+			if assignWithEpoch(f.job.ID, f.epoch)(cmd) {
+				t.Fatalf("lease moved to %s on a stopping heartbeat of an earlier run, %s before the holder's lease ends",
+					f.o.id, time.Until(holderEnd))
+			}
+		}
+	}
+	if as, _ := f.c.ListAgents(tctx(t)); !slices.ContainsFunc(as, func(a protocol.AgentInfo) bool { return a.Agent == f.h.id && a.Online }) {
+		t.Fatalf("a stale stopping heartbeat took %s offline: %+v", f.h.id, as)
+	}
 }

@@ -63,6 +63,17 @@ func idemKey(k string) string {
 // now returns the controller's clock in UTC without a monotonic reading.
 func (c *Controller) now() time.Time { return c.clk.Now().UTC().Round(0) }
 
+// mono is the time lease durations are measured with: "seen at", "renewed
+// at" and the comparisons with them. It keeps Go's monotonic clock reading
+// (clock.Real), so a step of the wall clock (NTP, a VM resumed) neither
+// moves a live lease nor keeps a dead one. Values written to KV use now.
+func (c *Controller) mono() time.Time {
+	if c.cfg.monoNow != nil {
+		return c.cfg.monoNow()
+	}
+	return c.clk.Now()
+}
+
 // CreateJob validates j, stores it with a new id and generation 1, claims
 // its idempotency key, and dispatches it: periodic jobs are assigned to
 // their agents, one-shot jobs (asap, at, delay) get a PENDING execution and

@@ -41,6 +41,9 @@ type shardLease struct {
 	Node     string    `json:"node"`
 	Instance string    `json:"instance"`
 	Since    time.Time `json:"since"`
+	// Started is when the holding process started: of two processes under
+	// one node name, only the newer takes the other's shards.
+	Started time.Time `json:"started"`
 }
 
 // groupLease is the value of job.<id>: the agent holding a group job.
@@ -58,7 +61,8 @@ type groupLease struct {
 }
 
 // leaseSeen is the last revision of a key this replica saw and when (on
-// its own clock): a lease not renewed for LeaseTTL since then has lapsed.
+// its own monotonic clock, Controller.mono): a lease not renewed for
+// LeaseTTL since then has lapsed.
 type leaseSeen[T any] struct {
 	val  T
 	rev  uint64
@@ -224,5 +228,5 @@ func (c *Controller) followLeases(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return followKV(ctx, w, func(e jetstream.KeyValueEntry) { c.leases.apply(e, c.now()) }, c.goRun)
+	return followKV(ctx, w, func(e jetstream.KeyValueEntry) { c.leases.apply(e, c.mono()) }, c.goRun)
 }

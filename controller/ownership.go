@@ -61,6 +61,7 @@ type ownership struct {
 	// fallback that takes a shard its designated owner leaves alone.
 	absentSince map[int]time.Time
 	groups      groupState
+	newerSaid   bool // "a newer process runs under this node name" logged
 }
 
 func newOwnership() *ownership {
@@ -119,7 +120,7 @@ func (c *Controller) ownershipLoop(ctx context.Context) {
 // ownershipStep is one pass: presence, shard leases, group leases.
 func (c *Controller) ownershipStep(ctx context.Context) {
 	o := c.own
-	now := c.now()
+	now := c.mono()
 	if now.Sub(o.lastPresence) >= c.cfg.LeaseRenewInterval {
 		if err := c.renewPresence(ctx, now); err != nil {
 			c.log.Warn("renew replica presence", "node", c.cfg.Node, "err", err)
@@ -155,7 +156,7 @@ func (c *Controller) ownershipStep(ctx context.Context) {
 	}
 	c.m.shardsOwned.Set(float64(len(o.held)))
 	c.manageGroupLeases(ctx, now)
-	c.placeWaiting(ctx, now)
+	c.placeWaiting(ctx, c.now())
 }
 
 // placeWaiting gives the PENDING executions waiting for an agent of their
@@ -177,7 +178,7 @@ func (c *Controller) placeWaiting(ctx context.Context, now time.Time) {
 
 func (c *Controller) renewPresence(ctx context.Context, now time.Time) error {
 	o := c.own
-	data, err := json.Marshal(replicaLease{Node: c.cfg.Node, Instance: c.instance, Started: c.started})
+	data, err := json.Marshal(replicaLease{Node: c.cfg.Node, Instance: c.instance, Started: c.startedWall})
 	if err != nil {
 		return err
 	}
@@ -213,7 +214,17 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 		c.log.Info("shard lease adopted (its acquisition's answer was lost)", "shard", n, "revision", cur.rev)
 		return true
 	}
-	mine := ok && cur.val.Node == c.cfg.Node && cur.val.Instance != c.instance
+	// This node's previous process (a restart): take its shards at once,
+	// but only from an older process — of two processes running under one
+	// node name (a misconfiguration, an overlapping restart), the newer
+	// works the shards and the older leaves them, instead of both taking
+	// them from each other forever.
+	mine := ok && cur.val.Node == c.cfg.Node && cur.val.Instance != c.instance && c.olderThanMe(cur.val)
+	if ok && !lapsed && cur.val.Node == c.cfg.Node && cur.val.Instance != c.instance && !mine && !o.newerSaid {
+		o.newerSaid = true
+		c.log.Error("another controller process runs under this node name and started later; it works the shards",
+			"node", c.cfg.Node, "other_instance", cur.val.Instance, "instance", c.instance)
+	}
 	if !want {
 		since, seen := o.absentSince[n]
 		if !seen || now.Sub(since) < c.cfg.LeaseTTL {
@@ -222,7 +233,7 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 	} else if ok && !lapsed && !mine {
 		return false // held by a live replica: it releases when it sees us
 	}
-	val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: now}
+	val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: c.now(), Started: c.startedWall}
 	data, err := json.Marshal(val)
 	if err != nil {
 		return false
@@ -250,7 +261,7 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 	}
 	c.leases.putShard(n, val, rev, now)
 	delete(o.absentSince, n)
-	o.held[n] = &heldShard{rev: rev, since: now, renewed: now}
+	o.held[n] = &heldShard{rev: rev, since: val.Since, renewed: now}
 	if ok && cur.val.Node != c.cfg.Node {
 		c.m.takeovers.WithLabelValues("shard").Inc()
 		c.log.Warn("shard lease taken over", "shard", n, "old_holder", cur.val.Node, "old_instance", cur.val.Instance,
@@ -291,6 +302,14 @@ func (c *Controller) shardsAcquired(ctx context.Context, ns []int) {
 // errShardLost: the shard lease names another holder, or is gone.
 var errShardLost = errors.New("shard lease held by another replica or gone")
 
+// olderThanMe reports whether the process holding l started before this one.
+func (c *Controller) olderThanMe(l shardLease) bool {
+	if !l.Started.Equal(c.startedWall) {
+		return l.Started.Before(c.startedWall)
+	}
+	return l.Instance < c.instance
+}
+
 // renewShards renews the given held shards at once (one KV round trip in
 // parallel, not one after the other) and applies the outcomes.
 func (c *Controller) renewShards(ctx context.Context, ns []int, now time.Time) {
@@ -303,7 +322,7 @@ func (c *Controller) renewShards(ctx context.Context, ns []int, now time.Time) {
 	var wg sync.WaitGroup
 	for i, n := range ns {
 		h := o.held[n]
-		val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: h.since}
+		val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: h.since, Started: c.startedWall}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -316,11 +335,11 @@ func (c *Controller) renewShards(ctx context.Context, ns []int, now time.Time) {
 		switch {
 		case r.err == nil:
 			h.rev, h.renewed = r.rev, now
-			c.leases.putShard(n, shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: h.since}, r.rev, now)
+			c.leases.putShard(n, shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: h.since, Started: c.startedWall}, r.rev, now)
 		case errors.Is(r.err, errShardLost):
 			c.log.Warn("shard lease lost: another replica holds it, or it lapsed", "shard", n, "node", c.cfg.Node)
 			c.dropShard(n, false)
-		case now.Sub(h.renewed) >= c.cfg.LeaseTTL-c.cfg.LeaseRenewInterval:
+		case c.mono().Sub(h.renewed) >= c.cfg.LeaseTTL-c.cfg.LeaseRenewInterval:
 			// Not renewed for nearly a TTL (NATS unreachable): stop before
 			// another replica may take it.
 			c.log.Warn("shard lease not renewed in time; stopping the shard", "shard", n, "err", r.err)
@@ -439,7 +458,7 @@ func isCASMiss(err error) bool {
 // none), as this replica sees ax_leases now.
 func (c *Controller) ShardOwners() []string {
 	out := make([]string, c.cfg.Shards)
-	now := c.now()
+	now := c.mono()
 	for n := range out {
 		if s, ok := c.leases.shard(n); ok && now.Sub(s.seen) < c.cfg.LeaseTTL {
 			out[n] = s.val.Node

@@ -60,3 +60,24 @@ func TestReplicasSplitShardsAndRefuseAnotherTTL(t *testing.T) {
 	}
 	startController(t, replicaConfig(t, srv.URL(), "ctl-c", 3*time.Second))
 }
+
+// TestSameNodeNewerProcessWins: two processes running under one node name
+// (an overlapping restart, a partition that heals) do not take the shards
+// from each other forever: the one started later works them all, the
+// older one none, and that stays so.
+func TestSameNodeNewerProcessWins(t *testing.T) {
+	srv := natstest.Start(t)
+	older := startController(t, replicaConfig(t, srv.URL(), "ctl-a", time.Second))
+	newer := startController(t, replicaConfig(t, srv.URL(), "ctl-a", time.Second))
+	eventually(t, 10*time.Second, "the newer process works every shard", func() bool {
+		return len(newer.ownedShards()) == newer.cfg.Shards && len(older.ownedShards()) == 0
+	})
+	// Over two lease TTLs (many ownership passes), nothing moves back.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); <-tick.C {
+		if n, m := len(newer.ownedShards()), len(older.ownedShards()); n != newer.cfg.Shards || m != 0 {
+			t.Fatalf("shards moved between two processes of node ctl-a: newer works %d, older %d", n, m)
+		}
+	}
+}

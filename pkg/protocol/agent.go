@@ -30,6 +30,10 @@ type Register struct {
 	SentAt time.Time `json:"sent_at"`
 	// Leases are the group-job leases the agent held before reconnecting.
 	Leases []HeldLease `json:"leases,omitempty"`
+	// Boot names this run of the agent process (random, new at every
+	// start); heartbeats carry it too, so that the controller can tell a
+	// late message of a previous run from the current one.
+	Boot string `json:"boot,omitempty"`
 }
 
 // RegisterReply is the controller's answer to Register.
@@ -71,6 +75,8 @@ type Heartbeat struct {
 	// Stopping says the agent is shutting down cleanly: it has stopped
 	// firing and hands its leases back, so that they move at once.
 	Stopping bool `json:"stopping,omitempty"`
+	// Boot is the Register.Boot of the process sending the heartbeat.
+	Boot string `json:"boot,omitempty"`
 }
 
 // HeartbeatReply is the controller's answer to Heartbeat. It carries
@@ -113,6 +119,11 @@ func (r Register) Validate() error {
 	if r.SentAt.IsZero() {
 		return invalid("sent_at", "is required")
 	}
+	if r.Boot != "" {
+		if err := ValidateName("boot", r.Boot); err != nil {
+			return err
+		}
+	}
 	return validateHeld("leases", r.Leases)
 }
 
@@ -146,6 +157,11 @@ func (h Heartbeat) Validate() error {
 	}
 	if h.SentAt.IsZero() {
 		return invalid("sent_at", "is required")
+	}
+	if h.Boot != "" {
+		if err := ValidateName("boot", h.Boot); err != nil {
+			return err
+		}
 	}
 	s := h.Stats
 	for _, f := range []struct {
