@@ -65,10 +65,10 @@ type Stats struct {
 
 // Heartbeat is an agent's liveness request on ax.hb.<agent>.
 type Heartbeat struct {
-	V      int         `json:"v"`
-	Agent  string      `json:"agent"`
-	SentAt time.Time   `json:"sent_at"`
-	Stats  Stats       `json:"stats"`
+	V      int       `json:"v"`
+	Agent  string    `json:"agent"`
+	SentAt time.Time `json:"sent_at"`
+	Stats  Stats     `json:"stats"`
 	// Leases are the agent's claims: every group job assigned to it with an
 	// epoch. The reply renews those it still holds and names the lost ones.
 	Leases []HeldLease `json:"leases,omitempty"`

@@ -60,8 +60,8 @@ type AgentInfo struct {
 	// it counts as offline until it registers or heartbeats again.
 	StoppedAt time.Time `json:"stopped_at,omitempty"`
 	// Boot names the agent process that registered last (Register.Boot).
-	Boot string `json:"boot,omitempty"`
-	Stats       Stats     `json:"stats"`
+	Boot  string `json:"boot,omitempty"`
+	Stats Stats  `json:"stats"`
 	// ClockOffset is controller time minus agent time, as last measured.
 	ClockOffset Duration `json:"clock_offset,omitempty"`
 	// Leases are the group-job leases the agent holds.
