@@ -50,6 +50,9 @@ type Controller struct {
 	instance    string    // this process, in its shard leases
 	startedWall time.Time // when New ran (wall clock, written in leases)
 	crashed     atomic.Bool
+	ownLoop     atomic.Bool   // the ownership loop was started
+	ownStop     chan struct{} // closed by Close: the ownership loop releases the shards
+	ownDone     chan struct{} // closed when the ownership loop has returned
 
 	// assignMu serializes assignment decisions (job changes and agent
 	// registrations) and guards unplaced.
@@ -107,6 +110,7 @@ func New(cfg Config) (*Controller, error) {
 	_, _ = rand.Read(id[:])
 	c.instance = hex.EncodeToString(id[:])
 	c.startedWall = cfg.Clock.Now().UTC().Round(0)
+	c.ownStop, c.ownDone = make(chan struct{}), make(chan struct{})
 	return c, nil
 }
 
@@ -211,7 +215,10 @@ func (c *Controller) start(ctx context.Context) error {
 	}
 	// The first pass takes the free shards (all of them for a lone
 	// replica) before Start returns; the loop keeps them.
+	c.own.starting = true
 	c.ownershipStep(ctx)
+	c.own.starting = false
+	c.ownLoop.Store(true)
 	c.goRun(c.ownershipLoop)
 	c.goRun(c.livenessLoop)
 	return nil
@@ -248,6 +255,18 @@ func (c *Controller) Close() error {
 func (c *Controller) shutdown() {
 	for _, s := range c.subs {
 		_ = s.Unsubscribe()
+	}
+	if c.ownLoop.Load() && !c.crashed.Load() {
+		// Hand the shards over while the connection and the workers' context
+		// are alive, so that what was pulled is applied, not redelivered.
+		close(c.ownStop)
+		t := time.NewTimer(15 * time.Second)
+		select {
+		case <-c.ownDone:
+		case <-t.C:
+			c.log.Warn("shards not released in 15s; stopping anyway")
+		}
+		t.Stop()
 	}
 	if c.cancel != nil {
 		c.cancel()

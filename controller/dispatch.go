@@ -213,7 +213,7 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 	var pending []*execRecord
 	seen := map[string]bool{}
 	retries := 0
-	in := func(jobID string) bool { return shards[c.shardOfJob(jobID)] }
+	in := func(jobID string) bool { n := c.shardOfJob(jobID); return shards[n] && c.owns(n) }
 	err := c.scanExecs(ctx, func(r *execRecord, _ uint64) {
 		if !in(r.JobID) {
 			return

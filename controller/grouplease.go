@@ -157,7 +157,8 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 		delete(o.groups.leaving, id)
 	}
 	if len(lost) > 0 {
-		c.agentLost(ctx, lost)
+		// It scans every execution: not on the ownership loop.
+		c.goRun(func(ctx context.Context) { c.agentLost(ctx, lost) })
 	}
 }
 

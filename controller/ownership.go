@@ -62,6 +62,7 @@ type ownership struct {
 	absentSince map[int]time.Time
 	groups      groupState
 	newerSaid   bool // "a newer process runs under this node name" logged
+	starting    bool // the first pass, run by Start
 }
 
 func newOwnership() *ownership {
@@ -98,16 +99,16 @@ func (c *Controller) ownershipTick() time.Duration {
 // ownershipLoop runs the shard and group-lease bookkeeping until ctx ends,
 // then releases what it holds (a clean stop hands its shards over at once).
 func (c *Controller) ownershipLoop(ctx context.Context) {
+	defer close(c.ownDone)
 	t := c.clk.NewTimer(c.ownershipTick())
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			if c.crashed.Load() {
-				c.abandonShards()
-			} else {
-				c.releaseAll()
-			}
+		case <-c.ownStop: // Close: hand the shards over, applying what was pulled
+			c.releaseAll()
+			return
+		case <-ctx.Done(): // a crash (abandon), or Close gave up waiting
+			c.abandonShards()
 			return
 		case <-t.C():
 		case <-c.leases.changed:
@@ -294,9 +295,18 @@ func (c *Controller) shardsAcquired(ctx context.Context, ns []int) {
 		return
 	}
 	c.log.Info("shards acquired", "shards", ns, "owned", len(o.held), "node", c.cfg.Node, "instance", c.instance)
-	if err := c.reloadExecutions(ctx, set); err != nil {
-		c.log.Error("reload executions of acquired shards", "shards", ns, "err", err)
+	reload := func(ctx context.Context) {
+		if err := c.reloadExecutions(ctx, set); err != nil && ctx.Err() == nil {
+			c.log.Error("reload executions of acquired shards", "shards", ns, "err", err)
+		}
 	}
+	if o.starting {
+		reload(ctx) // Start returns with the retry timers armed
+		return
+	}
+	// The reload scans every execution: not on this loop, which must keep
+	// renewing leases meanwhile.
+	c.goRun(reload)
 }
 
 // errShardLost: the shard lease names another holder, or is gone.
@@ -413,7 +423,7 @@ func (c *Controller) dropShard(n int, drain bool) {
 	c.owned[n].Store(false)
 	delete(o.held, n)
 	if h.w != nil {
-		h.w.stop(drain)
+		h.w.stop(drain, c.cfg.LeaseTTL/2)
 	}
 	if c.retries != nil {
 		c.retries.dropWhere(func(jobID string) bool { return c.shardOfJob(jobID) == n })
@@ -443,7 +453,7 @@ func (c *Controller) abandonShards() {
 	for n, h := range c.own.held {
 		c.owned[n].Store(false)
 		if h.w != nil {
-			h.w.stop(false)
+			h.w.stop(false, 0)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -134,9 +135,10 @@ func (c *Controller) startShardWorker(ctx context.Context, n int) (*shardWorker,
 }
 
 // stop ends the worker and waits for it. With drain (a graceful hand-over)
-// the messages already pulled are applied first; without (the lease was
-// lost), they are left unacknowledged for the next owner.
-func (w *shardWorker) stop(drain bool) {
+// the messages already pulled are applied first, for at most drainMax;
+// without (the lease was lost), or past drainMax, they are left
+// unacknowledged for the next owner.
+func (w *shardWorker) stop(drain bool, drainMax time.Duration) {
 	for _, it := range w.its {
 		if drain {
 			it.Drain()
@@ -147,8 +149,22 @@ func (w *shardWorker) stop(drain bool) {
 	if !drain {
 		w.cancel()
 	}
-	w.wg.Wait()
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	if drain {
+		t := time.NewTimer(drainMax)
+		select {
+		case <-done:
+		case <-t.C:
+			w.c.log.Warn("shard worker did not drain in time; leaving the rest to the next owner", "shard", w.n, "after", drainMax)
+			for _, it := range w.its {
+				it.Stop()
+			}
+		}
+		t.Stop()
+	}
 	w.cancel()
+	<-done
 }
 
 // read hands each message of one consumer to the lane of its execution
