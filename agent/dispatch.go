@@ -64,6 +64,9 @@ func (s *scheduler) pump() {
 		j := it.job
 		j.inReady--
 		j.running++
+		if s.leaseMovedOn(it) {
+			continue
+		}
 		s.busy++
 		lag := now.Round(0).Sub(it.runAt)
 		s.lags[s.lagN%len(s.lags)] = lag
@@ -228,3 +231,33 @@ func (s *scheduler) done(it *item) {
 
 // freed runs when a worker slot is free again.
 func (s *scheduler) freed() { s.busy-- }
+
+// leaseMovedOn drops, without running it, an attempt fired under a group
+// lease when the job has moved on since (unassigned here, or a newer
+// epoch): the controller has taken that attempt to the new holder
+// (agent_lost), so running it here too would run it twice. The row is
+// finished as lease_lost, unreported (a report of the old epoch would be
+// refused anyway). Attempts reloaded from SQLite carry no row yet and are
+// not checked here.
+func (s *scheduler) leaseMovedOn(it *item) bool {
+	j := it.job
+	if it.row == nil || it.row.Epoch == 0 || (j.assigned != nil && j.assigned.epoch <= it.row.Epoch) {
+		return false
+	}
+	now := s.a.clk.Now().Round(0)
+	s.running[it.id] = running{it: it}
+	s.a.st.Submit(func(tx *store.Tx) error {
+		_, err := tx.Finish(it.id, store.StateFinished, now, "lease_lost", nil)
+		return err
+	}, func(err error) {
+		s.post(func() {
+			if err != nil {
+				s.log.Error("drop attempt of a lost lease", "exec_row", it.id, "err", err)
+			}
+			s.done(it)
+		})
+	})
+	s.log.Warn("attempt not run: its group lease moved on", "job_id", j.id, "exec_id", it.row.ExecID,
+		"attempt", it.row.Attempt, "epoch", it.row.Epoch)
+	return true
+}

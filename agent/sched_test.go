@@ -558,3 +558,32 @@ func TestRunFencedByGroupLease(t *testing.T) {
 		t.Fatalf("dropped run was reported: outbox %d → %d", before, after)
 	}
 }
+
+// TestQueuedAttemptDroppedWhenLeaseMovedOn: an attempt fired under a group
+// lease and still waiting for a worker is not run once the job has moved
+// to a newer epoch: the controller has taken it to the new holder.
+func TestQueuedAttemptDroppedWhenLeaseMovedOn(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, offlineConfig(t, "edge-q"), start)
+	s := o.a.sched
+	j := groupJob("edge-q", "1s", protocol.ModeAny)
+	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
+	s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
+	s.busy = s.workers // every worker busy: the fire waits in the ready queue
+	at := o.fireNext(j.ID)
+	e, ok := o.row(protocol.ExecID(j.ID, at))
+	if !ok || e.State != store.StateTriggered || e.Epoch != 3 {
+		t.Fatalf("fired attempt %+v (found %t), want TRIGGERED at epoch 3", e, ok)
+	}
+	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
+	s.busy = 0
+	s.pump()
+	o.sync()
+	e, _ = o.row(e.ExecID)
+	if e.State != store.StateFinished || e.Outcome != "lease_lost" {
+		t.Fatalf("queued attempt of a lease that moved on: state %s outcome %q, want finished lease_lost", e.State, e.Outcome)
+	}
+	if len(s.running) != 0 || s.busy != 0 {
+		t.Fatalf("dropped attempt still counted: running %d, busy %d", len(s.running), s.busy)
+	}
+}
