@@ -93,7 +93,7 @@
 // reports it. Retry timers are reloaded from KV when a replica acquires a
 // shard (at start, or when it takes the shard over), so a restart or a
 // takeover sends the run command of every RETRY_WAITING execution of the
-// shard again (overdue ones at once; same Msg-Id run/<exec_id>/<attempt>, so the stream drops a
+// shard again (overdue ones at once; same Msg-Id run/<exec_id>/<attempt>/<agent>, so the stream drops a
 // copy it still holds). One whose run was sent but is never reported stays
 // RETRY_WAITING until then (agent leases will bound it).
 //

@@ -123,5 +123,7 @@ func (c *Controller) sendRun(ctx context.Context, job protocol.Job, rec *execRec
 	cmd := protocol.Command{Kind: protocol.CmdRun, Agent: rec.Agent, Run: &protocol.Run{
 		Job: job, ExecID: rec.ExecID, Attempt: attempt, RunAt: runAt, Epoch: rec.Epoch,
 	}}
-	return c.publishCommand(ctx, cmd, "run/"+rec.ExecID+"/"+strconv.Itoa(attempt))
+	// The stream drops a re-send of the same run to the same agent; a run
+	// pointed at another agent (a group job whose lease moved) is new.
+	return c.publishCommand(ctx, cmd, "run/"+rec.ExecID+"/"+strconv.Itoa(attempt)+"/"+rec.Agent)
 }
