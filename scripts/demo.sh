@@ -206,3 +206,5 @@ say "summary: ax-controller exec ls"
 axc exec ls --limit 0
 say "executions by state"
 axc exec ls --limit 0 -o json | grep -o '"state": *"[A-Z_]*"' | sed 's/.*"\([A-Z_]*\)"$/\1/' | sort | uniq -c
+say "agents (LEASES: the group jobs each one holds, job@epoch)"
+axc agent ls
