@@ -84,13 +84,11 @@ func isGroupAny(j protocol.Job) bool {
 	return isPeriodic(j) && j.Target.Agent == "" && j.Target.Group != "" && j.Target.Mode != protocol.ModeAll
 }
 
-func hasAgent(as []protocol.AgentInfo, id string) bool {
-	for _, a := range as {
-		if a.Agent == id {
-			return true
-		}
-	}
-	return false
+// isMember reports whether agent id is a registered, non-revoked member of
+// j's group.
+func (c *Controller) isMember(j protocol.Job, id string) bool {
+	a, ok := c.agents.get(id)
+	return ok && len(groupMembers(j, []protocol.AgentInfo{a})) == 1
 }
 
 // manageGroupLeases grants, re-sends and moves the leases of the group jobs
@@ -100,18 +98,18 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 	if len(o.held) == 0 {
 		return
 	}
-	agents := c.agents.snapshot()
+	var agents []protocol.AgentInfo // read once, only when a lease is granted
 	var lost []lostLease
 	seen := map[string]bool{}
-	for _, j := range c.jobs.all() {
-		if !isGroupAny(j) || !c.ownsJob(j.ID) {
+	for _, j := range c.jobs.groupAnyJobs() {
+		if !c.ownsJob(j.ID) {
 			continue
 		}
 		seen[j.ID] = true
 		cur, ok := c.leases.job(j.ID)
 		if ok && !cur.val.Released && now.Sub(cur.seen) < c.cfg.LeaseTTL {
 			holder := cur.val.Agent
-			if !hasAgent(groupMembers(j, agents), holder) {
+			if !c.isMember(j, holder) {
 				// Left the group (revoked, labels changed): told to stop; the
 				// lease is no longer renewed and moves once it has lapsed.
 				if o.groups.leaving[j.ID] != holder {
@@ -127,6 +125,9 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 				}
 			}
 			continue
+		}
+		if agents == nil {
+			agents = c.agents.snapshot()
 		}
 		if l := c.grantGroupLease(ctx, j, cur, ok, agents, now); l != nil {
 			lost = append(lost, *l)

@@ -19,6 +19,9 @@ import (
 type jobCache struct {
 	mu   sync.RWMutex
 	jobs map[string]cachedJob
+	// groupAny indexes the live group jobs of mode any (isGroupAny), the
+	// ones the ownership loop looks at on every pass.
+	groupAny map[string]struct{}
 }
 
 type cachedJob struct {
@@ -27,7 +30,9 @@ type cachedJob struct {
 	deleted bool
 }
 
-func newJobCache() *jobCache { return &jobCache{jobs: map[string]cachedJob{}} }
+func newJobCache() *jobCache {
+	return &jobCache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{}}
+}
 
 // put records job at rev unless a newer revision is known.
 func (jc *jobCache) put(job protocol.Job, rev uint64) {
@@ -37,6 +42,11 @@ func (jc *jobCache) put(job protocol.Job, rev uint64) {
 		return
 	}
 	jc.jobs[job.ID] = cachedJob{job: job, rev: rev}
+	if isGroupAny(job) {
+		jc.groupAny[job.ID] = struct{}{}
+	} else {
+		delete(jc.groupAny, job.ID)
+	}
 }
 
 // remove records the deletion of id at rev.
@@ -47,6 +57,18 @@ func (jc *jobCache) remove(id string, rev uint64) {
 		return
 	}
 	jc.jobs[id] = cachedJob{rev: rev, deleted: true}
+	delete(jc.groupAny, id)
+}
+
+// groupAnyJobs returns the live group jobs of mode any, in no order.
+func (jc *jobCache) groupAnyJobs() []protocol.Job {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	out := make([]protocol.Job, 0, len(jc.groupAny))
+	for id := range jc.groupAny {
+		out = append(out, jc.jobs[id].job)
+	}
+	return out
 }
 
 // get returns a live job.
