@@ -111,6 +111,6 @@ func BenchmarkEndToEnd(b *testing.B) {
 	// Stopping an agent with a backlog takes a while (grace, outbox drain);
 	// it is timed, not part of the figure.
 	ts := time.Now()
-	ra.stopWithin(b, 2*time.Minute)
+	ra.StopWithin(b, 2*time.Minute)
 	b.Logf("agent stopped in %s", time.Since(ts))
 }

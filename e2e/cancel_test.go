@@ -59,11 +59,11 @@ func TestCancelRunningExecution(t *testing.T) {
 	// once its report has been published (outbox empty) the controller
 	// still holds CANCELLED: the late report neither retries nor moves it.
 	testutil.EventuallyFunc(t, 20*time.Second, func() string { return "agent finished the attempt and drained its outbox" }, func() bool {
-		x, err := ra.a.Store().ExecByID(context.Background(), execID, 1)
+		x, err := ra.Agent.Store().ExecByID(context.Background(), execID, 1)
 		if err != nil || x.State != store.StateFinished || x.Outcome != string(retry.OutcomeCancelled) {
 			return false
 		}
-		n, err := ra.a.Store().Counts(context.Background())
+		n, err := ra.Agent.Store().Counts(context.Background())
 		return err == nil && n.Outbox == 0
 	})
 	if e, err := c.GetExecution(testutil.Context(t, 80*time.Second), execID); err != nil || e.State != protocol.StateCancelled || e.Attempt != 1 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/internal/agenttest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -47,25 +48,13 @@ func startCtl(tb testing.TB, cfg controller.Config) *controller.Controller {
 }
 
 // runningAgent is a real agent running in the background.
-type runningAgent struct {
-	a      *agent.Agent
-	cancel context.CancelFunc
-	done   chan error
-}
+type runningAgent = agenttest.Running
 
 // agentConfig is an agent config for the NATS server at url with its
 // SQLite store in dir.
 func agentConfig(id, url, dir string, labels map[string]string) agent.Config {
-	cfg := agent.DefaultConfig()
-	cfg.ID = id
+	cfg := agenttest.Config(id, url, dir)
 	cfg.Labels = labels
-	cfg.DataDir = dir
-	cfg.NATS.URL = url
-	cfg.NATS.ReconnectWait = 50 * time.Millisecond
-	cfg.NATS.PingInterval = 500 * time.Millisecond
-	cfg.NATS.Heartbeat = 200 * time.Millisecond
-	cfg.Store.Synchronous = "normal"
-	cfg.Shutdown.Grace = 2 * time.Second
 	cfg.Log.Level = "debug"
 	cfg.Log.Format = "text"
 	return cfg
@@ -75,36 +64,7 @@ func agentConfig(id, url, dir string, labels map[string]string) agent.Config {
 // ends.
 func startAgent(tb testing.TB, cfg agent.Config, opts ...agent.Option) *runningAgent {
 	tb.Helper()
-	opts = append([]agent.Option{agent.WithLogger(testutil.Logger().With("who", cfg.ID))}, opts...)
-	a, err := agent.New(cfg, opts...)
-	if err != nil {
-		tb.Fatalf("agent.New(%s): %v", cfg.ID, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ra := &runningAgent{a: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { ra.done <- a.Run(ctx) }()
-	tb.Cleanup(func() { ra.stop(tb) })
-	return ra
-}
-
-// stop cancels the agent's Run and waits (up to 30s) for it to return.
-func (ra *runningAgent) stop(tb testing.TB) { tb.Helper(); ra.stopWithin(tb, 30*time.Second) }
-
-// stopWithin cancels the agent's Run and waits up to d for it to return.
-func (ra *runningAgent) stopWithin(tb testing.TB, d time.Duration) {
-	tb.Helper()
-	ra.cancel()
-	select {
-	case err, ok := <-ra.done:
-		if ok && err != nil {
-			tb.Errorf("agent Run: %v", err)
-		}
-		if ok {
-			close(ra.done)
-		}
-	case <-time.After(d):
-		tb.Errorf("agent did not stop within %s", d)
-	}
+	return agenttest.Start(tb, cfg, opts...)
 }
 
 // waitAgentOnline waits until the controller lists the agent online.

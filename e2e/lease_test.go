@@ -89,7 +89,7 @@ func TestGroupLeaseHandedBackOnCleanStop(t *testing.T) {
 	holder, epoch := first[len(first)-1].agent, first[len(first)-1].epoch
 
 	stopped := time.Now()
-	agents[holder].stop(t)
+	agents[holder].Stop(t)
 	lastOld := time.Time{}
 	for _, f := range log.snapshot() {
 		if f.agent == holder && f.at.After(lastOld) {

@@ -176,7 +176,7 @@ func TestAgentRestart(t *testing.T) {
 			}
 			return false
 		})
-		ra.stop(t)
+		ra.Stop(t)
 		t.Logf("round %d: agent stopped (grace %s)", round, graces[round])
 		ra = start(round + 1)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/controller/client"
+	"github.com/axsched/ax/internal/agenttest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -77,34 +78,9 @@ func noop(context.Context, agent.Task) agent.Result { return agent.Result{} }
 // runAgent runs a real agent with only the credentials in creds.
 func runAgent(t *testing.T, id, url, creds string) {
 	t.Helper()
-	cfg := agent.DefaultConfig()
-	cfg.ID = id
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.URL = url
+	cfg := agenttest.Config(id, url, t.TempDir())
 	cfg.NATS.Creds = creds
-	cfg.NATS.ReconnectWait = 50 * time.Millisecond
-	cfg.NATS.PingInterval = 500 * time.Millisecond
-	cfg.NATS.Heartbeat = 200 * time.Millisecond
-	cfg.Store.Synchronous = "normal"
-	cfg.Shutdown.Grace = 2 * time.Second
-	a, err := agent.New(cfg, agent.WithHandler("noop", noop), agent.WithLogger(testutil.Logger().With("agent", id)))
-	if err != nil {
-		t.Fatalf("agent.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("agent %s Run: %v", id, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("agent %s did not stop", id)
-		}
-	})
+	agenttest.Start(t, cfg, agent.WithHandler("noop", noop))
 }
 
 func online(s *stack, id string) func() bool {

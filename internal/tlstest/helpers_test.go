@@ -12,6 +12,7 @@ import (
 
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/internal/agenttest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -45,37 +46,12 @@ func noop(context.Context, agent.Task) agent.Result { return agent.Result{} }
 // nats.tls, until the test ends.
 func runAgent(t *testing.T, id, url string, tc agent.TLSConfig) {
 	t.Helper()
-	cfg := agent.DefaultConfig()
-	cfg.ID = id
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.URL = url
+	cfg := agenttest.Config(id, url, t.TempDir())
 	cfg.NATS.TLS = tc
-	cfg.NATS.ReconnectWait = 50 * time.Millisecond
-	cfg.NATS.PingInterval = 500 * time.Millisecond
-	cfg.NATS.Heartbeat = 200 * time.Millisecond
-	cfg.Store.Synchronous = "normal"
-	cfg.Shutdown.Grace = 2 * time.Second
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("agent config: %v", err)
 	}
-	a, err := agent.New(cfg, agent.WithHandler("noop", noop), agent.WithLogger(testutil.Logger().With("agent", id)))
-	if err != nil {
-		t.Fatalf("agent.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("agent %s Run: %v", id, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("agent %s did not stop", id)
-		}
-	})
+	agenttest.Start(t, cfg, agent.WithHandler("noop", noop))
 }
 
 // known reports whether the controller has ever seen agent id register.

@@ -16,6 +16,7 @@ import (
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/internal/agenttest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -52,33 +53,9 @@ func leaseServer(t *testing.T) (apiURL, natsURL string) {
 // handler "record" until the test ends.
 func runAgent(t *testing.T, id, natsURL string, labels map[string]string) {
 	t.Helper()
-	cfg := agent.DefaultConfig()
-	cfg.ID = id
+	cfg := agenttest.Config(id, natsURL, t.TempDir())
 	cfg.Labels = labels
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.URL = natsURL
-	cfg.NATS.ReconnectWait = 50 * time.Millisecond
-	cfg.Store.Synchronous = "normal"
-	cfg.Shutdown.Grace = 2 * time.Second
-	a, err := agent.New(cfg, agent.WithLogger(testutil.Logger().With("who", id)),
-		agent.WithHandler("record", func(context.Context, agent.Task) agent.Result { return agent.Result{} }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("agent %s: %v", id, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("agent %s did not stop", id)
-		}
-	})
+	agenttest.Start(t, cfg, agent.WithHandler("record", func(context.Context, agent.Task) agent.Result { return agent.Result{} }))
 }
 
 // TestAgentLsShowsLeases: with a group job leased to one of two real agents
