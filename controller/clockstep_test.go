@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/internal/clock"
-	"github.com/axsched/ax/pkg/protocol"
 )
 
 // steppedClock is the real clock whose wall reading can be stepped (an NTP
@@ -34,25 +33,9 @@ func steppedFixture(t *testing.T) (*leaseFixture, *steppedClock) {
 // (the holder fires until its own lease ends, on its monotonic clock).
 func TestGroupLeaseNotMovedByWallClockStep(t *testing.T) {
 	f, clk := steppedFixture(t)
-	claim := protocol.HeldLease{JobID: f.job.ID, Epoch: f.epoch}
-	sent := time.Now()
-	hr := f.h.heartbeatClaims(claim)
-	if len(hr.Renewed) != 1 {
-		t.Fatalf("renewal: %+v", hr)
-	}
-	holderEnd := sent.Add(hr.Renewed[0].TTL.D())
+	holderEnd := f.renew(t)
 	clk.step(f.cfg.LeaseTTL + 100*time.Millisecond)
-	// Until the holder's lease ends, the other member heartbeats and must
-	// not be given the job.
-	for time.Now().Before(holderEnd) {
-		f.o.heartbeatClaims()
-		for _, cmd := range f.o.commands() {
-			if assignWithEpoch(f.job.ID, f.epoch)(cmd) {
-				t.Fatalf("lease moved to %s %s before the holder's own lease ended, after a wall-clock step of the controller",
-					f.o.id, time.Until(holderEnd))
-			}
-		}
-	}
+	f.notMovedUntil(t, holderEnd, "a forward step of the controller's wall clock")
 }
 
 // TestGroupLeaseFailsOverAfterBackwardWallClockStep: after the owner's
@@ -60,9 +43,7 @@ func TestGroupLeaseNotMovedByWallClockStep(t *testing.T) {
 // lease within about a TTL, and the replica keeps its shards.
 func TestGroupLeaseFailsOverAfterBackwardWallClockStep(t *testing.T) {
 	f, clk := steppedFixture(t)
-	if hr := f.h.heartbeatClaims(protocol.HeldLease{JobID: f.job.ID, Epoch: f.epoch}); len(hr.Renewed) != 1 {
-		t.Fatalf("renewal: %+v", hr)
-	}
+	f.renew(t)
 	clk.step(-time.Hour) // h goes silent now; o keeps heartbeating
 	eventually(t, 5*f.cfg.LeaseTTL+5*time.Second, "lease moved to "+f.o.id+" after the wall clock stepped back", func() bool {
 		f.o.heartbeatClaims()

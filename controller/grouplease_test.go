@@ -133,6 +133,30 @@ func report(a *testAgent, job, exec string, attempt int, kind protocol.ReportKin
 	a.publish(r, "")
 }
 
+// renew has the holder renew its lease and returns when that lease ends
+// on the holder's clock (TTL from the heartbeat's send).
+func (f *leaseFixture) renew(t *testing.T) time.Time {
+	t.Helper()
+	sent := time.Now()
+	hr := f.h.heartbeatClaims(protocol.HeldLease{JobID: f.job.ID, Epoch: f.epoch})
+	if len(hr.Renewed) != 1 {
+		t.Fatalf("renewal: %+v", hr)
+	}
+	return sent.Add(hr.Renewed[0].TTL.D())
+}
+
+// notMovedUntil has the other member heartbeat until end and fails if it
+// is given the job meanwhile (why says what must not move it).
+func (f *leaseFixture) notMovedUntil(t *testing.T, end time.Time, why string) {
+	t.Helper()
+	for time.Now().Before(end) {
+		f.o.heartbeatClaims()
+		if slices.ContainsFunc(f.o.commands(), assignWithEpoch(f.job.ID, f.epoch)) {
+			t.Fatalf("lease moved to %s %s before the holder's lease ends: %s", f.o.id, time.Until(end), why)
+		}
+	}
+}
+
 func TestGroupLeaseLifecycle(t *testing.T) {
 	f := newLeaseFixture(t, 3)
 	c, cfg, job, h, o, epoch := f.c, f.cfg, f.job, f.h, f.o, f.epoch
@@ -323,25 +347,12 @@ func TestGroupLeaseLostRetryIsCounted(t *testing.T) {
 // the job stays with it until its renewed lease would end.
 func TestStaleStoppingHeartbeatIgnored(t *testing.T) {
 	f := newLeaseFixture(t, 3)
+	holderEnd := f.renew(t)
 	claim := protocol.HeldLease{JobID: f.job.ID, Epoch: f.epoch}
-	sent := time.Now()
-	hr := f.h.heartbeatClaims(claim)
-	if len(hr.Renewed) != 1 {
-		t.Fatalf("renewal: %+v", hr)
-	}
-	holderEnd := sent.Add(hr.Renewed[0].TTL.D())
 	if hr := f.h.sendHeartbeat(protocol.Heartbeat{Leases: []protocol.HeldLease{claim}, Stopping: true, Boot: "earlier-run"}); len(hr.Lost) != 1 {
 		t.Fatalf("stale stopping heartbeat reply: %+v", hr)
 	}
-	for time.Now().Before(holderEnd) {
-		f.o.heartbeatClaims()
-		for _, cmd := range f.o.commands() {
-			if assignWithEpoch(f.job.ID, f.epoch)(cmd) {
-				t.Fatalf("lease moved to %s on a stopping heartbeat of an earlier run, %s before the holder's lease ends",
-					f.o.id, time.Until(holderEnd))
-			}
-		}
-	}
+	f.notMovedUntil(t, holderEnd, "a stopping heartbeat of an earlier run of the agent")
 	if as, _ := f.c.ListAgents(tctx(t)); !slices.ContainsFunc(as, func(a protocol.AgentInfo) bool { return a.Agent == f.h.id && a.Online }) {
 		t.Fatalf("a stale stopping heartbeat took %s offline: %+v", f.h.id, as)
 	}
