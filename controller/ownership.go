@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,12 +133,12 @@ func (c *Controller) ownershipStep(ctx context.Context) {
 		live = append(live, c.cfg.Node)
 	}
 	slices.Sort(live)
-	var acquired, due []int
+	var acquired, due, release []int
 	for n := range c.cfg.Shards {
 		want := live[n%len(live)] == c.cfg.Node
 		if h, ok := o.held[n]; ok {
 			if !want {
-				c.releaseShard(ctx, n, h, "replica "+live[n%len(live)]+" joined")
+				release = append(release, n)
 				continue
 			}
 			if now.Sub(h.renewed) >= c.cfg.LeaseRenewInterval {
@@ -148,6 +149,9 @@ func (c *Controller) ownershipStep(ctx context.Context) {
 		if c.tryAcquire(ctx, n, want, now) {
 			acquired = append(acquired, n)
 		}
+	}
+	if len(release) > 0 {
+		c.releaseShards(ctx, release, "shares rebalanced over live replicas "+strings.Join(live, ","), c.cfg.LeaseRenewInterval)
 	}
 	if len(due) > 0 {
 		c.renewShards(ctx, due, now)
@@ -284,7 +288,7 @@ func (c *Controller) shardsAcquired(ctx context.Context, ns []int) {
 		w, err := c.startShardWorker(ctx, n)
 		if err != nil {
 			c.log.Error("start shard worker; releasing the shard", "shard", n, "err", err)
-			c.releaseShard(ctx, n, o.held[n], "worker failed")
+			c.releaseShards(ctx, []int{n}, "its report worker did not start", 0)
 			continue
 		}
 		o.held[n].w = w
@@ -396,24 +400,44 @@ func (c *Controller) leaseWriteTimeout() time.Duration {
 	return max(c.cfg.LeaseTTL/4, 100*time.Millisecond)
 }
 
-// releaseShard hands shard n over: drain its worker, then delete the key.
-func (c *Controller) releaseShard(ctx context.Context, n int, h *heldShard, why string) {
-	c.dropShard(n, true)
-	wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
-	defer cancel()
-	if err := c.kv.Leases.Delete(wctx, shardKey(n), jetstream.LastRevision(h.rev)); err != nil && !isCASMiss(err) {
-		c.log.Warn("release shard lease", "shard", n, "err", err)
+// releaseShards hands shards ns over: their workers drain what they
+// pulled, in parallel and each for at most drainMax, then their keys are
+// deleted (compare-and-set) so that the new owner creates them.
+func (c *Controller) releaseShards(ctx context.Context, ns []int, why string, drainMax time.Duration) {
+	o := c.own
+	var held []*heldShard
+	var nums []int
+	for _, n := range ns {
+		if h, ok := o.held[n]; ok {
+			c.owned[n].Store(false)
+			delete(o.held, n)
+			held, nums = append(held, h), append(nums, n)
+		}
 	}
-	c.leases.dropShard(n, h.rev)
-	if why == whyStopping {
-		c.log.Debug("shard released", "shard", n, "node", c.cfg.Node, "why", why)
-		return
+	var wg sync.WaitGroup
+	for _, h := range held {
+		if h.w != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); h.w.stop(true, drainMax) }()
+		}
 	}
-	c.log.Info("shard released", "shard", n, "node", c.cfg.Node, "why", why)
+	wg.Wait()
+	for i, n := range nums {
+		c.forgetShard(n)
+		wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+		if err := c.kv.Leases.Delete(wctx, shardKey(n), jetstream.LastRevision(held[i].rev)); err != nil && !isCASMiss(err) {
+			c.log.Warn("release shard lease", "shard", n, "err", err)
+		}
+		cancel()
+		c.leases.dropShard(n, held[i].rev)
+	}
+	if len(nums) > 0 {
+		c.log.Info("shards released", "shards", nums, "node", c.cfg.Node, "why", why)
+	}
 }
 
-// dropShard stops working shard n: its worker (draining or not), its retry
-// timers and the group-lease bookkeeping of its jobs.
+// dropShard stops working shard n at once (its lease was lost): the worker
+// stops without draining, its retry timers and group-lease bookkeeping go.
 func (c *Controller) dropShard(n int, drain bool) {
 	o := c.own
 	h, ok := o.held[n]
@@ -425,24 +449,29 @@ func (c *Controller) dropShard(n int, drain bool) {
 	if h.w != nil {
 		h.w.stop(drain, c.cfg.LeaseTTL/2)
 	}
+	c.forgetShard(n)
+}
+
+// forgetShard drops the retry timers and group-lease bookkeeping of the
+// jobs of shard n (its new owner reloads them).
+func (c *Controller) forgetShard(n int) {
 	if c.retries != nil {
 		c.retries.dropWhere(func(jobID string) bool { return c.shardOfJob(jobID) == n })
 	}
-	o.groups.forgetShard(func(jobID string) bool { return c.shardOfJob(jobID) == n })
+	c.own.groups.forgetShard(func(jobID string) bool { return c.shardOfJob(jobID) == n })
 }
 
 // releaseAll releases every held shard and the presence key (clean stop).
 func (c *Controller) releaseAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	o := c.own
-	n := len(o.held)
-	for n, h := range o.held {
-		c.releaseShard(ctx, n, h, whyStopping)
+	ns := make([]int, 0, len(o.held))
+	for n := range o.held {
+		ns = append(ns, n)
 	}
-	if n > 0 {
-		c.log.Info("shards released", "count", n, "node", c.cfg.Node, "why", whyStopping)
-	}
+	slices.Sort(ns)
+	c.releaseShards(ctx, ns, whyStopping, c.cfg.LeaseTTL/2)
 	if o.presenceRev != 0 {
 		_ = c.kv.Leases.Delete(ctx, replicaKey(c.cfg.Node), jetstream.LastRevision(o.presenceRev))
 	}
