@@ -147,6 +147,13 @@ func (s *scheduler) start(batch []*item) {
 					s.done(it)
 					continue
 				}
+				if s.movedOn(it) {
+					// Reloaded from SQLite, so checked only now that its row
+					// is read: the job moved to a newer epoch meanwhile.
+					s.freed()
+					s.finishLeaseLost(it)
+					continue
+				}
 				// Never blocks: units in flight ≤ busy ≤ workers = capacity.
 				s.work <- workUnit{it: it, ctx: s.running[it.id].ctx}
 			}
@@ -233,19 +240,30 @@ func (s *scheduler) done(it *item) {
 func (s *scheduler) freed() { s.busy-- }
 
 // leaseMovedOn drops, without running it, an attempt fired under a group
-// lease when the job has moved on since (unassigned here, or a newer
-// epoch): the controller has taken that attempt to the new holder
-// (agent_lost), so running it here too would run it twice. The row is
-// finished as lease_lost, unreported (a report of the old epoch would be
-// refused anyway). Attempts reloaded from SQLite carry no row yet and are
-// not checked here.
+// lease when the job has moved on since (see movedOn). Attempts reloaded
+// from SQLite carry no row yet: start checks them once the row is read.
 func (s *scheduler) leaseMovedOn(it *item) bool {
-	j := it.job
-	if it.row == nil || it.row.Epoch == 0 || (j.assigned != nil && j.assigned.epoch <= it.row.Epoch) {
+	if !s.movedOn(it) {
 		return false
 	}
-	now := s.a.clk.Now().Round(0)
 	s.running[it.id] = running{it: it}
+	s.finishLeaseLost(it)
+	return true
+}
+
+// movedOn reports whether it was fired under a group lease of an epoch its
+// job has moved past (unassigned here, or a newer epoch): the controller
+// has taken that attempt to the new holder (agent_lost), so running it
+// here too would run it twice.
+func (s *scheduler) movedOn(it *item) bool {
+	j := it.job
+	return it.row != nil && it.row.Epoch > 0 && (j.assigned == nil || j.assigned.epoch > it.row.Epoch)
+}
+
+// finishLeaseLost finishes the attempt's row as lease_lost without running
+// it, unreported (a report of the old epoch would be refused anyway).
+func (s *scheduler) finishLeaseLost(it *item) {
+	now := s.a.clk.Now().Round(0)
 	s.a.st.Submit(func(tx *store.Tx) error {
 		_, err := tx.Finish(it.id, store.StateFinished, now, "lease_lost", nil)
 		return err
@@ -257,7 +275,6 @@ func (s *scheduler) leaseMovedOn(it *item) bool {
 			s.done(it)
 		})
 	})
-	s.log.Warn("attempt not run: its group lease moved on", "job_id", j.id, "exec_id", it.row.ExecID,
+	s.log.Warn("attempt not run: its group lease moved on", "job_id", it.job.id, "exec_id", it.row.ExecID,
 		"attempt", it.row.Attempt, "epoch", it.row.Epoch)
-	return true
 }

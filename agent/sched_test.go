@@ -587,3 +587,43 @@ func TestQueuedAttemptDroppedWhenLeaseMovedOn(t *testing.T) {
 		t.Fatalf("dropped attempt still counted: running %d, busy %d", len(s.running), s.busy)
 	}
 }
+
+// TestReloadedAttemptDroppedWhenLeaseMovedOn: the same for an attempt
+// reloaded from SQLite (spilled, or found at a restart), whose row is read
+// only when it is started.
+func TestReloadedAttemptDroppedWhenLeaseMovedOn(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, offlineConfig(t, "edge-r"), start)
+	s := o.a.sched
+	j := groupJob("edge-r", "1s", protocol.ModeAny)
+	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
+	s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
+	s.busy = s.workers
+	at := o.fireNext(j.ID)
+	e, ok := o.row(protocol.ExecID(j.ID, at))
+	if !ok || e.State != store.StateTriggered {
+		t.Fatalf("fired attempt %+v (found %t)", e, ok)
+	}
+	it := s.inMem[e.ID]
+	if it == nil {
+		t.Fatal("fired attempt not queued")
+	}
+	it.row = nil // as reloaded from SQLite
+	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
+	s.busy = 0
+	s.pump()
+	o.sync()
+	o.sync() // the drop is a second write, posted by the first one's callback
+	e, _ = o.row(e.ExecID)
+	if e.State != store.StateFinished || e.Outcome != "lease_lost" {
+		t.Fatalf("reloaded attempt of a lease that moved on: state %s outcome %q, want finished lease_lost", e.State, e.Outcome)
+	}
+	select {
+	case u := <-s.work:
+		t.Fatalf("the attempt went to a worker: %+v", u.it.id)
+	default:
+	}
+	if len(s.running) != 0 || s.busy != 0 {
+		t.Fatalf("dropped attempt still counted: running %d, busy %d", len(s.running), s.busy)
+	}
+}
