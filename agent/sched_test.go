@@ -560,70 +560,49 @@ func TestRunFencedByGroupLease(t *testing.T) {
 }
 
 // TestQueuedAttemptDroppedWhenLeaseMovedOn: an attempt fired under a group
-// lease and still waiting for a worker is not run once the job has moved
-// to a newer epoch: the controller has taken it to the new holder.
+// lease and still waiting for a worker — in memory, or reloaded from
+// SQLite (spilled, or found at a restart; its row is read only when it is
+// started) — is not run once the job has moved to a newer epoch: the
+// controller has taken it to the new holder.
 func TestQueuedAttemptDroppedWhenLeaseMovedOn(t *testing.T) {
-	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	o := newOffline(t, offlineConfig(t, "edge-q"), start)
-	s := o.a.sched
-	j := groupJob("edge-q", "1s", protocol.ModeAny)
-	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
-	s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
-	s.busy = s.workers // every worker busy: the fire waits in the ready queue
-	at := o.fireNext(j.ID)
-	e, ok := o.row(protocol.ExecID(j.ID, at))
-	if !ok || e.State != store.StateTriggered || e.Epoch != 3 {
-		t.Fatalf("fired attempt %+v (found %t), want TRIGGERED at epoch 3", e, ok)
-	}
-	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
-	s.busy = 0
-	s.pump()
-	o.sync()
-	e, _ = o.row(e.ExecID)
-	if e.State != store.StateFinished || e.Outcome != "lease_lost" {
-		t.Fatalf("queued attempt of a lease that moved on: state %s outcome %q, want finished lease_lost", e.State, e.Outcome)
-	}
-	if len(s.running) != 0 || s.busy != 0 {
-		t.Fatalf("dropped attempt still counted: running %d, busy %d", len(s.running), s.busy)
-	}
-}
-
-// TestReloadedAttemptDroppedWhenLeaseMovedOn: the same for an attempt
-// reloaded from SQLite (spilled, or found at a restart), whose row is read
-// only when it is started.
-func TestReloadedAttemptDroppedWhenLeaseMovedOn(t *testing.T) {
-	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	o := newOffline(t, offlineConfig(t, "edge-r"), start)
-	s := o.a.sched
-	j := groupJob("edge-r", "1s", protocol.ModeAny)
-	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
-	s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
-	s.busy = s.workers
-	at := o.fireNext(j.ID)
-	e, ok := o.row(protocol.ExecID(j.ID, at))
-	if !ok || e.State != store.StateTriggered {
-		t.Fatalf("fired attempt %+v (found %t)", e, ok)
-	}
-	it := s.inMem[e.ID]
-	if it == nil {
-		t.Fatal("fired attempt not queued")
-	}
-	it.row = nil // as reloaded from SQLite
-	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
-	s.busy = 0
-	s.pump()
-	o.sync()
-	o.sync() // the drop is a second write, posted by the first one's callback
-	e, _ = o.row(e.ExecID)
-	if e.State != store.StateFinished || e.Outcome != "lease_lost" {
-		t.Fatalf("reloaded attempt of a lease that moved on: state %s outcome %q, want finished lease_lost", e.State, e.Outcome)
-	}
-	select {
-	case u := <-s.work:
-		t.Fatalf("the attempt went to a worker: %+v", u.it.id)
-	default:
-	}
-	if len(s.running) != 0 || s.busy != 0 {
-		t.Fatalf("dropped attempt still counted: running %d, busy %d", len(s.running), s.busy)
+	for _, reloaded := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in memory", true: "reloaded"}[reloaded], func(t *testing.T) {
+			start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+			o := newOffline(t, offlineConfig(t, "edge-q"), start)
+			s := o.a.sched
+			j := groupJob("edge-q", "1s", protocol.ModeAny)
+			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
+			s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
+			s.busy = s.workers // every worker busy: the fire waits in the ready queue
+			at := o.fireNext(j.ID)
+			e, ok := o.row(protocol.ExecID(j.ID, at))
+			if !ok || e.State != store.StateTriggered || e.Epoch != 3 {
+				t.Fatalf("fired attempt %+v (found %t), want TRIGGERED at epoch 3", e, ok)
+			}
+			if reloaded {
+				it := s.inMem[e.ID]
+				if it == nil {
+					t.Fatal("fired attempt not queued")
+				}
+				it.row = nil // as reloaded from SQLite
+			}
+			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
+			s.busy = 0
+			s.pump()
+			o.sync()
+			o.sync() // a reloaded attempt's drop is a second write, posted by the first one's callback
+			e, _ = o.row(e.ExecID)
+			if e.State != store.StateFinished || e.Outcome != "lease_lost" {
+				t.Fatalf("queued attempt of a lease that moved on: state %s outcome %q, want finished lease_lost", e.State, e.Outcome)
+			}
+			select {
+			case u := <-s.work:
+				t.Fatalf("the attempt went to a worker: %d", u.it.id)
+			default:
+			}
+			if len(s.running) != 0 || s.busy != 0 {
+				t.Fatalf("dropped attempt still counted: running %d, busy %d", len(s.running), s.busy)
+			}
+		})
 	}
 }

@@ -3,8 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/client"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -25,25 +24,7 @@ const (
 // serve runs a real controller behind the real API handler.
 func serve(t *testing.T, tokens ...api.Token) (*httptest.Server, *controller.Controller) {
 	t.Helper()
-	cfg := controller.DefaultConfig()
-	cfg.Node = "t1"
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.Port = -1
-	ctrl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ctrl.Close() })
-	if err := ctrl.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	h, err := api.NewHandler(api.Options{Backend: ctrl, Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv, ctrl
+	return apitest.Serve(t, apitest.Config(t), tokens...)
 }
 
 func newClient(t *testing.T, url, token string) *client.Client {

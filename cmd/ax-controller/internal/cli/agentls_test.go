@@ -5,18 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/axsched/ax/agent"
-	"github.com/axsched/ax/controller"
-	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/internal/agenttest"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -25,27 +21,11 @@ import (
 // 200ms) behind the API handler; it returns the API URL and the NATS URL.
 func leaseServer(t *testing.T) (apiURL, natsURL string) {
 	t.Helper()
-	cfg := controller.DefaultConfig()
-	cfg.Node = "t1"
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.Port = -1
+	cfg := apitest.Config(t)
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 2 * time.Second
 	cfg.Logger = testutil.Logger().With("who", "controller")
-	ctrl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ctrl.Close() })
-	if err := ctrl.Start(testutil.Context(t, 60*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	h, err := api.NewHandler(api.Options{Backend: ctrl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv, ctrl := apitest.Serve(t, cfg)
 	return srv.URL, ctrl.NATSURL()
 }
 
