@@ -167,7 +167,8 @@ func applyStep(cur *execRecord, r protocol.Report, policy func() retry.Policy, r
 			res = *result
 			next.Result = &res
 		}
-		d := policy().Decide(r.Attempt, outcome, res, rnd)
+		pol := policy()
+		d := pol.Decide(r.Attempt, outcome, res, rnd)
 		switch {
 		case outcome == retry.OutcomeSuccess:
 			to = protocol.StateSuccess
@@ -175,7 +176,8 @@ func applyStep(cur *execRecord, r protocol.Report, policy func() retry.Policy, r
 			to = protocol.StateCancelled
 		case d.Retry:
 			to = protocol.StateRetryWaiting
-			next.NextAttemptAt = now.Add(d.Delay)
+			// The target's Retry-After, capped by retry.max, is a floor.
+			next.NextAttemptAt = now.Add(max(d.Delay, min(r.RetryAfter.D(), pol.Max)))
 		default:
 			to = protocol.StateFailed
 		}

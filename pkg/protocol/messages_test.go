@@ -26,7 +26,7 @@ func sampleMessages() map[string]interface{ Validate() error } {
 		"lease_revoke": Command{V: Version, Kind: CmdLeaseRevoke, Agent: "edge-7", IssuedAt: t0, Lease: &Lease{JobID: jobID, Epoch: 3}},
 		"report": Report{V: Version, Agent: "edge-7", JobID: jobID, ExecID: execID, Attempt: 1, Kind: ReportFinished,
 			ScheduledAt: sched, At: sched.Add(time.Second), Outcome: retry.OutcomeFailure,
-			Result: &retry.Result{Code: 503, Message: "busy", Retryable: true}, Duration: Duration(time.Second)},
+			Result: &retry.Result{Code: 503, Message: "busy", Retryable: true}, Duration: Duration(time.Second), RetryAfter: Duration(2 * time.Second)},
 		"register": Register{V: Version, Agent: "edge-7", Labels: map[string]string{"site": "plant-3"}, Handlers: []string{"exec", "http"},
 			Version: "1.0.0", OS: "linux", Arch: "arm64", Cursor: 42, SentAt: t0, Leases: []HeldLease{{JobID: jobID, Epoch: 1}}},
 		"register_reply":  RegisterReply{V: Version, ControllerTime: t0, Shards: 16, HeartbeatInterval: Duration(5 * time.Second)},
@@ -121,6 +121,15 @@ func TestDecodersRejectNamingTheField(t *testing.T) {
 			m["started_at"] = t0
 		}, ErrInvalid, "started_at"},
 		{"missing at", "report", func(m map[string]any) { delete(m, "at") }, ErrInvalid, "at"},
+		{"negative retry_after", "report", func(m map[string]any) { m["retry_after"] = "-1s" }, ErrInvalid, "retry_after"},
+		{"retry_after over a week", "report", func(m map[string]any) { m["retry_after"] = "169h" }, ErrInvalid, "retry_after"},
+		{"retry_after on a permanent failure", "report", func(m map[string]any) { m["result"].(map[string]any)["retryable"] = false }, ErrInvalid, "retry_after"},
+		{"retry_after on success", "report", func(m map[string]any) { m["outcome"] = "success" }, ErrInvalid, "retry_after"},
+		{"retry_after on running", "report", func(m map[string]any) {
+			m["kind"] = "running"
+			delete(m, "outcome")
+			delete(m, "result")
+		}, ErrInvalid, "retry_after"},
 		{"command two bodies", "cancel", func(m map[string]any) { m["unassign"] = map[string]any{"job_id": jobID} }, ErrInvalid, "kind"},
 		{"command wrong body", "cancel", func(m map[string]any) { m["kind"] = "run" }, ErrInvalid, "run"},
 		{"command unknown kind", "cancel", func(m map[string]any) { m["kind"] = "reboot" }, ErrInvalid, "kind"},

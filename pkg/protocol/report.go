@@ -45,6 +45,12 @@ type Report struct {
 	Result  *retry.Result `json:"result,omitempty"`
 	// Duration is the attempt's run time (finished reports).
 	Duration Duration `json:"duration,omitempty"`
+	// RetryAfter is the least wait before the next attempt that the
+	// attempt's target asked for (an HTTP Retry-After), on finished reports
+	// of a retryable failure only; 0..retry.MaxDelayLimit. The controller
+	// waits max(backoff, RetryAfter), RetryAfter capped by the job's
+	// retry.max.
+	RetryAfter Duration `json:"retry_after,omitempty"`
 	// Lag is how late the attempt was dequeued after its scheduled time (running reports).
 	Lag Duration `json:"lag,omitempty"`
 	// Reason says why a fire was skipped or an attempt interrupted.
@@ -118,6 +124,14 @@ func (r Report) Validate() error {
 	}
 	if r.Duration < 0 {
 		return invalid("duration", "must not be negative")
+	}
+	if r.RetryAfter != 0 {
+		switch {
+		case r.RetryAfter < 0 || r.RetryAfter.D() > retry.MaxDelayLimit:
+			return invalid("retry_after", "must be between 0s and %s, got %s", retry.MaxDelayLimit, r.RetryAfter)
+		case r.Kind != ReportFinished || r.Outcome != retry.OutcomeFailure || !r.Result.Retryable:
+			return invalid("retry_after", "is only valid on finished reports of a retryable failure")
+		}
 	}
 	if r.Shard != nil && (r.Shard.Total < 1 || r.Shard.Index < 0 || r.Shard.Index >= r.Shard.Total) {
 		return invalid("shard", "index %d of total %d is out of range", r.Shard.Index, r.Shard.Total)
