@@ -98,7 +98,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if a.execH, err = handler.NewExec(handler.ExecConfig{Allow: cfg.Exec.Allow, PermanentExitCodes: cfg.Exec.PermanentExitCodes}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if a.httpH, err = handler.NewHTTP(handler.HTTPConfig{Allow: cfg.HTTP.Allow}); err != nil {
+	if a.httpH, err = handler.NewHTTP(handler.HTTPConfig{Allow: cfg.HTTP.Allow, Now: a.clk.Now}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	a.names = []string{"exec", "http"}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/axsched/ax/agent/handler"
 	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -139,7 +140,8 @@ type ExecConfig struct {
 
 // HTTPConfig is the http handler's allowlist.
 type HTTPConfig struct {
-	// Allow lists URL prefixes that may be called.
+	// Allow lists the URLs that may be called: scheme, host and port
+	// match exactly, the path by whole segments (handler.CheckAllowURL).
 	Allow []string `mapstructure:"allow"`
 }
 
@@ -256,8 +258,8 @@ func (c Config) Validate() error {
 		}
 	}
 	for i, p := range c.HTTP.Allow {
-		if len(p) < len("http://x") || (p[:7] != "http://" && p[:8] != "https://") {
-			return cfgErr(fmt.Sprintf("http.allow[%d]", i), "%q must be an http(s) URL prefix", p)
+		if err := handler.CheckAllowURL(p); err != nil {
+			return cfgErr(fmt.Sprintf("http.allow[%d]", i), "%q %v", p, err)
 		}
 	}
 	if c.Outbox.Window < 1 || c.Outbox.Window > 65536 {

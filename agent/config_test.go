@@ -38,6 +38,7 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"exec.allow[0]", func(c *Config) { c.Exec.Allow = []string{"bin/sh"} }},
 		{"exec.permanent_exit_codes[0]", func(c *Config) { c.Exec.PermanentExitCodes = []int{0} }},
 		{"http.allow[0]", func(c *Config) { c.HTTP.Allow = []string{"ftp://x"} }},
+		{"http.allow[0]", func(c *Config) { c.HTTP.Allow = []string{"http://allowed.example/?x=1"} }},
 		{"outbox.window", func(c *Config) { c.Outbox.Window = 0 }},
 		{"shutdown.grace", func(c *Config) { c.Shutdown.Grace = 0 }},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }},

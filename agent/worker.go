@@ -66,7 +66,8 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 	if e.ShardTotal > 0 {
 		task.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
 	}
-	res, outcome := a.invoke(ctx, job.Handler, task)
+	hres := a.invoke(ctx, job.Handler, task)
+	res, outcome := hres.Result, hres.Outcome
 	// An attempt whose context ended is a timeout, a cancel or a shutdown,
 	// whatever the handler returned.
 	if outcome != retry.OutcomePanic && ctx.Err() != nil {
@@ -79,6 +80,11 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 			outcome = retry.OutcomeTimeout
 			res = retry.Result{Code: -1, Message: fmt.Sprintf("timed out after %s: %s", job.Timeout, res.Message), Retryable: true}
 		}
+	}
+	// Retry-After is a hint for the next attempt of a retryable failure only.
+	var retryAfter time.Duration
+	if outcome == retry.OutcomeFailure && res.Retryable {
+		retryAfter = hres.RetryAfter
 	}
 	finished := a.clk.Now()
 	dur := finished.Sub(started)
@@ -93,6 +99,7 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 	if kind == protocol.ReportFinished {
 		rr := res
 		r.Outcome, r.Result, r.Duration = outcome, &rr, protocol.Duration(dur)
+		r.RetryAfter = protocol.Duration(retryAfter)
 	} else {
 		r.Reason = "shutdown"
 	}
@@ -116,40 +123,41 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 		s.post(func() { s.done(it) })
 	})
 	a.log.Info("finished", "job_id", e.JobID, "exec_id", e.ExecID, "attempt", e.Attempt, "duration", dur,
-		"outcome", outcome, "code", res.Code, "retryable", res.Retryable)
+		"outcome", outcome, "code", res.Code, "retryable", res.Retryable, "retry_after", retryAfter)
 }
 
-// invoke runs the handler, recovering a panic with its stack.
-func (a *Agent) invoke(ctx context.Context, name string, t Task) (res retry.Result, outcome retry.Outcome) {
+// invoke runs the handler, recovering a panic with its stack. The
+// built-in handlers say their outcome; a Go handler's Code 0 is a success,
+// any other code a failure.
+func (a *Agent) invoke(ctx context.Context, name string, t Task) (res handler.Result) {
 	defer func() {
 		if p := recover(); p != nil {
 			stack := debug.Stack()
 			if len(stack) > maxStack {
 				stack = stack[:maxStack]
 			}
-			res = retry.Result{Code: -1, Message: fmt.Sprintf("panic: %v\n%s", p, stack)}
-			outcome = retry.OutcomePanic
+			res = handler.Result{Outcome: retry.OutcomePanic, Result: retry.Result{Code: -1, Message: fmt.Sprintf("panic: %v\n%s", p, stack)}}
 		}
 	}()
 	req := handler.Request{JobID: t.JobID, ExecID: t.ExecID, Attempt: t.Attempt, ScheduledAt: t.ScheduledAt, Payload: t.Payload, Epoch: t.Epoch}
 	switch name {
 	case "exec":
 		res, _ = a.execH.Run(ctx, req)
+		return res
 	case "http":
-		res = a.httpH.Run(ctx, req)
-	default:
-		fn, ok := a.handlers[name]
-		if !ok {
-			return retry.Result{Code: -1, Message: fmt.Sprintf("%v: %q is not registered on agent %s", ErrNoHandler, name, a.cfg.ID)},
-				retry.OutcomeFailure
-		}
-		r := fn(ctx, t)
-		res = retry.Result{Code: r.Code, Message: r.Message, Retryable: r.Retryable}
+		return a.httpH.Run(ctx, req)
 	}
-	if res.Code == 0 {
-		return res, retry.OutcomeSuccess
+	fn, ok := a.handlers[name]
+	if !ok {
+		return handler.Result{Outcome: retry.OutcomeFailure,
+			Result: retry.Result{Code: -1, Message: fmt.Sprintf("%v: %q is not registered on agent %s", ErrNoHandler, name, a.cfg.ID)}}
 	}
-	return res, retry.OutcomeFailure
+	r := fn(ctx, t)
+	res = handler.Result{Outcome: retry.OutcomeFailure, Result: retry.Result{Code: r.Code, Message: r.Message, Retryable: r.Retryable}}
+	if r.Code == 0 {
+		res.Outcome = retry.OutcomeSuccess
+	}
+	return res
 }
 
 // wheelClock adapts clock.Clock to wheel.Clock.

@@ -4,3 +4,7 @@ import "errors"
 
 // ErrConfig marks an invalid handler configuration.
 var ErrConfig = errors.New("handler: invalid config")
+
+// ErrNotAllowed marks a URL or redirect target that the agent's own
+// http.allow does not admit.
+var ErrNotAllowed = errors.New("refused by http.allow of this agent")

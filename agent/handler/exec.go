@@ -121,13 +121,15 @@ func DecodeExecPayload(b []byte) (ExecPayload, error) {
 }
 
 // Run runs one attempt. started reports whether a process was started.
-func (e *Exec) Run(ctx context.Context, req Request) (res retry.Result, started bool) {
+// Exit 0 is a success; a command outside exec.allow fails for good without
+// starting anything.
+func (e *Exec) Run(ctx context.Context, req Request) (res Result, started bool) {
 	p, err := DecodeExecPayload(req.Payload)
 	if err != nil {
-		return retry.Result{Code: -1, Message: err.Error()}, false
+		return refused("%s", err), false
 	}
 	if !e.Allowed(p.Command) {
-		return retry.Result{Code: -1, Message: fmt.Sprintf("command %q is not in exec.allow of this agent", p.Command)}, false
+		return refused("command %q is not in exec.allow of this agent", p.Command), false
 	}
 	cmd := exec.Command(p.Command, p.Args...)
 	cmd.Dir = p.Dir
@@ -151,7 +153,7 @@ func (e *Exec) Run(ctx context.Context, req Request) (res retry.Result, started 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = e.cfg.WaitDelay
 	if err := cmd.Start(); err != nil {
-		return retry.Result{Code: 127, Message: fmt.Sprintf("start %s: %v", p.Command, err)}, false
+		return Result{Outcome: retry.OutcomeFailure, Result: retry.Result{Code: 127, Message: fmt.Sprintf("start %s: %v", p.Command, err)}}, false
 	}
 	pgid := cmd.Process.Pid
 	waited := make(chan error, 1)
@@ -177,7 +179,7 @@ func (e *Exec) Run(ctx context.Context, req Request) (res retry.Result, started 
 		// Make sure nothing of the group survives.
 		_ = unix.Kill(-pgid, unix.SIGKILL)
 	}
-	res = retry.ClassifyExit(code, e.cfg.PermanentExitCodes)
+	res = Result{Outcome: retry.ExitOutcome(code), Result: retry.ClassifyExit(code, e.cfg.PermanentExitCodes)}
 	var msg strings.Builder
 	if res.Message != "" {
 		msg.WriteString(res.Message)

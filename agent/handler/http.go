@@ -10,19 +10,26 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax/pkg/retry"
 )
 
 // HTTPConfig configures the http handler.
 type HTTPConfig struct {
-	// Allow lists URL prefixes that may be called, e.g. "https://api.example.com/v1/".
+	// Allow lists the URLs that may be called, e.g.
+	// "https://api.example.com/v1": scheme, host and port match exactly
+	// (default ports filled in), the path by whole segments (see
+	// CheckAllowURL for what an entry may be).
 	Allow []string
 	// Tail bounds the response body kept in the result (default DefaultTail).
 	Tail int
 	// Client is the HTTP client (default: a client that follows redirects
 	// to allowed URLs only).
 	Client *http.Client
+	// Now reads the clock, for Retry-After dates without a Date header
+	// (default time.Now).
+	Now func() time.Time
 }
 
 // HTTPPayload is the payload of an http job.
@@ -36,31 +43,39 @@ type HTTPPayload struct {
 // HTTP calls allowed URLs.
 type HTTP struct {
 	cfg    HTTPConfig
+	allow  []allowedURL
 	client *http.Client
 }
 
+// maxRedirects bounds the redirects followed.
+const maxRedirects = 5
+
 // NewHTTP validates cfg and returns the http handler.
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	h := &HTTP{cfg: cfg}
 	for i, p := range cfg.Allow {
-		u, err := url.Parse(p)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("%w: http.allow[%d]: %q must be an http(s) URL prefix", ErrConfig, i, p)
+		a, err := parseAllowURL(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: http.allow[%d]: %q %v", ErrConfig, i, p, err)
 		}
+		h.allow = append(h.allow, a)
 	}
-	if cfg.Tail <= 0 {
-		cfg.Tail = DefaultTail
+	if h.cfg.Tail <= 0 {
+		h.cfg.Tail = DefaultTail
 	}
-	h := &HTTP{cfg: cfg, client: cfg.Client}
-	if h.client == nil {
-		h.client = &http.Client{}
+	if h.cfg.Now == nil {
+		h.cfg.Now = time.Now
 	}
-	c := *h.client
+	c := http.Client{}
+	if cfg.Client != nil {
+		c = *cfg.Client
+	}
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 5 {
+		if len(via) >= maxRedirects {
 			return errors.New("too many redirects")
 		}
-		if !h.Allowed(req.URL.String()) {
-			return fmt.Errorf("redirect to %q is not in http.allow", req.URL.Redacted())
+		if err := allowMatch(h.allow, req.URL); err != nil {
+			return fmt.Errorf("redirect to %q: %w", req.URL.Redacted(), err)
 		}
 		return nil
 	}
@@ -68,20 +83,13 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	return h, nil
 }
 
-// Allowed reports whether raw may be called: after removing dot segments
-// it starts with an allowed prefix, and it has no user info.
+// Allowed reports whether raw may be called: its scheme, host and port are
+// those of an http.allow entry and its path is below the entry's path,
+// segment by segment; it has no user info, dot segments or encoded
+// slashes.
 func (h *HTTP) Allowed(raw string) bool {
 	u, err := url.Parse(raw)
-	if err != nil || u.User != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	norm := u.ResolveReference(&url.URL{Path: u.Path, RawQuery: u.RawQuery}).String()
-	for _, p := range h.cfg.Allow {
-		if strings.HasPrefix(norm, p) {
-			return true
-		}
-	}
-	return false
+	return err == nil && allowMatch(h.allow, u) == nil
 }
 
 // DecodeHTTPPayload decodes and checks an http payload.
@@ -106,21 +114,36 @@ func DecodeHTTPPayload(b []byte) (HTTPPayload, error) {
 			return p, fmt.Errorf("payload.method: %q must be an upper-case HTTP method", p.Method)
 		}
 	}
+	for k, v := range p.Headers {
+		if !validHeaderName(k) {
+			return p, fmt.Errorf("payload.headers: %q is not a valid header name", k)
+		}
+		if !validHeaderValue(v) {
+			return p, fmt.Errorf("payload.headers[%s]: value has a control character (CR, LF, NUL, ...)", k)
+		}
+	}
 	return p, nil
 }
 
-// Run runs one attempt.
-func (h *HTTP) Run(ctx context.Context, req Request) retry.Result {
+// Run runs one attempt. 2xx is a success; otherwise retry.ClassifyHTTP
+// says whether a retry can help, and a retryable response's Retry-After
+// is returned as RetryAfter. A payload, URL, header or redirect target
+// that is refused fails for good, before or instead of the call.
+func (h *HTTP) Run(ctx context.Context, req Request) Result {
 	p, err := DecodeHTTPPayload(req.Payload)
 	if err != nil {
-		return retry.Result{Code: -1, Message: err.Error()}
+		return refused("%s", err)
 	}
-	if !h.Allowed(p.URL) {
-		return retry.Result{Code: -1, Message: fmt.Sprintf("url %q is not in http.allow of this agent", p.URL)}
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		return refused("payload.url: %v", err)
+	}
+	if err := allowMatch(h.allow, u); err != nil {
+		return refused("url %q: %v", u.Redacted(), err)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, p.Method, p.URL, strings.NewReader(p.Body))
 	if err != nil {
-		return retry.Result{Code: -1, Message: "request: " + err.Error()}
+		return refused("request: %v", err)
 	}
 	for k, v := range p.Headers {
 		hreq.Header.Set(k, v)
@@ -129,13 +152,26 @@ func (h *HTTP) Run(ctx context.Context, req Request) retry.Result {
 	hreq.Header.Set("X-Ax-Attempt", fmt.Sprint(req.Attempt))
 	resp, err := h.client.Do(hreq)
 	if err != nil {
-		return retry.Result{Code: -1, Message: "request failed: " + err.Error(), Retryable: true}
+		if errors.Is(err, ErrNotAllowed) { // a redirect target outside http.allow
+			res := refused("%v", err)
+			if resp != nil {
+				res.Code = resp.StatusCode
+			}
+			return res
+		}
+		return Result{Outcome: retry.OutcomeFailure, Result: retry.Result{Code: -1, Message: "request failed: " + err.Error(), Retryable: true}}
 	}
 	defer resp.Body.Close()
 	body := newTail(h.cfg.Tail)
 	_, _ = io.Copy(body, io.LimitReader(resp.Body, 16<<20))
-	res := retry.ClassifyHTTP(resp.StatusCode)
+	res := Result{Outcome: retry.HTTPOutcome(resp.StatusCode), Result: retry.ClassifyHTTP(resp.StatusCode)}
+	if res.Retryable {
+		res.RetryAfter = retryAfter(resp.Header, h.cfg.Now())
+	}
 	msg := resp.Status
+	if res.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (Retry-After %s)", res.RetryAfter)
+	}
 	if s := body.String(); s != "" {
 		msg += "\nbody: " + s
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/axsched/ax/pkg/retry"
 )
 
 func TestHTTPHandler(t *testing.T) {
@@ -44,7 +46,7 @@ func TestHTTPHandler(t *testing.T) {
 		{"400 permanent", srv.URL + "/api/bad", 400, false, true},
 		{"outside allowlist never called", srv.URL + "/admin", -1, false, false},
 		{"dot segments cannot escape", srv.URL + "/api/../admin", -1, false, false},
-		{"redirect out of allowlist refused", srv.URL + "/api/redirect", -1, true, true},
+		{"redirect out of allowlist refused for good", srv.URL + "/api/redirect", 302, false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,6 +55,9 @@ func TestHTTPHandler(t *testing.T) {
 			res := h.Run(context.Background(), Request{ExecID: "e", Attempt: 1, Payload: p})
 			if res.Code != tc.wantCode || res.Retryable != tc.wantRetryable {
 				t.Fatalf("result %+v, want code %d retryable %v", res, tc.wantCode, tc.wantRetryable)
+			}
+			if want := tc.wantCode == 200; (res.Outcome == retry.OutcomeSuccess) != want {
+				t.Fatalf("outcome %s, want success %v", res.Outcome, want)
 			}
 			if called := calls.Load() > before; called != tc.wantCall {
 				t.Fatalf("server called = %v, want %v", called, tc.wantCall)
