@@ -95,7 +95,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	a := &Agent{cfg: cfg, clk: o.clk, log: o.log.With("agent", cfg.ID), version: o.version,
 		handlers: o.handlers, outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1), boot: newBootID()}
 	var err error
-	if a.execH, err = handler.NewExec(handler.ExecConfig{Allow: cfg.Exec.Allow, PermanentExitCodes: cfg.Exec.PermanentExitCodes}); err != nil {
+	if a.execH, err = handler.NewExec(handler.ExecConfig{Allow: cfg.Exec.Allow, EnvAllow: cfg.Exec.EnvAllow, PermanentExitCodes: cfg.Exec.PermanentExitCodes}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if a.httpH, err = handler.NewHTTP(handler.HTTPConfig{Allow: cfg.HTTP.Allow, Now: a.clk.Now}); err != nil {

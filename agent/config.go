@@ -134,7 +134,12 @@ type ClockConfig struct {
 // ExecConfig is the exec handler's allowlist.
 type ExecConfig struct {
 	// Allow lists absolute command paths or globs that may run.
-	Allow              []string `mapstructure:"allow"`
+	Allow []string `mapstructure:"allow"`
+	// EnvAllow lists the environment variable names a job's payload may
+	// set (exact names; none by default). Names that load or run code
+	// (LD_*, BASH_ENV, ENV, BASH_FUNC_*, PATH, PERL*, PYTHON*, IFS, ...;
+	// handler.CheckEnvAllowName) are refused.
+	EnvAllow           []string `mapstructure:"env_allow"`
 	PermanentExitCodes []int    `mapstructure:"permanent_exit_codes"`
 }
 
@@ -250,6 +255,11 @@ func (c Config) Validate() error {
 		}
 		if _, err := filepath.Match(p, "/"); err != nil {
 			return cfgErr(fmt.Sprintf("exec.allow[%d]", i), "%q: %v", p, err)
+		}
+	}
+	for i, n := range c.Exec.EnvAllow {
+		if err := handler.CheckEnvAllowName(n); err != nil {
+			return cfgErr(fmt.Sprintf("exec.env_allow[%d]", i), "%q %v", n, err)
 		}
 	}
 	for i, code := range c.Exec.PermanentExitCodes {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"clock.on_skew", func(c *Config) { c.Clock.OnSkew = "ignore" }},
 		{"exec.allow[0]", func(c *Config) { c.Exec.Allow = []string{"bin/sh"} }},
 		{"exec.permanent_exit_codes[0]", func(c *Config) { c.Exec.PermanentExitCodes = []int{0} }},
+		{"exec.env_allow[0]", func(c *Config) { c.Exec.EnvAllow = []string{"LD_PRELOAD"} }},
 		{"http.allow[0]", func(c *Config) { c.HTTP.Allow = []string{"ftp://x"} }},
 		{"http.allow[0]", func(c *Config) { c.HTTP.Allow = []string{"http://allowed.example/?x=1"} }},
 		{"outbox.window", func(c *Config) { c.Outbox.Window = 0 }},
@@ -76,5 +78,37 @@ func TestNewRefusesBadStore(t *testing.T) {
 	cfg.ID = "edge-d"
 	if _, err := New(cfg, WithLogger(testLogger(t))); !errors.Is(err, ErrConfig) {
 		t.Fatalf("New with another agent's store = %v, want ErrConfig", err)
+	}
+}
+
+// TestConfigHandlerAllowlists: exec.env_allow and http.allow entries from a
+// file are checked at load; the error names the key, the entry and why.
+func TestConfigHandlerAllowlists(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{"exec:\n  env_allow: [MODE, BASH_ENV]\n", `exec.env_allow[1]: "BASH_ENV" can make the command run other code`},
+		{"exec:\n  env_allow: [PATH]\n", `exec.env_allow[0]: "PATH" can make the command run other code`},
+		{"exec:\n  env_allow: [PERL5OPT]\n", `exec.env_allow[0]: "PERL5OPT" names starting with PERL`},
+		{"exec:\n  env_allow: ['BASH_FUNC_x%%']\n", `exec.env_allow[0]: "BASH_FUNC_x%%" must be a plain variable name`},
+		{"http:\n  allow: [allowed.example]\n", `http.allow[0]: "allowed.example" must start with http:// or https://`},
+		{"http:\n  allow: ['https://a.example/', 'http://u@b.example/']\n", `http.allow[1]: "http://u@b.example/" must not have user info`},
+		{"http:\n  allow: ['https://*.example/']\n", `http.allow[0]: "https://*.example/" wildcards are not supported`},
+	} {
+		cfg, err := LoadConfig(writeConfig(t, "id: edge-1\ndata_dir: /tmp/x\n"+tc.body), noEnv, nil)
+		must(t, err)
+		if err := cfg.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: Validate() = %v, want ErrConfig containing %q", tc.body, err, tc.want)
+		}
+	}
+	cfg, err := LoadConfig(writeConfig(t, "id: edge-1\ndata_dir: /tmp/x\nexec:\n  env_allow: [MODE, APP_LEVEL]\n"), envOf(map[string]string{}), nil)
+	must(t, err)
+	must(t, cfg.Validate())
+	if want := []string{"MODE", "APP_LEVEL"}; !slices.Equal(cfg.Exec.EnvAllow, want) {
+		t.Fatalf("exec.env_allow = %q, want %q", cfg.Exec.EnvAllow, want)
+	}
+	cfg, err = LoadConfig("", envOf(map[string]string{"AX_EXEC_ENV_ALLOW": "MODE, LD_PRELOAD"}), nil)
+	must(t, err)
+	cfg.ID = "edge-1"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `exec.env_allow[1]: "LD_PRELOAD"`) {
+		t.Fatalf("AX_EXEC_ENV_ALLOW with LD_PRELOAD: Validate() = %v", err)
 	}
 }

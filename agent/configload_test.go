@@ -34,7 +34,7 @@ func TestLoadConfigSample(t *testing.T) {
 	want := DefaultConfig()
 	want.ID, want.Workers = "edge-7", 4
 	want.Labels = map[string]string{"site": "plant-3", "role": "valve"}
-	want.Exec = ExecConfig{Allow: []string{"/usr/local/bin/ax-*", "/opt/valve/bin/push-setpoint"}, PermanentExitCodes: []int{2, 64}}
+	want.Exec = ExecConfig{Allow: []string{"/usr/local/bin/ax-*", "/opt/valve/bin/push-setpoint"}, EnvAllow: []string{}, PermanentExitCodes: []int{2, 64}}
 	want.HTTP.Allow = []string{"https://cache.plant-3.local/api/"}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("sample config:\n got %+v\nwant %+v", cfg, want)
@@ -220,7 +220,7 @@ func normalized(c Config) Config {
 	if len(c.Labels) == 0 {
 		c.Labels = nil
 	}
-	for _, l := range []*[]string{&c.Exec.Allow, &c.HTTP.Allow} {
+	for _, l := range []*[]string{&c.Exec.Allow, &c.Exec.EnvAllow, &c.HTTP.Allow} {
 		if len(*l) == 0 {
 			*l = nil
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,5 +106,50 @@ func TestExecOutsideAllowlistNeverStarts(t *testing.T) {
 	})
 	if fin.Outcome != retry.OutcomeSuccess || !strings.Contains(fin.Result.Message, "hello") {
 		t.Fatalf("allowed command: %s %+v", fin.Outcome, fin.Result)
+	}
+}
+
+// TestExecPayloadEnvCannotRunCode: an allowed bash script given BASH_ENV
+// with stdin, an exported function or PATH in the payload's env would run
+// code of the controller's choosing. None of these names is in the
+// agent's exec.env_allow (empty by default): the job fails, not
+// retryable, naming the variable, and the injected code does not run.
+func TestExecPayloadEnvCannotRunCode(t *testing.T) {
+	c := startCtl(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	must(t, os.WriteFile(script, []byte("#!/bin/bash\necho hello\ndate >/dev/null\n"), 0o755))
+	evil := filepath.Join(dir, "evil")
+	must(t, os.MkdirAll(evil, 0o755))
+	marker := filepath.Join(dir, "injected.ran")
+	must(t, os.WriteFile(filepath.Join(evil, "date"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755))
+	cfg := testConfig(t, "edge-env", c.srv.URL())
+	cfg.Exec.Allow = []string{script}
+	startAgent(t, cfg)
+	for _, tc := range []struct {
+		name, variable string
+		payload        map[string]any
+	}{
+		{"BASH_ENV from stdin", "BASH_ENV", map[string]any{"command": script, "env": map[string]string{"BASH_ENV": "/dev/stdin"}, "stdin": "touch " + marker}},
+		{"exported function", "BASH_FUNC_echo%%", map[string]any{"command": script, "env": map[string]string{"BASH_FUNC_echo%%": "() { touch " + marker + "; }"}}},
+		{"PATH", "PATH", map[string]any{"command": script, "env": map[string]string{"PATH": evil + ":/usr/bin:/bin"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := newJob("edge-env", "exec", schedule.Spec{Asap: true}, tc.payload)
+			cmd := runCmd(j, 1, time.Now())
+			c.send("edge-env", cmd)
+			var fin protocol.Report
+			waitFor(t, 10*time.Second, "finished report", func() bool {
+				var ok bool
+				fin, ok = finishedOf(c, cmd.Run.ExecID)
+				return ok
+			})
+			if fin.Outcome != retry.OutcomeFailure || fin.Result.Retryable || !strings.Contains(fin.Result.Message, tc.variable+" is not in exec.env_allow") {
+				t.Errorf("outcome %s %+v, want failure, not retryable, naming %s", fin.Outcome, fin.Result, tc.variable)
+			}
+			if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the injected code ran: %v", err)
+			}
+		})
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +40,9 @@ type ExecConfig struct {
 	// Allow lists the commands that may run: absolute paths or globs
 	// (filepath.Match syntax, e.g. "/opt/ax/bin/*").
 	Allow []string
+	// EnvAllow lists the environment variables a payload may set (exact
+	// names; none by default). Each must pass CheckEnvAllowName.
+	EnvAllow []string
 	// PermanentExitCodes are exit codes that are not worth retrying.
 	PermanentExitCodes []int
 	// Tail bounds the stdout and stderr kept, each (default DefaultTail).
@@ -58,7 +63,8 @@ type ExecPayload struct {
 
 // Exec runs allowed commands.
 type Exec struct {
-	cfg ExecConfig
+	cfg      ExecConfig
+	envAllow map[string]bool
 }
 
 // NewExec validates cfg and returns the exec handler.
@@ -71,13 +77,20 @@ func NewExec(cfg ExecConfig) (*Exec, error) {
 			return nil, fmt.Errorf("%w: exec.allow[%d]: %q: %v", ErrConfig, i, p, err)
 		}
 	}
+	envAllow := make(map[string]bool, len(cfg.EnvAllow))
+	for i, n := range cfg.EnvAllow {
+		if err := CheckEnvAllowName(n); err != nil {
+			return nil, fmt.Errorf("%w: exec.env_allow[%d]: %q %v", ErrConfig, i, n, err)
+		}
+		envAllow[n] = true
+	}
 	if cfg.Tail <= 0 {
 		cfg.Tail = DefaultTail
 	}
 	if cfg.WaitDelay <= 0 {
 		cfg.WaitDelay = 2 * time.Second
 	}
-	return &Exec{cfg: cfg}, nil
+	return &Exec{cfg: cfg, envAllow: envAllow}, nil
 }
 
 // Allowed reports whether command may run.
@@ -120,9 +133,29 @@ func DecodeExecPayload(b []byte) (ExecPayload, error) {
 	return p, nil
 }
 
+// checkEnv reports why env may not be given to a command, or nil: every
+// name must be in exec.env_allow, and no value may hold a NUL or start
+// with "()" like an exported bash function (which bash before the 2014
+// Shellshock fixes runs from any variable).
+func (e *Exec) checkEnv(env map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if !e.envAllow[k] {
+			return fmt.Errorf("payload.env: %s is not in exec.env_allow of this agent", k)
+		}
+		v := env[k]
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("payload.env: %s: value must not contain NUL", k)
+		}
+		if strings.HasPrefix(strings.TrimLeft(v, " \t\n"), "()") {
+			return fmt.Errorf("payload.env: %s: value must not start with () (a bash function definition)", k)
+		}
+	}
+	return nil
+}
+
 // Run runs one attempt. started reports whether a process was started.
-// Exit 0 is a success; a command outside exec.allow fails for good without
-// starting anything.
+// Exit 0 is a success; a command outside exec.allow or an env name outside
+// exec.env_allow fails for good without starting anything.
 func (e *Exec) Run(ctx context.Context, req Request) (res Result, started bool) {
 	p, err := DecodeExecPayload(req.Payload)
 	if err != nil {
@@ -131,14 +164,13 @@ func (e *Exec) Run(ctx context.Context, req Request) (res Result, started bool) 
 	if !e.Allowed(p.Command) {
 		return refused("command %q is not in exec.allow of this agent", p.Command), false
 	}
+	if err := e.checkEnv(p.Env); err != nil {
+		return refused("%s", err), false
+	}
 	cmd := exec.Command(p.Command, p.Args...)
 	cmd.Dir = p.Dir
 	cmd.Env = []string{"PATH=" + DefaultPath}
 	for k, v := range p.Env {
-		if k == "PATH" {
-			cmd.Env[0] = "PATH=" + v
-			continue
-		}
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Env = append(cmd.Env,
