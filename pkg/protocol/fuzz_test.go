@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 // fuzzDecoder checks that a decoder never panics, and that whatever it
@@ -55,10 +56,16 @@ func FuzzDecodeHeartbeatReply(f *testing.F) {
 func FuzzDecodeJob(f *testing.F) {
 	f.Add(mustJSON(f, validJob()))
 	f.Add([]byte(`{"name":"n","handler":"exec","schedule":{"cron":"0 2 * * *","timezone":"Europe/Berlin"},"target":{"group":"site=a","mode":"all"}}`))
+	f.Add([]byte("{\"name\":\"n\xff\",\"handler\":\"exec\",\"schedule\":{\"every\":\"1m\"},\"target\":{\"agent\":\"a\"}}"))
+	f.Add([]byte(`{"name":"n","idempotency_key":"\ud800","handler":"exec","schedule":{"every":"1m"},"target":{"agent":"a"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		j, err := DecodeJob(data)
 		if err != nil {
 			return
+		}
+		if !utf8.Valid(data) {
+			// It would have reached the job as U+FFFD.
+			t.Fatalf("job with invalid UTF-8 accepted: %q", data)
 		}
 		j2, err := DecodeJob(mustJSON(t, j))
 		if err != nil {
