@@ -180,7 +180,7 @@ func DefaultConfig() Config {
 }
 
 func cfgErr(key, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrConfig, key, fmt.Sprintf(format, args...))
+	return &ConfigError{Key: key, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Validate checks every key; the error names the first bad one, e.g.
