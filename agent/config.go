@@ -49,7 +49,9 @@ const (
 type Config struct {
 	// ID is the agent id (subject-safe name).
 	ID string `mapstructure:"id"`
-	// Labels select the agent for group jobs.
+	// Labels select the agent for group jobs when the controller has none
+	// for it yet (first registration without enrollment); the controller's
+	// labels count (set at enrollment or by ax-controller agent label).
 	Labels map[string]string `mapstructure:"labels"`
 	// DataDir holds agent.db.
 	DataDir string `mapstructure:"data_dir"`

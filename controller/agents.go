@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -104,7 +105,7 @@ func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline [
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, e := range r.agents {
-		if !e.info.Revoked {
+		if !e.info.Revoked && registered(e.info) {
 			known++
 		}
 		on := isOnline(e.info, now, after)
@@ -214,13 +215,22 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 		fail("agent is revoked", "agent", r.Agent)
 		return
 	}
+	labels, from := c.registrationLabels(r.Agent, prev, existed, r.Labels)
 	info := protocol.AgentInfo{
-		Agent: r.Agent, Labels: r.Labels, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
+		Agent: r.Agent, Labels: labels, LabelsFrom: from, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
 		Online: true, RegisteredAt: now, LastSeen: now, ClockOffset: protocol.Duration(now.Sub(r.SentAt)),
-		Leases: r.Leases, Boot: r.Boot,
+		Leases: r.Leases, Boot: r.Boot, Cursor: r.Cursor,
 	}
-	if existed {
+	// An enrolled agent has a record (its labels) before it first registers.
+	before := existed && registered(prev)
+	if before {
 		info.RegisteredAt, info.Stats, info.HeartbeatAt = prev.RegisteredAt, prev.Stats, prev.HeartbeatAt
+		info.Cursor = max(r.Cursor, prev.Cursor)
+	}
+	if !maps.Equal(r.Labels, labels) {
+		c.m.labelsIgnored.Inc()
+		c.log.Warn("registration labels ignored: the controller's labels stand (change them with agent label)",
+			"agent", r.Agent, "claimed", r.Labels, "labels", labels, "labels_from", from)
 	}
 	if err := c.storeAgent(ctx, info); err != nil {
 		c.assignMu.Unlock()
@@ -228,12 +238,12 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 		return
 	}
 	wasOnline := c.agents.put(info)
-	resend := !existed
-	if existed {
+	resend := !before
+	if before {
 		resend = c.cursorBehind(ctx, r.Cursor)
 	}
 	var prevp *protocol.AgentInfo
-	if existed {
+	if before {
 		prevp = &prev
 	}
 	c.reconcileAgent(ctx, prevp, info, resend)
@@ -241,8 +251,8 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 	c.assignMu.Unlock()
 	c.refreshOnline()
 	respond(msg, protocol.RegisterReply{V: protocol.Version, ControllerTime: c.now(), Shards: c.cfg.Shards,
-		HeartbeatInterval: protocol.Duration(c.cfg.HeartbeatInterval)})
-	c.log.Info("agent registered", "agent", r.Agent, "new", !existed, "was_online", wasOnline, "cursor", r.Cursor,
+		HeartbeatInterval: protocol.Duration(c.cfg.HeartbeatInterval), Labels: labels})
+	c.log.Info("agent registered", "agent", r.Agent, "new", !before, "was_online", wasOnline, "cursor", r.Cursor,
 		"resent_assignments", resend, "version", r.Version, "arch", r.Arch, "clock_offset", info.ClockOffset.D())
 }
 
@@ -273,7 +283,7 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	}
 	c.agentMu.Lock()
 	info, ok := c.agents.get(hb.Agent)
-	if !ok || info.Revoked {
+	if !ok || info.Revoked || !registered(info) {
 		c.agentMu.Unlock()
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
 		return
