@@ -82,7 +82,9 @@ func TestLoadConfigFileValues(t *testing.T) {
 		{"null keeps the default", "nats:\n  url:\nclock:\n", func(c Config) bool { return c.NATS.URL == DefaultNATSURL }},
 		{"quoted integer", "workers: \"6\"\n", func(c Config) bool { return c.Workers == 6 }},
 		{"list", "exec:\n  allow: [/a, /b]\n", func(c Config) bool { return reflect.DeepEqual(c.Exec.Allow, []string{"/a", "/b"}) }},
-		{"labels", "labels:\n  site: plant-3\n  rack: 7\n", func(c Config) bool { return reflect.DeepEqual(c.Labels, map[string]string{"site": "plant-3", "rack": "7"}) }},
+		{"labels", "labels:\n  site: plant-3\n  rack: 7\n", func(c Config) bool {
+			return reflect.DeepEqual(c.Labels, map[string]string{"site": "plant-3", "rack": "7"})
+		}},
 		{"empty list", "exec:\n  allow: []\n", func(c Config) bool { return len(c.Exec.Allow) == 0 }},
 		{"alias", "exec:\n  allow: &l [/a]\nhttp:\n  allow: *l\n", func(c Config) bool { return reflect.DeepEqual(c.HTTP.Allow, []string{"/a"}) }},
 		{"durations", "store:\n  retention: 1h30m\n", func(c Config) bool { return c.Store.Retention == 90*time.Minute }},
