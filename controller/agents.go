@@ -188,10 +188,12 @@ func respond(msg *nats.Msg, v any) {
 	}
 }
 
-// handleRegister answers an agent's registration: records it in ax_agents,
-// re-sends its assignments when it is new or its command cursor is behind
-// the AX_CMD stream's first sequence, adjusts group jobs whose membership
-// it changes, and replies with controller time and the shard count.
+// handleRegister answers an agent's registration: records it in ax_agents
+// (with the controller's labels, labels.go), re-sends its assignments when
+// it is new, its command cursor is behind the AX_CMD stream's first
+// sequence or its store lost its state (storeloss.go), adjusts group jobs
+// whose membership it changes, and replies with controller time, the
+// shard count, its labels and where to resume reading commands.
 func (c *Controller) handleRegister(msg *nats.Msg) {
 	ctx := c.ctx
 	fail := func(reason string, args ...any) {
@@ -223,9 +225,21 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 	}
 	// An enrolled agent has a record (its labels) before it first registers.
 	before := existed && registered(prev)
+	var resumeAfter uint64 // > 0: its store lost its state (storeloss.go)
+	if before && storeLost(prev, r) {
+		last, err := c.lastCommandSeq(ctx, r.Agent)
+		if err != nil {
+			c.assignMu.Unlock()
+			fail("controller could not read the agent's commands, retry", "agent", r.Agent, "err", err)
+			return
+		}
+		if last > r.Cursor {
+			resumeAfter = last
+		}
+	}
 	if before {
 		info.RegisteredAt, info.Stats, info.HeartbeatAt = prev.RegisteredAt, prev.Stats, prev.HeartbeatAt
-		info.Cursor = max(r.Cursor, prev.Cursor)
+		info.Cursor = max(r.Cursor, prev.Cursor, resumeAfter)
 	}
 	if !maps.Equal(r.Labels, labels) {
 		c.m.labelsIgnored.Inc()
@@ -238,8 +252,8 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 		return
 	}
 	wasOnline := c.agents.put(info)
-	resend := !before
-	if before {
+	resend := !before || resumeAfter > 0
+	if !resend {
 		resend = c.cursorBehind(ctx, r.Cursor)
 	}
 	var prevp *protocol.AgentInfo
@@ -250,10 +264,17 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 	c.placeUnplaced(ctx, info)
 	c.assignMu.Unlock()
 	c.refreshOnline()
+	if resumeAfter > 0 {
+		c.m.storeResets.Inc()
+		c.log.Warn("agent store lost its state: it resumes after the commands already sent", "agent", r.Agent,
+			"cursor", r.Cursor, "fresh", r.Fresh, "previous_cursor", prev.Cursor, "resume_after", resumeAfter)
+		c.goRun(func(ctx context.Context) { c.resendRuns(ctx, r.Agent, resumeAfter) })
+	}
 	respond(msg, protocol.RegisterReply{V: protocol.Version, ControllerTime: c.now(), Shards: c.cfg.Shards,
-		HeartbeatInterval: protocol.Duration(c.cfg.HeartbeatInterval), Labels: labels})
+		HeartbeatInterval: protocol.Duration(c.cfg.HeartbeatInterval), Labels: labels, ResumeAfter: resumeAfter})
 	c.log.Info("agent registered", "agent", r.Agent, "new", !before, "was_online", wasOnline, "cursor", r.Cursor,
-		"resent_assignments", resend, "version", r.Version, "arch", r.Arch, "clock_offset", info.ClockOffset.D())
+		"resent_assignments", resend, "resume_after", resumeAfter, "version", r.Version, "arch", r.Arch,
+		"clock_offset", info.ClockOffset.D())
 }
 
 // cursorBehind reports whether commands after cursor were already removed
