@@ -134,6 +134,9 @@ func (r Register) Validate() error {
 	if r.SentAt.IsZero() {
 		return invalid("sent_at", "is required")
 	}
+	if r.Fresh && r.Cursor != 0 {
+		return invalid("fresh", "a store without a command cursor has cursor 0, got cursor %d", r.Cursor)
+	}
 	if r.Boot != "" {
 		if err := ValidateName("boot", r.Boot); err != nil {
 			return err
