@@ -28,10 +28,14 @@ import (
 
 // registrationLabels returns the labels of registering agent id and who
 // set them: its record's, else its enrollment's, else claimed (its
-// registration's). prev is its record, if existed.
+// registration's). prev is its record, if existed. A record written by an
+// older controller (no LabelsFrom) keeps the labels in effect.
 func (c *Controller) registrationLabels(id string, prev protocol.AgentInfo, existed bool, claimed map[string]string) (map[string]string, string) {
 	if existed && prev.LabelsFrom != "" {
 		return prev.Labels, prev.LabelsFrom
+	}
+	if existed && registered(prev) {
+		return prev.Labels, protocol.LabelsFromRegistration
 	}
 	if c.nauth != nil {
 		if a, ok := c.nauth.reg.Get(id); ok {

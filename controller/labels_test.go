@@ -196,4 +196,14 @@ func TestFirstRegistrationLabelsWithoutAuth(t *testing.T) {
 	if got, _ := c.agents.get("demo-1"); got.Labels["site"] != "hq" {
 		t.Fatalf("second registration changed the labels: %v", got.Labels)
 	}
+	// A record of an older controller (no labels_from) keeps its labels.
+	old, _ := c.agents.get("demo-1")
+	old.LabelsFrom = ""
+	c.agents.put(old)
+	if rr := a.register(); rr.Labels["site"] != "hq" {
+		t.Fatalf("older record: reply labels = %v", rr.Labels)
+	}
+	if got, _ := c.agents.get("demo-1"); got.Labels["site"] != "hq" || got.LabelsFrom != protocol.LabelsFromRegistration {
+		t.Fatalf("older record after a registration: %+v", got)
+	}
 }

@@ -70,8 +70,8 @@ type AgentInfo struct {
 	Revoked bool `json:"revoked,omitempty"`
 	// LabelsFrom says who set Labels (LabelsFromEnrollment,
 	// LabelsFromRegistration, LabelsFromOperator); empty in a record of an
-	// older controller, whose labels the next registration replaces once.
-	// Once set, a registration no longer changes Labels.
+	// older controller, whose labels are kept. A registration does not
+	// change the Labels of an agent the controller has a record of.
 	LabelsFrom string `json:"labels_from,omitempty"`
 	// Cursor is the highest command cursor the agent reported when
 	// registering; a registration below it means the agent's store lost
