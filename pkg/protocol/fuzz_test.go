@@ -94,3 +94,25 @@ func FuzzParseExecID(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeLabelChange(f *testing.F) {
+	f.Add([]byte(`{"set":{"site":"plant-3"},"remove":["role"]}`))
+	f.Add([]byte(`{"remove":["a","a"]}`))
+	f.Add([]byte("{\"set\":{\"a\":\"b\xff\"}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeLabelChange(data)
+		if err != nil {
+			return
+		}
+		if !utf8.Valid(data) {
+			t.Fatalf("label change with invalid UTF-8 accepted: %q", data)
+		}
+		c2, err := DecodeLabelChange(mustJSON(t, c))
+		if err != nil {
+			t.Fatalf("re-encoded label change rejected: %v", err)
+		}
+		if !reflect.DeepEqual(c.Apply(nil), c2.Apply(nil)) {
+			t.Fatalf("round trip changed the change: %v vs %v", c, c2)
+		}
+	})
+}
