@@ -50,7 +50,9 @@ const (
 type Config struct {
 	// ID is the agent id (subject-safe name).
 	ID string `mapstructure:"id"`
-	// Labels select the agent for group jobs.
+	// Labels select the agent for group jobs when the controller has none
+	// for it yet (first registration without enrollment); the controller's
+	// labels count (set at enrollment or by ax-controller agent label).
 	Labels map[string]string `mapstructure:"labels"`
 	// DataDir holds agent.db.
 	DataDir string `mapstructure:"data_dir"`
@@ -187,7 +189,7 @@ func DefaultConfig() Config {
 }
 
 func cfgErr(key, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrConfig, key, fmt.Sprintf(format, args...))
+	return &ConfigError{Key: key, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Validate checks every key; the error names the first bad one, e.g.

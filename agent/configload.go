@@ -73,6 +73,22 @@ func LoadConfig(file string, lookupEnv func(string) (string, bool), overrides ma
 // form LoadConfig reads. Print Masked() to hide secrets.
 func (c Config) MarshalYAML() (any, error) { return keyMap(reflect.ValueOf(c)), nil }
 
+// ConfigError is an invalid configuration value. errors.Is(err,
+// ErrConfig) is true; Key names it as in the YAML file ("clock.max_skew",
+// "exec.allow[1]").
+type ConfigError struct {
+	// Key is the configuration key, dotted.
+	Key string
+	// Reason says what is wrong, with the value given.
+	Reason string
+}
+
+// Error returns "invalid agent config: key: reason".
+func (e *ConfigError) Error() string { return ErrConfig.Error() + ": " + e.Key + ": " + e.Reason }
+
+// Unwrap returns ErrConfig.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
 // envName is the environment variable of key: clock.max_skew →
 // AX_CLOCK_MAX_SKEW.
 func envName(key string) string {
@@ -117,7 +133,9 @@ func decodeSection(n *yaml.Node, v reflect.Value, prefix string) error {
 }
 
 // decodeValue decodes n into the field v of key. A null value keeps the
-// default.
+// default. A list key takes a YAML sequence and a map key a mapping (one
+// "a,b" string is for the environment and flags only); items and entries
+// are named by their path ("exec.allow[1]", "labels.site").
 func decodeValue(n *yaml.Node, v reflect.Value, key string) error {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
@@ -125,25 +143,60 @@ func decodeValue(n *yaml.Node, v reflect.Value, key string) error {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
-	if v.Kind() == reflect.Struct {
+	switch {
+	case v.Kind() == reflect.Struct:
 		return decodeSection(n, v, key)
-	}
-	if n.Kind == yaml.ScalarNode {
+	case v.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return cfgErr(key, "line %d: must be a list (\"- item\" lines or [a, b]), got %s", n.Line, describeNode(n))
+		}
+		l := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			if err := decodeValue(item, l.Index(i), key+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+		v.Set(l)
+	case v.Kind() == reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return cfgErr(key, "line %d: must be a mapping (key: value), got %s", n.Line, describeNode(n))
+		}
+		m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kn, vn := n.Content[i], n.Content[i+1]
+			k := reflect.ValueOf(kn.Value)
+			if m.MapIndex(k).IsValid() {
+				return cfgErr(joinKey(key, kn.Value), "line %d: key given twice", kn.Line)
+			}
+			e := reflect.New(v.Type().Elem()).Elem()
+			if err := decodeValue(vn, e, joinKey(key, kn.Value)); err != nil {
+				return err
+			}
+			m.SetMapIndex(k, e)
+		}
+		v.Set(m)
+	case n.Kind == yaml.ScalarNode:
 		if err := setString(v, n.Value); err != nil {
 			return cfgErr(key, "line %d: %v", n.Line, err)
 		}
-		return nil
+	default:
+		return cfgErr(key, "line %d: must be a single value, got %s", n.Line, describeNode(n))
 	}
-	nv := reflect.New(v.Type())
-	if err := n.Decode(nv.Interface()); err != nil {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			return cfgErr(key, "%s", strings.Join(te.Errors, "; "))
-		}
-		return cfgErr(key, "line %d: %v", n.Line, err)
-	}
-	v.Set(nv.Elem())
 	return nil
+}
+
+// describeNode names what a YAML node is, for messages: the scalar as
+// written, or "a list" / "a mapping".
+func describeNode(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	}
+	return "a YAML " + n.Tag
 }
 
 // setString sets v from its string form: a duration ("5s"), an integer, a
@@ -160,6 +213,9 @@ func setString(v reflect.Value, s string) error {
 		v.SetString(s)
 	case v.Kind() == reflect.Int:
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 0, v.Type().Bits())
+		if errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("%q is out of range for an integer", s)
+		}
 		if err != nil {
 			return fmt.Errorf("%q is not an integer", s)
 		}

@@ -50,9 +50,9 @@ func TestLoadConfigFileErrorsNameTheKey(t *testing.T) {
 		{"int from text", "workers: many\n", `workers: line 1: "many" is not an integer`},
 		{"duration without unit", "clock:\n  max_skew: 5\n", `clock.max_skew: line 2: "5" is not a duration`},
 		{"bad duration", "nats:\n  heartbeat: soon\n", `nats.heartbeat: line 2: "soon" is not a duration`},
-		{"list item type", "exec:\n  permanent_exit_codes: [2, x]\n", "exec.permanent_exit_codes: line 2: cannot unmarshal"},
+		{"list item type", "exec:\n  permanent_exit_codes: [2, x]\n", `exec.permanent_exit_codes[1]: line 2: "x" is not an integer`},
 		{"section as value", "clock: 5s\n", "clock: line 1: must be a mapping"},
-		{"list as value", "workers: [1, 2]\n", "workers: line 1: cannot unmarshal"},
+		{"list as value", "workers: [1, 2]\n", "workers: line 1: must be a single value, got a list"},
 		{"key given twice", "id: a\nid: b\n", "id: line 2: key given twice"},
 		{"not a mapping", "- id: a\n", "(top level): line 1: must be a mapping"},
 	}
@@ -81,7 +81,10 @@ func TestLoadConfigFileValues(t *testing.T) {
 		{"empty file keeps defaults", "# nothing\n", func(c Config) bool { return reflect.DeepEqual(c, DefaultConfig()) }},
 		{"null keeps the default", "nats:\n  url:\nclock:\n", func(c Config) bool { return c.NATS.URL == DefaultNATSURL }},
 		{"quoted integer", "workers: \"6\"\n", func(c Config) bool { return c.Workers == 6 }},
-		{"comma list in one string", "exec:\n  allow: /a, /b\n", func(c Config) bool { return reflect.DeepEqual(c.Exec.Allow, []string{"/a", "/b"}) }},
+		{"list", "exec:\n  allow: [/a, /b]\n", func(c Config) bool { return reflect.DeepEqual(c.Exec.Allow, []string{"/a", "/b"}) }},
+		{"labels", "labels:\n  site: plant-3\n  rack: 7\n", func(c Config) bool {
+			return reflect.DeepEqual(c.Labels, map[string]string{"site": "plant-3", "rack": "7"})
+		}},
 		{"empty list", "exec:\n  allow: []\n", func(c Config) bool { return len(c.Exec.Allow) == 0 }},
 		{"alias", "exec:\n  allow: &l [/a]\nhttp:\n  allow: *l\n", func(c Config) bool { return reflect.DeepEqual(c.HTTP.Allow, []string{"/a"}) }},
 		{"durations", "store:\n  retention: 1h30m\n", func(c Config) bool { return c.Store.Retention == 90*time.Minute }},
@@ -229,4 +232,49 @@ func normalized(c Config) Config {
 		c.Exec.PermanentExitCodes = nil
 	}
 	return c
+}
+
+// TestLoadConfigNoCoercion: a value of the wrong form is refused with a
+// *ConfigError naming the key (list items and map entries by their path)
+// and the value given; nothing is split, rounded or wrapped.
+func TestLoadConfigNoCoercion(t *testing.T) {
+	tests := []struct{ name, body, key, given string }{
+		{"list key as a scalar", "exec:\n  allow: /usr/bin/true\n", "exec.allow", `"/usr/bin/true"`},
+		{"comma list in a scalar", "exec:\n  allow: /a, /b\n", "exec.allow", `"/a, /b"`},
+		{"http list as a scalar", "http:\n  allow: https://x/\n", "http.allow", `"https://x/"`},
+		{"int list as a scalar", "exec:\n  permanent_exit_codes: 2\n", "exec.permanent_exit_codes", `"2"`},
+		{"list as a mapping", "exec:\n  allow: {a: b}\n", "exec.allow", "a mapping"},
+		{"list item a list", "exec:\n  allow: [/a, [/b]]\n", "exec.allow[1]", "a list"},
+		{"labels as a scalar", "labels: site=a\n", "labels", `"site=a"`},
+		{"label value a mapping", "labels:\n  site: {x: y}\n", "labels.site", "a mapping"},
+		{"label given twice", "labels:\n  site: a\n  site: b\n", "labels.site", "twice"},
+		{"integer with a fraction", "workers: 1.5\n", "workers", `"1.5"`},
+		{"integer oversize", "workers: 99999999999999999999\n", "workers", `"99999999999999999999"`},
+		{"exit code oversize", "exec:\n  permanent_exit_codes: [99999999999999999999]\n", "exec.permanent_exit_codes[0]", "out of range"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(writeConfig(t, tc.body), noEnv, nil)
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrConfig) || ce.Key != tc.key {
+				t.Fatalf("err = %v, want a *ConfigError on %s", err, tc.key)
+			}
+			if !strings.Contains(ce.Reason, tc.given) {
+				t.Errorf("reason %q does not show %s", ce.Reason, tc.given)
+			}
+		})
+	}
+	// Zero durations are refused by Validate, naming the key.
+	cfg, err := LoadConfig(writeConfig(t, "id: a\ndata_dir: /tmp/a\nnats:\n  heartbeat: 0s\n"), noEnv, nil)
+	must(t, err)
+	var ce *ConfigError
+	if err := cfg.Validate(); !errors.As(err, &ce) || ce.Key != "nats.heartbeat" || !strings.Contains(ce.Reason, "0s") {
+		t.Fatalf("Validate = %v, want a *ConfigError on nats.heartbeat", err)
+	}
+	// The environment keeps its comma-separated form.
+	cfg, err = LoadConfig("", envOf(map[string]string{"AX_EXEC_ALLOW": "/a,/b"}), nil)
+	must(t, err)
+	if !reflect.DeepEqual(cfg.Exec.Allow, []string{"/a", "/b"}) {
+		t.Fatalf("exec.allow from env = %v", cfg.Exec.Allow)
+	}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"maps"
 	"runtime"
 	"strconv"
 	"sync"
@@ -203,7 +204,7 @@ var errRefused = errors.New("refused by controller")
 
 func (l *link) register(ctx context.Context) error {
 	a := l.a
-	cursor, err := l.cursor(ctx)
+	cursor, stored, err := l.storedCursor(ctx)
 	if err != nil {
 		return err
 	}
@@ -211,7 +212,8 @@ func (l *link) register(ctx context.Context) error {
 	a.sched.call(ctx, func() { leases = a.sched.heldLeases() })
 	t0 := a.clk.Now()
 	req := protocol.Register{V: protocol.Version, Agent: a.cfg.ID, Labels: a.cfg.Labels, Handlers: a.names,
-		Version: truncate(a.version, 64), OS: runtime.GOOS, Arch: runtime.GOARCH, Cursor: cursor, SentAt: t0.Round(0).UTC(), Leases: leases, Boot: a.boot}
+		Version: truncate(a.version, 64), OS: runtime.GOOS, Arch: runtime.GOARCH, Cursor: cursor, SentAt: t0.Round(0).UTC(), Leases: leases, Boot: a.boot,
+		Fresh: !stored}
 	data, err := protocol.Encode(req)
 	if err != nil {
 		return err
@@ -244,8 +246,35 @@ func (l *link) register(ctx context.Context) error {
 	}
 	l.savedOffset.Store(int64(off))
 	a.sched.post(a.sched.checkSkew)
+	if rep.ResumeAfter > cursor {
+		if err := l.resumeAfter(ctx, cursor, rep.ResumeAfter); err != nil {
+			return err
+		}
+		cursor = rep.ResumeAfter
+	}
+	if !maps.Equal(rep.Labels, a.cfg.Labels) {
+		a.log.Warn("the controller's labels for this agent differ from the config's; the controller's count "+
+			"(ax-controller agent label changes them)", "controller_labels", rep.Labels, "config_labels", a.cfg.Labels)
+	}
 	a.log.Info("registered", "cursor", cursor, "shards", rep.Shards, "clock_offset", off,
 		"heartbeat", time.Duration(l.hb.Load()))
+	return nil
+}
+
+// resumeAfter moves the command cursor from cursor to seq, as the
+// controller says when this agent's store lost its state: the commands up
+// to seq were applied before (their runs ran) or are superseded, and the
+// controller sends the assignments and pending runs again after seq.
+func (l *link) resumeAfter(ctx context.Context, cursor, seq uint64) error {
+	v := strconv.FormatUint(seq, 10)
+	if err := l.a.st.Do(ctx, func(tx *store.Tx) error { return tx.SetMeta(store.MetaCursor, v) }); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.lastSeq = max(l.lastSeq, seq)
+	l.mu.Unlock()
+	l.a.log.Warn("the store lost its command history: commands already sent are skipped, not run again; "+
+		"the controller sends the assignments and pending runs again", "cursor", cursor, "resume_after", seq)
 	return nil
 }
 
@@ -266,11 +295,19 @@ func (l *link) persistOffset(off time.Duration) {
 }
 
 func (l *link) cursor(ctx context.Context) (uint64, error) {
+	c, _, err := l.storedCursor(ctx)
+	return c, err
+}
+
+// storedCursor returns the command cursor and whether the store has one
+// (a new store, or one that lost its state, has none).
+func (l *link) storedCursor(ctx context.Context) (uint64, bool, error) {
 	v, ok, err := l.a.st.Meta(ctx, store.MetaCursor)
 	if err != nil || !ok {
-		return 0, err
+		return 0, false, err
 	}
-	return strconv.ParseUint(v, 10, 64)
+	c, err := strconv.ParseUint(v, 10, 64)
+	return c, err == nil, err
 }
 
 func (l *link) heartbeat(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -104,7 +105,7 @@ func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline [
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, e := range r.agents {
-		if !e.info.Revoked {
+		if !e.info.Revoked && registered(e.info) {
 			known++
 		}
 		on := isOnline(e.info, now, after)
@@ -187,10 +188,12 @@ func respond(msg *nats.Msg, v any) {
 	}
 }
 
-// handleRegister answers an agent's registration: records it in ax_agents,
-// re-sends its assignments when it is new or its command cursor is behind
-// the AX_CMD stream's first sequence, adjusts group jobs whose membership
-// it changes, and replies with controller time and the shard count.
+// handleRegister answers an agent's registration: records it in ax_agents
+// (with the controller's labels, labels.go), re-sends its assignments when
+// it is new, its command cursor is behind the AX_CMD stream's first
+// sequence or its store lost its state (storeloss.go), adjusts group jobs
+// whose membership it changes, and replies with controller time, the
+// shard count, its labels and where to resume reading commands.
 func (c *Controller) handleRegister(msg *nats.Msg) {
 	ctx := c.ctx
 	fail := func(reason string, args ...any) {
@@ -214,13 +217,34 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 		fail("agent is revoked", "agent", r.Agent)
 		return
 	}
+	labels, from := c.registrationLabels(r.Agent, prev, existed, r.Labels)
 	info := protocol.AgentInfo{
-		Agent: r.Agent, Labels: r.Labels, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
+		Agent: r.Agent, Labels: labels, LabelsFrom: from, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
 		Online: true, RegisteredAt: now, LastSeen: now, ClockOffset: protocol.Duration(now.Sub(r.SentAt)),
-		Leases: r.Leases, Boot: r.Boot,
+		Leases: r.Leases, Boot: r.Boot, Cursor: r.Cursor,
 	}
-	if existed {
+	// An enrolled agent has a record (its labels) before it first registers.
+	before := existed && registered(prev)
+	var resumeAfter uint64 // > 0: its store lost its state (storeloss.go)
+	if before && storeLost(prev, r) {
+		last, err := c.lastCommandSeq(ctx, r.Agent)
+		if err != nil {
+			c.assignMu.Unlock()
+			fail("controller could not read the agent's commands, retry", "agent", r.Agent, "err", err)
+			return
+		}
+		if last > r.Cursor {
+			resumeAfter = last
+		}
+	}
+	if before {
 		info.RegisteredAt, info.Stats, info.HeartbeatAt = prev.RegisteredAt, prev.Stats, prev.HeartbeatAt
+		info.Cursor = max(r.Cursor, prev.Cursor, resumeAfter)
+	}
+	if !maps.Equal(r.Labels, labels) {
+		c.m.labelsIgnored.Inc()
+		c.log.Warn("registration labels ignored: the controller's labels stand (change them with agent label)",
+			"agent", r.Agent, "claimed", r.Labels, "labels", labels, "labels_from", from)
 	}
 	if err := c.storeAgent(ctx, info); err != nil {
 		c.assignMu.Unlock()
@@ -228,22 +252,29 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 		return
 	}
 	wasOnline := c.agents.put(info)
-	resend := !existed
-	if existed {
+	resend := !before || resumeAfter > 0
+	if !resend {
 		resend = c.cursorBehind(ctx, r.Cursor)
 	}
 	var prevp *protocol.AgentInfo
-	if existed {
+	if before {
 		prevp = &prev
 	}
 	c.reconcileAgent(ctx, prevp, info, resend)
 	c.placeUnplaced(ctx, info)
 	c.assignMu.Unlock()
 	c.refreshOnline()
+	if resumeAfter > 0 {
+		c.m.storeResets.Inc()
+		c.log.Warn("agent store lost its state: it resumes after the commands already sent", "agent", r.Agent,
+			"cursor", r.Cursor, "fresh", r.Fresh, "previous_cursor", prev.Cursor, "resume_after", resumeAfter)
+		c.goRun(func(ctx context.Context) { c.resendRuns(ctx, r.Agent, resumeAfter) })
+	}
 	respond(msg, protocol.RegisterReply{V: protocol.Version, ControllerTime: c.now(), Shards: c.cfg.Shards,
-		HeartbeatInterval: protocol.Duration(c.cfg.HeartbeatInterval)})
-	c.log.Info("agent registered", "agent", r.Agent, "new", !existed, "was_online", wasOnline, "cursor", r.Cursor,
-		"resent_assignments", resend, "version", r.Version, "arch", r.Arch, "clock_offset", info.ClockOffset.D())
+		HeartbeatInterval: protocol.Duration(c.cfg.HeartbeatInterval), Labels: labels, ResumeAfter: resumeAfter})
+	c.log.Info("agent registered", "agent", r.Agent, "new", !before, "was_online", wasOnline, "cursor", r.Cursor,
+		"resent_assignments", resend, "resume_after", resumeAfter, "version", r.Version, "arch", r.Arch,
+		"clock_offset", info.ClockOffset.D())
 }
 
 // cursorBehind reports whether commands after cursor were already removed
@@ -273,7 +304,7 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	}
 	c.agentMu.Lock()
 	info, ok := c.agents.get(hb.Agent)
-	if !ok || info.Revoked {
+	if !ok || info.Revoked || !registered(info) {
 		c.agentMu.Unlock()
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
 		return

@@ -122,9 +122,19 @@ func TestBroadcastAssignment(t *testing.T) {
 	slot(a1, 0, 3)
 	slot(a2, 1, 3)
 	slot(a3, 2, 3)
-	// a2 leaves the group (re-registers with other labels).
+	// a2 cannot leave the group by registering with other labels: the
+	// controller's labels stand (the reply says which).
 	a2.labels = map[string]string{"site": "p4"}
-	a2.register()
+	if rr := a2.register(); rr.Labels["site"] != "p3" {
+		t.Fatalf("registration reply labels = %v, want the controller's site=p3", rr.Labels)
+	}
+	if a, _ := c.agents.get("a2"); a.Labels["site"] != "p3" {
+		t.Fatalf("registration changed the labels: %v", a.Labels)
+	}
+	// An operator moves it out of the group.
+	if _, err := c.LabelAgent(ctx, "a2", protocol.LabelChange{Set: map[string]string{"site": "p4"}}); err != nil {
+		t.Fatal(err)
+	}
 	a2.waitCommand("unassign", hasUnassign(job.ID))
 	slot(a1, 0, 2)
 	slot(a3, 1, 2)

@@ -41,7 +41,8 @@ func desired(j protocol.Job, agents []protocol.AgentInfo) map[string]protocol.As
 	return out
 }
 
-// groupMembers returns the non-revoked agents matching j's selector, in the order given.
+// groupMembers returns the registered, non-revoked agents matching j's
+// selector, in the order given.
 func groupMembers(j protocol.Job, agents []protocol.AgentInfo) []protocol.AgentInfo {
 	sel, err := protocol.ParseSelector("target.group", j.Target.Group)
 	if err != nil {
@@ -49,11 +50,18 @@ func groupMembers(j protocol.Job, agents []protocol.AgentInfo) []protocol.AgentI
 	}
 	var out []protocol.AgentInfo
 	for _, a := range agents {
-		if !a.Revoked && sel.Matches(a.Labels) {
+		if inGroup(a, sel) {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// inGroup reports whether agent a is a member of the group sel: it has
+// registered (an agent only enrolled is not), is not revoked, and its
+// labels (the controller's, see labels.go) match.
+func inGroup(a protocol.AgentInfo, sel protocol.Selector) bool {
+	return !a.Revoked && registered(a) && sel.Matches(a.Labels)
 }
 
 // rendezvous picks the agent with the highest hash of (job, agent).
@@ -178,8 +186,8 @@ func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInf
 		if err != nil {
 			continue
 		}
-		was := prev != nil && !prev.Revoked && sel.Matches(prev.Labels)
-		is := !cur.Revoked && sel.Matches(cur.Labels)
+		was := prev != nil && inGroup(*prev, sel)
+		is := inGroup(cur, sel)
 		if !was && !is {
 			continue
 		}

@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -156,8 +159,40 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// ConfigError is an invalid Config value. errors.Is(err, ErrConfig) is
+// true; Key names the value as in the YAML file ("nats.port").
+type ConfigError struct {
+	// Key is the configuration key, dotted ("nats.tls.ca_file").
+	Key string
+	// Reason says what is wrong, with the value given.
+	Reason string
+}
+
+// Error returns "invalid controller config: key: reason".
+func (e *ConfigError) Error() string { return ErrConfig.Error() + ": " + e.Key + ": " + e.Reason }
+
+// Unwrap returns ErrConfig.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
 func configErr(key, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrConfig, key, fmt.Sprintf(format, args...))
+	return &ConfigError{Key: key, Reason: fmt.Sprintf(format, args...)}
+}
+
+// checkDataDir refuses a data_dir that cannot be a directory (a file, or
+// below one): the embedded server would otherwise fail to start and be
+// reported, after a 30s wait, as a port problem. A missing directory is
+// fine: it is created.
+func checkDataDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return configErr("data_dir", "%q cannot be used as a directory: %v", dir, err)
+	case !st.IsDir():
+		return configErr("data_dir", "%q is a file, not a directory", dir)
+	}
+	return nil
 }
 
 // Validate checks the config after defaults are applied to zero values;
@@ -170,6 +205,9 @@ func (c Config) Validate() error {
 	if c.NATS.URL == "" {
 		if strings.TrimSpace(c.DataDir) == "" {
 			return configErr("data_dir", "is required when nats.url is empty (embedded server)")
+		}
+		if err := checkDataDir(c.DataDir); err != nil {
+			return err
 		}
 		if c.NATS.Auth != auth.ModeNKeys && !isLoopback(c.NATS.Host) {
 			return configErr("nats.host", "%q is not a loopback address; binding NATS beyond loopback without auth is refused (set nats.auth: nkeys)", c.NATS.Host)

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,10 @@ func TestConfigValidate(t *testing.T) {
 	cluster.NATS.URL = "nats://a:4222, nats://b:4222,tls://c:4222"
 	if err := cluster.Validate(); err != nil {
 		t.Fatalf("cluster URLs: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	tests := []struct {
 		name string
@@ -50,6 +56,8 @@ func TestConfigValidate(t *testing.T) {
 		{"lease ttl under 2 heartbeats", func(c *Config) { c.LeaseTTL = 9 * time.Second }, "lease_ttl"},
 		{"renew over half ttl", func(c *Config) { c.LeaseRenewInterval = 8 * time.Second }, "lease_renew_interval"},
 		{"ack wait", func(c *Config) { c.AckWait = time.Millisecond }, "ack_wait"},
+		{"data dir is a file", func(c *Config) { c.DataDir = file }, "data_dir"},
+		{"data dir below a file", func(c *Config) { c.DataDir = filepath.Join(file, "sub") }, "data_dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +66,10 @@ func TestConfigValidate(t *testing.T) {
 			err := c.Validate()
 			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.key) {
 				t.Fatalf("Validate = %v, want ErrConfig naming %q", err, tt.key)
+			}
+			var ce *ConfigError
+			if errors.As(err, &ce) && !strings.HasPrefix(tt.key, ce.Key) {
+				t.Fatalf("Validate = %v: key %q, want %q", err, ce.Key, tt.key)
 			}
 			if _, err := New(c); !errors.Is(err, ErrConfig) {
 				t.Fatalf("New accepted a bad config: %v", err)

@@ -158,6 +158,10 @@
 //	                                            kind=shard (a shard lease taken from another replica)
 //	ax_lease_failover_seconds         histogram for each group takeover, the time from the last
 //	                                            renewal this replica saw to the grant to another agent
+//	ax_agent_labels_ignored_total     counter   registrations whose labels differed from the
+//	                                            controller's (enrollment, agent label) and were ignored
+//	ax_agent_store_resets_total       counter   registrations of agents whose store lost its state
+//	                                            (resumed after the commands already sent)
 //
 // The ax_agent_* gauges are set on every heartbeat (and at start from the
 // stats stored with each agent's last heartbeat) and deleted when the

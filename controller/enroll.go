@@ -96,6 +96,9 @@ func (c *Controller) authReady(op string) (*natsAuth, error) {
 // unless req.Rotate is set, which replaces the key and closes the
 // connection of the old one. Enrolling a revoked agent again clears the
 // revoked mark of its ax_agents record, so that it can register.
+// req.Labels become the agent's labels (kept by the controller; the
+// agent's registration cannot change them, see labels.go); a request
+// without labels keeps the labels the controller has.
 func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRequest) (auth.Enrollment, error) {
 	a, err := c.authReady("enroll " + id)
 	if err != nil {
@@ -117,11 +120,11 @@ func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRe
 		}
 		return auth.Enrollment{}, errors.Join(fmt.Errorf("enroll %s: %w", id, err), rb)
 	}
-	c.log.Info("agent enrolled", "agent", id, "public_key", en.PublicKey, "rotated", had)
-	if err := c.setRevoked(id, false); err != nil {
-		// The identity is issued; the record is fixed in memory and the
-		// agent can register.
-		c.log.Warn("agent enrolled, but its ax_agents record still says revoked", "agent", id, "err", err)
+	c.log.Info("agent enrolled", "agent", id, "public_key", en.PublicKey, "rotated", had, "labels", req.Labels)
+	if err := c.setEnrolled(id, req); err != nil {
+		// The identity is issued and the record is set in memory: this
+		// controller uses the enrollment's labels and lets the agent register.
+		c.log.Warn("agent enrolled, but its ax_agents record was not written", "agent", id, "err", err)
 	}
 	return en, nil
 }

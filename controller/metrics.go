@@ -29,6 +29,8 @@ const (
 	metricLeaseExpiries   = "ax_lease_expiries_total"
 	metricLeaseTakeovers  = "ax_lease_takeovers_total"
 	metricFailover        = "ax_lease_failover_seconds"
+	metricLabelsIgnored   = "ax_agent_labels_ignored_total"
+	metricStoreResets     = "ax_agent_store_resets_total"
 )
 
 // Reasons of ax_reports_rejected_total.
@@ -68,6 +70,11 @@ type metrics struct {
 	leaseExpiries prometheus.Counter
 	takeovers     *prometheus.CounterVec
 	failover      prometheus.Histogram
+	// labelsIgnored counts registrations whose labels differed from the
+	// controller's; storeResets registrations of agents whose store lost
+	// its state (resumed after the commands already sent).
+	labelsIgnored prometheus.Counter
+	storeResets   prometheus.Counter
 
 	// applied mirrors reportsApplied for tests and benchmarks.
 	applied  atomic.Int64
@@ -116,6 +123,10 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		failover: prometheus.NewHistogram(prometheus.HistogramOpts{Name: metricFailover,
 			Help:    "Time from the last renewal of a lapsed group lease to its grant to another agent.",
 			Buckets: []float64{.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120}}),
+		labelsIgnored: prometheus.NewCounter(prometheus.CounterOpts{Name: metricLabelsIgnored,
+			Help: "Registrations whose labels differed from the controller's (set at enrollment or by an operator) and were ignored."}),
+		storeResets: prometheus.NewCounter(prometheus.CounterOpts{Name: metricStoreResets,
+			Help: "Registrations of agents whose store had lost its state: resumed after the commands already sent, their assignments and pending runs sent again."}),
 	}
 	m.takeovers.WithLabelValues("group")
 	m.takeovers.WithLabelValues("shard")
@@ -125,7 +136,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
 		m.agentsKnown, m.agentOutbox, m.agentQueue, m.agentRunning,
-		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover} {
+		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

@@ -138,7 +138,14 @@ type agentProc struct {
 // has started.
 func startAgentProc(tb testing.TB, id, url, labels, fires string, hold time.Duration) *agentProc {
 	tb.Helper()
-	env := []string{envAgentID + "=" + id, envAgentURL + "=" + url, envAgentDir + "=" + tb.TempDir(),
+	return startAgentProcIn(tb, id, url, labels, fires, tb.TempDir(), hold)
+}
+
+// startAgentProcIn is startAgentProc with the agent's store in dir (a
+// restart on the same store).
+func startAgentProcIn(tb testing.TB, id, url, labels, fires, dir string, hold time.Duration) *agentProc {
+	tb.Helper()
+	env := []string{envAgentID + "=" + id, envAgentURL + "=" + url, envAgentDir + "=" + dir,
 		envAgentLabels + "=" + labels, envAgentFires + "=" + fires, envAgentHold + "=" + hold.String()}
 	return &agentProc{id: id, Child: testutil.StartChild(tb, "TestHelperAgentProcess", env, 60*time.Second)}
 }

@@ -21,7 +21,14 @@ type Enroller interface {
 	RevokeAgent(ctx context.Context, id string) (auth.Agent, error)
 }
 
-// agentAction serves POST /v1/agents/{id}:enroll and POST /v1/agents/{id}:revoke.
+// Labeler changes an agent's labels. *controller.Controller implements
+// it; a Backend without it answers 501 on the label route.
+type Labeler interface {
+	// LabelAgent sets and removes labels of agent id and places it again.
+	LabelAgent(ctx context.Context, id string, ch protocol.LabelChange) (protocol.AgentInfo, error)
+}
+
+// agentAction serves POST /v1/agents/{id}:enroll, :revoke and :label.
 // The enroll response carries the agent's seed: it is sent with
 // Cache-Control: no-store and appears in no log (the audit line names
 // the action and the caller only).
@@ -29,18 +36,22 @@ func (s *server) agentAction(w http.ResponseWriter, r *http.Request) {
 	id, action, ok := splitAction(r.PathValue("idaction"))
 	if !ok {
 		writeAPIError(w, http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound,
-			Message: "use POST /v1/agents/{id}:enroll or POST /v1/agents/{id}:revoke"})
+			Message: "use POST /v1/agents/{id}:enroll, :revoke or :label"})
 		return
 	}
 	noteAudit(r, "agent."+action, "", "")
-	if action != "enroll" && action != "revoke" {
+	if action != "enroll" && action != "revoke" && action != "label" {
 		noteAudit(r, "agent.unknown_action", "", "")
 		writeAPIError(w, http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound, Field: "action",
-			Message: "action: unknown agent action " + strconv.Quote(action) + " (use :enroll or :revoke)"})
+			Message: "action: unknown agent action " + strconv.Quote(action) + " (use :enroll, :revoke or :label)"})
 		return
 	}
 	if err := protocol.ValidateName("id", id); err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if action == "label" {
+		s.labelAgent(w, r, id)
 		return
 	}
 	en, ok := s.b.(Enroller)
@@ -94,4 +105,31 @@ func decodeEnroll(w http.ResponseWriter, r *http.Request) (auth.EnrollRequest, e
 		return req, err
 	}
 	return req, nil
+}
+
+// labelAgent serves POST /v1/agents/{id}:label with a protocol.LabelChange
+// body; it answers the agent with its new labels.
+func (s *server) labelAgent(w http.ResponseWriter, r *http.Request, id string) {
+	lb, ok := s.b.(Labeler)
+	if !ok {
+		writeAPIError(w, http.StatusNotImplemented, protocol.APIErrorBody{Code: CodeInternal,
+			Message: "this controller does not change agent labels"})
+		return
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ch, err := protocol.DecodeLabelChange(body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	a, err := lb.LabelAgent(r.Context(), id, ch)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/pkg/protocol"
 )
 
 func agentPath(id string) string { return "/v1/agents/" + url.PathEscape(id) }
@@ -24,5 +25,14 @@ func (c *Client) EnrollAgent(ctx context.Context, id string, req auth.EnrollRequ
 func (c *Client) RevokeAgent(ctx context.Context, id string) (auth.Agent, error) {
 	var out auth.Agent
 	err := c.do(ctx, http.MethodPost, agentPath(id)+":revoke", nil, nil, &out)
+	return out, err
+}
+
+// LabelAgent sets and removes labels of agent id (the controller's copy is
+// the only one that counts) and returns the agent with its new labels. An
+// unknown agent gives an *APIError matching ErrNotFound.
+func (c *Client) LabelAgent(ctx context.Context, id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
+	var out protocol.AgentInfo
+	err := c.do(ctx, http.MethodPost, agentPath(id)+":label", nil, ch, &out)
 	return out, err
 }

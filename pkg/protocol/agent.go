@@ -34,6 +34,11 @@ type Register struct {
 	// start); heartbeats carry it too, so that the controller can tell a
 	// late message of a previous run from the current one.
 	Boot string `json:"boot,omitempty"`
+	// Fresh says the agent's store holds no command cursor: a new store,
+	// or one that lost its state. The controller then tells it where to
+	// resume (RegisterReply.ResumeAfter) instead of replaying commands
+	// it already applied.
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // RegisterReply is the controller's answer to Register.
@@ -47,6 +52,16 @@ type RegisterReply struct {
 	Shards int `json:"shards"`
 	// HeartbeatInterval is how often the controller wants heartbeats.
 	HeartbeatInterval Duration `json:"heartbeat_interval,omitempty"`
+	// Labels are the agent's labels as the controller holds them (set at
+	// enrollment or by an operator); the registration's own labels do not
+	// change them.
+	Labels map[string]string `json:"labels,omitempty"`
+	// ResumeAfter, when above the agent's cursor, is the command sequence
+	// to resume after: the agent's store lost its state, the commands up
+	// to it are not to be applied (they would re-run finished work), and
+	// the controller re-sends the agent's assignments and pending runs
+	// after it.
+	ResumeAfter uint64 `json:"resume_after,omitempty"`
 }
 
 // Stats are an agent's counters sent with each heartbeat.
@@ -119,6 +134,9 @@ func (r Register) Validate() error {
 	if r.SentAt.IsZero() {
 		return invalid("sent_at", "is required")
 	}
+	if r.Fresh && r.Cursor != 0 {
+		return invalid("fresh", "a store without a command cursor has cursor 0, got cursor %d", r.Cursor)
+	}
 	if r.Boot != "" {
 		if err := ValidateName("boot", r.Boot); err != nil {
 			return err
@@ -144,7 +162,7 @@ func (r RegisterReply) Validate() error {
 	if r.HeartbeatInterval < 0 {
 		return invalid("heartbeat_interval", "must not be negative")
 	}
-	return nil
+	return ValidateLabels("labels", r.Labels)
 }
 
 // Validate checks a heartbeat.

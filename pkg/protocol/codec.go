@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 )
 
@@ -57,15 +58,31 @@ func decode[M interface{ Validate() error }](data []byte, m M) error {
 // strictUnmarshal unmarshals exactly one JSON value, rejecting unknown
 // fields and trailing data, and turns json errors into *FieldError.
 func strictUnmarshal(data []byte, v any) error {
+	// Before decoding: the decoder would replace bad text by U+FFFD.
+	if err := checkStrings(data); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if _, ok := unknownField(err); ok {
+			if p := unknownFieldPath(data, reflect.TypeOf(v)); p != "" {
+				return invalid(p, "unknown field")
+			}
+		}
 		return jsonErr(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalid("", "trailing data after the JSON value")
 	}
 	return nil
+}
+
+// unknownField returns the field name of an unknown-field error of
+// encoding/json, which reports it only as text: `json: unknown field "x"`.
+func unknownField(err error) (string, bool) {
+	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	return strings.Trim(name, `"`), ok
 }
 
 // jsonErr converts an encoding/json error into a *FieldError naming the field.
@@ -85,9 +102,8 @@ func jsonErr(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return invalid("", "empty or truncated JSON")
 	}
-	// encoding/json reports unknown fields only as text: `json: unknown field "x"`.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return invalid(strings.Trim(name, `"`), "unknown field")
+	if name, ok := unknownField(err); ok {
+		return invalid(name, "unknown field")
 	}
 	// Errors from a field's own UnmarshalJSON (Duration) carry no field name.
 	return invalid("", "%v", err)

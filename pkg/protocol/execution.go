@@ -68,7 +68,27 @@ type AgentInfo struct {
 	Leases []HeldLease `json:"leases,omitempty"`
 	// Revoked agents may not connect.
 	Revoked bool `json:"revoked,omitempty"`
+	// LabelsFrom says who set Labels (LabelsFromEnrollment,
+	// LabelsFromRegistration, LabelsFromOperator); empty in a record of an
+	// older controller, whose labels are kept. A registration does not
+	// change the Labels of an agent the controller has a record of.
+	LabelsFrom string `json:"labels_from,omitempty"`
+	// Cursor is the highest command cursor the agent reported when
+	// registering; a registration below it means the agent's store lost
+	// its state.
+	Cursor uint64 `json:"cursor,omitempty"`
 }
+
+// Sources of AgentInfo.Labels.
+const (
+	// LabelsFromEnrollment: given at `agent enroll` (nats.auth: nkeys).
+	LabelsFromEnrollment = "enrollment"
+	// LabelsFromRegistration: taken from the agent's first registration
+	// (no enrollment: nats.auth none or an external NATS server).
+	LabelsFromRegistration = "registration"
+	// LabelsFromOperator: set by `agent label` (POST /v1/agents/{id}:label).
+	LabelsFromOperator = "operator"
+)
 
 // APIError is the body of every HTTP API error:
 // {"error":{"code":"invalid","message":"schedule.cron: ...","field":"schedule.cron"}}.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 // fuzzDecoder checks that a decoder never panics, and that whatever it
@@ -55,10 +56,16 @@ func FuzzDecodeHeartbeatReply(f *testing.F) {
 func FuzzDecodeJob(f *testing.F) {
 	f.Add(mustJSON(f, validJob()))
 	f.Add([]byte(`{"name":"n","handler":"exec","schedule":{"cron":"0 2 * * *","timezone":"Europe/Berlin"},"target":{"group":"site=a","mode":"all"}}`))
+	f.Add([]byte("{\"name\":\"n\xff\",\"handler\":\"exec\",\"schedule\":{\"every\":\"1m\"},\"target\":{\"agent\":\"a\"}}"))
+	f.Add([]byte(`{"name":"n","idempotency_key":"\ud800","handler":"exec","schedule":{"every":"1m"},"target":{"agent":"a"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		j, err := DecodeJob(data)
 		if err != nil {
 			return
+		}
+		if !utf8.Valid(data) {
+			// It would have reached the job as U+FFFD.
+			t.Fatalf("job with invalid UTF-8 accepted: %q", data)
 		}
 		j2, err := DecodeJob(mustJSON(t, j))
 		if err != nil {
@@ -84,6 +91,28 @@ func FuzzParseExecID(f *testing.F) {
 		}
 		if at.UnixMilli() < 0 {
 			t.Fatalf("negative time from %q", id)
+		}
+	})
+}
+
+func FuzzDecodeLabelChange(f *testing.F) {
+	f.Add([]byte(`{"set":{"site":"plant-3"},"remove":["role"]}`))
+	f.Add([]byte(`{"remove":["a","a"]}`))
+	f.Add([]byte("{\"set\":{\"a\":\"b\xff\"}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeLabelChange(data)
+		if err != nil {
+			return
+		}
+		if !utf8.Valid(data) {
+			t.Fatalf("label change with invalid UTF-8 accepted: %q", data)
+		}
+		c2, err := DecodeLabelChange(mustJSON(t, c))
+		if err != nil {
+			t.Fatalf("re-encoded label change rejected: %v", err)
+		}
+		if !reflect.DeepEqual(c.Apply(nil), c2.Apply(nil)) {
+			t.Fatalf("round trip changed the change: %v vs %v", c, c2)
 		}
 	})
 }

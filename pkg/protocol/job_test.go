@@ -128,7 +128,7 @@ func TestDecodeJob(t *testing.T) {
 		field      string
 	}{
 		{"unknown field", `{"name":"n","handler":"exec","schedule":{"every":"5m"},"target":{"agent":"a"},"handlr":"x"}`, ErrInvalid, "handlr"},
-		{"unknown nested field", `{"name":"n","handler":"exec","schedule":{"evry":"5m"},"target":{"agent":"a"}}`, ErrInvalid, "evry"},
+		{"unknown nested field", `{"name":"n","handler":"exec","schedule":{"evry":"5m"},"target":{"agent":"a"}}`, ErrInvalid, "schedule.evry"},
 		{"bad duration", `{"name":"n","handler":"exec","schedule":{"every":"5m"},"target":{"agent":"a"},"timeout":"soon"}`, ErrInvalid, "timeout"},
 		{"numeric duration", `{"name":"n","handler":"exec","schedule":{"every":"5m"},"target":{"agent":"a"},"retry":{"base":5}}`, ErrInvalid, "retry.base"},
 		{"wrong type", `{"name":5}`, ErrInvalid, "name"},

@@ -146,6 +146,8 @@ func TestDecodersRejectNamingTheField(t *testing.T) {
 		{"register bad label", "register", func(m map[string]any) { m["labels"] = map[string]any{"site": "a b"} }, ErrInvalid, "labels.site"},
 		{"register bad handler", "register", func(m map[string]any) { m["handlers"] = []any{"ok", "not ok"} }, ErrInvalid, "handlers"},
 		{"register held lease epoch", "register", func(m map[string]any) { m["leases"] = []any{map[string]any{"job_id": jobID, "epoch": 0}} }, ErrInvalid, "leases[0].epoch"},
+		{"register fresh with a cursor", "register", func(m map[string]any) { m["fresh"] = true }, ErrInvalid, "fresh"},
+		{"register reply bad label", "register_reply", func(m map[string]any) { m["labels"] = map[string]any{"a b": "x"} }, ErrInvalid, "labels"},
 		{"reply shards", "register_reply", func(m map[string]any) { m["shards"] = 0 }, ErrInvalid, "shards"},
 		{"heartbeat negative", "heartbeat", func(m map[string]any) { m["stats"].(map[string]any)["pending"] = -1 }, ErrInvalid, "stats.pending"},
 		{"heartbeat reply lease", "heartbeat_reply", func(m map[string]any) { m["renewed"] = []any{map[string]any{"job_id": jobID, "epoch": 1}} }, ErrInvalid, "renewed[0].ttl"},

@@ -16,6 +16,7 @@ import (
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/pkg/protocol"
 )
 
 // Defaults of the keys that the controller package does not default.
@@ -197,46 +198,11 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		return Config{}, configErr(bad[0], "unknown key (known keys: %s)", strings.Join(knownKeys(), ", "))
 	}
 	var c Config
-	var errs []error
-	str := func(k string) string {
-		s, err := cast.ToStringE(v.Get(k))
-		if err != nil {
-			errs = append(errs, configErr(k, "must be a string"))
-		}
-		return strings.TrimSpace(s)
-	}
-	num := func(k string) int {
-		n, err := cast.ToIntE(v.Get(k))
-		if err != nil {
-			errs = append(errs, configErr(k, "must be an integer, got %v", v.Get(k)))
-		}
-		return n
-	}
-	boolean := func(k string) bool {
-		b, err := cast.ToBoolE(v.Get(k))
-		if err != nil {
-			errs = append(errs, configErr(k, "must be true or false, got %v", v.Get(k)))
-		}
-		return b
-	}
-	dur := func(k string) time.Duration {
-		switch x := v.Get(k).(type) {
-		case time.Duration:
-			return x
-		case string:
-			d, err := time.ParseDuration(strings.TrimSpace(x))
-			if err != nil {
-				errs = append(errs, configErr(k, "%q is not a duration such as \"5s\"", x))
-			}
-			return d
-		default:
-			errs = append(errs, configErr(k, "must be a duration such as \"5s\", got %v", x))
-			return 0
-		}
-	}
+	r := newValues(v)
+	str, dur, boolean := r.str, r.duration, r.boolean
 	c.Node = str("node")
 	c.DataDir = str("data_dir")
-	c.Shards = num("shards")
+	c.Shards = r.integer("shards", fmt.Sprintf("between 1 and %d", protocol.MaxShards), false)
 	c.HeartbeatInterval = dur("heartbeat_interval")
 	c.AgentOfflineAfter = dur("agent_offline_after")
 	c.LeaseTTL = dur("lease_ttl")
@@ -250,9 +216,9 @@ func loadConfig(v *viper.Viper) (Config, error) {
 	c.Log.Format = strings.ToLower(str("log.format"))
 	c.NATS.URL = str("nats.url")
 	c.NATS.Host = str("nats.host")
-	c.NATS.Port = num("nats.port")
+	c.NATS.Port = r.integer("nats.port", "a port between 1 and 65535, or -1 for a random one", false)
 	c.NATS.CredsFile = str("nats.creds_file")
-	c.NATS.Replicas = num("nats.replicas")
+	c.NATS.Replicas = r.integer("nats.replicas", "1, 3 or 5", false)
 	c.NATS.Auth = strings.ToLower(str("nats.auth"))
 	c.NATS.TLS.CertFile = str("nats.tls.cert_file")
 	c.NATS.TLS.KeyFile = str("nats.tls.key_file")
@@ -262,8 +228,8 @@ func loadConfig(v *viper.Viper) (Config, error) {
 	c.API.Token = str("api.token")
 	c.API.TLS.CertFile = str("api.tls.cert_file")
 	c.API.TLS.KeyFile = str("api.tls.key_file")
-	if len(errs) > 0 {
-		return Config{}, errs[0]
+	if r.err != nil {
+		return Config{}, r.err
 	}
 	tokens, err := parseTokens(v.Get("api.tokens"))
 	if err != nil {

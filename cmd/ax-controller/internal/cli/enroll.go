@@ -22,6 +22,7 @@ import (
 // format: here it names the seed file ("-" writes the seed to stdout).
 func newAgentEnrollCmd(g *globals) *cobra.Command {
 	var out, labels string
+	var label []string
 	var rotate, force bool
 	cmd := &cobra.Command{
 		Use:   "enroll <id> -o <file>",
@@ -29,7 +30,9 @@ func newAgentEnrollCmd(g *globals) *cobra.Command {
 		Long: "enroll creates agent <id>'s NKey user on the controller's embedded NATS server, limited to " +
 			"the agent's own subjects, and writes the seed to -o <file> (mode 0600). The seed is shown once " +
 			"and kept nowhere else; give the file to the agent as nats.creds. --rotate replaces the key of " +
-			"an enrolled agent (its current connection is closed).",
+			"an enrolled agent (its current connection is closed). --label k=v sets the agent's labels, which " +
+			"decide its groups: the labels in the agent's own config do not (change them with agent label); " +
+			"without --label a rotation keeps the labels the controller has.",
 		Args: exactArgs(1, "<id>"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
@@ -41,7 +44,7 @@ func newAgentEnrollCmd(g *globals) *cobra.Command {
 			}
 			req := auth.EnrollRequest{Rotate: rotate}
 			var err error
-			if req.Labels, err = parseLabels(labels); err != nil {
+			if req.Labels, err = parseLabels(labels, label); err != nil {
 				return err
 			}
 			if out != "-" {
@@ -73,7 +76,8 @@ func newAgentEnrollCmd(g *globals) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&out, "output", "o", "", "seed file to write (mode 0600); - for stdout")
-	fl.StringVar(&labels, "labels", "", "labels recorded with the enrollment, k=v,k2=v2")
+	fl.StringArrayVar(&label, "label", nil, "a label of the agent, k=v (repeatable); the controller's labels decide its groups")
+	fl.StringVar(&labels, "labels", "", "labels of the agent, k=v,k2=v2 (same as several --label)")
 	fl.BoolVar(&rotate, "rotate", false, "replace the key of an enrolled agent")
 	fl.BoolVar(&force, "force", false, "overwrite an existing seed file")
 	return cmd
@@ -110,23 +114,29 @@ func newAgentRevokeCmd(g *globals) *cobra.Command {
 	}
 }
 
-// parseLabels reads "k=v,k2=v2".
-func parseLabels(s string) (map[string]string, error) {
-	if strings.TrimSpace(s) == "" {
+// parseLabels reads --labels "k=v,k2=v2" and each --label "k=v"; nil when
+// neither is given (a rotation then keeps the agent's labels).
+func parseLabels(s string, each []string) (map[string]string, error) {
+	var kvs []string
+	if strings.TrimSpace(s) != "" {
+		kvs = strings.Split(s, ",")
+	}
+	kvs = append(kvs, each...)
+	if len(kvs) == 0 {
 		return nil, nil
 	}
 	m := map[string]string{}
-	for _, kv := range strings.Split(s, ",") {
+	for _, kv := range kvs {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("%w: --labels: %q is not k=v", ErrUsage, kv)
+			return nil, fmt.Errorf("%w: --label: %q is not k=v", ErrUsage, kv)
 		}
 		if _, dup := m[k]; dup {
-			return nil, fmt.Errorf("%w: --labels: %q given twice", ErrUsage, k)
+			return nil, fmt.Errorf("%w: --label: %q given twice", ErrUsage, k)
 		}
 		m[k] = v
 	}
-	if err := protocol.ValidateLabels("--labels", m); err != nil {
+	if err := protocol.ValidateLabels("--label", m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	return m, nil

@@ -82,7 +82,7 @@ func newExecLsCmd(g *globals) *cobra.Command {
 func newAgentCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Inspect agents",
+		Short: "Inspect, enroll, revoke and label agents",
 		Args:  noArgs,
 	}
 	cmd.AddCommand(&cobra.Command{
@@ -106,6 +106,6 @@ func newAgentCmd(g *globals) *cobra.Command {
 			return printAgents(g.io.Out, format, agents)
 		},
 	})
-	cmd.AddCommand(newAgentEnrollCmd(g), newAgentRevokeCmd(g))
+	cmd.AddCommand(newAgentEnrollCmd(g), newAgentRevokeCmd(g), newAgentLabelCmd(g))
 	return cmd
 }

@@ -1,0 +1,141 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Agent labels select agents for group jobs, so an agent must not choose
+// its own: the controller's copy in ax_agents is authoritative
+// (AgentInfo.LabelsFrom says who set it).
+//
+//   - nats.auth nkeys: the labels given at `agent enroll` (stored in the
+//     agent's ax_agents record when it is enrolled, before it ever
+//     registers).
+//   - No enrollment (nats.auth none, an external server): the labels of the
+//     agent's first registration, trusted once.
+//   - Afterwards only an operator changes them (LabelAgent, `agent label`).
+//
+// Labels in a later registration that differ are ignored, logged and
+// counted (ax_agent_labels_ignored_total); the registration is not refused,
+// because a device whose config file still has its old labels after an
+// operator changed them must keep running its jobs. The reply tells the
+// agent the labels that count.
+
+// registrationLabels returns the labels of registering agent id and who
+// set them: its record's, else its enrollment's, else claimed (its
+// registration's). prev is its record, if existed. A record written by an
+// older controller (no LabelsFrom) keeps the labels in effect.
+func (c *Controller) registrationLabels(id string, prev protocol.AgentInfo, existed bool, claimed map[string]string) (map[string]string, string) {
+	if existed && prev.LabelsFrom != "" {
+		return prev.Labels, prev.LabelsFrom
+	}
+	if existed && registered(prev) {
+		return prev.Labels, protocol.LabelsFromRegistration
+	}
+	if c.nauth != nil {
+		if a, ok := c.nauth.reg.Get(id); ok {
+			return maps.Clone(a.Labels), protocol.LabelsFromEnrollment
+		}
+	}
+	return claimed, protocol.LabelsFromRegistration
+}
+
+// setEnrolled records agent id's enrollment in ax_agents: the labels of
+// the request become the controller's (a request without labels keeps
+// those it has), and a revoked mark is cleared. An agent never registered
+// gets a record that holds its labels until it registers. Group
+// membership follows at once.
+func (c *Controller) setEnrolled(id string, req auth.EnrollRequest) error {
+	ctx := c.ctx
+	c.assignMu.Lock()
+	defer c.assignMu.Unlock()
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	prev, ok := c.agents.get(id)
+	info := cloneAgent(prev)
+	if !ok {
+		info = protocol.AgentInfo{Agent: id}
+	}
+	if req.Labels != nil {
+		info.Labels, info.LabelsFrom = maps.Clone(req.Labels), protocol.LabelsFromEnrollment
+		if len(info.Labels) == 0 {
+			info.Labels = nil
+		}
+	}
+	if info.LabelsFrom == "" {
+		info.LabelsFrom = protocol.LabelsFromEnrollment
+	}
+	info.Revoked = false
+	if ok && maps.Equal(info.Labels, prev.Labels) && info.LabelsFrom == prev.LabelsFrom && !prev.Revoked {
+		return nil
+	}
+	// Memory first: a registration answered now uses these labels even
+	// when the KV write fails.
+	c.agents.put(info)
+	if ok && registered(prev) {
+		c.reconcileAgent(ctx, &prev, info, false)
+		c.placeUnplaced(ctx, info)
+	}
+	c.refreshOnline()
+	if err := c.storeAgent(ctx, info); err != nil {
+		return fmt.Errorf("store agent %s (enrolled) in ax_agents: %w", id, err)
+	}
+	return nil
+}
+
+// LabelAgent changes agent id's labels as ch says and places it again at
+// once: group jobs of mode all gain or lose it, PENDING runs waiting for a
+// member of its new groups are sent to it, and a mode-any job whose group
+// it left is unassigned from it, its lease moving to a member. The agent
+// must be known (enrolled or registered) and not revoked. It works on the
+// controller's context: a cancelled request must not stop the placement
+// half-way.
+func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
+	if err := c.ready(); err != nil {
+		return protocol.AgentInfo{}, err
+	}
+	if err := protocol.ValidateName("id", id); err != nil {
+		return protocol.AgentInfo{}, fieldError(err)
+	}
+	if err := ch.Validate(); err != nil {
+		return protocol.AgentInfo{}, fieldError(err)
+	}
+	ctx := c.ctx
+	c.assignMu.Lock()
+	defer c.assignMu.Unlock()
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	prev, ok := c.agents.get(id)
+	if !ok {
+		return protocol.AgentInfo{}, fmt.Errorf("label agent %s: %w: it has neither been enrolled nor registered", id, ErrNotFound)
+	}
+	if prev.Revoked {
+		return protocol.AgentInfo{}, fmt.Errorf("label agent %s: %w: it is revoked", id, ErrConflict)
+	}
+	info := cloneAgent(prev)
+	info.Labels, info.LabelsFrom = ch.Apply(prev.Labels), protocol.LabelsFromOperator
+	if err := protocol.ValidateLabels("set", info.Labels); err != nil {
+		return protocol.AgentInfo{}, fieldError(err)
+	}
+	// KV first: a change that is not stored is not made.
+	if err := c.storeAgent(ctx, info); err != nil {
+		return protocol.AgentInfo{}, fmt.Errorf("label agent %s: store in ax_agents: %w", id, err)
+	}
+	c.agents.put(info)
+	if registered(prev) {
+		c.reconcileAgent(ctx, &prev, info, false)
+		c.placeUnplaced(ctx, info)
+	}
+	c.log.Info("agent labels changed", "agent", id, "labels", info.Labels, "before", prev.Labels)
+	info.Online = isOnline(info, c.now(), c.cfg.AgentOfflineAfter)
+	return info, nil
+}
+
+// registered reports whether agent a has registered at least once (an
+// enrolled agent has a record before).
+func registered(a protocol.AgentInfo) bool { return !a.RegisteredAt.IsZero() }
