@@ -8,10 +8,18 @@ import (
 )
 
 // accept puts a durable TRIGGERED item in memory, or leaves it in SQLite
-// when the queue is full (it is reloaded when room frees); false then.
+// (false then): when the queue is full (it is reloaded when room frees),
+// or when its job already has as many attempts waiting for its concurrency
+// as it may run at once (parked: more would only hold queue room that
+// other jobs' attempts can use; they come in when the job has room again).
 func (s *scheduler) accept(it *item) bool {
 	if _, dup := s.inMem[it.id]; dup {
 		return true
+	}
+	j := it.job
+	if j.running+j.inReady >= j.limit && j.waiting.size >= j.limit {
+		j.parked = true
+		return false
 	}
 	if s.spilled || s.mem >= s.a.cfg.Queue.Size {
 		if !s.spilled {
@@ -23,7 +31,6 @@ func (s *scheduler) accept(it *item) bool {
 	it.enqueued = s.a.clk.Now()
 	s.inMem[it.id] = it
 	s.mem++
-	j := it.job
 	if j.running+j.inReady < j.limit {
 		j.inReady++
 		s.ready.push(it)
@@ -180,7 +187,8 @@ func (s *scheduler) loadRow(tx *store.Tx, it *item) error {
 	return nil
 }
 
-// reload reads spilled TRIGGERED rows back into memory, oldest first.
+// reload reads spilled TRIGGERED rows back into memory, oldest first;
+// rows of parked jobs stay (and take no room).
 func (s *scheduler) reload() {
 	room := s.a.cfg.Queue.Size - s.mem
 	s.log.Debug("reloading spilled executions", "room", room, "in_memory", len(s.inMem))
@@ -209,9 +217,10 @@ func (s *scheduler) reload() {
 				j.limit = e.Concurrency
 			}
 			s.spilled = false // accept must keep it
-			j.active++
-			s.accept(&item{id: e.ID, job: j, prio: uint8(e.Priority), runAt: e.ScheduledAt, row: &e})
-			loaded++
+			// j.active counts it already (since it was triggered).
+			if s.accept(&item{id: e.ID, job: j, prio: uint8(e.Priority), runAt: e.ScheduledAt, row: &e}) {
+				loaded++
+			}
 		}
 		if len(rows) < limit {
 			// Every TRIGGERED row is in memory now.
@@ -219,6 +228,27 @@ func (s *scheduler) reload() {
 			return
 		}
 	}
+}
+
+// cancelledSpilled counts out an attempt cancelled while it was not in
+// memory: a PENDING run (never counted) or a TRIGGERED attempt left in
+// SQLite by a full ready queue, which j.active still counts. The cancel's
+// write has finished the row already; its triggered_at tells the two apart.
+func (s *scheduler) cancelledSpilled(rowID int64) {
+	e, err := s.a.st.Exec(context.Background(), rowID)
+	if err != nil {
+		s.log.Error("read cancelled attempt", "exec_row", rowID, "err", err)
+		return
+	}
+	if e.TriggeredAt.IsZero() {
+		return
+	}
+	j := s.jobs[e.JobID]
+	if j == nil || j.active == 0 {
+		return
+	}
+	j.active--
+	s.gc(j)
 }
 
 // done runs when a worker finished an attempt and its final state is durable.
@@ -233,6 +263,10 @@ func (s *scheduler) done(it *item) {
 		j.inReady++
 		s.ready.push(w)
 	}
+	if j.parked && j.waiting.size < j.limit {
+		j.parked = false
+		s.spilled = true // its attempts left in SQLite may come in now
+	}
 	s.gc(j)
 }
 
@@ -246,7 +280,7 @@ func (s *scheduler) leaseMovedOn(it *item) bool {
 	if !s.movedOn(it) {
 		return false
 	}
-	s.running[it.id] = running{it: it}
+	s.running[it.id] = running{it: it, cancel: func(error) {}} // a cancel meanwhile has nothing to stop
 	s.finishLeaseLost(it)
 	return true
 }

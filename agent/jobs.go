@@ -107,6 +107,7 @@ func (s *scheduler) cancelled(rowID int64) {
 	delete(s.fenced, rowID)
 	it, ok := s.inMem[rowID]
 	if !ok {
+		s.cancelledSpilled(rowID)
 		return
 	}
 	j := it.job

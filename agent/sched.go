@@ -22,14 +22,25 @@ var (
 // jobRef is the scheduler's record of one job id: the assigned job (if
 // any) and the counts that enforce overlap and concurrency. Only the
 // scheduler goroutine touches it.
+//
+// active counts the job's attempts that are TRIGGERED or RUNNING in the
+// store (or being written so): in the ready queue, waiting for the job's
+// concurrency, running, and also those left in SQLite while the ready
+// queue is full (spilled). It is taken from the store at start (recover)
+// and changed only where an attempt enters or leaves those states, never
+// where it moves between memory and SQLite; overlap=forbid compares it
+// with the job's concurrency.
 type jobRef struct {
 	id       string
 	assigned *assignedJob
 	limit    int // per-agent concurrency
-	active   int // triggered, not finished (queued, spilled, running)
+	active   int // TRIGGERED or RUNNING attempts, spilled ones included
 	running  int // dispatched to a worker
 	inReady  int // in the ready queue
 	waiting  fifo
+	// parked: attempts of the job were left in SQLite because as many as
+	// it may run at once already wait for it in memory (see accept).
+	parked bool
 }
 
 // assignedJob is a periodic job planned on a wheel. The payload is not kept.
@@ -194,7 +205,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-s.notify:
-			s.drainInbox()
+			s.drainBatch(ctx)
 			s.pump()
 		case <-tick.C():
 			s.onTick()
@@ -211,6 +222,37 @@ loop:
 	s.shutdown()
 }
 
+// drainBatch runs the functions posted so far, not those they or others
+// post meanwhile (the notify channel is set again for them), and stops
+// early when ctx is done, leaving the rest in the inbox. When fires come
+// faster than the store takes their writes, the inbox never empties: the
+// loop must still see a stop, and its timer.
+func (s *scheduler) drainBatch(ctx context.Context) {
+	s.mu.Lock()
+	batch := s.inbox
+	s.inbox = nil
+	s.mu.Unlock()
+	for i, fn := range batch {
+		if ctx.Err() != nil {
+			s.mu.Lock()
+			s.inbox = append(batch[i:len(batch):len(batch)], s.inbox...)
+			s.mu.Unlock()
+			return
+		}
+		fn()
+	}
+	s.mu.Lock()
+	more := len(s.inbox) > 0
+	s.mu.Unlock()
+	if more {
+		select {
+		case s.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// drainInbox runs posted functions until the inbox is empty.
 func (s *scheduler) drainInbox() {
 	for {
 		s.mu.Lock()

@@ -213,7 +213,7 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 			return
 		}
 		s.a.st.Submit(func(tx *store.Tx) error {
-			_, ins, err := tx.InsertExec(store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped,
+			_, ins, err := tx.InsertExec(store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped, Periodic: true,
 				Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
 				ShardIndex: si, ShardTotal: st, FinishedAt: now, Outcome: "skipped"})
 			if err != nil || !ins {
@@ -233,7 +233,7 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 		s.log.Info("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
 		return
 	}
-	row := &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateTriggered,
+	row := &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateTriggered, Periodic: true,
 		Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
 		ShardIndex: si, ShardTotal: st, TriggeredAt: now}
 	rep, err := s.a.encodeReport(rowReport(*row, protocol.ReportTriggered))
@@ -329,7 +329,6 @@ func (s *scheduler) triggered(j *jobRef, row *store.Exec, ok bool, err error) {
 		return
 	}
 	s.log.Info("submitted", "job_id", j.id, "exec_id", row.ExecID, "exec_row", row.ID, "run_at", row.RunAt, "priority", row.Priority)
-	if !s.accept(&item{id: row.ID, job: j, prio: uint8(row.Priority), runAt: row.ScheduledAt, row: row}) {
-		j.active-- // counted again when reloaded
-	}
+	// Spilled (left in SQLite) or not, it stays counted in j.active.
+	s.accept(&item{id: row.ID, job: j, prio: uint8(row.Priority), runAt: row.ScheduledAt, row: row})
 }

@@ -14,7 +14,8 @@ const stateNone protocol.State = ""
 //	PENDING ──► TRIGGERED ──► RUNNING ──► SUCCESS
 //	   │            │            ├──────► FAILED
 //	   │            │            └──────► RETRY_WAITING ──► TRIGGERED (attempt+1)
-//	   │            └─ agent lost ─► RETRY_WAITING or FAILED
+//	   │            ├─ agent lost ─► RETRY_WAITING or FAILED
+//	   │            └─ not started, agent restarted late ─► SKIPPED (misfire)
 //	   └────────────┴────────────┴──────► CANCELLED (from any non-terminal state)
 //	SKIPPED: a fire dropped by overlap=forbid or misfire=skip, recorded.
 var transitions = map[protocol.State]map[protocol.State]string{
@@ -30,6 +31,7 @@ var transitions = map[protocol.State]map[protocol.State]string{
 	},
 	protocol.StateTriggered: {
 		protocol.StateRunning:      "handler started",
+		protocol.StateSkipped:      "periodic fire not started when its agent stopped, dropped at restart by misfire",
 		protocol.StateRetryWaiting: "agent lost (its group lease lapsed) with attempts left",
 		protocol.StateFailed:       "agent lost (its group lease lapsed) with attempts spent",
 		protocol.StateCancelled:    "cancelled",

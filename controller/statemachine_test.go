@@ -27,6 +27,7 @@ func TestTransitionEveryPair(t *testing.T) {
 		{"", P}: true, {"", T}: true, {"", K}: true,
 		{P, T}: true, {P, K}: true, {P, C}: true,
 		{T, R}: true, {T, C}: true,
+		{T, K}: true,               // a fire not started when the agent stopped, dropped by misfire at restart
 		{T, W}: true, {T, F}: true, // agent lost (group lease lapsed)
 		{R, S}: true, {R, F}: true, {R, W}: true, {R, C}: true,
 		{W, T}: true, {W, C}: true, {W, F}: true, // retry sent to a lost agent, attempts spent
@@ -115,6 +116,7 @@ func TestApplyReport(t *testing.T) {
 		{name: "pending → skipped", cur: rec(protocol.StatePending, 1), r: rep(protocol.ReportSkipped, 1), want: protocol.StateSkipped},
 		{name: "pending → running refused", cur: rec(protocol.StatePending, 1), r: rep(protocol.ReportRunning, 1), reject: rejectTransition},
 		{name: "triggered → running", cur: rec(protocol.StateTriggered, 1, "triggered"), r: rep(protocol.ReportRunning, 1), want: protocol.StateRunning},
+		{name: "triggered → skipped (not started, misfire at restart)", cur: rec(protocol.StateTriggered, 1, "triggered"), r: rep(protocol.ReportSkipped, 1), want: protocol.StateSkipped},
 		{name: "triggered twice is a duplicate", cur: rec(protocol.StateTriggered, 1, "triggered"), r: rep(protocol.ReportTriggered, 1), reject: rejectDuplicate},
 		{name: "finished on triggered refused", cur: rec(protocol.StateTriggered, 1, "triggered"), r: fin(1, retry.OutcomeSuccess, false), reject: rejectTransition},
 		{name: "success", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeSuccess, false), want: protocol.StateSuccess},

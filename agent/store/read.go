@@ -64,13 +64,13 @@ func (s *Store) Job(ctx context.Context, id string) (Job, error) {
 	return j, nil
 }
 
-const execCols = `e.id, e.exec_id, e.attempt, e.job_id, e.state, e.priority, e.fine, e.concurrency, e.scheduled_at, e.run_at, e.epoch,
+const execCols = `e.id, e.exec_id, e.attempt, e.job_id, e.state, e.priority, e.fine, e.concurrency, e.periodic, e.scheduled_at, e.run_at, e.epoch,
 	e.shard_index, e.shard_total, e.triggered_at, e.started_at, e.finished_at, e.outcome`
 
 func scanExec(sc interface{ Scan(...any) error }, extra ...any) (Exec, error) {
 	var e Exec
 	var sched, run, epoch, trig, start, fin int64
-	dst := []any{&e.ID, &e.ExecID, &e.Attempt, &e.JobID, &e.State, &e.Priority, &e.Fine, &e.Concurrency, &sched, &run, &epoch,
+	dst := []any{&e.ID, &e.ExecID, &e.Attempt, &e.JobID, &e.State, &e.Priority, &e.Fine, &e.Concurrency, &e.Periodic, &sched, &run, &epoch,
 		&e.ShardIndex, &e.ShardTotal, &trig, &start, &fin, &e.Outcome}
 	if err := sc.Scan(append(dst, extra...)...); err != nil {
 		return Exec{}, err
@@ -167,4 +167,62 @@ func (s *Store) Counts(ctx context.Context) (Counts, error) {
 		return Counts{}, fmt.Errorf("count rows: %w", classify(err))
 	}
 	return c, nil
+}
+
+// Live is how many attempts of one job are TRIGGERED and RUNNING.
+type Live struct {
+	Triggered, Running int
+}
+
+// LiveByJob returns, per job id, its attempts that are TRIGGERED or
+// RUNNING (jobs with none are left out), read in one snapshot.
+func (s *Store) LiveByJob(ctx context.Context) (map[string]Live, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT job_id, state, count(*) FROM execs
+		WHERE state IN ('TRIGGERED', 'RUNNING') GROUP BY job_id, state`)
+	if err != nil {
+		return nil, fmt.Errorf("count live execs: %w", classify(err))
+	}
+	defer rows.Close()
+	out := map[string]Live{}
+	for rows.Next() {
+		var id, state string
+		var n int
+		if err := rows.Scan(&id, &state, &n); err != nil {
+			return nil, fmt.Errorf("count live execs: %w", classify(err))
+		}
+		l := out[id]
+		if state == StateRunning {
+			l.Running = n
+		} else {
+			l.Triggered = n
+		}
+		out[id] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count live execs: %w", classify(err))
+	}
+	return out, nil
+}
+
+// JobExecs returns up to limit attempts of one job (every state), in id
+// order, without spec and result, read in one snapshot. It scans the
+// table: for tests and tools, not for the scheduler's paths.
+func (s *Store) JobExecs(ctx context.Context, jobID string, limit int) ([]Exec, error) {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+execCols+` FROM execs e WHERE e.job_id = ? ORDER BY e.id LIMIT ?`, jobID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read execs of job %s: %w", jobID, classify(err))
+	}
+	defer rows.Close()
+	var out []Exec
+	for rows.Next() {
+		e, err := scanExec(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read execs of job %s: %w", jobID, classify(err))
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read execs of job %s: %w", jobID, classify(err))
+	}
+	return out, nil
 }

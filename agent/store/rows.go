@@ -56,6 +56,9 @@ type Exec struct {
 	Fine int
 	// Concurrency is the job's per-agent limit when the attempt was made.
 	Concurrency int
+	// Periodic marks a fire of a periodic job made by the agent itself
+	// (false: a run sent by the controller).
+	Periodic    bool
 	ScheduledAt time.Time
 	RunAt       time.Time
 	Epoch       uint64

@@ -61,6 +61,10 @@ CREATE TABLE outbox (
 	data    BLOB NOT NULL
 );
 `,
+	// 2: execs.periodic marks the fires of periodic jobs the agent made
+	// itself (a restart applies the job's misfire policy to those never
+	// started); rows of older files are runs sent by the controller.
+	`ALTER TABLE execs ADD COLUMN periodic INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this build writes.

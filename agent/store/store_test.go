@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -290,5 +291,53 @@ func TestConnectionCaches(t *testing.T) {
 				t.Errorf("read connections = %d, want %d", n, tt.wantN)
 			}
 		})
+	}
+}
+
+// TestMigrateKeepsRowsAndMarksPeriodic: a file of schema 1 (before
+// execs.periodic) opens migrated; its attempts read as runs (not periodic
+// fires); new attempts keep their mark; LiveByJob counts live attempts per
+// job in one read.
+func TestMigrateKeepsRowsAndMarksPeriodic(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{migrations[0], "PRAGMA user_version = 1",
+		`INSERT INTO execs(exec_id, attempt, job_id, state, scheduled_at, run_at) VALUES ('old-1', 1, 'j', 'TRIGGERED', 1, 1)`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, path)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	err = s.Do(ctx, func(tx *Tx) error {
+		for i, st := range []string{StateTriggered, StateRunning, StateSkipped} {
+			if _, _, err := tx.InsertExec(Exec{ExecID: fmt.Sprintf("new-%d", i), Attempt: 1, JobID: "j", State: st, Periodic: true,
+				ScheduledAt: now, RunAt: now, ShardIndex: -1}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.ExecByID(ctx, "old-1", 1)
+	if err != nil || old.Periodic {
+		t.Fatalf("row of schema 1: %+v, %v; want a run (not periodic)", old, err)
+	}
+	fresh, err := s.ExecByID(ctx, "new-0", 1)
+	if err != nil || !fresh.Periodic {
+		t.Fatalf("new periodic row: %+v, %v", fresh, err)
+	}
+	live, err := s.LiveByJob(ctx)
+	if err != nil || len(live) != 1 || live["j"] != (Live{Triggered: 2, Running: 1}) {
+		t.Fatalf("LiveByJob = %v, %v; want j: 2 triggered, 1 running", live, err)
 	}
 }

@@ -31,9 +31,9 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.deleteJob, `DELETE FROM jobs WHERE id = ? AND (? = 0 OR generation <= ?)`},
 		{&s.setLastFire, `UPDATE jobs SET last_fire = ? WHERE ref = ? AND last_fire < ?`},
 		{&s.setEpoch, `UPDATE jobs SET epoch = ?, lease_expiry = ? WHERE id = ? AND epoch <= ?`},
-		{&s.insertExec, `INSERT INTO execs(exec_id, attempt, job_id, state, priority, fine, concurrency, scheduled_at, run_at, epoch,
+		{&s.insertExec, `INSERT INTO execs(exec_id, attempt, job_id, state, priority, fine, concurrency, periodic, scheduled_at, run_at, epoch,
 			shard_index, shard_total, spec, triggered_at, finished_at, outcome, result)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(exec_id, attempt) DO NOTHING RETURNING id`},
 		{&s.setTriggered, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING'`},
 		{&s.trigger, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING'
@@ -204,7 +204,7 @@ func (t *Tx) InsertExec(e Exec) (id int64, inserted bool, err error) {
 		result = e.Result
 	}
 	err = t.stmt(t.st.insertExec).QueryRowContext(t.ctx, e.ExecID, e.Attempt, e.JobID, e.State,
-		e.Priority, e.Fine, e.Concurrency, ns(e.ScheduledAt), ns(e.RunAt), int64(e.Epoch), e.ShardIndex, e.ShardTotal, spec,
+		e.Priority, e.Fine, e.Concurrency, b2i(e.Periodic), ns(e.ScheduledAt), ns(e.RunAt), int64(e.Epoch), e.ShardIndex, e.ShardTotal, spec,
 		ns(e.TriggeredAt), ns(e.FinishedAt), e.Outcome, result).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
@@ -329,4 +329,11 @@ func (t *Tx) ExecRow(id int64) (Exec, error) {
 		return Exec{}, ErrNotFound
 	}
 	return e, classify(err)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
