@@ -50,6 +50,10 @@ func TestConfigValidate(t *testing.T) {
 		{"lease ttl under 2 heartbeats", func(c *Config) { c.LeaseTTL = 9 * time.Second }, "lease_ttl"},
 		{"renew over half ttl", func(c *Config) { c.LeaseRenewInterval = 8 * time.Second }, "lease_renew_interval"},
 		{"ack wait", func(c *Config) { c.AckWait = time.Millisecond }, "ack_wait"},
+		{"reports max bytes small", func(c *Config) { c.Reports.MaxBytes = 1000 }, "reports.max_bytes: must be at least"},
+		{"reports max bytes negative", func(c *Config) { c.Reports.MaxBytes = -1 }, "reports.max_bytes"},
+		{"reports max age short", func(c *Config) { c.Reports.MaxAge = time.Minute }, "reports.max_age: must be at least 1h"},
+		{"reports max age negative", func(c *Config) { c.Reports.MaxAge = -time.Hour }, "reports.max_age"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

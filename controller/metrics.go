@@ -29,6 +29,11 @@ const (
 	metricLeaseExpiries   = "ax_lease_expiries_total"
 	metricLeaseTakeovers  = "ax_lease_takeovers_total"
 	metricFailover        = "ax_lease_failover_seconds"
+	metricRptBytes        = "ax_report_stream_bytes"
+	metricRptMaxBytes     = "ax_report_stream_max_bytes"
+	metricRptMsgs         = "ax_report_stream_messages"
+	metricRptOldest       = "ax_report_stream_oldest_seconds"
+	metricRptMaxAge       = "ax_report_stream_max_age_seconds"
 )
 
 // Reasons of ax_reports_rejected_total.
@@ -40,8 +45,11 @@ const (
 	rejectTerminal    = "terminal"     // execution already terminal
 	rejectUnknownExec = "unknown_exec" // no record and the kind cannot create one
 	rejectFuture      = "future_attempt"
-	rejectTransition  = "transition"  // the state machine refuses the change
-	rejectWrongAgent  = "wrong_agent" // sent on another agent's subject, or for another agent's attempt
+	rejectTransition  = "transition"   // the state machine refuses the change
+	rejectWrongAgent  = "wrong_agent"  // sent on another agent's subject, or for an attempt not sent to this agent
+	rejectUnknownJob  = "unknown_job"  // a fire of a job that does not exist
+	rejectNotAssigned = "not_assigned" // the agent may not fire the job (not its pinned agent, group member, or the epoch's holder)
+	rejectBadShard    = "bad_shard"    // the subject's shard token is not the job's shard (or no consumer reads it)
 )
 
 type metrics struct {
@@ -68,6 +76,9 @@ type metrics struct {
 	leaseExpiries prometheus.Counter
 	takeovers     *prometheus.CounterVec
 	failover      prometheus.Histogram
+	// AX_RPT as of the last look (reportstream.go): bytes and reports
+	// held, the age of the oldest, and the stream's bounds.
+	rptBytes, rptMaxBytes, rptMsgs, rptOldest, rptMaxAge prometheus.Gauge
 
 	// applied mirrors reportsApplied for tests and benchmarks.
 	applied  atomic.Int64
@@ -90,7 +101,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		reportsApplied: prometheus.NewCounter(prometheus.CounterOpts{Name: metricReportsApplied,
 			Help: "Agent report steps applied to the execution state machine (a report standing for earlier steps counts each)."}),
 		reportsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricReportsRejected,
-			Help: "Agent reports not applied, by reason (invalid, duplicate, old_attempt, old_epoch, terminal, unknown_exec, future_attempt, transition)."},
+			Help: "Agent reports not applied, by reason (invalid, duplicate, old_attempt, old_epoch, terminal, unknown_exec, future_attempt, transition, wrong_agent, unknown_job, not_assigned, bad_shard)."},
 			[]string{"reason"}),
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: metricReportsDeferred,
 			Help: "Reports redelivered later because an earlier report of the same execution had not arrived yet."}),
@@ -116,6 +127,16 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		failover: prometheus.NewHistogram(prometheus.HistogramOpts{Name: metricFailover,
 			Help:    "Time from the last renewal of a lapsed group lease to its grant to another agent.",
 			Buckets: []float64{.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120}}),
+		rptBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptBytes,
+			Help: "Bytes of reports in AX_RPT not applied yet (agents' reports wait there for a controller)."}),
+		rptMaxBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptMaxBytes,
+			Help: "AX_RPT's byte bound (reports.max_bytes): past it new reports are refused and agents keep them in their outbox."}),
+		rptMsgs: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptMsgs,
+			Help: "Reports in AX_RPT not applied yet."}),
+		rptOldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptOldest,
+			Help: "Age of the oldest report in AX_RPT (0 when empty)."}),
+		rptMaxAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptMaxAge,
+			Help: "AX_RPT's age bound (reports.max_age): an older report is removed by the stream."}),
 	}
 	m.takeovers.WithLabelValues("group")
 	m.takeovers.WithLabelValues("shard")
@@ -125,7 +146,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
 		m.agentsKnown, m.agentOutbox, m.agentQueue, m.agentRunning,
-		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover} {
+		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover,
+		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
