@@ -191,11 +191,6 @@ func TestLeaseEdgeFiresOfACutHolder(t *testing.T) {
 	if len(cutFires) == 0 {
 		t.Fatalf("%s did not fire after its link was cut: nothing to check", holder)
 	}
-	for _, id := range cutFires {
-		if _, err := c.GetExecution(context.Background(), id); err == nil {
-			t.Fatalf("%s known to the controller while its agent's link is cut", id)
-		}
-	}
 
 	ea.proxies[holder].Heal()
 	got := waitAllSucceed(t, c, cutFires, "fired by "+holder+" while its link was cut")
