@@ -66,6 +66,11 @@ type Agent struct {
 	hbKick chan struct{}
 	// boot names this run of the process in registrations and heartbeats.
 	boot string
+	// msgSalt prefixes the Nats-Msg-Id of the reports this process
+	// enqueues: AX_RPT de-duplicates by Msg-Id across all agents, so a
+	// guessable id (exec_id/attempt/kind) would let another agent publish
+	// it first and have this agent's report dropped as a duplicate.
+	msgSalt string
 
 	sched *scheduler
 	ran   atomic.Bool
@@ -93,7 +98,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		o.log = NewLogger(cfg.Log, os.Stderr)
 	}
 	a := &Agent{cfg: cfg, clk: o.clk, log: o.log.With("agent", cfg.ID), version: o.version,
-		handlers: o.handlers, outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1), boot: newBootID()}
+		handlers: o.handlers, outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1), boot: newBootID(), msgSalt: newBootID()}
 	var err error
 	if a.execH, err = handler.NewExec(handler.ExecConfig{Allow: cfg.Exec.Allow, EnvAllow: cfg.Exec.EnvAllow, PermanentExitCodes: cfg.Exec.PermanentExitCodes}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -306,7 +311,7 @@ func (a *Agent) encodeReport(r protocol.Report) (encodedReport, error) {
 		return encodedReport{}, fmt.Errorf("encode %s report of %s: %w", r.Kind, r.ExecID, err)
 	}
 	subject := protocol.ReportSubject(protocol.Shard(r.JobID, int(a.shards.Load())), a.cfg.ID)
-	return encodedReport{msgID: r.MsgID(), subject: subject, data: data}, nil
+	return encodedReport{msgID: a.msgSalt + "/" + r.MsgID(), subject: subject, data: data}, nil
 }
 
 // enqueue writes a report into the outbox (inside tx).

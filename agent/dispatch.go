@@ -295,20 +295,7 @@ func (s *scheduler) movedOn(it *item) bool {
 }
 
 // finishLeaseLost finishes the attempt's row as lease_lost without running
-// it, unreported (a report of the old epoch would be refused anyway).
+// it and reports it fenced (dropFenced).
 func (s *scheduler) finishLeaseLost(it *item) {
-	now := s.a.clk.Now().Round(0)
-	s.a.st.Submit(func(tx *store.Tx) error {
-		_, err := tx.Finish(it.id, store.StateFinished, now, "lease_lost", nil)
-		return err
-	}, func(err error) {
-		s.post(func() {
-			if err != nil {
-				s.log.Error("drop attempt of a lost lease", "exec_row", it.id, "err", err)
-			}
-			s.done(it)
-		})
-	})
-	s.log.Warn("attempt not run: its group lease moved on", "job_id", it.job.id, "exec_id", it.row.ExecID,
-		"attempt", it.row.Attempt, "epoch", it.row.Epoch)
+	s.dropFenced(it.id, fencedWhy(it.job), func() { s.done(it) })
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"time"
 
 	"github.com/axsched/ax/agent/store"
@@ -74,6 +75,69 @@ func (s *scheduler) unassigned(id string) {
 type runFence struct {
 	jobID string
 	epoch uint64
+}
+
+// Reasons of fenced reports (Report.Reason).
+const (
+	fencedUnassigned = "job unassigned here"
+	fencedNewerEpoch = "job moved to a newer lease epoch here"
+)
+
+// fencedWhy says why an attempt under epoch is fenced for job j (nil or
+// unassigned: the job left this agent).
+func fencedWhy(j *jobRef) string {
+	if j == nil || j.assigned == nil {
+		return fencedUnassigned
+	}
+	return fencedNewerEpoch
+}
+
+// dropFenced finishes attempt row rowID as lease_lost without running it
+// — its group job's lease moved on from the attempt's epoch — and, in the
+// same transaction, puts a fenced report in the outbox: the controller
+// counts the attempt as lost and sends the next one to the job's current
+// holder, instead of waiting for a run that never comes. done, if set,
+// runs on the scheduler goroutine afterwards.
+func (s *scheduler) dropFenced(rowID int64, why string, done func()) {
+	now := s.a.clk.Now().Round(0)
+	var e store.Exec
+	reported := false
+	s.a.st.Submit(func(tx *store.Tx) error {
+		reported = false
+		var err error
+		if e, err = tx.ExecRow(rowID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+		ok, err := tx.Finish(rowID, store.StateFinished, now, "lease_lost", nil)
+		if err != nil || !ok || e.Epoch == 0 {
+			return err
+		}
+		r := protocol.Report{JobID: e.JobID, ExecID: e.ExecID, Attempt: e.Attempt, Kind: protocol.ReportFenced,
+			ScheduledAt: e.ScheduledAt, Epoch: e.Epoch, Reason: why}
+		if e.ShardTotal > 0 {
+			r.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
+		}
+		reported = true
+		return s.a.enqueue(tx, r)
+	}, func(err error) {
+		if err == nil && reported {
+			s.a.kickOutbox()
+		}
+		s.post(func() {
+			if err != nil {
+				s.log.Error("drop attempt of a lost lease", "exec_row", rowID, "err", err)
+			} else if reported {
+				s.log.Warn("attempt dropped unrun and reported fenced: its group lease moved on", "job_id", e.JobID,
+					"exec_id", e.ExecID, "attempt", e.Attempt, "epoch", e.Epoch, "why", why)
+			}
+			if done != nil {
+				done()
+			}
+		})
+	})
 }
 
 // planRun puts a PENDING run attempt on its wheel.

@@ -159,24 +159,16 @@ func (s *scheduler) fire(w wheelItem) {
 // fenceRun decides a run fired under a group lease (a retry sent to this
 // agent as the job's holder): it fires while the agent holds the lease at
 // the run's epoch; it waits (checked again every leaseRunRecheck) while
-// the lease is not valid yet at that epoch; it is dropped, unreported, once
-// the job moved on (unassigned, or a newer epoch here): the controller has
-// counted that attempt as lost and sent the next one to the new holder.
+// the lease is not valid yet at that epoch; it is dropped unrun and
+// reported fenced once the job moved on (unassigned, or a newer epoch
+// here): the controller counts that attempt as lost and sends the next one
+// to the job's holder (dropFenced).
 func (s *scheduler) fenceRun(w wheelItem, f runFence) bool {
 	j := s.jobs[f.jobID]
 	switch {
 	case j == nil || j.assigned == nil || j.assigned.epoch > f.epoch:
 		delete(s.fenced, w.id)
-		now := s.a.clk.Now().Round(0)
-		s.a.st.Submit(func(tx *store.Tx) error {
-			_, err := tx.Finish(w.id, store.StateFinished, now, "lease_lost", nil)
-			return err
-		}, func(err error) {
-			if err != nil {
-				s.log.Error("drop run of a lost lease", "exec_row", w.id, "err", err)
-			}
-		})
-		s.log.Warn("run dropped: its group lease moved on", "exec_row", w.id, "job_id", f.jobID, "epoch", f.epoch)
+		s.dropFenced(w.id, fencedWhy(j), nil)
 		return false
 	case !s.canFire(j):
 		s.pending++

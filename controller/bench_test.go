@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"syscall"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
 )
 
 // BenchmarkReportsApplied measures how fast the controller applies agent
@@ -138,4 +140,84 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkReportChecks measures, in process, what report authorization
+// adds to the controller's work per report (reportauth.go), next to the
+// work every report had before: decoding it and applying it to its record.
+//
+//   - decode+apply: protocol.DecodeReport and applyReport of a finished
+//     report standing for its three steps (a coalesced periodic fire);
+//   - checks-pinned: the shard check and the create check of that report
+//     (a pinned job, epoch 0);
+//   - checks-group: the shard, epoch-holder and create checks of a group
+//     job's report under the current epoch.
+func BenchmarkReportChecks(b *testing.B) {
+	cfg := testConfig(b, b.TempDir())
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	c := startController(b, cfg)
+	ctx := context.Background()
+	pinned, err := c.CreateJob(ctx, everyJob("bench", "1h"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	group, err := c.CreateJob(ctx, protocol.Job{Name: "g", Handler: "noop", Schedule: schedule.Spec{Every: "1h"},
+		Target: protocol.Target{Group: "site=b"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const epoch = 7
+	for i := range maxEpochGrants {
+		if _, _, err := c.recordGrant(ctx, group.ID, "bench", uint64(i+1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	now := time.Now().UTC()
+	mk := func(j protocol.Job, e uint64) (protocol.Report, []byte, string) {
+		id := protocol.ExecID(j.ID, now.Truncate(time.Millisecond))
+		r := protocol.Report{V: protocol.Version, Agent: "bench", JobID: j.ID, ExecID: id, Attempt: 1, Kind: protocol.ReportFinished,
+			ScheduledAt: now, At: now, TriggeredAt: now, StartedAt: now, Epoch: e, Outcome: retry.OutcomeSuccess, Result: &retry.Result{}}
+		data, err := protocol.Encode(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r, data, protocol.ReportSubject(protocol.Shard(j.ID, cfg.Shards), "bench")
+	}
+	pr, pdata, psubj := mk(pinned, 0)
+	gr, _, gsubj := mk(group, epoch)
+	policy := func() retry.Policy { return retry.DefaultPolicy() }
+	b.Run("decode+apply", func(b *testing.B) {
+		for b.Loop() {
+			r, err := protocol.DecodeReport(pdata)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res := applyReport(nil, r, policy, rand.Int64N, now, nil); res.reject != "" {
+				b.Fatal(res.detail)
+			}
+		}
+	})
+	b.Run("checks-pinned", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := c.shardOK(psubj, pr.JobID); !ok {
+				b.Fatal("shard")
+			}
+			if reason, detail, _ := c.authorizeCreate(ctx, pr); reason != "" {
+				b.Fatal(detail)
+			}
+		}
+	})
+	b.Run("checks-group", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := c.shardOK(gsubj, gr.JobID); !ok {
+				b.Fatal("shard")
+			}
+			if reason, detail := c.authorizeEpoch(ctx, gr); reason != "" {
+				b.Fatal(detail)
+			}
+			if reason, detail, _ := c.authorizeCreate(ctx, gr); reason != "" {
+				b.Fatal(detail)
+			}
+		}
+	})
 }

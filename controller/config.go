@@ -15,6 +15,7 @@ import (
 
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -64,6 +65,8 @@ type Config struct {
 	// AckWait is how long a report may stay unacknowledged before the server
 	// redelivers it (to another replica when its shard moved); default 30s.
 	AckWait time.Duration
+	// Reports bounds the report stream AX_RPT.
+	Reports ReportsConfig
 	// Logger receives the controller's logs; nil discards them.
 	Logger *slog.Logger
 	// Registry receives the controller's metrics; nil makes a new one (see Controller.Registry).
@@ -74,6 +77,8 @@ type Config struct {
 	// monoNow overrides the time lease durations are measured with (tests
 	// that step Clock's wall time while leases run on real time).
 	monoNow func() time.Time
+	// reportSweep overrides how often AX_RPT is looked at (reportstream.go).
+	reportSweep time.Duration
 }
 
 // NATSConfig says which NATS server the controller uses.
@@ -98,6 +103,21 @@ type NATSConfig struct {
 	TLS TLSConfig
 }
 
+// ReportsConfig bounds AX_RPT, the reports agents sent that no controller
+// has applied yet (they pile up while no replica consumes, e.g. during an
+// outage). When the stream is full a new report is refused: the agent
+// keeps it in its outbox and sends it again later, so nothing accepted is
+// dropped for room. A report older than MaxAge is removed by the stream;
+// the alert AxReportsNotApplied fires long before (configs/prometheus).
+// Every replica writes its values to the stream at start (the last one
+// started wins): use the same values on every replica.
+type ReportsConfig struct {
+	// MaxBytes is reports.max_bytes, default 1 GiB, at least 1 MiB.
+	MaxBytes int64
+	// MaxAge is reports.max_age, default 7 days, at least 1h.
+	MaxAge time.Duration
+}
+
 // DefaultConfig returns a config with every default filled in except DataDir.
 func DefaultConfig() Config {
 	return Config{
@@ -109,6 +129,7 @@ func DefaultConfig() Config {
 		LeaseTTL:           DefaultLeaseTTL,
 		LeaseRenewInterval: DefaultLeaseTTL / 3,
 		AckWait:            DefaultAckWait,
+		Reports:            ReportsConfig{MaxBytes: streams.DefaultReportMaxBytes, MaxAge: streams.DefaultReportMaxAge},
 	}
 }
 
@@ -146,6 +167,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AckWait == 0 {
 		c.AckWait = DefaultAckWait
+	}
+	if c.Reports.MaxBytes == 0 {
+		c.Reports.MaxBytes = streams.DefaultReportMaxBytes
+	}
+	if c.Reports.MaxAge == 0 {
+		c.Reports.MaxAge = streams.DefaultReportMaxAge
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -270,6 +297,12 @@ func (c Config) Validate() error {
 	}
 	if c.AckWait < time.Second || c.AckWait > time.Hour {
 		return configErr("ack_wait", "must be between 1s and 1h, got %s", c.AckWait)
+	}
+	if c.Reports.MaxBytes < streams.MinReportMaxBytes {
+		return configErr("reports.max_bytes", "must be at least %d (1 MiB), got %d", streams.MinReportMaxBytes, c.Reports.MaxBytes)
+	}
+	if c.Reports.MaxAge < streams.MinReportMaxAge {
+		return configErr("reports.max_age", "must be at least %s, got %s", streams.MinReportMaxAge, c.Reports.MaxAge)
 	}
 	return nil
 }

@@ -58,6 +58,10 @@ func TestConfigValidate(t *testing.T) {
 		{"ack wait", func(c *Config) { c.AckWait = time.Millisecond }, "ack_wait"},
 		{"data dir is a file", func(c *Config) { c.DataDir = file }, "data_dir"},
 		{"data dir below a file", func(c *Config) { c.DataDir = filepath.Join(file, "sub") }, "data_dir"},
+		{"reports max bytes small", func(c *Config) { c.Reports.MaxBytes = 1000 }, "reports.max_bytes: must be at least"},
+		{"reports max bytes negative", func(c *Config) { c.Reports.MaxBytes = -1 }, "reports.max_bytes"},
+		{"reports max age short", func(c *Config) { c.Reports.MaxAge = time.Minute }, "reports.max_age: must be at least 1h"},
+		{"reports max age negative", func(c *Config) { c.Reports.MaxAge = -time.Hour }, "reports.max_age"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -45,6 +45,7 @@ type Controller struct {
 	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
 	// ownership loop's state, and which shards this replica works now.
 	leases      *leaseView
+	epochs      *epochView // group-job lease grants (epochs.go)
 	own         *ownership
 	owned       []atomic.Bool
 	instance    string    // this process, in its shard leases
@@ -104,6 +105,7 @@ func New(cfg Config) (*Controller, error) {
 	c.jobs = newJobCache()
 	c.agents = newAgentRegistry()
 	c.leases = newLeaseView()
+	c.epochs = newEpochView()
 	c.own = newOwnership()
 	c.owned = make([]atomic.Bool, cfg.Shards)
 	var id [6]byte
@@ -187,7 +189,8 @@ func (c *Controller) start(ctx context.Context) error {
 	if err := c.checkLeaseTTL(ctx); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL})
+	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL,
+		ReportMaxBytes: c.cfg.Reports.MaxBytes, ReportMaxAge: c.cfg.Reports.MaxAge})
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -210,6 +213,9 @@ func (c *Controller) start(ctx context.Context) error {
 	if err := c.followLeases(ctx); err != nil {
 		return fmt.Errorf("start: load leases: %w", err)
 	}
+	if err := c.followEpochs(ctx); err != nil {
+		return fmt.Errorf("start: load lease grants: %w", err)
+	}
 	if err := c.startResponders(); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -221,6 +227,7 @@ func (c *Controller) start(ctx context.Context) error {
 	c.ownLoop.Store(true)
 	c.goRun(c.ownershipLoop)
 	c.goRun(c.livenessLoop)
+	c.goRun(c.reportStreamLoop)
 	return nil
 }
 
@@ -322,7 +329,7 @@ func (c *Controller) Ready(ctx context.Context) error {
 	if !c.nc.IsConnected() {
 		return fmt.Errorf("%w: nats connection is %s", ErrNotReady, c.nc.Status())
 	}
-	for _, kv := range []jetstream.KeyValue{c.kv.Jobs, c.kv.Execs, c.kv.Idem, c.kv.Agents, c.kv.Leases} {
+	for _, kv := range []jetstream.KeyValue{c.kv.Jobs, c.kv.Execs, c.kv.Idem, c.kv.Agents, c.kv.Leases, c.kv.Epochs} {
 		if _, err := kv.Status(ctx); err != nil {
 			return fmt.Errorf("%w: bucket %s: %w", ErrNotReady, kv.Bucket(), err)
 		}

@@ -35,6 +35,9 @@
 //	                    default LeaseTTL/3, at most LeaseTTL/2
 //	AckWait             how long a report may stay unacknowledged before it is
 //	                    redelivered (to the shard's next owner), default 30s, 1s..1h
+//	Reports             bounds of AX_RPT (reports.max_bytes, default 1 GiB, at least
+//	                    1 MiB; reports.max_age, default 7d, at least 1h); when full,
+//	                    new reports are refused and agents keep them in their outbox
 //	NATS.URL            an external server or cluster (comma-separated URLs);
 //	                    empty runs an embedded server
 //	NATS.Replicas       replicas of streams and buckets: 1, 3 or 5 (3 and 5 need NATS.URL)
@@ -93,9 +96,11 @@
 // reports it. Retry timers are reloaded from KV when a replica acquires a
 // shard (at start, or when it takes the shard over), so a restart or a
 // takeover sends the run command of every RETRY_WAITING execution of the
-// shard again (overdue ones at once; same Msg-Id run/<exec_id>/<attempt>/<agent>, so the stream drops a
+// shard again (overdue ones at once; same Msg-Id run/<exec_id>/<attempt>/<agent>[/<epoch>], so the stream drops a
 // copy it still holds). One whose run was sent but is never reported stays
-// RETRY_WAITING until then (agent leases will bound it).
+// RETRY_WAITING until then, except for group jobs: a retry sent under an
+// earlier epoch counts as lost when the lease is granted again, and one an
+// agent drops unrun is reported fenced.
 //
 // # Replicas and leases
 //
@@ -119,11 +124,27 @@
 // earlier grant (grouplease.go). Agents renew their leases with their
 // heartbeats; the reply grants LeaseTTL×0.9 counted from when the agent
 // sent the heartbeat, so the agent's lease ends before the controller's.
-// A lease not renewed for LeaseTTL moves to another live member (epoch+1);
-// the old holder is sent unassign, its TRIGGERED and RUNNING executions of
-// the job go to RETRY_WAITING (reason agent_lost) or FAILED when their
-// attempts are spent, and reports carrying an older epoch are rejected
-// (reason old_epoch). ListAgents fills AgentInfo.Leases from ax_leases.
+// A lease not renewed for LeaseTTL moves to another live member (epoch+1).
+// Every grant is first added to the job's epoch history in KV ax_epochs
+// (epochs.go; no TTL, so it outlives a lease key that expired in a
+// controller outage). Every grant after an earlier one sends the previous
+// holder unassign and settles the executions of earlier epochs
+// (leasesettle.go): another agent's TRIGGERED and RUNNING ones go to
+// RETRY_WAITING (reason agent_lost) or FAILED when their attempts are
+// spent. A retry goes to the lease's holder when it fires (retries.go). A
+// report under an epoch is accepted from the agent that held it, also
+// after the lease moved (reportauth.go); a report older than its
+// execution's record is rejected (reason old_epoch). ListAgents fills
+// AgentInfo.Leases from ax_leases.
+//
+// # Report authorization
+//
+// reportauth.go: a report is applied only when the agent may make it —
+// the subject's shard token is the job's shard, an epoch's report comes
+// from that epoch's holder, a fire the controller has not seen is of an
+// existing job the agent may fire, and an attempt's report comes from the
+// agent the controller sent it to. reportstream.go purges reports on shard
+// tokens no consumer reads and exports AX_RPT's fill as gauges.
 //
 // # Metrics
 //
@@ -143,7 +164,8 @@
 //	ax_reports_applied_total          counter   report steps applied (a coalesced report counts each step)
 //	ax_reports_rejected_total{reason} counter   reports not applied: invalid, duplicate,
 //	                                            old_attempt, old_epoch, terminal,
-//	                                            unknown_exec, future_attempt, transition
+//	                                            unknown_exec, future_attempt, transition,
+//	                                            wrong_agent, unknown_job, not_assigned, bad_shard
 //	ax_reports_deferred_total         counter   reports ahead of their execution (an earlier
 //	                                            step not arrived yet, e.g. redelivered after a
 //	                                            controller crash), redelivered later
@@ -162,6 +184,11 @@
 //	                                            controller's (enrollment, agent label) and were ignored
 //	ax_agent_store_resets_total       counter   registrations of agents whose store lost its state
 //	                                            (resumed after the commands already sent)
+//	ax_report_stream_bytes            gauge     bytes of reports waiting in AX_RPT
+//	ax_report_stream_messages         gauge     reports waiting in AX_RPT
+//	ax_report_stream_oldest_seconds   gauge     age of the oldest report in AX_RPT
+//	ax_report_stream_max_bytes        gauge     AX_RPT's byte bound (reports.max_bytes)
+//	ax_report_stream_max_age_seconds  gauge     AX_RPT's age bound (reports.max_age)
 //
 // The ax_agent_* gauges are set on every heartbeat (and at start from the
 // stats stored with each agent's last heartbeat) and deleted when the

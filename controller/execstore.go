@@ -25,6 +25,11 @@ type execRecord struct {
 	Applied []protocol.ReportKind `json:"applied,omitempty"`
 	Path    []protocol.State      `json:"path,omitempty"`
 	From    protocol.State        `json:"from,omitempty"`
+	// Sent is the attempt whose run command the controller last sent for a
+	// retry (to Execution.Agent, under Execution.Epoch); 0 when none was
+	// sent since the record was written by a version without it. A new
+	// attempt is accepted only from that agent, for that attempt.
+	Sent int `json:"sent,omitempty"`
 }
 
 // clone returns a deep copy, so that a mutation never touches a cached value.

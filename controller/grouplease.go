@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/pkg/protocol"
-	"github.com/axsched/ax/pkg/retry"
 )
 
 // Group-job leases (DESIGN §6). A periodic job with target {group, mode:
@@ -31,8 +29,14 @@ import (
 //     the renewal) has lapsed on the agent too; the owner then grants it to
 //     another live member with epoch+1 and takes the lost agent's running
 //     executions of the job to RETRY_WAITING (reason agent_lost) or FAILED
-//     when their attempts are spent. Reports of an older epoch change
-//     nothing (ax_reports_rejected_total{reason="old_epoch"}).
+//     when their attempts are spent (settleEpochs, leasesettle.go).
+//   - Every grant is recorded in the job's epoch history (epochs.go)
+//     first. A report under an epoch is accepted from the agent that held
+//     it, also after the lease moved (a fire made while its lease was
+//     valid is a legitimate execution); from any other agent it is refused
+//     (ax_reports_rejected_total{reason="not_assigned"}). A report of an
+//     older epoch than its execution's record changes nothing
+//     (reason="old_epoch").
 //   - A pinned job (target.agent) never has a lease and is never moved.
 
 // groupState is the group-lease bookkeeping of ownershipLoop.
@@ -46,14 +50,6 @@ type sentAssign struct {
 	agent string
 	epoch uint64
 	gen   uint64
-}
-
-// lostLease is a lapsed group lease that moved (or was re-granted).
-type lostLease struct {
-	job      string
-	oldAgent string
-	newAgent string
-	epoch    uint64 // the new epoch
 }
 
 func newGroupState() groupState {
@@ -157,15 +153,32 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 		delete(o.groups.sent, id)
 		delete(o.groups.leaving, id)
 	}
+	for _, id := range c.epochs.jobIDs() {
+		if seen[id] || !c.ownsJob(id) {
+			continue
+		}
+		if _, ok := c.leases.job(id); ok {
+			continue // its lease is deleted first (above)
+		}
+		// The job is gone or no longer leased (checked in KV: this
+		// replica's cache may not have a job just created elsewhere).
+		if j, _, err := c.readJob(ctx, id); errors.Is(err, ErrNotFound) || err == nil && !isGroupAny(j) {
+			c.dropEpochs(ctx, id)
+		}
+	}
 	if len(lost) > 0 {
 		// It scans every execution: not on the ownership loop.
-		c.goRun(func(ctx context.Context) { c.agentLost(ctx, lost) })
+		c.goRun(func(ctx context.Context) { c.settleEpochs(ctx, lost) })
 	}
 }
 
 // grantGroupLease leases j to a live member of its group: with epoch
 // above any before, by Create (no lease) or compare-and-set on the lapsed
-// lease's revision. It returns the lease that moved, if any.
+// lease's revision. The grant is first added to the job's epoch history
+// (epochs.go). Every grant after an earlier one — the lease lapsed, was
+// handed back, or expired from ax_leases while no controller ran — tells
+// the previous holder to stop (unassign) and returns the lease to settle
+// (settleEpochs); a job's first grant returns nil.
 func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur leaseSeen[groupLease], had bool, agents []protocol.AgentInfo, now time.Time) *lostLease {
 	o := c.own
 	var live []protocol.AgentInfo
@@ -200,6 +213,11 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	}
 	if had {
 		epoch = max(epoch, cur.val.Epoch+1)
+	}
+	prev, hadPrev, err := c.recordGrant(ctx, j.ID, pick, epoch)
+	if err != nil {
+		c.log.Warn("group lease: record grant", "job", j.ID, "agent", pick, "err", err)
+		return nil
 	}
 	val := groupLease{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: c.now()}
 	data, err := json.Marshal(val)
@@ -242,7 +260,8 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	c.leases.putJob(j.ID, val, rev, now)
 	c.m.leaseGrants.Inc()
 	var lost *lostLease
-	if had {
+	switch {
+	case had:
 		since := now.Sub(cur.seen)
 		if cur.val.Agent != pick {
 			c.sendUnassign(ctx, j.ID, cur.val.Agent, o.groups.sent[j.ID].gen, "group lease moved to "+pick)
@@ -260,7 +279,17 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 				"new_holder", pick, "new_epoch", epoch, "since_last_renewal", since)
 		}
 		lost = &lostLease{job: j.ID, oldAgent: cur.val.Agent, newAgent: pick, epoch: epoch}
-	} else {
+	case hadPrev:
+		// The lease key expired (no controller renewed it for lease_ttl,
+		// e.g. an outage): the job had a holder all the same.
+		if prev.Agent != pick {
+			// Generation 0: whatever generation it has there.
+			c.sendUnassign(ctx, j.ID, prev.Agent, 0, "group lease granted to "+pick)
+		}
+		c.log.Warn("group lease granted again after it expired", "job", j.ID, "old_holder", prev.Agent,
+			"old_epoch", prev.Epoch, "new_holder", pick, "new_epoch", epoch)
+		lost = &lostLease{job: j.ID, oldAgent: prev.Agent, newAgent: pick, epoch: epoch}
+	default:
 		c.log.Info("group lease granted", "job", j.ID, "holder", pick, "epoch", epoch)
 	}
 	delete(o.groups.leaving, j.ID)
@@ -302,101 +331,6 @@ func (c *Controller) sendUnassign(ctx context.Context, jobID, agent string, gen 
 		return
 	}
 	c.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
-}
-
-// agentLost moves the executions of the lost leases' jobs that the lost
-// agent was running under an older epoch:
-//
-//   - TRIGGERED or RUNNING: the attempt ends with outcome agent_lost:
-//     RETRY_WAITING on the new holder, or FAILED when the job's attempts
-//     are spent (retry.Policy.Decide);
-//   - RETRY_WAITING whose retry is due (its run was, most likely, already
-//     sent to the lost agent, which may still run it when it comes back):
-//     that attempt counts as lost too, so that the new holder runs a
-//     higher attempt and a late run on the old agent is a counted retry,
-//     never the same attempt twice;
-//   - RETRY_WAITING not yet due: pointed at the new holder.
-//
-// Only executions fired under a lease (epoch > 0) move; a one-shot run of a
-// group job is placed once and not moved.
-func (c *Controller) agentLost(ctx context.Context, lost []lostLease) {
-	byJob := map[string]lostLease{}
-	for _, l := range lost {
-		byJob[l.job] = l
-	}
-	var ids []string
-	err := c.scanExecs(ctx, func(r *execRecord, _ uint64) {
-		if l, ok := byJob[r.JobID]; ok && r.Agent == l.oldAgent && r.Epoch > 0 && r.Epoch < l.epoch && !r.State.Terminal() {
-			ids = append(ids, r.ExecID)
-		}
-	})
-	if err != nil {
-		c.log.Error("agent lost: scan executions", "err", err)
-		return
-	}
-	for _, id := range ids {
-		var tr *transition
-		before, after, err := c.mutateExec(ctx, id, func(cur *execRecord) (*execRecord, error) {
-			tr = nil
-			if cur == nil {
-				return nil, nil
-			}
-			l, ok := byJob[cur.JobID]
-			if !ok || cur.Agent != l.oldAgent || cur.Epoch >= l.epoch || cur.State.Terminal() {
-				return nil, nil
-			}
-			now := c.now()
-			lostAttempt := cur.Attempt
-			switch {
-			case cur.State == protocol.StateTriggered || cur.State == protocol.StateRunning:
-			case cur.State == protocol.StateRetryWaiting && !cur.NextAttemptAt.After(now):
-				lostAttempt = cur.Attempt + 1
-			case cur.State == protocol.StateRetryWaiting:
-				lostAttempt = 0 // not sent yet: only re-pointed
-			default:
-				return nil, nil
-			}
-			if lostAttempt > 0 {
-				pol := retry.DefaultPolicy()
-				if j, _, ok := c.jobs.get(cur.JobID); ok {
-					pol = j.Retry.Policy().WithDefaults()
-				}
-				d := pol.Decide(lostAttempt, retry.OutcomeAgentLost, retry.Result{Retryable: true}, rand.Int64N)
-				to := protocol.StateFailed
-				if d.Retry {
-					to = protocol.StateRetryWaiting
-					cur.NextAttemptAt = now.Add(d.Delay)
-				}
-				if to != cur.State {
-					if err := CheckTransition(cur.State, to); err != nil {
-						return nil, err
-					}
-					tr = &transition{from: cur.State, to: to, reason: d.Reason}
-				}
-				cur.State, cur.Attempt, cur.Reason, cur.Outcome, cur.Suspect = to, lostAttempt, d.Reason, retry.OutcomeAgentLost, d.Suspect
-				cur.FinishedAt = now
-				cur.Result = &retry.Result{Message: "agent " + l.oldAgent + " lost: its lease of the job lapsed", Retryable: true}
-				cur.Applied, cur.Path = nil, nil
-			}
-			cur.Agent, cur.Epoch, cur.UpdatedAt = l.newAgent, l.epoch, now
-			return cur, nil
-		})
-		if err != nil {
-			c.log.Warn("agent lost: move execution", "exec", id, "err", err)
-			continue
-		}
-		if after == nil {
-			continue
-		}
-		if tr != nil {
-			c.afterTransition(after, *tr)
-		}
-		if after.State == protocol.StateRetryWaiting {
-			c.retries.schedule(after.ExecID, after.JobID, after.Attempt, after.NextAttemptAt)
-		}
-		c.log.Warn("execution moved off a lost agent", "exec", id, "job", after.JobID, "from_agent", before.Agent,
-			"to_agent", after.Agent, "state", after.State, "attempt", after.Attempt, "epoch", after.Epoch)
-	}
 }
 
 // renewLeases answers the lease claims of a heartbeat from agent a: each
@@ -504,13 +438,4 @@ func (c *Controller) releaseLeases(ctx context.Context, agent string, claims []p
 		c.leases.putJob(cl.JobID, val, rev, c.mono())
 		c.leases.signal()
 	}
-}
-
-// currentEpoch returns the epoch of job id's group lease as this replica
-// sees it (0 when none).
-func (c *Controller) currentEpoch(id string) uint64 {
-	if l, ok := c.leases.job(id); ok {
-		return l.val.Epoch
-	}
-	return 0
 }

@@ -227,12 +227,15 @@ func TestGroupLeaseLifecycle(t *testing.T) {
 		t.Fatalf("retry sent with epoch %d, want %d", retryCmd.Run.Epoch, newEpoch)
 	}
 
-	// Late reports of the old epoch change nothing.
+	// Late reports of the old epoch: the attempt moved to the new holder
+	// changes nothing, and a fire scheduled long after the epoch ended is
+	// refused; a fire the holder made under its epoch while its lease was
+	// valid is an execution like any other, recorded when its reports come.
 	rejected := c.m.rejected.Load()
 	late := finished(h.rep(job.ID, x, 1, protocol.ReportFinished, trig.ScheduledAt), retry.OutcomeSuccess, retry.Result{}, time.Millisecond)
 	late.Epoch = epoch
 	h.publish(late, "")
-	y := protocol.ExecID(job.ID, time.Now().Add(time.Minute).Truncate(time.Millisecond))
+	y := protocol.ExecID(job.ID, time.Now().Add(10*time.Minute).Truncate(time.Millisecond))
 	stale := h.rep(job.ID, y, 1, protocol.ReportTriggered, time.Now())
 	stale.Epoch = epoch
 	h.publish(stale, "")
@@ -241,7 +244,18 @@ func TestGroupLeaseLifecycle(t *testing.T) {
 		t.Fatalf("execution after a stale report: %+v, %v", got, err)
 	}
 	if _, err := c.GetExecution(ctx, y); err == nil {
-		t.Fatalf("a stale epoch's fire was recorded")
+		t.Fatalf("a fire scheduled after its epoch ended was recorded")
+	}
+	if v := val(t, c.m.reportsRejected.WithLabelValues(rejectNotAssigned)); v != 1 {
+		t.Fatalf("ax_reports_rejected_total{reason=not_assigned} = %v, want 1", v)
+	}
+	zAt := lastRenewal.Truncate(time.Millisecond)
+	z := protocol.ExecID(job.ID, zAt)
+	for _, kind := range []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning, protocol.ReportFinished} {
+		report(h, job.ID, z, 1, kind, zAt, epoch, retry.OutcomeSuccess, retry.Result{})
+	}
+	if e := waitExec(t, c, z, "SUCCESS: fired by the old holder while its lease was valid", inState(protocol.StateSuccess)); e.Agent != h.id || e.Epoch != epoch {
+		t.Fatalf("late fire recorded as %+v, want agent %s epoch %d", e, h.id, epoch)
 	}
 
 	// The new holder's retry, under the new epoch, applies.

@@ -299,7 +299,9 @@ func finished(r protocol.Report, o retry.Outcome, res retry.Result, d time.Durat
 	return r
 }
 
-// publish sends a report with its Msg-Id (or msgID when not empty) and waits for the PubAck.
+// publish sends a report with its Msg-Id prefixed by the agent's id, as
+// ax-agent prefixes it with a salt of its own (or msgID when not empty),
+// and waits for the PubAck.
 func (a *testAgent) publish(r protocol.Report, msgID string) {
 	a.t.Helper()
 	data, err := protocol.Encode(r)
@@ -307,7 +309,7 @@ func (a *testAgent) publish(r protocol.Report, msgID string) {
 		a.t.Fatalf("encode report: %v", err)
 	}
 	if msgID == "" {
-		msgID = r.MsgID()
+		msgID = a.id + "/" + r.MsgID()
 	}
 	subj := protocol.ReportSubject(protocol.Shard(r.JobID, a.shards), a.id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -127,11 +128,26 @@ func TestKill9Restart(t *testing.T) {
 			return x != nil && (x.State == protocol.StateRetryWaiting || x.State == protocol.StateTriggered)
 		})
 	}
-	// Periodic fires of a job the controller does not know stream in; the
-	// controller is killed in the middle.
+	// Periodic fires of a job pinned to the agent stream in; the
+	// controller is killed in the middle. (The job is written straight
+	// into ax_jobs, as a replica would: the reports of a job that does not
+	// exist are refused.)
 	const fires = 90
 	job := "ax-ctl-20261129120000-kill99"
 	base := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	jobs, err := a.js.KeyValue(tctx(t), protocol.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := everyJob("edge-1", "1h")
+	spec.ID, spec.CreatedAt, spec.Generation = job, base, 1
+	data, err := json.Marshal(spec.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.Create(tctx(t), job, data); err != nil {
+		t.Fatal(err)
+	}
 	var ids []string
 	for i := range fires {
 		at := base.Add(time.Duration(i) * time.Second)

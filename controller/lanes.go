@@ -44,6 +44,11 @@ type pendingReport struct {
 	mayDefer bool
 	res      applyResult
 	held     bool // ahead of its record in the current plan
+	// create authorizes the report to create its execution's record
+	// (authorizeCreate, asked at most once).
+	create                     createCheck
+	createDone, createEarly    bool
+	createReason, createDetail string
 }
 
 // group is the reports of one execution in a batch, in stream order, and
@@ -102,20 +107,19 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 		}
 		// Permissions let an agent publish only on ax.rpt.*.<itself>; the
 		// body must name the same agent, so no agent reports as another.
-		if subj := m.Subject(); subj[strings.LastIndexByte(subj, '.')+1:] != r.Agent {
-			c.m.reject(rejectWrongAgent)
-			c.log.Warn("report rejected", "reason", rejectWrongAgent, "subject", subj, "agent", r.Agent, "exec", r.ExecID)
-			_ = m.Ack()
+		subj := m.Subject()
+		if subj[strings.LastIndexByte(subj, '.')+1:] != r.Agent {
+			l.reject(m, r, rejectWrongAgent, "the subject names another agent than the report")
 			continue
 		}
-		// A report fired under a group lease older than the job's current
-		// one changes nothing: its agent lost the lease (grouplease.go).
+		// The other checks of reportauth.go: the shard, the epoch's holder.
+		if tok, ok := c.shardOK(subj, r.JobID); !ok {
+			l.reject(m, r, rejectBadShard, fmt.Sprintf("shard token %d of %s is not the shard of job %s", tok, subj, r.JobID))
+			continue
+		}
 		if r.Epoch > 0 {
-			if cur := c.currentEpoch(r.JobID); r.Epoch < cur {
-				c.m.reject(rejectOldEpoch)
-				c.log.Info("report rejected", "reason", rejectOldEpoch, "detail", "stale lease epoch", "exec", r.ExecID,
-					"attempt", r.Attempt, "kind", r.Kind, "agent", r.Agent, "epoch", r.Epoch, "current_epoch", cur)
-				_ = m.Ack()
+			if reason, detail := c.authorizeEpoch(ctx, r); reason != "" {
+				l.reject(m, r, reason, detail)
 				continue
 			}
 		}
@@ -125,7 +129,15 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			l.index[r.ExecID] = g
 			l.groups = append(l.groups, g)
 		}
-		g.items = append(g.items, &pendingReport{msg: m, r: r, mayDefer: l.mayDefer(m)})
+		p := &pendingReport{msg: m, r: r, mayDefer: l.mayDefer(m)}
+		p.create = func() (string, string, bool) {
+			if !p.createDone {
+				p.createDone = true
+				p.createReason, p.createDetail, p.createEarly = c.authorizeCreate(ctx, p.r)
+			}
+			return p.createReason, p.createDetail, p.createEarly
+		}
+		g.items = append(g.items, p)
 	}
 	// Plan every execution and issue its write.
 	for _, g := range l.groups {
@@ -137,9 +149,10 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			}
 		}
 		l.plan(g, cur)
-		if ok && l.anyHeld(g) {
-			// Ahead of the cached record: it may be stale (written outside
-			// this lane: agent_lost, an operator's retry or cancel). Read.
+		if ok && l.mayBeStale(g) {
+			// Ahead of the cached record, or for another agent than it
+			// names: it may be stale (written outside this lane:
+			// settleEpochs, a retry sent, an operator's retry or cancel). Read.
 			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {
 				continue
 			}
@@ -229,7 +242,7 @@ func (l *lane) plan(g *group, cur execVersion) {
 			if pass > 0 && !p.held {
 				continue
 			}
-			res := applyReport(rec, p.r, policy, rand.Int64N, now)
+			res := applyReport(rec, p.r, policy, rand.Int64N, now, p.create)
 			p.res, p.held = res, res.reject != "" && res.early
 			if res.reject == "" {
 				rec, g.next, progress = res.next, res.next, true
@@ -239,6 +252,27 @@ func (l *lane) plan(g *group, cur execVersion) {
 			return
 		}
 	}
+}
+
+// mayBeStale reports whether a report of the group was refused in a way a
+// newer record may change: held (ahead of it) or for another agent.
+func (l *lane) mayBeStale(g *group) bool {
+	for _, p := range g.items {
+		if p.held || p.res.reject == rejectWrongAgent {
+			return true
+		}
+	}
+	return false
+}
+
+// reject counts, logs and acknowledges a report refused before its record
+// is read.
+func (l *lane) reject(m jetstream.Msg, r protocol.Report, reason, detail string) {
+	c := l.w.c
+	c.m.reject(reason)
+	c.log.Warn("report rejected", "reason", reason, "detail", detail, "subject", m.Subject(), "agent", r.Agent,
+		"exec", r.ExecID, "attempt", r.Attempt, "kind", r.Kind, "epoch", r.Epoch)
+	_ = m.Ack()
 }
 
 func (l *lane) anyHeld(g *group) bool {

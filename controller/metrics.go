@@ -31,6 +31,11 @@ const (
 	metricFailover        = "ax_lease_failover_seconds"
 	metricLabelsIgnored   = "ax_agent_labels_ignored_total"
 	metricStoreResets     = "ax_agent_store_resets_total"
+	metricRptBytes        = "ax_report_stream_bytes"
+	metricRptMaxBytes     = "ax_report_stream_max_bytes"
+	metricRptMsgs         = "ax_report_stream_messages"
+	metricRptOldest       = "ax_report_stream_oldest_seconds"
+	metricRptMaxAge       = "ax_report_stream_max_age_seconds"
 )
 
 // Reasons of ax_reports_rejected_total.
@@ -42,8 +47,11 @@ const (
 	rejectTerminal    = "terminal"     // execution already terminal
 	rejectUnknownExec = "unknown_exec" // no record and the kind cannot create one
 	rejectFuture      = "future_attempt"
-	rejectTransition  = "transition"  // the state machine refuses the change
-	rejectWrongAgent  = "wrong_agent" // sent on another agent's subject, or for another agent's attempt
+	rejectTransition  = "transition"   // the state machine refuses the change
+	rejectWrongAgent  = "wrong_agent"  // sent on another agent's subject, or for an attempt not sent to this agent
+	rejectUnknownJob  = "unknown_job"  // a fire of a job that does not exist
+	rejectNotAssigned = "not_assigned" // the agent may not fire the job (not its pinned agent, group member, or the epoch's holder)
+	rejectBadShard    = "bad_shard"    // the subject's shard token is not the job's shard (or no consumer reads it)
 )
 
 type metrics struct {
@@ -75,6 +83,9 @@ type metrics struct {
 	// its state (resumed after the commands already sent).
 	labelsIgnored prometheus.Counter
 	storeResets   prometheus.Counter
+	// AX_RPT as of the last look (reportstream.go): bytes and reports
+	// held, the age of the oldest, and the stream's bounds.
+	rptBytes, rptMaxBytes, rptMsgs, rptOldest, rptMaxAge prometheus.Gauge
 
 	// applied mirrors reportsApplied for tests and benchmarks.
 	applied  atomic.Int64
@@ -97,7 +108,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		reportsApplied: prometheus.NewCounter(prometheus.CounterOpts{Name: metricReportsApplied,
 			Help: "Agent report steps applied to the execution state machine (a report standing for earlier steps counts each)."}),
 		reportsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricReportsRejected,
-			Help: "Agent reports not applied, by reason (invalid, duplicate, old_attempt, old_epoch, terminal, unknown_exec, future_attempt, transition)."},
+			Help: "Agent reports not applied, by reason (invalid, duplicate, old_attempt, old_epoch, terminal, unknown_exec, future_attempt, transition, wrong_agent, unknown_job, not_assigned, bad_shard)."},
 			[]string{"reason"}),
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: metricReportsDeferred,
 			Help: "Reports redelivered later because an earlier report of the same execution had not arrived yet."}),
@@ -127,6 +138,16 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Registrations whose labels differed from the controller's (set at enrollment or by an operator) and were ignored."}),
 		storeResets: prometheus.NewCounter(prometheus.CounterOpts{Name: metricStoreResets,
 			Help: "Registrations of agents whose store had lost its state: resumed after the commands already sent, their assignments and pending runs sent again."}),
+		rptBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptBytes,
+			Help: "Bytes of reports in AX_RPT not applied yet (agents' reports wait there for a controller)."}),
+		rptMaxBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptMaxBytes,
+			Help: "AX_RPT's byte bound (reports.max_bytes): past it new reports are refused and agents keep them in their outbox."}),
+		rptMsgs: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptMsgs,
+			Help: "Reports in AX_RPT not applied yet."}),
+		rptOldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptOldest,
+			Help: "Age of the oldest report in AX_RPT (0 when empty)."}),
+		rptMaxAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptMaxAge,
+			Help: "AX_RPT's age bound (reports.max_age): an older report is removed by the stream."}),
 	}
 	m.takeovers.WithLabelValues("group")
 	m.takeovers.WithLabelValues("shard")
@@ -136,7 +157,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
 		m.agentsKnown, m.agentOutbox, m.agentQueue, m.agentRunning,
-		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets} {
+		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
+		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

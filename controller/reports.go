@@ -75,14 +75,24 @@ func reportSteps(r protocol.Report) []protocol.Report {
 	return append(out, last)
 }
 
+// createCheck says whether a report may create the record of an
+// execution the controller has not seen (a periodic fire the agent made):
+// "" when it may, else the rejection reason and why; early when the answer
+// may change (the report is then deferred like one ahead of its record).
+type createCheck func() (reason, detail string, early bool)
+
 // applyReport is the report half of the state machine, a pure function:
 // it applies report r to cur (nil when the execution has no record yet) at
 // controller time now. policy is the job's retry policy (with defaults);
-// rnd draws the jitter. Each report applies once: (exec_id, attempt, kind)
-// already applied is a duplicate; an older attempt or epoch, or a terminal
-// execution, makes it stale. A report standing for earlier steps too
-// (reportSteps) applies those of them not applied yet, all or nothing.
-func applyReport(cur *execRecord, r protocol.Report, policy func() retry.Policy, rnd func(int64) int64, now time.Time) applyResult {
+// rnd draws the jitter; create (nil: always) authorizes a report that
+// would create the record. Each report applies once: (exec_id, attempt,
+// kind) already applied is a duplicate; an older attempt or epoch, or a
+// terminal execution, makes it stale. An attempt belongs to the agent the
+// controller sent it to (or that fired it): a report of it from another
+// agent is refused, and so is a new attempt the controller did not send
+// to that agent. A report standing for earlier steps too (reportSteps)
+// applies those of them not applied yet, all or nothing.
+func applyReport(cur *execRecord, r protocol.Report, policy func() retry.Policy, rnd func(int64) int64, now time.Time, create createCheck) applyResult {
 	steps := reportSteps(r)
 	if cur != nil && r.Attempt == cur.Attempt && r.Epoch >= cur.Epoch && cur.hasApplied(r.Kind) {
 		res := rejected(rejectDuplicate, "%s of attempt %d already applied", r.Kind, r.Attempt)
@@ -95,7 +105,7 @@ func applyReport(cur *execRecord, r protocol.Report, policy func() retry.Policy,
 		if rec != nil && s.Attempt == rec.Attempt && rec.hasApplied(s.Kind) && s.Kind != r.Kind {
 			continue // applied by an earlier report of this attempt
 		}
-		res := applyStep(rec, s, policy, rnd, now)
+		res := applyStep(rec, s, policy, rnd, now, create)
 		if res.reject != "" {
 			detail := res.detail
 			if s.Kind != r.Kind {
@@ -111,9 +121,17 @@ func applyReport(cur *execRecord, r protocol.Report, policy func() retry.Policy,
 }
 
 // applyStep applies one step (a report standing for itself only).
-func applyStep(cur *execRecord, r protocol.Report, policy func() retry.Policy, rnd func(int64) int64, now time.Time) stepResult {
+func applyStep(cur *execRecord, r protocol.Report, policy func() retry.Policy, rnd func(int64) int64, now time.Time, create createCheck) stepResult {
 	if cur == nil {
-		return applyFirst(r, now)
+		res := applyFirst(r, now)
+		if res.reject == "" && create != nil {
+			if reason, detail, early := create(); reason != "" {
+				res := stepRejected(reason, "%s", detail)
+				res.early = early
+				return res
+			}
+		}
+		return res
 	}
 	if r.Attempt < cur.Attempt {
 		return stepRejected(rejectOldAttempt, "attempt %d is older than the execution's attempt %d", r.Attempt, cur.Attempt)
@@ -124,17 +142,33 @@ func applyStep(cur *execRecord, r protocol.Report, policy func() retry.Policy, r
 	if r.Attempt == cur.Attempt && cur.hasApplied(r.Kind) {
 		return stepRejected(rejectDuplicate, "%s of attempt %d already applied", r.Kind, r.Attempt)
 	}
-	if r.Attempt == cur.Attempt && cur.Agent != "" && r.Agent != cur.Agent {
+	if cur.Agent == "" && !cur.State.Terminal() {
+		return stepRejected(rejectWrongAgent, "attempt %d was not sent to any agent yet (no agent of its group)", cur.Attempt)
+	}
+	if r.Agent != cur.Agent && (r.Attempt == cur.Attempt || !cur.State.Terminal()) {
+		// A new attempt is sent to the agent of the record (a retry of a
+		// group job: to the lease holder, fireRetry), and the report of an
+		// attempt comes from the agent that runs it.
 		return stepRejected(rejectWrongAgent, "attempt %d belongs to agent %s, not %s", r.Attempt, cur.Agent, r.Agent)
 	}
 	if cur.State.Terminal() {
 		return stepRejected(rejectTerminal, "execution is already %s", cur.State)
 	}
 	newAttempt := r.Attempt > cur.Attempt
-	if newAttempt && !(cur.State == protocol.StateRetryWaiting && r.Attempt == cur.Attempt+1 && r.Kind == protocol.ReportTriggered) {
+	next1 := cur.State == protocol.StateRetryWaiting && r.Attempt == cur.Attempt+1
+	if newAttempt && !(next1 && (r.Kind == protocol.ReportTriggered || r.Kind == protocol.ReportFenced)) {
 		res := stepRejected(rejectFuture, "%s of attempt %d while the execution is %s at attempt %d", r.Kind, r.Attempt, cur.State, cur.Attempt)
 		res.early = true
 		return res
+	}
+	if newAttempt && cur.Sent != 0 && cur.Sent != r.Attempt {
+		// Not sent (yet): the retry's run command names the attempt.
+		res := stepRejected(rejectFuture, "%s of attempt %d, but the run sent to %s is attempt %d", r.Kind, r.Attempt, cur.Agent, cur.Sent)
+		res.early = true
+		return res
+	}
+	if r.Kind == protocol.ReportFenced {
+		return applyFenced(cur, r, policy, rnd, now)
 	}
 	next := cur.clone()
 	var to protocol.State
@@ -206,6 +240,52 @@ func applyStep(cur *execRecord, r protocol.Report, policy func() retry.Policy, r
 	next.Applied = append(next.Applied, r.Kind)
 	next.Path = append(next.Path, to)
 	return stepResult{next: next, tr: transition{from: cur.State, to: to, reason: reason}}
+}
+
+// applyFenced applies a fenced report: agent r.Agent dropped attempt
+// r.Attempt without running it, because the job's lease had moved on from
+// the epoch it was sent or fired under. Either the retry the controller
+// sent (the execution is RETRY_WAITING at the attempt before) or a fire
+// still TRIGGERED (dropped before a worker took it). The attempt counts as
+// lost, not run (not suspect): RETRY_WAITING again, whose retry goes to
+// the job's current holder (fireRetry), or FAILED when attempts are spent.
+func applyFenced(cur *execRecord, r protocol.Report, policy func() retry.Policy, rnd func(int64) int64, now time.Time) stepResult {
+	newAttempt := r.Attempt > cur.Attempt
+	if !newAttempt && cur.State != protocol.StateTriggered {
+		return stepRejected(rejectTransition, "fenced report of attempt %d while the execution is %s: it was not dropped unrun", r.Attempt, cur.State)
+	}
+	if r.Epoch != cur.Epoch {
+		return stepRejected(rejectOldEpoch, "fenced report under epoch %d; attempt %d is under epoch %d", r.Epoch, r.Attempt, cur.Epoch)
+	}
+	res := retry.Result{Message: fmt.Sprintf("fenced: agent %s dropped attempt %d unrun, its lease epoch %d had moved on", r.Agent, r.Attempt, r.Epoch),
+		Retryable: true}
+	if r.Reason != "" {
+		res.Message += " (" + r.Reason + ")"
+	}
+	d := policy().Decide(r.Attempt, retry.OutcomeAgentLost, res, rnd)
+	to := protocol.StateFailed
+	next := cur.clone()
+	if newAttempt {
+		next.Attempt = r.Attempt
+		next.Applied, next.Path = nil, nil
+		next.TriggeredAt, next.StartedAt, next.Lag = time.Time{}, time.Time{}, 0
+	}
+	next.NextAttemptAt = time.Time{}
+	if d.Retry {
+		to = protocol.StateRetryWaiting
+		next.NextAttemptAt = now.Add(d.Delay)
+	}
+	if err := CheckTransition(cur.State, to); err != nil {
+		return stepRejected(rejectTransition, "fenced report: %v", err)
+	}
+	if len(next.Applied) == 0 {
+		next.From = cur.State
+	}
+	next.Outcome, next.Result, next.Suspect, next.Duration = retry.OutcomeAgentLost, &res, false, 0
+	next.FinishedAt, next.State, next.UpdatedAt, next.Reason = r.At, to, now, d.Reason
+	next.Applied = append(next.Applied, r.Kind)
+	next.Path = append(next.Path, to)
+	return stepResult{next: next, tr: transition{from: cur.State, to: to, reason: d.Reason}}
 }
 
 // stepResult is what applying one step gives: the next record and its

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -134,10 +135,17 @@ func (r *retrier) run(ctx context.Context) {
 			r.queue = r.queue[1:]
 			r.mu.Unlock()
 			if err := r.c.fireRetry(ctx, it); err != nil && ctx.Err() == nil {
-				r.c.log.Warn("retry not sent, trying again in 1s", "exec", it.ExecID, "attempt", it.Attempt+1, "err", err)
+				wait := time.Second
+				if errors.Is(err, errNoHolder) {
+					// A grant re-arms it too (settleEpochs); this is the fallback.
+					wait = max(r.c.cfg.LeaseTTL/2, time.Second)
+					r.c.log.Debug("retry waits for its group job's lease holder", "exec", it.ExecID, "attempt", it.Attempt+1, "in", wait)
+				} else {
+					r.c.log.Warn("retry not sent, trying again in 1s", "exec", it.ExecID, "attempt", it.Attempt+1, "err", err)
+				}
 				r.mu.Lock()
 				if _, ok := r.handles[it.ExecID]; !ok {
-					r.handles[it.ExecID] = retryEntry{h: r.d.Add(r.c.clk.Now().Add(time.Second), it), attempt: it.Attempt, jobID: it.JobID}
+					r.handles[it.ExecID] = retryEntry{h: r.d.Add(r.c.clk.Now().Add(wait), it), attempt: it.Attempt, jobID: it.JobID}
 					r.c.m.retriesPending.Set(float64(len(r.handles)))
 				}
 				r.mu.Unlock()
@@ -146,9 +154,16 @@ func (r *retrier) run(ctx context.Context) {
 	}
 }
 
+// errNoHolder: a retry of a group job waits for the job's lease to have a
+// holder (it is sent to whoever holds it when it fires).
+var errNoHolder = errors.New("the group job's lease has no holder now")
+
 // fireRetry sends the run command of the next attempt of an execution that
 // is still RETRY_WAITING after attempt it.Attempt. The execution stays
-// RETRY_WAITING until the agent reports the new attempt triggered.
+// RETRY_WAITING until the agent reports the new attempt triggered. The
+// record says first which attempt is sent to whom (Sent, Agent): a retry
+// of a group job (epoch > 0) goes to the holder of the job's lease now,
+// under the lease's current epoch, whoever ran the attempts before.
 func (c *Controller) fireRetry(ctx context.Context, it retryItem) error {
 	cur, err := c.readExec(ctx, it.ExecID)
 	if err != nil {
@@ -160,35 +175,72 @@ func (c *Controller) fireRetry(ctx context.Context, it retryItem) error {
 	}
 	job, _, ok := c.jobs.get(rec.JobID)
 	if !ok {
+		return c.cancelRetryOfDeleted(ctx, it)
+	}
+	agent, epoch := rec.Agent, rec.Epoch
+	if rec.Epoch > 0 {
+		if isGroupAny(job) {
+			var held bool
+			if agent, epoch, held = c.currentHolder(job.ID); !held {
+				return errNoHolder
+			}
+		} else {
+			epoch = 0 // no longer a group job: an unfenced run on its agent
+		}
+	}
+	if agent == "" {
+		c.log.Warn("retry has no agent to run on", "exec", rec.ExecID)
+		return nil
+	}
+	next := it.Attempt + 1
+	if rec.Sent != next || rec.Agent != agent || rec.Epoch != epoch {
 		_, after, err := c.mutateExec(ctx, rec.ExecID, func(cur *execRecord) (*execRecord, error) {
 			if cur == nil || cur.State != protocol.StateRetryWaiting || cur.Attempt != it.Attempt {
 				return nil, nil
 			}
-			if err := CheckTransition(cur.State, protocol.StateCancelled); err != nil {
-				return nil, err
-			}
-			cur.State, cur.Reason, cur.UpdatedAt = protocol.StateCancelled, "job_deleted", c.now()
+			cur.Sent, cur.Agent, cur.Epoch = next, agent, epoch
 			return cur, nil
 		})
 		if err != nil {
 			return err
 		}
-		if after != nil {
-			c.afterTransition(after, transition{from: protocol.StateRetryWaiting, to: protocol.StateCancelled, reason: "job_deleted"})
+		if after == nil {
+			return nil // moved on meanwhile
 		}
-		return nil
-	}
-	if rec.Agent == "" {
-		c.log.Warn("retry has no agent to run on", "exec", rec.ExecID)
-		return nil
+		if after.Agent != rec.Agent || after.Epoch != rec.Epoch {
+			c.log.Info("retry goes to the job's lease holder", "exec", rec.ExecID, "attempt", next,
+				"from_agent", rec.Agent, "from_epoch", rec.Epoch, "agent", after.Agent, "epoch", after.Epoch)
+		}
+		rec = after
 	}
 	runAt := rec.NextAttemptAt
 	if now := c.now(); runAt.After(now) {
 		runAt = now
 	}
-	if err := c.sendRun(ctx, job, rec, it.Attempt+1, runAt); err != nil {
+	if err := c.sendRun(ctx, job, rec, next, runAt); err != nil {
 		return err
 	}
-	c.log.Info("retry sent", "exec", rec.ExecID, "job", rec.JobID, "attempt", it.Attempt+1, "agent", rec.Agent, "run_at", runAt)
+	c.log.Info("retry sent", "exec", rec.ExecID, "job", rec.JobID, "attempt", next, "agent", rec.Agent, "epoch", rec.Epoch, "run_at", runAt)
+	return nil
+}
+
+// cancelRetryOfDeleted cancels a RETRY_WAITING execution whose job is gone.
+func (c *Controller) cancelRetryOfDeleted(ctx context.Context, it retryItem) error {
+	_, after, err := c.mutateExec(ctx, it.ExecID, func(cur *execRecord) (*execRecord, error) {
+		if cur == nil || cur.State != protocol.StateRetryWaiting || cur.Attempt != it.Attempt {
+			return nil, nil
+		}
+		if err := CheckTransition(cur.State, protocol.StateCancelled); err != nil {
+			return nil, err
+		}
+		cur.State, cur.Reason, cur.UpdatedAt = protocol.StateCancelled, "job_deleted", c.now()
+		return cur, nil
+	})
+	if err != nil {
+		return err
+	}
+	if after != nil {
+		c.afterTransition(after, transition{from: protocol.StateRetryWaiting, to: protocol.StateCancelled, reason: "job_deleted"})
+	}
 	return nil
 }

@@ -33,7 +33,7 @@ func TestApplyReportRetryAfter(t *testing.T) {
 			r := protocol.Report{V: protocol.Version, Agent: "a1", JobID: job, ExecID: exec, Attempt: tc.attempt, Kind: protocol.ReportFinished,
 				ScheduledAt: now, At: now, Outcome: retry.OutcomeFailure, Result: &retry.Result{Code: 503, Retryable: true},
 				RetryAfter: protocol.Duration(tc.retryAfter)}
-			res := applyReport(cur, r, func() retry.Policy { return pol }, nil, now)
+			res := applyReport(cur, r, func() retry.Policy { return pol }, nil, now, nil)
 			if res.reject != "" || res.next == nil || res.next.State != protocol.StateRetryWaiting {
 				t.Fatalf("apply: reject %q %s, want RETRY_WAITING", res.reject, res.detail)
 			}

@@ -14,8 +14,9 @@ const stateNone protocol.State = ""
 //	PENDING ──► TRIGGERED ──► RUNNING ──► SUCCESS
 //	   │            │            ├──────► FAILED
 //	   │            │            └──────► RETRY_WAITING ──► TRIGGERED (attempt+1)
-//	   │            ├─ agent lost ─► RETRY_WAITING or FAILED
-//	   │            └─ not started, agent restarted late ─► SKIPPED (misfire)
+//	   │            ├─ not started, agent restarted late ─► SKIPPED (misfire)
+//	   │            └─ agent lost, fenced ─► RETRY_WAITING or FAILED
+//	   │                 RETRY_WAITING ── retry fenced ─► RETRY_WAITING (attempt+1) or FAILED
 //	   └────────────┴────────────┴──────► CANCELLED (from any non-terminal state)
 //	SKIPPED: a fire dropped by overlap=forbid or misfire=skip, recorded.
 var transitions = map[protocol.State]map[protocol.State]string{
@@ -44,8 +45,10 @@ var transitions = map[protocol.State]map[protocol.State]string{
 	},
 	protocol.StateRetryWaiting: {
 		protocol.StateTriggered: "next attempt fired on the agent",
-		protocol.StateFailed:    "the retry was sent to an agent that was lost, and attempts are spent",
-		protocol.StateCancelled: "cancelled",
+		// The attempt the retry sent counts as lost, the next one waits.
+		protocol.StateRetryWaiting: "the retry sent was dropped unrun by its agent (fenced: its group lease had moved on), attempts left",
+		protocol.StateFailed:       "the retry was sent to an agent that was lost or dropped it (fenced), and attempts are spent",
+		protocol.StateCancelled:    "cancelled",
 	},
 	protocol.StateFailed: {
 		// The only way out of a terminal state: an operator's retry

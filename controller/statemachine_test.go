@@ -31,6 +31,7 @@ func TestTransitionEveryPair(t *testing.T) {
 		{T, W}: true, {T, F}: true, // agent lost (group lease lapsed)
 		{R, S}: true, {R, F}: true, {R, W}: true, {R, C}: true,
 		{W, T}: true, {W, C}: true, {W, F}: true, // retry sent to a lost agent, attempts spent
+		{W, W}: true, // the retry sent was fenced: counted, the next one waits
 		{F, W}: true, // operator retry
 	}
 	froms := append([]protocol.State{""}, protocol.States...)
@@ -95,8 +96,22 @@ func TestApplyReport(t *testing.T) {
 		return r
 	}
 	rec := func(s protocol.State, attempt int, applied ...protocol.ReportKind) *execRecord {
-		return &execRecord{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: attempt, State: s}, Applied: applied}
+		return &execRecord{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: attempt, State: s, Agent: "a1"}, Applied: applied}
 	}
+	// leased is rec under lease epoch 5, whose retry of attempt sent was sent.
+	leased := func(s protocol.State, attempt, sent int, applied ...protocol.ReportKind) *execRecord {
+		r := rec(s, attempt, applied...)
+		r.Epoch, r.Sent = 5, sent
+		return r
+	}
+	fenced := func(attempt int, epoch uint64) protocol.Report {
+		r := rep(protocol.ReportFenced, attempt)
+		r.Epoch, r.Reason = epoch, "lease_moved_on"
+		return r
+	}
+	by := func(agent string, r protocol.Report) protocol.Report { r.Agent = agent; return r }
+	unplaced := rec(protocol.StatePending, 1)
+	unplaced.Agent = ""
 	pol := retry.Policy{MaxAttempts: 3, Base: time.Second, Max: time.Minute}
 	tests := []struct {
 		name    string
@@ -134,6 +149,20 @@ func TestApplyReport(t *testing.T) {
 		{name: "report after success is stale", cur: rec(protocol.StateSuccess, 1, "triggered", "running", "finished"), r: rep(protocol.ReportSkipped, 1), reject: rejectTerminal},
 		{name: "attempt jump refused", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: rep(protocol.ReportTriggered, 3), reject: rejectFuture},
 		{name: "running of next attempt before its triggered refused", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: rep(protocol.ReportRunning, 2), reject: rejectFuture},
+		// An attempt belongs to the agent it was sent to.
+		{name: "pending run of another agent", cur: rec(protocol.StatePending, 1), r: by("a2", rep(protocol.ReportTriggered, 1)), reject: rejectWrongAgent},
+		{name: "unplaced pending run", cur: unplaced, r: rep(protocol.ReportTriggered, 1), reject: rejectWrongAgent},
+		{name: "next attempt by another agent", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: by("a2", rep(protocol.ReportTriggered, 2)), reject: rejectWrongAgent},
+		{name: "next attempt sent", cur: leased(protocol.StateRetryWaiting, 1, 2, "finished"), r: func() protocol.Report { r := rep(protocol.ReportTriggered, 2); r.Epoch = 5; return r }(), want: protocol.StateTriggered},
+		{name: "next attempt not sent yet", cur: leased(protocol.StateRetryWaiting, 2, 2), r: func() protocol.Report { r := rep(protocol.ReportTriggered, 3); r.Epoch = 5; return r }(), reject: rejectFuture},
+		// fenced: the agent dropped an attempt unrun; it counts as lost.
+		{name: "fenced retry counts", cur: leased(protocol.StateRetryWaiting, 1, 2, "finished"), r: fenced(2, 5), policy: pol, want: protocol.StateRetryWaiting, next: 2 * time.Second},
+		{name: "fenced retry with attempts spent", cur: leased(protocol.StateRetryWaiting, 2, 3, "finished"), r: fenced(3, 5), policy: pol, want: protocol.StateFailed},
+		{name: "fenced fire counts", cur: leased(protocol.StateTriggered, 1, 0, "triggered"), r: fenced(1, 5), policy: pol, want: protocol.StateRetryWaiting, next: time.Second},
+		{name: "fenced after it ran refused", cur: leased(protocol.StateRunning, 1, 0, "triggered", "running"), r: fenced(1, 5), reject: rejectTransition},
+		{name: "fenced under an older epoch", cur: func() *execRecord { r := leased(protocol.StateRetryWaiting, 1, 2); r.Epoch = 6; return r }(), r: fenced(2, 5), reject: rejectOldEpoch},
+		{name: "fenced retry re-pointed elsewhere", cur: func() *execRecord { r := leased(protocol.StateRetryWaiting, 1, 2); r.Agent = "a2"; return r }(), r: fenced(2, 5), reject: rejectWrongAgent},
+		{name: "fenced retry not sent", cur: leased(protocol.StateRetryWaiting, 2, 2), r: fenced(3, 5), reject: rejectFuture},
 	}
 	earlyCases := map[string]bool{
 		"running without record":                               true,
@@ -142,6 +171,8 @@ func TestApplyReport(t *testing.T) {
 		"finished on triggered refused":                        true,
 		"attempt jump refused":                                 true,
 		"running of next attempt before its triggered refused": true,
+		"next attempt not sent yet":                            true,
+		"fenced retry not sent":                                true,
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,7 +180,7 @@ func TestApplyReport(t *testing.T) {
 			if p.MaxAttempts == 0 {
 				p = retry.DefaultPolicy()
 			}
-			res := applyReport(tt.cur, tt.r, func() retry.Policy { return p }, nil, now)
+			res := applyReport(tt.cur, tt.r, func() retry.Policy { return p }, nil, now, nil)
 			if res.reject != tt.reject {
 				t.Fatalf("reject = %q (%s), want %q", res.reject, res.detail, tt.reject)
 			}
@@ -165,6 +196,9 @@ func TestApplyReport(t *testing.T) {
 			if res.next.State != tt.want || len(res.steps) != 1 || res.steps[0].tr.to != tt.want {
 				t.Fatalf("state = %s, want %s", res.next.State, tt.want)
 			}
+			if tt.r.Kind == protocol.ReportFenced && (res.next.Outcome != retry.OutcomeAgentLost || res.next.Result == nil || res.next.Result.Message == "") {
+				t.Errorf("fenced: outcome %q result %+v, want agent_lost with a message", res.next.Outcome, res.next.Result)
+			}
 			if res.next.Suspect != tt.suspect {
 				t.Errorf("suspect = %v, want %v", res.next.Suspect, tt.suspect)
 			}
@@ -178,11 +212,44 @@ func TestApplyReport(t *testing.T) {
 				t.Errorf("new attempt kept old markers: %v", res.next.Applied)
 			}
 			// Applying the same report again is a duplicate.
-			again := applyReport(res.next, tt.r, func() retry.Policy { return p }, nil, now)
+			again := applyReport(res.next, tt.r, func() retry.Policy { return p }, nil, now, nil)
 			if again.reject != rejectDuplicate && !(res.next.State.Terminal() && again.reject == rejectTerminal) {
 				t.Errorf("second apply: reject %q, want duplicate", again.reject)
 			}
 		})
+	}
+}
+
+// TestApplyReportCreateCheck: only a report that creates a record asks
+// createCheck, and its refusal is final unless it says early.
+func TestApplyReportCreateCheck(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	job := "ax-ctl-20261129120000-abcdef"
+	exec := protocol.ExecID(job, now)
+	r := protocol.Report{V: 1, Agent: "a1", JobID: job, ExecID: exec, Attempt: 1, Kind: protocol.ReportTriggered, ScheduledAt: now, At: now}
+	pol := func() retry.Policy { return retry.DefaultPolicy() }
+	asked := 0
+	check := func(reason string, early bool) createCheck {
+		return func() (string, string, bool) { asked++; return reason, "because", early }
+	}
+	if res := applyReport(nil, r, pol, nil, now, check(rejectNotAssigned, false)); res.reject != rejectNotAssigned || res.early || res.next != nil {
+		t.Fatalf("refused creation: %+v", res)
+	}
+	if res := applyReport(nil, r, pol, nil, now, check(rejectUnknownJob, true)); res.reject != rejectUnknownJob || !res.early {
+		t.Fatalf("creation not decided yet: %+v", res)
+	}
+	if res := applyReport(nil, r, pol, nil, now, check("", false)); res.reject != "" || res.next == nil {
+		t.Fatalf("allowed creation: %+v", res)
+	}
+	asked = 0
+	cur := &execRecord{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: 1, State: protocol.StatePending, Agent: "a1"}}
+	if res := applyReport(cur, r, pol, nil, now, check(rejectNotAssigned, false)); res.reject != "" || asked != 0 {
+		t.Fatalf("a report of a recorded execution asked createCheck (%d) or was refused: %+v", asked, res)
+	}
+	run := r
+	run.Kind = protocol.ReportRunning
+	if res := applyReport(nil, run, pol, nil, now, check(rejectNotAssigned, false)); res.reject != rejectUnknownExec || !res.early || asked != 0 {
+		t.Fatalf("running without a record: %+v (asked %d)", res, asked)
 	}
 }
 
@@ -267,7 +334,7 @@ func TestApplyCoalescedReport(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			policy := func() retry.Policy { return pol }
-			res := applyReport(tt.cur, tt.r, policy, nil, now)
+			res := applyReport(tt.cur, tt.r, policy, nil, now, nil)
 			if res.reject != tt.reject || res.early != tt.early {
 				t.Fatalf("reject = %q early %v (%s), want %q early %v", res.reject, res.early, res.detail, tt.reject, tt.early)
 			}
@@ -308,7 +375,7 @@ func TestApplyCoalescedReport(t *testing.T) {
 			}
 			// The same report again is a duplicate that replays the
 			// transitions it made (for its events), changing nothing.
-			again := applyReport(n, tt.r, policy, nil, now)
+			again := applyReport(n, tt.r, policy, nil, now, nil)
 			if again.reject != rejectDuplicate || again.next != nil {
 				t.Fatalf("second apply: reject %q", again.reject)
 			}
@@ -334,7 +401,7 @@ func TestApplyCoalescedReport(t *testing.T) {
 					continue
 				}
 				stray := protocol.Report{V: 1, Agent: "a1", JobID: job, ExecID: exec, Attempt: tt.r.Attempt, Kind: k, ScheduledAt: now, At: now}
-				if res := applyReport(n, stray, policy, nil, now); res.reject != rejectDuplicate || res.next != nil {
+				if res := applyReport(n, stray, policy, nil, now, nil); res.reject != rejectDuplicate || res.next != nil {
 					t.Errorf("stray %s: reject %q", k, res.reject)
 				}
 			}

@@ -52,7 +52,8 @@ func TestAlertRulesWellFormed(t *testing.T) {
 		}
 	}
 	// The alerts the operations issue asks for.
-	for _, want := range []string{"AxExecutionsFailing", "AxRetryBacklog", "AxAgentsWentOffline", "AxScheduleLagHigh", "AxControllerDown"} {
+	for _, want := range []string{"AxExecutionsFailing", "AxRetryBacklog", "AxAgentsWentOffline", "AxScheduleLagHigh", "AxControllerDown",
+		"AxReportStreamFilling", "AxReportsNotApplied", "AxReportsUnauthorized"} {
 		if !seen[want] {
 			t.Errorf("alerts.yml: alert %s is missing", want)
 		}

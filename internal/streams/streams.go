@@ -21,6 +21,20 @@ const (
 	DefaultDuplicates = 2 * time.Hour
 	// DefaultLeaseTTL is the bucket TTL of ax_leases.
 	DefaultLeaseTTL = 10 * time.Second
+	// DefaultReportMaxBytes bounds the bytes AX_RPT holds (reports not yet
+	// applied): past it a publish is refused and the agent keeps the report
+	// in its outbox.
+	DefaultReportMaxBytes = 1 << 30
+	// DefaultReportMaxBytesMemory is DefaultReportMaxBytes for streams in
+	// memory (Config.Memory): the server reserves the bound in memory.
+	DefaultReportMaxBytesMemory = 64 << 20
+	// DefaultReportMaxAge bounds how long AX_RPT keeps a report no
+	// controller applied. Past it the stream removes the report: alert
+	// before (configs/prometheus/alerts.yml, AxReportsNotConsumed).
+	DefaultReportMaxAge = 7 * 24 * time.Hour
+	// MinReportMaxBytes and MinReportMaxAge are the smallest bounds accepted.
+	MinReportMaxBytes = 1 << 20
+	MinReportMaxAge   = time.Hour
 )
 
 // ErrConfig marks an invalid Config.
@@ -37,6 +51,12 @@ type Config struct {
 	EventMaxAge   time.Duration
 	Duplicates    time.Duration
 	LeaseTTL      time.Duration
+	// ReportMaxBytes and ReportMaxAge bound AX_RPT (defaults
+	// DefaultReportMaxBytes, DefaultReportMaxAge when 0). The stream discards
+	// new reports when full (DiscardNew): the publisher gets an error and
+	// keeps the report, nothing accepted is dropped for room.
+	ReportMaxBytes int64
+	ReportMaxAge   time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -55,6 +75,15 @@ func (c Config) withDefaults() Config {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
 	}
+	if c.ReportMaxBytes == 0 {
+		c.ReportMaxBytes = DefaultReportMaxBytes
+		if c.Memory {
+			c.ReportMaxBytes = DefaultReportMaxBytesMemory
+		}
+	}
+	if c.ReportMaxAge == 0 {
+		c.ReportMaxAge = DefaultReportMaxAge
+	}
 	return c
 }
 
@@ -71,12 +100,18 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: %s: must not be negative", ErrConfig, f.name)
 		}
 	}
+	if c.ReportMaxBytes != 0 && c.ReportMaxBytes < MinReportMaxBytes {
+		return fmt.Errorf("%w: report_max_bytes: must be at least %d (1 MiB), got %d", ErrConfig, MinReportMaxBytes, c.ReportMaxBytes)
+	}
+	if c.ReportMaxAge != 0 && c.ReportMaxAge < MinReportMaxAge {
+		return fmt.Errorf("%w: report_max_age: must be at least %s, got %s", ErrConfig, MinReportMaxAge, c.ReportMaxAge)
+	}
 	return nil
 }
 
 // Buckets are the KV buckets of ax, opened by Ensure.
 type Buckets struct {
-	Jobs, Execs, Idem, Agents, Leases jetstream.KeyValue
+	Jobs, Execs, Idem, Agents, Leases, Epochs jetstream.KeyValue
 }
 
 func (c Config) storage() jetstream.StorageType {
@@ -106,6 +141,9 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 			Description: "ax agent → controller reports",
 			Subjects:    []string{protocol.SubjectReportsAll},
 			Retention:   jetstream.WorkQueuePolicy,
+			MaxBytes:    c.ReportMaxBytes,
+			MaxAge:      c.ReportMaxAge,
+			Discard:     jetstream.DiscardNew,
 			MaxMsgSize:  protocol.MaxMessageSize,
 			Storage:     c.storage(),
 			Replicas:    c.Replicas,
@@ -138,6 +176,7 @@ func (c Config) KVConfigs() []jetstream.KeyValueConfig {
 		kv(protocol.BucketIdem, "ax idempotency keys", 1, 0),
 		kv(protocol.BucketAgents, "ax agents", 1, 0),
 		kv(protocol.BucketLeases, "ax leases", 1, c.LeaseTTL),
+		kv(protocol.BucketEpochs, "ax group-job lease grants (epoch history)", 1, 0),
 	}
 }
 
@@ -153,7 +192,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 		}
 	}
 	var b Buckets
-	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases}
+	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases, &b.Epochs}
 	for i, kc := range cfg.KVConfigs() {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
 		if err != nil {

@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -69,9 +70,71 @@ func TestEnsureIsIdempotent(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{Replicas: 7}, {Replicas: -1}, {LeaseTTL: -time.Second}} {
+	for _, c := range []Config{{Replicas: 7}, {Replicas: -1}, {LeaseTTL: -time.Second},
+		{ReportMaxBytes: -1}, {ReportMaxBytes: MinReportMaxBytes - 1}, {ReportMaxAge: -time.Second}, {ReportMaxAge: time.Minute}} {
 		if err := c.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("Validate(%+v) = %v, want ErrConfig", c, err)
 		}
+	}
+}
+
+// TestReportStreamBounded: AX_RPT is bounded in bytes and age and, when
+// full, refuses new reports (the publisher gets an error and keeps its
+// report) rather than dropping stored ones. A stream made without bounds
+// by an earlier version gets them from Ensure.
+func TestReportStreamBounded(t *testing.T) {
+	s := natstest.Start(t)
+	nc, err := nats.Connect(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// An AX_RPT as an earlier version made it: no bounds, discard old.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: protocol.StreamReports, Subjects: []string{protocol.SubjectReportsAll},
+		Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(ctx, js, Config{ReportMaxBytes: MinReportMaxBytes, ReportMaxAge: 2 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if cfg.MaxBytes != MinReportMaxBytes || cfg.MaxAge != 2*time.Hour || cfg.Discard != jetstream.DiscardNew {
+		t.Fatalf("AX_RPT max_bytes %d max_age %s discard %v; want %d, 2h, new", cfg.MaxBytes, cfg.MaxAge, cfg.Discard, MinReportMaxBytes)
+	}
+	// Fill it: the first report past the bound is refused, none is lost.
+	body := make([]byte, 32<<10)
+	accepted := 0
+	var refused error
+	for i := 0; refused == nil && i < 100; i++ {
+		_, err := js.Publish(ctx, protocol.ReportSubject(0, "edge-7"), body, jetstream.WithMsgID("r/"+strconv.Itoa(i)))
+		if err != nil {
+			refused = err
+			break
+		}
+		accepted++
+	}
+	if refused == nil {
+		t.Fatalf("100 reports of 32 KiB accepted by a 1 MiB stream")
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(info.State.Msgs) != accepted || info.State.FirstSeq != 1 {
+		t.Fatalf("stream holds %d reports from seq %d, %d were accepted: an accepted report was dropped", info.State.Msgs, info.State.FirstSeq, accepted)
+	}
+	t.Logf("%d reports accepted, then: %v", accepted, refused)
+	// Defaults apply when the config leaves them out.
+	d := Config{}.StreamConfigs()[1]
+	if d.MaxBytes != DefaultReportMaxBytes || d.MaxAge != DefaultReportMaxAge || d.Discard != jetstream.DiscardNew {
+		t.Fatalf("default AX_RPT bounds: %d, %s, %v", d.MaxBytes, d.MaxAge, d.Discard)
 	}
 }

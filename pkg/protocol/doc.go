@@ -21,5 +21,5 @@
 //	id := protocol.ExecID(job.ID, scheduled)       // "ax-ctl1-20261129120000-k3x9qa-1796000000000"
 //	r := protocol.Report{V: protocol.Version, Kind: protocol.ReportTriggered, ...}
 //	subj := protocol.ReportSubject(protocol.Shard(job.ID, shards), agentID)
-//	msgID := r.MsgID()                             // "<exec_id>/1/triggered": JetStream de-duplicates on it
+//	msgID := salt + "/" + r.MsgID()                // "<salt>/<exec_id>/1/triggered": JetStream de-duplicates on it
 package protocol

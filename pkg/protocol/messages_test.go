@@ -130,6 +130,12 @@ func TestDecodersRejectNamingTheField(t *testing.T) {
 			delete(m, "outcome")
 			delete(m, "result")
 		}, ErrInvalid, "retry_after"},
+		{"fenced without epoch", "report", func(m map[string]any) {
+			m["kind"] = "fenced"
+			delete(m, "outcome")
+			delete(m, "result")
+		}, ErrInvalid, "epoch"},
+		{"fenced with outcome", "report", func(m map[string]any) { m["kind"], m["epoch"] = "fenced", 3 }, ErrInvalid, "outcome"},
 		{"command two bodies", "cancel", func(m map[string]any) { m["unassign"] = map[string]any{"job_id": jobID} }, ErrInvalid, "kind"},
 		{"command wrong body", "cancel", func(m map[string]any) { m["kind"] = "run" }, ErrInvalid, "run"},
 		{"command unknown kind", "cancel", func(m map[string]any) { m["kind"] = "reboot" }, ErrInvalid, "kind"},

@@ -21,6 +21,12 @@ const (
 	ReportSkipped ReportKind = "skipped"
 	// ReportInterrupted: the agent restarted while the attempt ran (retryable).
 	ReportInterrupted ReportKind = "interrupted"
+	// ReportFenced: the agent dropped an attempt of a group job without
+	// running it, because the job's lease had moved on from the attempt's
+	// epoch (a newer epoch here, or the job unassigned). Epoch is required;
+	// Reason says why. The controller counts the attempt as lost and retries
+	// it on the job's current holder.
+	ReportFenced ReportKind = "fenced"
 )
 
 // MaxMessageLen bounds a result message (stdout/stderr tails, panic stacks).
@@ -67,6 +73,11 @@ type Report struct {
 }
 
 // MsgID returns the report's JetStream message id, exec_id/attempt/kind.
+// AX_RPT de-duplicates by Msg-Id across every agent and an agent may put
+// any Msg-Id on its own reports, so ax-agent prefixes it with a random
+// salt of its process ("<salt>/<exec_id>/<attempt>/<kind>", kept in its
+// outbox for every republish): no other agent can guess it and have the
+// report dropped as a duplicate by publishing it first.
 func (r Report) MsgID() string { return ReportMsgID(r.ExecID, r.Attempt, r.Kind) }
 
 // Validate checks a report.
@@ -97,9 +108,12 @@ func (r Report) Validate() error {
 		return invalid("reason", "is longer than 256 bytes")
 	}
 	switch r.Kind {
-	case ReportTriggered, ReportRunning, ReportSkipped, ReportInterrupted:
+	case ReportTriggered, ReportRunning, ReportSkipped, ReportInterrupted, ReportFenced:
 		if r.Outcome != "" || r.Result != nil {
 			return invalid("outcome", "is only valid on finished reports")
+		}
+		if r.Kind == ReportFenced && r.Epoch == 0 {
+			return invalid("epoch", "is required on fenced reports (the lease epoch the attempt was sent under)")
 		}
 	case ReportFinished:
 		if err := validateOutcome(r.Outcome); err != nil {

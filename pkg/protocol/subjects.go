@@ -35,6 +35,10 @@ const (
 	BucketAgents = "ax_agents"
 	// BucketLeases holds group-job and shard leases (bucket TTL, History 1).
 	BucketLeases = "ax_leases"
+	// BucketEpochs holds, per group job, the bounded history of its lease
+	// grants (epoch → agent), which authorizes reports made under an
+	// earlier epoch. No TTL: it outlives the lease keys.
+	BucketEpochs = "ax_epochs"
 
 	// DefaultShards is the default number of report shards.
 	DefaultShards = 16
@@ -48,6 +52,29 @@ func CommandSubject(agent string) string { return "ax.cmd." + agent }
 // ReportSubject is the subject an agent publishes a report of shard to.
 func ReportSubject(shard int, agent string) string {
 	return "ax.rpt." + strconv.Itoa(shard) + "." + agent
+}
+
+// ReportSubjectShard returns the shard token of a report subject
+// ax.rpt.<shard>.<agent>; ok is false when the subject has another shape or
+// the token is not a decimal number below MaxShards.
+func ReportSubjectShard(subject string) (shard int, ok bool) {
+	const prefix = "ax.rpt."
+	if len(subject) <= len(prefix) || subject[:len(prefix)] != prefix {
+		return 0, false
+	}
+	rest := subject[len(prefix):]
+	n, i := 0, 0
+	for ; i < len(rest) && rest[i] != '.'; i++ {
+		c := rest[i]
+		if c < '0' || c > '9' || i >= 4 || (i == 1 && rest[0] == '0') {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if i == 0 || i == len(rest) || n >= MaxShards {
+		return 0, false
+	}
+	return n, true
 }
 
 // ReportShardSubject matches every report of one shard.

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"sort"
@@ -49,9 +50,18 @@ type Config struct {
 	LeaseTTL           time.Duration `yaml:"lease_ttl"`
 	LeaseRenewInterval time.Duration `yaml:"lease_renew_interval"`
 	AckWait            time.Duration `yaml:"ack_wait"`
+	Reports            ReportsConfig `yaml:"reports"`
 	Log                LogConfig     `yaml:"log"`
 	NATS               NATSConfig    `yaml:"nats"`
 	API                APIConfig     `yaml:"api"`
+}
+
+// ReportsConfig mirrors controller.ReportsConfig: the bounds of AX_RPT.
+type ReportsConfig struct {
+	// MaxBytes is the byte bound (past it agents keep reports in their outbox).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxAge is the age bound (an older report is removed by the stream).
+	MaxAge time.Duration `yaml:"max_age"`
 }
 
 // LogConfig configures the process log.
@@ -107,6 +117,7 @@ func keyKinds() map[string]string {
 		"node": "string", "data_dir": "string", "shards": "int",
 		"heartbeat_interval": "duration", "agent_offline_after": "duration",
 		"lease_ttl": "duration", "lease_renew_interval": "duration", "ack_wait": "duration",
+		"reports.max_bytes": "int", "reports.max_age": "duration",
 		"log.level": "string", "log.format": "string",
 		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int", "nats.auth": "string",
 		"nats.tls.cert_file": "string", "nats.tls.key_file": "string", "nats.tls.ca_file": "string", "nats.tls.verify_clients": "bool",
@@ -129,6 +140,8 @@ func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*v
 	// lease_renew_interval has no fixed default: unset, it is lease_ttl/3
 	// (see loadConfig), as controller.DefaultConfig has it for the default TTL.
 	v.SetDefault("ack_wait", d.AckWait)
+	v.SetDefault("reports.max_bytes", d.Reports.MaxBytes)
+	v.SetDefault("reports.max_age", d.Reports.MaxAge)
 	v.SetDefault("log.level", "info")
 	v.SetDefault("log.format", "text")
 	v.SetDefault("nats.url", "")
@@ -212,6 +225,8 @@ func loadConfig(v *viper.Viper) (Config, error) {
 		c.LeaseRenewInterval = c.LeaseTTL / 3
 	}
 	c.AckWait = dur("ack_wait")
+	c.Reports.MaxBytes = r.integerIn("reports.max_bytes", "a byte count", false, 1, math.MaxInt64)
+	c.Reports.MaxAge = dur("reports.max_age")
 	c.Log.Level = strings.ToLower(str("log.level"))
 	c.Log.Format = strings.ToLower(str("log.format"))
 	c.NATS.URL = str("nats.url")
@@ -365,6 +380,7 @@ func (c Config) controllerConfig() controller.Config {
 	cc.LeaseTTL = c.LeaseTTL
 	cc.LeaseRenewInterval = c.LeaseRenewInterval
 	cc.AckWait = c.AckWait
+	cc.Reports = controller.ReportsConfig{MaxBytes: c.Reports.MaxBytes, MaxAge: c.Reports.MaxAge}
 	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas, Auth: c.NATS.Auth}
 	cc.NATS.TLS = controller.TLSConfig{CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile, CAFile: c.NATS.TLS.CAFile, VerifyClients: c.NATS.TLS.VerifyClients}
 	return cc

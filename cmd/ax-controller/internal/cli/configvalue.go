@@ -87,9 +87,15 @@ func (r *values) str(k string) string {
 	}
 }
 
-// integer reads k. allowed says which values are valid, for messages;
-// zeroOK whether 0 is one (otherwise 0 would silently mean the default).
+// integer reads k as an int32-sized integer. allowed says which values
+// are valid, for messages; zeroOK whether 0 is one (otherwise 0 would
+// silently mean the default).
 func (r *values) integer(k, allowed string, zeroOK bool) int {
+	return int(r.integerIn(k, allowed, zeroOK, math.MinInt32, math.MaxInt32))
+}
+
+// integerIn reads k as an integer within [lo, hi], as integer does.
+func (r *values) integerIn(k, allowed string, zeroOK bool, lo, hi int64) int64 {
 	var n int64
 	switch x := r.v.Get(k).(type) {
 	case int:
@@ -126,7 +132,7 @@ func (r *values) integer(k, allowed string, zeroOK bool) int {
 		r.fail(k, "must be an integer (%s), got %s", allowed, r.given(k))
 		return 0
 	}
-	if n < math.MinInt32 || n > math.MaxInt32 {
+	if n < lo || n > hi {
 		r.fail(k, "%s is out of range (%s)", r.given(k), allowed)
 		return 0
 	}
@@ -134,7 +140,7 @@ func (r *values) integer(k, allowed string, zeroOK bool) int {
 		r.fail(k, "must be %s, got 0 (leave the key out for the default)", allowed)
 		return 0
 	}
-	return int(n)
+	return n
 }
 
 func (r *values) boolean(k string) bool {

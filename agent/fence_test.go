@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// fencedReports returns the fenced reports in the outbox.
+func fencedReports(t *testing.T, o *offline) []protocol.Report {
+	t.Helper()
+	msgs, err := o.a.st.Outbox(context.Background(), 0, 1000)
+	must(t, err)
+	var out []protocol.Report
+	for _, m := range msgs {
+		r, err := protocol.DecodeReport(m.Data)
+		must(t, err)
+		if r.Kind == protocol.ReportFenced {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestFencedDropsReported: an attempt the agent drops unrun because its
+// group job's lease moved on — a run (retry) sent under the old epoch, or
+// a fire still queued for a worker — is reported fenced with its exec id,
+// attempt and epoch, in the transaction that finishes its row, so that
+// the controller moves it on instead of waiting for it for ever.
+func TestFencedDropsReported(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		unassign bool
+	}{{"newer epoch", false}, {"unassigned", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOffline(t, offlineConfig(t, "edge-f"), start)
+			s := o.a.sched
+			j := groupJob("edge-f", "1s", protocol.ModeAny)
+			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
+			s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
+			// A retry sent under epoch 3, and a fire queued behind busy workers.
+			x := protocol.ExecID(j.ID, start.Add(-time.Minute))
+			o.apply(protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: x, Attempt: 2, RunAt: start.Add(time.Hour), Epoch: 3}})
+			run, err := o.a.st.ExecByID(context.Background(), x, 2)
+			must(t, err)
+			s.busy = s.workers
+			at := o.fireNext(j.ID)
+			fire, ok := o.row(protocol.ExecID(j.ID, at))
+			if !ok || fire.State != store.StateTriggered {
+				t.Fatalf("fire %+v (found %t), want TRIGGERED", fire, ok)
+			}
+			if tc.unassign {
+				o.apply(protocol.Command{Kind: protocol.CmdUnassign, Unassign: &protocol.Unassign{JobID: j.ID, Generation: j.Generation}})
+			} else {
+				o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
+			}
+			s.busy = 0
+			s.pump()
+			s.fire(wheelItem{id: run.ID})
+			o.sync()
+			o.sync()
+			want := map[string]int{x: 2, fire.ExecID: 1}
+			got := fencedReports(t, o)
+			if len(got) != len(want) {
+				t.Fatalf("fenced reports %+v, want one for %v", got, want)
+			}
+			for _, r := range got {
+				if want[r.ExecID] != r.Attempt || r.Epoch != 3 || r.Agent != "edge-f" || r.Reason != map[bool]string{false: fencedNewerEpoch, true: fencedUnassigned}[tc.unassign] {
+					t.Errorf("fenced report %+v, want attempt %d under epoch 3", r, want[r.ExecID])
+				}
+			}
+			for _, id := range []int64{run.ID, fire.ID} {
+				e, err := o.a.st.Exec(context.Background(), id)
+				must(t, err)
+				if e.State != store.StateFinished || e.Outcome != "lease_lost" {
+					t.Errorf("dropped attempt %s/%d: state %s outcome %q, want finished lease_lost", e.ExecID, e.Attempt, e.State, e.Outcome)
+				}
+			}
+		})
+	}
+}

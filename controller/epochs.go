@@ -1,0 +1,249 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Epoch history (KV ax_epochs, no TTL). A group job's lease key in
+// ax_leases names only its current holder, and the bucket TTL removes it
+// when nobody renews it (a controller outage longer than lease_ttl). A
+// report made under an earlier epoch is still a legitimate execution when
+// its agent held that epoch (it fired while its lease was valid; the agent
+// itself refuses to fire once its lease ended), so reports are authorized
+// by who held their epoch, which this history keeps: per job, the last
+// maxEpochGrants grants (epoch → agent), written before the lease itself,
+// so every epoch an agent can learn is in it. It is deleted with the job.
+
+// maxEpochGrants bounds the grants kept per job: a report under an epoch
+// older than the oldest kept is refused (old_epoch).
+const maxEpochGrants = 64
+
+// epochGrant is one grant of a group job's lease.
+type epochGrant struct {
+	Epoch uint64    `json:"epoch"`
+	Agent string    `json:"agent"`
+	At    time.Time `json:"at"`
+}
+
+// epochHistory is the value of ax_epochs.<job id>: the job's grants,
+// oldest first.
+type epochHistory struct {
+	Job    string       `json:"job"`
+	Grants []epochGrant `json:"grants"`
+}
+
+// last returns the newest grant.
+func (h epochHistory) last() (epochGrant, bool) {
+	if len(h.Grants) == 0 {
+		return epochGrant{}, false
+	}
+	return h.Grants[len(h.Grants)-1], true
+}
+
+// holderOf says who was granted epoch: known, or forgotten (older than
+// the oldest grant kept), or never granted.
+type holderOf int
+
+const (
+	epochNeverGranted holderOf = iota
+	epochGranted
+	epochForgotten
+)
+
+// holder returns the agent granted epoch and, when a later epoch was
+// granted since, when that was (the epoch ended before: its holder's own
+// lease ends before the controller grants the next one).
+func (h epochHistory) holder(epoch uint64) (agent string, st holderOf, endedBy time.Time) {
+	if len(h.Grants) == 0 {
+		return "", epochNeverGranted, time.Time{}
+	}
+	// Newest first: reports are usually of the current or a recent epoch.
+	for i := len(h.Grants) - 1; i >= 0; i-- {
+		if g := h.Grants[i]; g.Epoch == epoch {
+			if i+1 < len(h.Grants) {
+				endedBy = h.Grants[i+1].At
+			}
+			return g.Agent, epochGranted, endedBy
+		}
+	}
+	if epoch < h.Grants[0].Epoch && len(h.Grants) >= maxEpochGrants {
+		return "", epochForgotten, time.Time{}
+	}
+	return "", epochNeverGranted, time.Time{}
+}
+
+// epochView mirrors ax_epochs in memory (one watcher; the writer puts its
+// own writes at once).
+type epochView struct {
+	mu   sync.RWMutex
+	jobs map[string]epochSeen
+}
+
+type epochSeen struct {
+	h   epochHistory
+	rev uint64
+}
+
+func newEpochView() *epochView { return &epochView{jobs: map[string]epochSeen{}} }
+
+func (v *epochView) apply(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		v.drop(e.Key(), e.Revision())
+		return
+	}
+	var h epochHistory
+	if err := json.Unmarshal(e.Value(), &h); err != nil {
+		return
+	}
+	v.put(e.Key(), h, e.Revision())
+}
+
+func (v *epochView) put(job string, h epochHistory, rev uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if cur, ok := v.jobs[job]; !ok || rev > cur.rev {
+		v.jobs[job] = epochSeen{h: h, rev: rev}
+	}
+}
+
+func (v *epochView) drop(job string, rev uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if cur, ok := v.jobs[job]; ok && cur.rev <= rev {
+		delete(v.jobs, job)
+	}
+}
+
+func (v *epochView) get(job string) (epochSeen, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	s, ok := v.jobs[job]
+	return s, ok
+}
+
+// jobIDs returns the jobs with a history.
+func (v *epochView) jobIDs() []string {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]string, 0, len(v.jobs))
+	for id := range v.jobs {
+		out = append(out, id)
+	}
+	return out
+}
+
+// followEpochs loads ax_epochs into the view and keeps it current.
+func (c *Controller) followEpochs(ctx context.Context) error {
+	w, err := c.kv.Epochs.WatchAll(c.ctx)
+	if err != nil {
+		return err
+	}
+	return followKV(ctx, w, c.epochs.apply, c.goRun)
+}
+
+// recordGrant appends (epoch → agent) to job's history before the lease
+// is written, and returns the grant before it (ok false: none).
+func (c *Controller) recordGrant(ctx context.Context, job, agent string, epoch uint64) (prev epochGrant, ok bool, err error) {
+	for range 5 {
+		cur, have := c.epochs.get(job)
+		prev, ok = cur.h.last()
+		h := epochHistory{Job: job, Grants: append(cur.h.Grants[:len(cur.h.Grants):len(cur.h.Grants)],
+			epochGrant{Epoch: epoch, Agent: agent, At: c.now()})}
+		if n := len(h.Grants); n > maxEpochGrants {
+			h.Grants = h.Grants[n-maxEpochGrants:]
+		}
+		data, err := json.Marshal(h)
+		if err != nil {
+			return prev, ok, err
+		}
+		var rev uint64
+		if have {
+			rev, err = c.kv.Epochs.Update(ctx, job, data, cur.rev)
+		} else {
+			rev, err = c.kv.Epochs.Create(ctx, job, data)
+		}
+		if err == nil {
+			c.epochs.put(job, h, rev)
+			return prev, ok, nil
+		}
+		if !isCASMiss(err) && !errors.Is(err, jetstream.ErrKeyExists) {
+			return prev, ok, fmt.Errorf("record lease grant of %s: %w", job, err)
+		}
+		// Written meanwhile (by another replica, or the view lags): read it.
+		if err := c.refreshEpochs(ctx, job); err != nil {
+			return prev, ok, err
+		}
+	}
+	return prev, ok, fmt.Errorf("record lease grant of %s: %w: too much contention", job, ErrConflict)
+}
+
+// refreshEpochs reads job's history from KV into the view.
+func (c *Controller) refreshEpochs(ctx context.Context, job string) error {
+	e, err := c.kv.Epochs.Get(ctx, job)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read lease grants of %s: %w", job, err)
+	}
+	c.epochs.apply(e)
+	return nil
+}
+
+// epochHolder returns who was granted epoch of job (and when the epoch
+// ended, see epochHistory.holder), from the view, else (an epoch newer
+// than the view knows: granted by another replica just now) from KV, else
+// from the current lease (granted before the history existed). It never
+// blocks when the view knows the epoch.
+func (c *Controller) epochHolder(ctx context.Context, job string, epoch uint64) (string, holderOf, time.Time) {
+	s, ok := c.epochs.get(job)
+	agent, st, ended := s.h.holder(epoch)
+	if st != epochNeverGranted {
+		return agent, st, ended
+	}
+	if last, has := s.h.last(); !ok || !has || epoch > last.Epoch {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.refreshEpochs(rctx, job)
+		cancel()
+		if err == nil {
+			s, _ = c.epochs.get(job)
+			if agent, st, ended = s.h.holder(epoch); st != epochNeverGranted {
+				return agent, st, ended
+			}
+		}
+	}
+	if l, ok := c.leases.job(job); ok && l.val.Epoch == epoch {
+		return l.val.Agent, epochGranted, time.Time{}
+	}
+	return "", epochNeverGranted, time.Time{}
+}
+
+// dropEpochs deletes the history of a job that is no longer a group job.
+func (c *Controller) dropEpochs(ctx context.Context, job string) {
+	s, ok := c.epochs.get(job)
+	if !ok {
+		return
+	}
+	if err := c.kv.Epochs.Delete(ctx, job, jetstream.LastRevision(s.rev)); err != nil && !isCASMiss(err) {
+		c.log.Warn("delete lease grants", "job", job, "err", err)
+		return
+	}
+	c.epochs.drop(job, s.rev)
+}
+
+// currentHolder returns the agent holding job's group lease now, and its
+// epoch: a lease not released and renewed within LeaseTTL.
+func (c *Controller) currentHolder(job string) (string, uint64, bool) {
+	l, ok := c.leases.job(job)
+	if !ok || l.val.Released || c.mono().Sub(l.seen) >= c.cfg.LeaseTTL {
+		return "", 0, false
+	}
+	return l.val.Agent, l.val.Epoch, true
+}

@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Reports are authorized against what the controller knows (DESIGN §10),
+// not only against the agent named by their subject (NATS permissions
+// let an enrolled agent publish on ax.rpt.*.<itself> and nothing else):
+//
+//   - the shard token of the subject is the shard the job hashes to (on
+//     the configured shard count, or on protocol.DefaultShards: what an
+//     agent uses before its first registration), else bad_shard;
+//   - a report under a lease epoch comes from the agent that was granted
+//     that epoch (epochs.go), else not_assigned (old_epoch when the epoch
+//     is older than the history kept);
+//   - a report that would create an execution (a periodic fire the agent
+//     made) names a job that exists and that the agent may fire: its
+//     pinned agent, a member of a broadcast group, or, for a group job of
+//     mode any, the holder of the report's epoch; else unknown_job or
+//     not_assigned;
+//   - a report of an execution that has a record comes from the agent the
+//     controller sent that attempt to (reports.go, wrong_agent).
+//
+// A rejected report changes nothing; it is counted in
+// ax_reports_rejected_total{reason} and logged.
+
+// shardOK reports whether subject's shard token is the shard of jobID.
+func (c *Controller) shardOK(subject, jobID string) (int, bool) {
+	tok, ok := protocol.ReportSubjectShard(subject)
+	if !ok {
+		return -1, false
+	}
+	return tok, tok == protocol.Shard(jobID, c.cfg.Shards) ||
+		c.cfg.Shards != protocol.DefaultShards && tok == protocol.Shard(jobID, protocol.DefaultShards)
+}
+
+// epochSlack is how much later than the grant that ended its epoch an
+// execution fired under the epoch may be scheduled: the agent's clock
+// (within its clock.max_skew of the controller's, or adopting it) and the
+// time the controller took to see the lease lapse.
+const epochSlack = time.Minute
+
+// authorizeEpoch checks that r.Agent held r.Epoch of r's job, and that r's
+// execution was scheduled before that epoch ended (plus LeaseTTL and
+// epochSlack): an agent fires only while its lease is valid.
+func (c *Controller) authorizeEpoch(ctx context.Context, r protocol.Report) (reason, detail string) {
+	agent, st, ended := c.epochHolder(ctx, r.JobID, r.Epoch)
+	switch {
+	case st == epochForgotten:
+		return rejectOldEpoch, fmt.Sprintf("lease epoch %d of job %s is older than the %d grants kept", r.Epoch, r.JobID, maxEpochGrants)
+	case st == epochNeverGranted:
+		return rejectNotAssigned, fmt.Sprintf("lease epoch %d of job %s was never granted", r.Epoch, r.JobID)
+	case agent != r.Agent:
+		return rejectNotAssigned, fmt.Sprintf("lease epoch %d of job %s was granted to %s, not %s", r.Epoch, r.JobID, agent, r.Agent)
+	}
+	if !ended.IsZero() {
+		if _, at, err := protocol.ParseExecID("exec_id", r.ExecID); err == nil && at.After(ended.Add(c.cfg.LeaseTTL+epochSlack)) {
+			return rejectNotAssigned, fmt.Sprintf("execution scheduled at %s, after lease epoch %d of job %s ended (the next was granted at %s)",
+				at.Format(time.RFC3339Nano), r.Epoch, r.JobID, ended.Format(time.RFC3339Nano))
+		}
+	}
+	return "", ""
+}
+
+// authorizeCreate checks that r may create its execution's record: the
+// job exists, is periodic, and r.Agent may fire it (r.Epoch was checked by
+// authorizeEpoch before). early: the job could not be read now; the
+// report may be tried again later.
+func (c *Controller) authorizeCreate(ctx context.Context, r protocol.Report) (reason, detail string, early bool) {
+	j, _, ok := c.jobs.get(r.JobID)
+	if !ok {
+		// Not in this replica's cache: created on another replica just now?
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		j, _, err = c.readJob(rctx, r.JobID)
+		cancel()
+		if errors.Is(err, ErrNotFound) {
+			return rejectUnknownJob, fmt.Sprintf("job %s does not exist", r.JobID), false
+		}
+		if err != nil {
+			return rejectUnknownJob, fmt.Sprintf("job %s could not be read: %v", r.JobID, err), true
+		}
+	}
+	if !isPeriodic(j) {
+		return rejectNotAssigned, fmt.Sprintf("job %s is one-shot: its executions are made by the controller", j.ID), false
+	}
+	switch {
+	case j.Target.Agent != "":
+		if r.Agent != j.Target.Agent || r.Epoch != 0 {
+			return rejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false
+		}
+	case j.Target.Mode == protocol.ModeAll:
+		if r.Shard == nil || r.Epoch != 0 || !c.isMember(j, r.Agent) {
+			return rejectNotAssigned, fmt.Sprintf("agent %s is not a member of job %s's group %q", r.Agent, j.ID, j.Target.Group), false
+		}
+	default:
+		if r.Epoch == 0 {
+			return rejectNotAssigned, fmt.Sprintf("job %s fires under a group lease; the report has no epoch", j.ID), false
+		}
+	}
+	return "", "", false
+}

@@ -1,0 +1,210 @@
+package controller
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// waitRejected waits until ax_reports_rejected_total{reason} reached want.
+func waitRejected(t *testing.T, c *Controller, reason string, want float64) {
+	t.Helper()
+	eventually(t, 20*time.Second, "reports rejected "+reason+" ≥ "+strconv.FormatFloat(want, 'f', 0, 64), func() bool {
+		return val(t, c.m.reportsRejected.WithLabelValues(reason)) >= want
+	})
+}
+
+// noExec fails when execID has a record.
+func noExec(t *testing.T, c *Controller, execID, what string) {
+	t.Helper()
+	if e, err := c.GetExecution(tctx(t), execID); err == nil {
+		t.Fatalf("%s: a forged report made execution %+v", what, e)
+	}
+}
+
+// publishOn publishes a report of a on subject (its own allowed subjects).
+func (a *testAgent) publishOn(subject string, r protocol.Report) {
+	a.t.Helper()
+	data, err := protocol.Encode(r)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.js.Publish(ctx, subject, data, jetstream.WithMsgID(r.MsgID()+"@"+subject)); err != nil {
+		a.t.Fatalf("publish on %s: %v", subject, err)
+	}
+}
+
+// TestForgedReportsRejected: an enrolled agent (edge-m, its own NKey
+// identity on the controller's embedded nats-server) publishes, on its
+// own report subject, reports the controller never asked it for. Each is
+// rejected with its reason, counted, and changes nothing; the real
+// agents' runs of the same executions apply as if nothing happened.
+func TestForgedReportsRejected(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.NATS.Auth = auth.ModeNKeys
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	cfg.AgentOfflineAfter = 3 * time.Second
+	cfg.LeaseTTL = time.Second
+	cfg.LeaseRenewInterval = 200 * time.Millisecond
+	cfg.reportSweep = 100 * time.Millisecond
+	c := startController(t, cfg)
+	ctx := tctx(t)
+	b := newEnrolledAgent(t, c, "edge-b", map[string]string{"site": "b"}).start()
+	m := newEnrolledAgent(t, c, "edge-m", map[string]string{"site": "m"}).start()
+	rejected := func(reason string) float64 { return val(t, c.m.reportsRejected.WithLabelValues(reason)) }
+
+	t.Run("next fire of another agent's pinned job", func(t *testing.T) {
+		j, err := c.CreateJob(ctx, everyJob("edge-b", "1h"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := j.CreatedAt.Add(time.Hour).Truncate(time.Millisecond)
+		x := protocol.ExecID(j.ID, at)
+		n := rejected(rejectNotAssigned)
+		// With the Msg-Id the report would have without ax-agent's salt.
+		forged := m.rep(j.ID, x, 1, protocol.ReportTriggered, at)
+		m.publish(forged, forged.MsgID())
+		waitRejected(t, c, rejectNotAssigned, n+1)
+		noExec(t, c, x, "edge-m's fire of edge-b's pinned job")
+		b.runAttempt(j.ID, x, 1, at, retry.OutcomeSuccess, ok)
+		if e := waitExec(t, c, x, "SUCCESS by edge-b", inState(protocol.StateSuccess)); e.Agent != "edge-b" {
+			t.Fatalf("edge-b's run recorded as %+v", e)
+		}
+	})
+
+	t.Run("fire of a job that does not exist", func(t *testing.T) {
+		ghost := protocol.NewJobID("ctl", time.Now(), 424242)
+		x := protocol.ExecID(ghost, time.Now().Truncate(time.Millisecond))
+		n := rejected(rejectUnknownJob)
+		m.publish(m.rep(ghost, x, 1, protocol.ReportTriggered, time.Now()), "")
+		waitRejected(t, c, rejectUnknownJob, n+1)
+		noExec(t, c, x, "a fire of a job that does not exist")
+	})
+
+	t.Run("unplaced execution of a group it is not in", func(t *testing.T) {
+		j, err := c.CreateJob(ctx, protocol.Job{Name: "nowhere", Handler: "noop", Schedule: schedule.Spec{Asap: true},
+			Target: protocol.Target{Group: "site=nowhere"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var x string
+		eventually(t, 10*time.Second, "the PENDING execution without an agent", func() bool {
+			es, _, err := c.ListExecutions(ctx, ExecFilter{JobID: j.ID})
+			if err == nil && len(es) == 1 && es[0].State == protocol.StatePending && es[0].Agent == "" {
+				x = es[0].ExecID
+			}
+			return x != ""
+		})
+		n := rejected(rejectWrongAgent)
+		m.publish(m.rep(j.ID, x, 1, protocol.ReportTriggered, j.CreatedAt), "")
+		m.publish(finished(m.rep(j.ID, x, 1, protocol.ReportFinished, j.CreatedAt), retry.OutcomeSuccess, ok, time.Millisecond), "")
+		waitRejected(t, c, rejectWrongAgent, n+2)
+		if e, err := c.GetExecution(ctx, x); err != nil || e.State != protocol.StatePending || e.Agent != "" {
+			t.Fatalf("unplaced execution after forged reports: %+v, %v", e, err)
+		}
+	})
+
+	t.Run("next attempt of another agent's retry", func(t *testing.T) {
+		j, err := c.CreateJob(ctx, retryJob("edge-b", 100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := b.waitCommand("attempt 1", func(cmd protocol.Command) bool { return isRun("", 1)(cmd) && cmd.Run.Job.ID == j.ID })
+		x := run.Run.ExecID
+		b.runAttempt(j.ID, x, 1, run.Run.RunAt, retry.OutcomeFailure, transient)
+		b.waitCommand("attempt 2 sent to edge-b", isRun(x, 2))
+		n := rejected(rejectWrongAgent)
+		m.runAttempt(j.ID, x, 2, run.Run.RunAt, retry.OutcomeSuccess, ok)
+		waitRejected(t, c, rejectWrongAgent, n+1)
+		eventually(t, 10*time.Second, "edge-m's three reports handled", func() bool { return rejected(rejectWrongAgent)+rejected(rejectFuture) >= n+3 })
+		if e, err := c.GetExecution(ctx, x); err != nil || e.State != protocol.StateRetryWaiting || e.Attempt != 1 || e.Agent != "edge-b" {
+			t.Fatalf("edge-b's retry after edge-m's forged attempt 2: %+v, %v", e, err)
+		}
+		b.runAttempt(j.ID, x, 2, run.Run.RunAt, retry.OutcomeSuccess, ok)
+		if e := waitExec(t, c, x, "SUCCESS at attempt 2 by edge-b", inState(protocol.StateSuccess)); e.Agent != "edge-b" || e.Attempt != 2 {
+			t.Fatalf("edge-b's attempt 2 recorded as %+v", e)
+		}
+	})
+
+	t.Run("fire under another agent's group lease epoch", func(t *testing.T) {
+		j, err := c.CreateJob(ctx, protocol.Job{Name: "pump", Handler: "noop", Schedule: schedule.Spec{Every: "1h"},
+			Target: protocol.Target{Group: "site=b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var epoch uint64
+		eventually(t, 20*time.Second, "edge-b holds the group job's lease", func() bool {
+			b.heartbeat() // a lease goes to a live member
+			for _, cmd := range b.commands() {
+				if assignWithEpoch(j.ID, 0)(cmd) {
+					epoch = cmd.Assign.Epoch
+					return true
+				}
+			}
+			return false
+		})
+		at := time.Now().Truncate(time.Millisecond)
+		x := protocol.ExecID(j.ID, at)
+		n := rejected(rejectNotAssigned)
+		for _, e := range []uint64{epoch, epoch + 1000} {
+			r := m.rep(j.ID, x, 1, protocol.ReportTriggered, at)
+			r.Epoch = e
+			m.publish(r, r.MsgID()+"/"+strconv.FormatUint(e, 10))
+		}
+		waitRejected(t, c, rejectNotAssigned, n+2)
+		noExec(t, c, x, "edge-m's fire under edge-b's epoch")
+	})
+
+	t.Run("fire of a broadcast group it is not in", func(t *testing.T) {
+		j, err := c.CreateJob(ctx, protocol.Job{Name: "all-b", Handler: "noop", Schedule: schedule.Spec{Every: "1h"},
+			Target: protocol.Target{Group: "site=b", Mode: protocol.ModeAll}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Truncate(time.Millisecond)
+		x := protocol.BroadcastExecID(j.ID, at, 1)
+		r := m.rep(j.ID, x, 1, protocol.ReportTriggered, at)
+		r.Shard = &protocol.ShardSlot{Index: 1, Total: 2}
+		n := rejected(rejectNotAssigned)
+		m.publish(r, "")
+		waitRejected(t, c, rejectNotAssigned, n+1)
+		noExec(t, c, x, "edge-m's fire of a broadcast group it is not in")
+	})
+
+	t.Run("reports on shard tokens that are not the job's", func(t *testing.T) {
+		j, err := c.CreateJob(ctx, everyJob("edge-m", "1h"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := j.CreatedAt.Add(time.Hour).Truncate(time.Millisecond)
+		x := protocol.ExecID(j.ID, at)
+		r := m.rep(j.ID, x, 1, protocol.ReportTriggered, at)
+		n := rejected(rejectBadShard)
+		other := (protocol.Shard(j.ID, cfg.Shards) + 1) % cfg.Shards
+		// A token a consumer reads, but not the job's shard: refused when read.
+		m.publishOn(protocol.ReportSubject(other, "edge-m"), r)
+		// Tokens no consumer reads: purged from AX_RPT by the upkeep.
+		for _, tok := range []string{strconv.Itoa(protocol.MaxShards - 1), "99999", "x"} {
+			m.publishOn("ax.rpt."+tok+".edge-m", r)
+		}
+		waitRejected(t, c, rejectBadShard, n+4)
+		eventually(t, 10*time.Second, "AX_RPT empty again", func() bool {
+			st, err := c.js.Stream(ctx, protocol.StreamReports)
+			return err == nil && st.CachedInfo().State.Msgs == 0
+		})
+		noExec(t, c, x, "reports on the wrong shard tokens")
+		// On its own shard, the same report applies: edge-m runs that job.
+		m.publish(r, "")
+		waitExec(t, c, x, "TRIGGERED by edge-m", inState(protocol.StateTriggered))
+	})
+}
