@@ -158,6 +158,11 @@
 //	                                            kind=shard (a shard lease taken from another replica)
 //	ax_lease_failover_seconds         histogram for each group takeover, the time from the last
 //	                                            renewal this replica saw to the grant to another agent
+//	ax_agent_requests_refused_total{endpoint,reason}
+//	                                  counter   agent requests not served (endpoint register,
+//	                                            heartbeat or consumer_gateway): reason reply
+//	                                            (dropped, the reply is not the agent's inbox),
+//	                                            subject (dropped), consumer (refused create/delete)
 //
 // The ax_agent_* gauges are set on every heartbeat (and at start from the
 // stats stored with each agent's last heartbeat) and deleted when the

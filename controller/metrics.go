@@ -29,6 +29,7 @@ const (
 	metricLeaseExpiries   = "ax_lease_expiries_total"
 	metricLeaseTakeovers  = "ax_lease_takeovers_total"
 	metricFailover        = "ax_lease_failover_seconds"
+	metricAgentRefused    = "ax_agent_requests_refused_total"
 )
 
 // Reasons of ax_reports_rejected_total.
@@ -68,6 +69,10 @@ type metrics struct {
 	leaseExpiries prometheus.Counter
 	takeovers     *prometheus.CounterVec
 	failover      prometheus.Histogram
+	// Agent requests not served: registrations, heartbeats and consumer
+	// gateway requests dropped for their reply subject, gateway requests
+	// refused (gateway.go).
+	agentRefused *prometheus.CounterVec
 
 	// applied mirrors reportsApplied for tests and benchmarks.
 	applied  atomic.Int64
@@ -116,6 +121,9 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		failover: prometheus.NewHistogram(prometheus.HistogramOpts{Name: metricFailover,
 			Help:    "Time from the last renewal of a lapsed group lease to its grant to another agent.",
 			Buckets: []float64{.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120}}),
+		agentRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricAgentRefused,
+			Help: "Agent requests not served, by endpoint (register, heartbeat, consumer_gateway) and reason: reply (dropped: the reply subject is not the agent's inbox), subject (dropped), consumer (a consumer beyond the agent's own pull consumer, refused)."},
+			[]string{"endpoint", "reason"}),
 	}
 	m.takeovers.WithLabelValues("group")
 	m.takeovers.WithLabelValues("shard")
@@ -125,7 +133,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
 		m.agentsKnown, m.agentOutbox, m.agentQueue, m.agentRunning,
-		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover} {
+		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.agentRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
