@@ -303,11 +303,13 @@ func consumeOwn(t *testing.T, ac *agentConn, id string, start uint64) <-chan uin
 	return got
 }
 
-// TestReflectionStaysInAgentAccount: a pull status and a PubAck sent to a
-// reply subject of the agent's choice arrive in the agent's own account;
-// the KV bucket and stream named there are untouched.
+// TestReflectionStaysInAgentAccount: a pull status, a PubAck and the
+// controller's answer sent to a reply subject of the agent's choice arrive
+// in the agent's own account; the KV bucket and stream named there are
+// untouched.
 func TestReflectionStaysInAgentAccount(t *testing.T) {
 	e := newEnv(t, "a")
+	e.serveReg(nil)
 	c := ctx(t)
 	kv, err := e.ajs.KeyValue(c, protocol.BucketJobs)
 	if err != nil {
@@ -336,7 +338,10 @@ func TestReflectionStaysInAgentAccount(t *testing.T) {
 		if err := a.nc.PublishRequest(protocol.ReportSubject(1, "a"), reply, []byte("r")); err != nil {
 			t.Fatal(err)
 		}
-		for _, what := range []string{"pull status", "PubAck"} {
+		if err := a.nc.PublishRequest(protocol.RegisterSubject("a"), reply, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		for _, what := range []string{"pull status", "PubAck", "controller answer"} {
 			if _, err := sub.NextMsg(10 * time.Second); err != nil {
 				t.Fatalf("%s to %s did not arrive in A's account: %v", what, reply, err)
 			}
