@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/pkg/protocol"
@@ -28,6 +30,11 @@ type link struct {
 	reg atomic.Bool   // registered since the last connect
 	// savedOffset is the clock offset last stored in meta, ns.
 	savedOffset atomic.Int64
+	// conn is nc for the reconnect delay, which nats.go may call before
+	// nats.Connect returns; authFails counts consecutive connection
+	// attempts refused for the agent's credentials.
+	conn      atomic.Pointer[nats.Conn]
+	authFails atomic.Int32
 
 	mu       sync.Mutex
 	inflight map[*context.CancelFunc]struct{} // requests to cancel when the connection drops
@@ -62,13 +69,33 @@ func (l *link) connect() error {
 		nats.Name("ax-agent " + c.ID),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
+		// nats.go closes the connection for good after the same
+		// authorization error twice in a row: an agent whose key was
+		// refused for a while (a controller started without its
+		// registry, a key enrolled after the agent started) would never
+		// connect again. It keeps trying, backing off (reconnectDelay).
+		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(c.NATS.ReconnectWait),
-		nats.ReconnectJitter(c.NATS.ReconnectWait/4, c.NATS.ReconnectWait/4),
+		nats.CustomReconnectDelay(l.reconnectDelay),
 		nats.PingInterval(c.NATS.PingInterval),
 		nats.MaxPingsOutstanding(c.NATS.MaxPingsOut),
 		nats.CustomInboxPrefix(protocol.InboxPrefix(c.ID)),
-		nats.ConnectHandler(func(*nats.Conn) { l.a.log.Info("connected", "url", c.NATS.URL); l.signal() }),
-		nats.ReconnectHandler(func(*nats.Conn) { l.a.log.Info("reconnected"); l.reg.Store(false); l.signal() }),
+		nats.ConnectHandler(func(*nats.Conn) {
+			l.authFails.Store(0)
+			l.a.log.Info("connected", "url", c.NATS.URL)
+			l.signal()
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			l.authFails.Store(0)
+			l.a.log.Info("reconnected")
+			l.reg.Store(false)
+			l.signal()
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if !isAuthError(err) { // refusals are logged by reconnectDelay
+				l.a.log.Warn("nats error", "err", err)
+			}
+		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			l.reg.Store(false)
 			l.cancelInflight() // a heartbeat in flight would only wait for its timeout
@@ -94,6 +121,7 @@ func (l *link) connect() error {
 	if err != nil {
 		return err
 	}
+	l.conn.Store(nc)
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4*c.Outbox.Window))
 	if err != nil {
 		nc.Close()
@@ -106,6 +134,36 @@ func (l *link) connect() error {
 		l.signal()
 	}
 	return nil
+}
+
+// maxAuthBackoff bounds the wait between connection attempts refused for
+// the agent's credentials (unless nats.reconnect_wait is longer).
+const maxAuthBackoff = 30 * time.Second
+
+// reconnectDelay is the wait before the next round of connection attempts
+// (nats.go's CustomReconnectDelay): nats.reconnect_wait plus up to a
+// quarter of it at random; after attempts refused for the agent's
+// credentials, doubled with every refusal up to maxAuthBackoff, each
+// refusal logged with its reason.
+func (l *link) reconnectDelay(int) time.Duration {
+	wait := l.a.cfg.NATS.ReconnectWait
+	jitter := time.Duration(rand.Int64N(int64(wait/4) + 1))
+	nc := l.conn.Load()
+	if nc == nil || !isAuthError(nc.LastError()) {
+		l.authFails.Store(0)
+		return wait + jitter
+	}
+	n := l.authFails.Add(1)
+	d := max(wait, min(wait<<min(n, 16), maxAuthBackoff)) + jitter
+	l.a.log.Error("NATS refused the agent's credentials; retrying", "err", nc.LastError(), "refusals", n, "retry_in", d,
+		"hint", "is the agent enrolled (ax-controller agent enroll), and does nats.creds hold its current key?")
+	return d
+}
+
+// isAuthError reports whether err is nats-server refusing the credentials.
+func isAuthError(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
 }
 
 // run keeps the link up until ctx is done.
@@ -397,6 +455,10 @@ func (l *link) startCommands(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, l.a.cfg.NATS.RequestTimeout)
 	defer cancel()
 	c, err := l.js.OrderedConsumer(cctx, protocol.StreamCommands, jetstream.OrderedConsumerConfig{
+		// "<id>~<random>": the controller's consumer gateway creates
+		// only consumers named for the agent (controller/auth), and the
+		// random part keeps the name from other agents.
+		NamePrefix:     protocol.CommandConsumerPrefix(l.a.cfg.ID) + nuid.Next(),
 		FilterSubjects: []string{protocol.CommandSubject(l.a.cfg.ID)},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    cursor + 1,

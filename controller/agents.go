@@ -195,6 +195,9 @@ func respond(msg *nats.Msg, v any) {
 // whose membership it changes, and replies with controller time, the
 // shard count, its labels and where to resume reading commands.
 func (c *Controller) handleRegister(msg *nats.Msg) {
+	if !c.replyAllowed(endpointRegister, strings.TrimPrefix(msg.Subject, "ax.reg."), msg) {
+		return
+	}
 	ctx := c.ctx
 	fail := func(reason string, args ...any) {
 		c.log.Warn("registration refused", append([]any{"subject", msg.Subject, "reason", reason}, args...)...)
@@ -292,6 +295,9 @@ func (c *Controller) cursorBehind(ctx context.Context, cursor uint64) bool {
 // group-job leases it still holds (grouplease.go) and replies with
 // controller time, the renewals and the leases it lost.
 func (c *Controller) handleHeartbeat(msg *nats.Msg) {
+	if !c.replyAllowed(endpointHeartbeat, strings.TrimPrefix(msg.Subject, "ax.hb."), msg) {
+		return
+	}
 	hb, err := protocol.DecodeHeartbeat(msg.Data)
 	if err != nil {
 		c.log.Warn("heartbeat rejected", "subject", msg.Subject, "err", err)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -28,18 +31,43 @@ import (
 //     held them sends it.
 //
 // execs/s is the rate of fully applied executions in both.
+//
+// The -nkeys variants run with nats.auth: nkeys: the test agent connects
+// with its enrolled key (its own account; reports and PubAcks cross a
+// service import).
 func BenchmarkReportsApplied(b *testing.B) {
-	b.Run("triples", func(b *testing.B) { benchReports(b, false) })
-	b.Run("coalesced", func(b *testing.B) { benchReports(b, true) })
+	b.Run("triples", func(b *testing.B) { benchReports(b, false, false) })
+	b.Run("coalesced", func(b *testing.B) { benchReports(b, true, false) })
+	b.Run("triples-nkeys", func(b *testing.B) { benchReports(b, false, true) })
+	b.Run("coalesced-nkeys", func(b *testing.B) { benchReports(b, true, true) })
 }
 
-func benchReports(b *testing.B, coalesced bool) {
+func benchReports(b *testing.B, coalesced, nkeys bool) {
 	cfg := testConfig(b, b.TempDir())
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.AckWait = DefaultAckWait
+	if nkeys {
+		cfg.NATS.Auth = auth.ModeNKeys
+	}
 	c := startController(b, cfg)
 	ctx := context.Background()
-	a := newTestAgent(b, c.NATSURL(), "bench", nil)
+	var creds []nats.Option
+	if nkeys {
+		en, err := c.EnrollAgent(ctx, "bench", auth.EnrollRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		seed := filepath.Join(b.TempDir(), "bench.nk")
+		if err := auth.WriteSecretFile(seed, auth.SeedFile("bench", []byte(en.Seed))); err != nil {
+			b.Fatal(err)
+		}
+		opt, err := nats.NkeyOptionFromSeed(seed)
+		if err != nil {
+			b.Fatal(err)
+		}
+		creds = append(creds, opt)
+	}
+	a := newTestAgent(b, c.NATSURL(), "bench", nil, creds...)
 	a.register()
 	const jobs = 64
 	var ids []protocol.Job

@@ -157,11 +157,10 @@ func (c *Controller) Start(ctx context.Context) error {
 
 func (c *Controller) start(ctx context.Context) error {
 	if c.cfg.NATS.URL == "" {
-		users, err := c.openAuth()
-		if err != nil {
+		if err := c.openAuth(); err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
-		srv, opts, err := startEmbedded(c.cfg, users)
+		srv, opts, err := startEmbedded(c.cfg, c.nauth)
 		if err != nil {
 			return err
 		}
@@ -217,6 +216,9 @@ func (c *Controller) start(ctx context.Context) error {
 		return fmt.Errorf("start: load lease grants: %w", err)
 	}
 	if err := c.startResponders(); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if err := c.startGateway(); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	// The first pass takes the free shards (all of them for a lone

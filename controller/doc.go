@@ -189,6 +189,11 @@
 //	ax_report_stream_oldest_seconds   gauge     age of the oldest report in AX_RPT
 //	ax_report_stream_max_bytes        gauge     AX_RPT's byte bound (reports.max_bytes)
 //	ax_report_stream_max_age_seconds  gauge     AX_RPT's age bound (reports.max_age)
+//	ax_agent_requests_refused_total{endpoint,reason}
+//	                                  counter   agent requests not served (endpoint register,
+//	                                            heartbeat or consumer_gateway): reason reply
+//	                                            (dropped, the reply is not the agent's inbox),
+//	                                            subject (dropped), consumer (refused create/delete)
 //
 // The ax_agent_* gauges are set on every heartbeat (and at start from the
 // stats stored with each agent's last heartbeat) and deleted when the

@@ -30,28 +30,31 @@ type natsAuth struct {
 }
 
 // openAuth loads (or creates) the controller's identity and the registry
-// and returns the server's NKey users; nil users with nats.auth none.
-func (c *Controller) openAuth() ([]*server.NkeyUser, error) {
+// (auth.Open) when nats.auth is nkeys; c.nauth stays nil otherwise.
+func (c *Controller) openAuth() error {
 	if c.cfg.NATS.Auth != auth.ModeNKeys {
-		return nil, nil
+		return nil
 	}
-	dir := filepath.Join(c.cfg.DataDir, AuthDir)
-	pub, seedPath, err := auth.ControllerIdentity(dir)
+	pub, seedPath, reg, err := auth.Open(filepath.Join(c.cfg.DataDir, AuthDir))
 	if err != nil {
-		return nil, err
-	}
-	reg, err := auth.OpenRegistry(dir)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	opt, err := nats.NkeyOptionFromSeed(seedPath)
 	if err != nil {
-		return nil, fmt.Errorf("controller identity: %w", err)
+		return fmt.Errorf("controller identity: %w", err)
 	}
 	c.nauth = &natsAuth{reg: reg, ctlPub: pub, connOpt: opt}
-	agents := reg.List()
-	c.log.Info("nats auth: nkeys", "controller_key", pub, "enrolled_agents", len(agents))
-	return auth.Users(pub, agents), nil
+	c.log.Info("nats auth: nkeys, one account per agent", "controller_key", pub, "enrolled_agents", len(reg.List()))
+	return nil
+}
+
+// configure sets the accounts and users of the embedded server's options
+// (nothing without nats.auth: nkeys).
+func (a *natsAuth) configure(o *server.Options) error {
+	if a == nil {
+		return nil
+	}
+	return auth.Configure(o, a.ctlPub, a.reg.List())
 }
 
 func (a *natsAuth) setServer(srv *server.Server, opts *server.Options) {
@@ -71,9 +74,10 @@ func (a *natsAuth) connectOptions() []nats.Option {
 	return []nats.Option{a.connOpt}
 }
 
-// applyLocked reloads the server's users from the registry; a.mu is held.
+// applyLocked reloads the server's accounts and users from the registry;
+// a.mu is held.
 func (a *natsAuth) applyLocked() error {
-	return auth.Apply(a.srv, a.opts, auth.Users(a.ctlPub, a.reg.List()))
+	return auth.Apply(a.srv, a.opts, a.ctlPub, a.reg.List())
 }
 
 // authReady returns the auth state, or an error when the controller is not
@@ -89,9 +93,9 @@ func (c *Controller) authReady(op string) (*natsAuth, error) {
 	return c.nauth, nil
 }
 
-// EnrollAgent issues agent id its NATS identity (an NKey user limited to
-// the agent's own subjects, see auth.AgentGrants) and applies it to the
-// running server. The returned seed exists nowhere else: the controller
+// EnrollAgent issues agent id its NATS identity (an NKey user in an
+// account of its own that reaches only the agent's own subjects, see
+// auth.AgentImports) and applies it to the running server. The returned seed exists nowhere else: the controller
 // keeps only the public key. Enrolling an enrolled id fails with ErrExists
 // unless req.Rotate is set, which replaces the key and closes the
 // connection of the old one. Enrolling a revoked agent again clears the

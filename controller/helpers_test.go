@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -127,9 +128,11 @@ type cmdAt struct {
 	cmd protocol.Command
 }
 
-func newTestAgent(t testing.TB, url, id string, labels map[string]string) *testAgent {
+// newTestAgent connects a test agent; extra are added to its connection
+// options (its credentials with nats.auth: nkeys).
+func newTestAgent(t testing.TB, url, id string, labels map[string]string, extra ...nats.Option) *testAgent {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.CustomInboxPrefix(protocol.InboxPrefix(id)), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(url, append([]nats.Option{nats.CustomInboxPrefix(protocol.InboxPrefix(id)), nats.MaxReconnects(-1)}, extra...)...)
 	if err != nil {
 		t.Fatalf("agent %s connect: %v", id, err)
 	}
@@ -216,6 +219,7 @@ func (a *testAgent) follow() {
 	start := a.cursor + 1
 	a.mu.Unlock()
 	cons, err := a.js.OrderedConsumer(ctx, protocol.StreamCommands, jetstream.OrderedConsumerConfig{
+		NamePrefix:     protocol.CommandConsumerPrefix(a.id) + nuid.Next(), // as the agent: the gateway needs it (nats.auth: nkeys)
 		FilterSubjects: []string{protocol.CommandSubject(a.id)},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 	})

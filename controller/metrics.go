@@ -36,6 +36,7 @@ const (
 	metricRptMsgs         = "ax_report_stream_messages"
 	metricRptOldest       = "ax_report_stream_oldest_seconds"
 	metricRptMaxAge       = "ax_report_stream_max_age_seconds"
+	metricAgentRefused    = "ax_agent_requests_refused_total"
 )
 
 // Reasons of ax_reports_rejected_total.
@@ -86,6 +87,10 @@ type metrics struct {
 	// AX_RPT as of the last look (reportstream.go): bytes and reports
 	// held, the age of the oldest, and the stream's bounds.
 	rptBytes, rptMaxBytes, rptMsgs, rptOldest, rptMaxAge prometheus.Gauge
+	// Agent requests not served: registrations, heartbeats and consumer
+	// gateway requests dropped for their reply subject, gateway requests
+	// refused (gateway.go).
+	agentRefused *prometheus.CounterVec
 
 	// applied mirrors reportsApplied for tests and benchmarks.
 	applied  atomic.Int64
@@ -148,6 +153,9 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Age of the oldest report in AX_RPT (0 when empty)."}),
 		rptMaxAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptMaxAge,
 			Help: "AX_RPT's age bound (reports.max_age): an older report is removed by the stream."}),
+		agentRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricAgentRefused,
+			Help: "Agent requests not served, by endpoint (register, heartbeat, consumer_gateway) and reason: reply (dropped: the reply subject is not the agent's inbox), subject (dropped), consumer (a consumer beyond the agent's own pull consumer, refused)."},
+			[]string{"endpoint", "reason"}),
 	}
 	m.takeovers.WithLabelValues("group")
 	m.takeovers.WithLabelValues("shard")
@@ -158,7 +166,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
 		m.agentsKnown, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
-		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge} {
+		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.agentRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

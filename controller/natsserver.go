@@ -1,21 +1,30 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/internal/natscreds"
 )
 
 // startEmbedded runs the embedded nats-server with JetStream, its file store
 // under cfg.DataDir, listening on cfg.NATS.Host:Port (loopback by default),
 // serving TLS when nats.tls is set (client certificates required with
 // nats.tls.verify_clients).
-// users, when not nil, are its NKey users (nats.auth: nkeys); the options
-// are returned so that the users can be reloaded.
-func startEmbedded(cfg Config, users []*server.NkeyUser) (*server.Server, *server.Options, error) {
+// With na (nats.auth: nkeys) the server has the ax account, which holds the
+// controller and every stream and bucket, and one account per enrolled
+// agent (auth.AccountsConfig); without, everything is in the global
+// account. The options are returned so that the accounts can be reloaded.
+func startEmbedded(cfg Config, na *natsAuth) (*server.Server, *server.Options, error) {
 	port := cfg.NATS.Port
 	if port == -1 {
 		port = server.RANDOM_PORT
@@ -30,7 +39,16 @@ func startEmbedded(cfg Config, users []*server.NkeyUser) (*server.Server, *serve
 		NoSigs:             true,
 		MaxPayload:         1 << 20,
 		JetStreamMaxMemory: 256 << 20,
-		Nkeys:              users,
+	}
+	from, to := globalAccount, auth.AccountAX
+	if na == nil {
+		from, to = to, from
+	}
+	if err := moveAccountStore(cfg.DataDir, from, to); err != nil {
+		return nil, nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if err := na.configure(opts); err != nil {
+		return nil, nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	if cfg.NATS.TLS.Enabled() {
 		tc, err := cfg.NATS.TLS.serverTLS()
@@ -49,6 +67,29 @@ func startEmbedded(cfg Config, users []*server.NkeyUser) (*server.Server, *serve
 		return nil, nil, fmt.Errorf("embedded nats: not ready within 30s (port %d in use or data_dir %q unusable?)", cfg.NATS.Port, cfg.DataDir)
 	}
 	return srv, opts, nil
+}
+
+// globalAccount is nats-server's account of clients when no accounts are configured.
+const globalAccount = "$G"
+
+// moveAccountStore renames the JetStream store of account from to that of
+// account to under dataDir when only from has one: the streams and buckets
+// of ax are in the global account with nats.auth none and in the ax
+// account with nkeys, and switching modes keeps them. With both present
+// nothing is moved (the store of the current mode is used).
+func moveAccountStore(dataDir, from, to string) error {
+	base := filepath.Join(dataDir, server.JetStreamStoreDir)
+	src, dst := filepath.Join(base, from), filepath.Join(base, to)
+	if _, err := os.Stat(dst); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if _, err := os.Stat(src); err != nil {
+		return nil
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return fmt.Errorf("move the JetStream store of account %s to account %s: %w", from, to, err)
+	}
+	return nil
 }
 
 // Async publishing (events, batched execution writes): at most
@@ -82,7 +123,12 @@ func connect(cfg Config, srv *server.Server, errh func(error), extra ...nats.Opt
 	} else {
 		opts = append(opts, nats.RetryOnFailedConnect(false))
 		if cfg.NATS.CredsFile != "" {
-			opts = append(opts, nats.UserCredentials(cfg.NATS.CredsFile))
+			// A .creds file (operator mode) or an NKey seed file.
+			opt, err := natscreds.Option(cfg.NATS.CredsFile)
+			if err != nil {
+				return nil, nil, configErr("nats.creds_file", "%v", err)
+			}
+			opts = append(opts, opt)
 		}
 		tlsOpts, err := cfg.NATS.TLS.clientOptions()
 		if err != nil {

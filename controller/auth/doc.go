@@ -1,117 +1,127 @@
-// Package auth gives every ax agent its own NATS identity with the least
-// privilege it needs, and the controller its own (DESIGN §7).
+// Package auth gives every ax agent its own NATS identity in a NATS
+// account of its own, and the controller its own identity in the ax
+// account (DESIGN §7, §10).
 //
-// # Embedded server (nats.auth: nkeys)
-//
-// With nats.auth: nkeys the controller's embedded nats-server has one NKey
-// user per identity, in server.Options.Nkeys:
+// # Identities (nats.auth: nkeys)
 //
 //   - the controller: a key made at first start and kept in
-//     <data_dir>/auth/controller.nk (mode 0600; the directory is 0700),
-//     without restrictions;
+//     <data_dir>/auth/controller.nk (mode 0600; the directory is 0700);
 //   - every enrolled agent: a key made by `ax-controller agent enroll <id>`
 //     (POST /v1/agents/{id}:enroll). The controller stores only the public
 //     key, in <data_dir>/auth/agents.json (0600); the seed is returned once
 //     and written by the CLI to a 0600 file that the agent reads as
 //     nats.creds (nats.go NkeyOptionFromSeed).
 //
-// Enroll, rotate (--rotate) and revoke (POST /v1/agents/{id}:revoke) change
-// the users with server.ReloadOptions, without a restart: the server closes
-// the live connection of a removed or replaced key and refuses it from then
-// on (nats.go gives up after the same authorization error twice in a row).
-// The users are re-applied from agents.json at every start. Clients without
-// an enrolled key, including anonymous ones, are refused. Because every
-// connection is authenticated, the embedded server may then listen beyond
+// Open writes an empty agents.json at first start and refuses to go on
+// when controller.nk exists but agents.json does not (ErrRegistryMissing,
+// naming the file): started without it, the controller would refuse every
+// enrolled agent.
+//
+// # Accounts
+//
+// The embedded server has the account AX (AccountAX): the controller's
+// user, JetStream, and every stream, bucket and consumer of ax. Every
+// agent X has the account AGENT_X (AgentAccount) with its one NKey user,
+// no JetStream and no permissions to configure: the account holds nothing
+// but the agent. AGENT_X reaches AX only through the service imports of
+// AgentImports, each scoped to X:
+//
+//	ax.reg.X, ax.hb.X                          registration, heartbeat (the controller)
+//	ax.rpt.*.X                                 reports into AX_RPT, with PubAck
+//	$JS.API.CONSUMER.MSG.NEXT.AX_CMD.*         pulls of its command consumer (JetStream)
+//	$JS.API.CONSUMER.CREATE.AX_CMD.*.ax.cmd.X  create/delete a consumer named X~… filtered
+//	$JS.API.CONSUMER.DELETE.AX_CMD.*           to ax.cmd.X (the controller's Gateway)
+//	$JS.API.INFO                               answered "JetStream not enabled" (Gateway)
+//
+// A request that crosses an import gets a fresh reply subject (_R_.…) in
+// AX that leads back to the requester's reply subject in the requester's
+// account. So the reply subject an agent picks (for a request, a report's
+// PubAck, a pull's messages and statuses) resolves in its own account,
+// where there is no JetStream API and nothing of anyone else: it cannot
+// make the controller or the server write into AX. nats-server refuses a
+// client's publish whose reply starts with _R_. or $JS.ACK..
+//
+// Why one account per agent rather than one for all agents: the imports
+// are then scoped to each id by construction (no per-user permissions on
+// top of shared imports), and a reply subject resolves where only the
+// agent itself listens; in a shared agent account it could still reach
+// other agents' inboxes.
+//
+// Why a gateway for consumer creation: a consumer lives in AX, and so does
+// its deliver_subject; JetStream does not check that the creator may
+// publish there (nats-io/nats-server#8274). See ServeGateway and
+// ValidateConsumerCreate.
+//
+// Defence in depth: the controller's responders and the gateway answer
+// only on the agent's own inbox prefix (protocol.InboxPrefix) or on an
+// _R_. service-import reply (ReplyAllowed); anything else is dropped and
+// counted (ax_agent_requests_refused_total).
+//
+// # Changes at runtime
+//
+// Enroll, rotate (--rotate) and revoke (POST /v1/agents/{id}:revoke)
+// change the accounts with server.ReloadOptions (Apply), without a
+// restart: the server closes the live connection of a removed or replaced
+// key and refuses it from then on. nats-server v2.15 subscribes the
+// service imports of an account that a reload adds only at the next
+// reload, so Apply reloads twice when an agent account is new. A reload
+// re-creates the service-import subscriptions of every account; a request
+// in flight at that moment may go unanswered (the agent retries). The
+// accounts are configured from agents.json at every start. Clients without
+// an enrolled key are refused, so the embedded server may listen beyond
 // loopback (nats.host); with nats.auth: none that is refused.
 //
-// # Permissions of agent X (AgentGrants)
+// The embedded server keeps ax's JetStream store in account $G without
+// auth and in AX with nkeys; the controller renames the directory when the
+// mode changes (controller.startEmbedded).
 //
-//	publish   ax.reg.X                                  registration request
-//	          ax.hb.X                                   heartbeat request
-//	          ax.rpt.*.X                                reports, any shard
-//	          $JS.API.CONSUMER.CREATE.AX_CMD.*.ax.cmd.X create a consumer filtered to ax.cmd.X
-//	          $JS.API.CONSUMER.MSG.NEXT.AX_CMD.*        pull from it
-//	          $JS.API.CONSUMER.DELETE.AX_CMD.*          delete it when the ordered consumer resets
-//	subscribe _INBOX_ax.X.>                             its own inbox (protocol.InboxPrefix)
+// # External server (nats.url)
 //
-// Everything else is denied: _INBOX.>, other agents' subjects, ax.cmd.* as
-// a core subscription, ax.evt.>, $KV.> and every KV_* or stream API, the
-// legacy and unfiltered consumer-create subjects, consumer listing and info,
-// $JS.API.INFO and $JS.EVENT.>. No response permission is needed: the agent
-// serves no requests. This is what nats.go v1.55 uses for the agent's work,
-// found by reading jetstream/ordered.go and confirmed by the tests of this
-// package: OrderedConsumer calls only CONSUMER.CREATE (with the filter in
-// the subject when there is exactly one filter), MSG.NEXT and, on reset,
-// CONSUMER.DELETE; it is AckNone and pull-based, so no $JS.ACK or $JS.FC;
-// PubAcks of reports and request replies arrive on the custom inbox.
+// The controller does not manage an external server's accounts. Configure
+// AccountsConfig's block (configs/nats-accounts.conf is a sample, tested
+// against nats-server's config file parser and a server started from it):
+// the AX account with JetStream, the controller's user and the exports of
+// AXExports, and for every agent the entry of AgentAccountConfig. Give the
+// controller its seed or .creds file as nats.creds_file and each agent its
+// own as nats.creds. After adding or removing an agent account reload the
+// server (`nats-server --signal reload`); after adding one, reload a second
+// time (see above). Exports are public: if other accounts live on the same
+// server, restrict them with `accounts: [...]` to the agent accounts.
 //
-// The filtered-create subject is safe to grant: nats-server refuses a
-// request whose body filter differs from the filter in the subject, and one
-// with several filters (tested). MSG.NEXT and DELETE name a consumer, not a
-// filter, so they cannot be limited to X's consumer; an agent that knew the
-// name of another agent's ephemeral consumer could pull its commands or
-// delete it. The names are random (nuid, 22 characters) and nothing an
-// agent may do reveals them (no consumer list or info, no advisories, no
-// other inbox). An agent can also create many consumers on its own subject;
-// bound that with JetStream account limits on an external cluster.
-//
-// NATS sees subjects, not payloads: the controller must still check that a
-// report's agent is the agent of its subject and of the execution.
-//
-// # External cluster (nats.url)
-//
-// The controller does not manage users of an external server. Give it a
-// user of the account that holds the AX_* streams and ax_* buckets, with
-// full permissions in that account (or at least ax.>, $JS.API.>, $KV.>,
-// $JS.ACK.>, _INBOX.>), via nats.creds_file. Give every agent its own user
-// in the same account with exactly the grants above.
-//
-// Server configuration (NKey users; ServerConfigUser renders an agent's
-// entry, and its test feeds that text to nats-server's config parser):
-//
-//	jetstream: enabled
-//	accounts: {
-//	  AX: {
-//	    jetstream: enabled
-//	    users: [
-//	      { nkey: U…controller… }
-//	      # ax agent edge-a
-//	      {
-//	        nkey: U…edge-a…
-//	        permissions: {
-//	          publish: { allow: ["ax.reg.edge-a", "ax.hb.edge-a", "ax.rpt.*.edge-a", "$JS.API.CONSUMER.CREATE.AX_CMD.*.ax.cmd.edge-a", "$JS.API.CONSUMER.MSG.NEXT.AX_CMD.*", "$JS.API.CONSUMER.DELETE.AX_CMD.*"] }
-//	          subscribe: { allow: ["_INBOX_ax.edge-a.>"] }
-//	        }
-//	      }
-//	    ]
-//	  }
-//	}
-//
-// Make the key pair with `nk -gen user -pubout` (or `nsc`), put the seed in
-// a 0600 file on the device and point nats.creds at it. Revoking is
-// removing the entry and reloading the server (`nats-server --signal
-// reload`), which closes the agent's connection.
-//
-// Decentralized JWT (operator mode) expresses the same grants on a user
-// JWT; this package does not issue JWTs:
+// In operator (JWT) mode the same accounts are made with nsc (not run
+// here: no nsc on this machine; the flags are those of the nsc reference
+// for add export/import):
 //
 //	nsc add account AX
-//	nsc edit account AX …                               # enable JetStream: its --js-* limit flags
-//	nsc add user --account AX ax-controller            # unrestricted in AX
-//	nsc add user --account AX edge-a \
-//	  --allow-pub 'ax.reg.edge-a,ax.hb.edge-a,ax.rpt.*.edge-a' \
-//	  --allow-pub '$JS.API.CONSUMER.CREATE.AX_CMD.*.ax.cmd.edge-a' \
-//	  --allow-pub '$JS.API.CONSUMER.MSG.NEXT.AX_CMD.*,$JS.API.CONSUMER.DELETE.AX_CMD.*' \
-//	  --allow-sub '_INBOX_ax.edge-a.>'
-//	nsc generate creds --account AX --name edge-a > edge-a.creds   # the agent's nats.creds
-//	nsc push                                            # with a resolver
+//	nsc edit account AX --js-enable 1            # JetStream (older nsc: --js-mem-storage/--js-disk-storage)
+//	nsc add export --account AX --service --subject 'ax.reg.*'
+//	nsc add export --account AX --service --subject 'ax.hb.*'
+//	nsc add export --account AX --service --subject 'ax.rpt.*.*'
+//	nsc add export --account AX --service --subject '$JS.API.CONSUMER.MSG.NEXT.AX_CMD.*' --response-type Stream
+//	nsc add export --account AX --service --subject 'ax.jsapi.>'
+//	nsc add user --account AX ax-controller
+//	nsc generate creds --account AX --name ax-controller > controller.creds
 //
-// Revoke with `nsc revocations add-user --account AX --name edge-a` and
-// push the account. (The nsc lines were checked against the nsc reference
-// for add user --allow-pub/--allow-sub, not run: no nsc here.) The agent's nats.creds accepts such a .creds file (user
-// JWT and seed) as well as a bare seed file from `agent enroll`.
+//	AX=$(nsc describe account AX --field sub | tr -d '"')
+//	nsc add account AGENT_edge-a
+//	for s in ax.reg.edge-a ax.hb.edge-a 'ax.rpt.*.edge-a' '$JS.API.CONSUMER.MSG.NEXT.AX_CMD.*'; do
+//	  nsc add import --account AGENT_edge-a --service --src-account "$AX" --remote-subject "$s" --local-subject "$s"
+//	done
+//	nsc add import --account AGENT_edge-a --service --src-account "$AX" \
+//	  --remote-subject 'ax.jsapi.edge-a.create.*' --local-subject '$JS.API.CONSUMER.CREATE.AX_CMD.*.ax.cmd.edge-a'
+//	nsc add import --account AGENT_edge-a --service --src-account "$AX" \
+//	  --remote-subject 'ax.jsapi.edge-a.delete.*' --local-subject '$JS.API.CONSUMER.DELETE.AX_CMD.*'
+//	nsc add import --account AGENT_edge-a --service --src-account "$AX" \
+//	  --remote-subject 'ax.jsapi.edge-a.info' --local-subject '$JS.API.INFO'
+//	nsc add user --account AGENT_edge-a edge-a
+//	nsc generate creds --account AGENT_edge-a --name edge-a > edge-a.creds   # the agent's nats.creds
+//	nsc push --all                                                          # with a resolver
 //
-// TLS is configured by nats.tls of the controller and of the agent (see
-// controller.TLSConfig and agent.TLSConfig); it is orthogonal to these
-// identities: a client certificate does not replace the NKey user.
+// Revoke by deleting the agent's account (or `nsc revocations add-user`)
+// and pushing. The agent's nats.creds accepts such a .creds file as well
+// as a bare seed file from `agent enroll`.
+//
+// TLS is configured by nats.tls of the controller and of the agent; it is
+// orthogonal to these identities: a client certificate does not replace
+// the NKey user.
 package auth

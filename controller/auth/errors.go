@@ -13,4 +13,7 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrRegistry marks an unreadable or unwritable registry file.
 	ErrRegistry = errors.New("auth registry")
+	// ErrRegistryMissing is returned by Open when the controller's key
+	// exists but the registry file does not.
+	ErrRegistryMissing = errors.New("auth registry missing")
 )

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/axsched/ax/controller/auth"
 )
 
 // FuzzDecodeRegistry: any file content is either a valid registry (every
-// entry valid, ids unique) or an ErrRegistry error — never a panic.
+// entry valid, ids unique, each rendering an account nats-server accepts)
+// or an ErrRegistry error — never a panic.
 func FuzzDecodeRegistry(f *testing.F) {
 	f.Add([]byte(`{"version":1,"agents":[]}`))
 	f.Add([]byte(`{"version":2,"agents":[]}`))
@@ -29,8 +32,9 @@ func FuzzDecodeRegistry(f *testing.F) {
 				t.Fatalf("duplicate id %q accepted", a.ID)
 			}
 			seen[a.ID] = true
-			if len(auth.Users("UCZG3ZKTRKWKTCS7UYQQSZH6T6H2BMEKBHLCGRMVXC5KD744DETIWXRS", []auth.Agent{a})) != 2 {
-				t.Fatal("users")
+			var o server.Options
+			if err := auth.Configure(&o, "UDKTFINKZW2G6NF6UHLPMAQCUZP6GOI6ZQU7TF6QM64V25D5KNBPCRKV", []auth.Agent{a}); err != nil || len(o.Nkeys) != 2 {
+				t.Fatalf("entry %+v does not render a valid account: %v", a, err)
 			}
 		}
 	})

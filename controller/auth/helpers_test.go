@@ -2,12 +2,8 @@ package auth_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +15,9 @@ import (
 	"github.com/axsched/ax/internal/streams"
 )
 
-// env is a real embedded server with auth on: the controller's identity,
-// a registry, and an unrestricted "admin" connection standing in for the
-// controller.
+// env is a real embedded server with accounts: the controller's identity,
+// a registry, and an "admin" connection of the ax account standing in for
+// the controller (with its consumer gateway).
 type env struct {
 	t       *testing.T
 	dir     string
@@ -50,7 +46,9 @@ func newEnv(t *testing.T, agents ...string) *env {
 	e.opts = &server.Options{
 		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: filepath.Join(dir, "js"),
 		NoLog: true, NoSigs: true, JetStreamMaxMemory: 64 << 20,
-		Nkeys: auth.Users(e.ctlPub, nil),
+	}
+	if err := auth.Configure(e.opts, e.ctlPub, nil); err != nil {
+		t.Fatal(err)
 	}
 	e.srv, err = server.NewServer(e.opts)
 	if err != nil {
@@ -77,6 +75,12 @@ func newEnv(t *testing.T, agents ...string) *env {
 	if _, err := streams.Ensure(ctx(t), e.ajs, streams.Config{}); err != nil {
 		t.Fatal(err)
 	}
+	// The admin connection stands in for the controller's consumer gateway too.
+	gw, err := auth.ServeGateway(e.admin, "ax-controller", 5*time.Second, auth.GatewayHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Unsubscribe() })
 	for _, id := range agents {
 		e.enroll(id)
 	}
@@ -106,7 +110,7 @@ func (e *env) enroll(id string) string {
 
 func (e *env) apply() {
 	e.t.Helper()
-	if err := auth.Apply(e.srv, e.opts, auth.Users(e.ctlPub, e.reg.List())); err != nil {
+	if err := auth.Apply(e.srv, e.opts, e.ctlPub, e.reg.List()); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -117,35 +121,13 @@ type agentConn struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	errs chan error // every async error, for tests that wait for one
-
-	mu      sync.Mutex
-	denied  []string      // subjects of permission violations so far
-	changed chan struct{} // closed and replaced when denied grows
 }
 
 func (ac *agentConn) onError(err error) {
-	if errors.Is(err, nats.ErrPermissionViolation) {
-		ac.mu.Lock()
-		ac.denied = append(ac.denied, violationSubject(err))
-		close(ac.changed)
-		ac.changed = make(chan struct{})
-		ac.mu.Unlock()
-	}
 	select {
 	case ac.errs <- err:
 	default:
 	}
-}
-
-// violationSubject extracts the quoted subject of a permission violation.
-func violationSubject(err error) string {
-	s := err.Error()
-	i := strings.Index(s, `"`)
-	j := strings.LastIndex(s, `"`)
-	if i < 0 || j <= i {
-		return ""
-	}
-	return s[i+1 : j]
 }
 
 func (e *env) connect(id string, extra ...nats.Option) (*agentConn, error) {
@@ -159,7 +141,7 @@ func (e *env) connect(id string, extra ...nats.Option) (*agentConn, error) {
 
 func (e *env) connectWith(id string, extra ...nats.Option) (*agentConn, error) {
 	e.t.Helper()
-	ac := &agentConn{errs: make(chan error, 64), changed: make(chan struct{})}
+	ac := &agentConn{errs: make(chan error, 64)}
 	opts := append([]nats.Option{
 		nats.CustomInboxPrefix("_INBOX_ax." + id),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { ac.onError(err) }),
@@ -184,39 +166,6 @@ func (e *env) mustConnect(id string) *agentConn {
 		e.t.Fatalf("connect %s: %v", id, err)
 	}
 	return ac
-}
-
-// expectViolation waits for the permission violation naming subject.
-func (ac *agentConn) expectViolation(t *testing.T, subject string) {
-	t.Helper()
-	ac.expectViolationWhere(t, subject, func(s string) bool { return s == subject })
-}
-
-// expectViolationWhere waits for a permission violation whose subject matches.
-func (ac *agentConn) expectViolationWhere(t *testing.T, what string, match func(subject string) bool) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		ac.mu.Lock()
-		found := slices.ContainsFunc(ac.denied, match)
-		changed := ac.changed
-		ac.mu.Unlock()
-		if found {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("no permission violation for %s", what)
-		}
-	}
-}
-
-// violations returns the denied subjects so far.
-func (ac *agentConn) violations() []string {
-	ac.mu.Lock()
-	defer ac.mu.Unlock()
-	return slices.Clone(ac.denied)
 }
 
 func mode(t *testing.T, path string) os.FileMode {

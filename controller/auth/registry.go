@@ -108,6 +108,45 @@ func OpenRegistry(dir string) (*Registry, error) {
 	return r, nil
 }
 
+// Open opens the controller's NATS identity and the registry of enrolled
+// agents in dir (the controller's auth directory). At first use it writes
+// an empty registry and then makes the controller's key. When the key
+// exists but the registry file does not, it fails with ErrRegistryMissing
+// naming the file: a controller started without it would refuse every
+// enrolled agent.
+func Open(dir string) (controllerKey, seedPath string, reg *Registry, err error) {
+	regPath := filepath.Join(dir, RegistryFile)
+	_, keyErr := os.Stat(filepath.Join(dir, ControllerSeedFile))
+	_, regErr := os.Stat(regPath)
+	switch {
+	case keyErr == nil && errors.Is(regErr, fs.ErrNotExist):
+		return "", "", nil, fmt.Errorf("%w: %s does not exist, but the controller's key %s does: "+
+			"started without it, the controller would refuse every enrolled agent. Restore it from a backup, "+
+			"or, to start with no enrolled agents, create it with the content {\"version\":1,\"agents\":[]} (mode 0600)",
+			ErrRegistryMissing, regPath, filepath.Join(dir, ControllerSeedFile))
+	case errors.Is(keyErr, fs.ErrNotExist) && errors.Is(regErr, fs.ErrNotExist):
+		r, err := OpenRegistry(dir)
+		if err != nil {
+			return "", "", nil, err
+		}
+		r.mu.Lock()
+		err = r.saveLocked()
+		r.mu.Unlock()
+		if err != nil {
+			return "", "", nil, err
+		}
+	}
+	controllerKey, seedPath, err = ControllerIdentity(dir)
+	if err != nil {
+		return "", "", nil, err
+	}
+	reg, err = OpenRegistry(dir)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return controllerKey, seedPath, reg, nil
+}
+
 // DecodeRegistry parses and validates the contents of a registry file.
 // Errors wrap ErrRegistry and name the entry.
 func DecodeRegistry(data []byte) ([]Agent, error) {

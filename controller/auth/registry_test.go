@@ -158,16 +158,25 @@ func TestControllerIdentity(t *testing.T) {
 	}
 }
 
-// TestAgentGrants: the grants name only the agent's own subjects.
-func TestAgentGrants(t *testing.T) {
-	g := auth.AgentGrants("edge-a")
-	for _, s := range append(append([]string{}, g.Publish...), g.Subscribe...) {
-		if s == ">" || strings.HasPrefix(s, "_INBOX.") || strings.HasPrefix(s, "$KV") || strings.Contains(s, "KV_") {
-			t.Errorf("grant %q is too broad", s)
-		}
+// TestOpen: the first Open writes an empty registry and the controller's
+// key; an Open that finds the key without the registry fails naming it.
+func TestOpen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "auth")
+	pub, _, reg, err := auth.Open(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(g.Subscribe) != 1 || g.Subscribe[0] != protocol.InboxPrefix("edge-a")+".>" {
-		t.Errorf("subscribe %v, want only the agent's inbox", g.Subscribe)
+	if len(reg.List()) != 0 || mode(t, reg.Path()) != 0o600 {
+		t.Fatalf("first open: %d agents, registry mode %04o", len(reg.List()), mode(t, reg.Path()))
+	}
+	if pub2, _, _, err := auth.Open(dir); err != nil || pub2 != pub {
+		t.Fatalf("second open: %s %v, want %s", pub2, err, pub)
+	}
+	if err := os.Remove(reg.Path()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := auth.Open(dir); !errors.Is(err, auth.ErrRegistryMissing) || !strings.Contains(err.Error(), reg.Path()) {
+		t.Fatalf("open without the registry: %v, want ErrRegistryMissing naming %s", err, reg.Path())
 	}
 	if err := auth.ValidateMode("jwt"); !errors.Is(err, auth.ErrInvalid) {
 		t.Errorf("ValidateMode(jwt): %v", err)

@@ -46,7 +46,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 			t.Fatalf("create %s: %v", name, err)
 		}
 	}
-	nc, err := nats.Connect(c.NATSURL())
+	nc, err := nats.Connect(c.NATSURL(), nats.CustomInboxPrefix(protocol.InboxPrefix("edge-7"))) // as ax-agent: the responders answer only there
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,12 @@ func HeartbeatSubject(agent string) string { return "ax.hb." + agent }
 // _INBOX so that their permissions can be limited to their own replies.
 func InboxPrefix(agent string) string { return "_INBOX_ax." + agent }
 
+// CommandConsumerPrefix starts the name of every consumer an agent reads
+// its commands with ("<agent>~"; '~' is not allowed in agent ids, so the
+// prefix names one agent). The controller's consumer gateway refuses
+// consumers of other names (controller/auth).
+func CommandConsumerPrefix(agent string) string { return agent + "~" }
+
 // Shard returns the shard of a job: FNV-1a of the job id modulo shards.
 // shards must be ≥ 1.
 func Shard(jobID string, shards int) int {
