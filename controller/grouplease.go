@@ -162,7 +162,10 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 		}
 		// The job is gone or no longer leased (checked in KV: this
 		// replica's cache may not have a job just created elsewhere).
-		if j, _, err := c.readJob(ctx, id); errors.Is(err, ErrNotFound) || err == nil && !isGroupAny(j) {
+		rctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+		j, _, err := c.readJob(rctx, id)
+		cancel()
+		if errors.Is(err, ErrNotFound) || err == nil && !isGroupAny(j) {
 			c.dropEpochs(ctx, id)
 		}
 	}

@@ -86,7 +86,7 @@ func TestBroadcastGroupJob(t *testing.T) {
 			continue // the last fire may still be on its way
 		}
 		if len(es) != 2 {
-			t.Errorf("fire %v: %d executions %s, want one per group member", k, len(es), summarize(es))
+			t.Errorf("fire %d of %d (%v): %d executions %s, want one per group member", i+1, len(keys), k, len(es), summarize(es))
 			continue
 		}
 		agents, slots := map[string]bool{}, map[int]bool{}
