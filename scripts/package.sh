@@ -99,8 +99,10 @@ trap '[ -n "${KEEP_STAGE:-}" ] || rm -rf "$STAGE"' EXIT
 
 # 3. nfpm, pinned in packaging/go.mod (kept out of the product's go.mod).
 # `go tool` would run it in packaging/, not in the stage directory its
-# config's relative paths need: take the binary `go tool` caches instead.
-NFPM=$(go -C "$ROOT/packaging" tool -n nfpm 2>/dev/null || true)
+# config's relative paths need: run it once so that the Go build cache
+# holds it, then take the cached binary (`go tool -n` prints its path).
+go -C "$ROOT/packaging" tool nfpm --version >/dev/null
+NFPM=$(go -C "$ROOT/packaging" tool -n nfpm)
 if [ ! -x "$NFPM" ]; then
 	go -C "$ROOT/packaging" build -o "$STAGE/nfpm" github.com/goreleaser/nfpm/v2/cmd/nfpm
 	NFPM=$STAGE/nfpm

@@ -356,3 +356,54 @@ func verifyUnit(t *testing.T, name string, unit []byte, bin string) {
 		t.Errorf("systemd-analyze verify %s.service: %v\n%s", name, err, out)
 	}
 }
+
+// TestPackageVersion: package.sh turns git describe output into versions
+// that dpkg and rpm order as releases are ordered.
+func TestPackageVersion(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash not installed")
+	}
+	script := `eval "$(sed -n '/^pkg_version() {/,/^}/p' "$1")"; shift; for v in "$@"; do pkg_version "$v"; done`
+	cases := [][2]string{
+		{"v1.2.3", "1.2.3"},
+		{"v1.2.3-4-gabc1234", "1.2.3+4.gabc1234"},
+		{"v1.3.0-rc.1", "1.3.0~rc.1"},
+		{"v1.3.0-rc.1-2-gabc1234-dirty", "1.3.0~rc.1.2.gabc1234.dirty"},
+		{"3e806a5", "0.0.0~git.3e806a5"},
+		{"3e806a5-dirty", "0.0.0~git.3e806a5.dirty"},
+		{"dev", "0.0.0~git.dev"},
+	}
+	args := []string{"-c", script, "bash", repoPath(t, "scripts", "package.sh")}
+	for _, c := range cases {
+		args = append(args, c[0])
+	}
+	out, err := exec.Command("bash", args...).Output()
+	if err != nil {
+		t.Fatalf("pkg_version: %v", err)
+	}
+	got := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(got) != len(cases) {
+		t.Fatalf("pkg_version printed %d lines for %d versions: %q", len(got), len(cases), got)
+	}
+	for i, c := range cases {
+		if got[i] != c[1] {
+			t.Errorf("pkg_version %s = %q, want %q", c[0], got[i], c[1])
+		}
+	}
+	// Release order: untagged builds, a pre-release, the release, later commits.
+	order := []string{"0.0.0~git.3e806a5", "1.3.0~rc.1", "1.3.0", "1.3.0+4.gabc1234"}
+	for i := 1; i < len(order); i++ {
+		a, b := order[i-1], order[i]
+		if _, err := exec.LookPath("dpkg"); err == nil {
+			if err := exec.Command("dpkg", "--compare-versions", a, "lt", b).Run(); err != nil {
+				t.Errorf("dpkg: %s is not before %s", a, b)
+			}
+		}
+		if _, err := exec.LookPath("rpm"); err == nil {
+			out, err := exec.Command("rpm", "--eval", "%{lua:print(rpm.vercmp('"+a+"', '"+b+"'))}").Output()
+			if err != nil || strings.TrimSpace(string(out)) != "-1" {
+				t.Errorf("rpm: %s is not before %s (vercmp %q, %v)", a, b, out, err)
+			}
+		}
+	}
+}
