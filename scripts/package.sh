@@ -26,6 +26,8 @@
 #   FORMATS      default "deb rpm"
 #   PKG_VERSION  package version; default derived from VERSION (see pkg_version)
 #   MAINTAINER   default "ax developers <dev@axsched.invalid>"
+#   PKG_COMPRESSION  xz (default: smallest, read by every dpkg and rpm), gzip
+#                or zstd (much faster to build; zstd .debs need dpkg >= 1.21.18)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -43,6 +45,7 @@ DIST=${DIST:-dist}
 TARGETS=${TARGETS:-linux/amd64 linux/arm64 linux/arm/7 linux/arm/6}
 BINARIES=${BINARIES:-ax-agent ax-controller}
 FORMATS=${FORMATS:-deb rpm}
+PKG_COMPRESSION=${PKG_COMPRESSION:-xz}
 MAINTAINER=${MAINTAINER:-ax developers <dev@axsched.invalid>}
 export VERSION COMMIT DATE DIST TARGETS BINARIES
 
@@ -80,6 +83,11 @@ if ! [[ $PKG_VERSION =~ ^[0-9][A-Za-z0-9.+~]*$ ]]; then
 	echo "package: PKG_VERSION '$PKG_VERSION' must start with a digit and hold only letters, digits, '.', '+' and '~'" >&2
 	exit 2
 fi
+case $PKG_COMPRESSION in xz | gzip | zstd) ;; *)
+	echo "package: PKG_COMPRESSION: '$PKG_COMPRESSION' is not xz, gzip or zstd" >&2
+	exit 2
+	;;
+esac
 for f in $FORMATS; do
 	case $f in deb | rpm) ;; *)
 		echo "package: FORMATS: unknown format '$f' (deb, rpm)" >&2
@@ -169,6 +177,7 @@ for bin in $BINARIES; do
 		sed -e "s#@NAME@#$bin#g" -e "s#@HINT@#$hint#g" -e "s#@CHECK@#$check#g" "$f" >"$s/${f#packaging/}"
 	done
 	chmod 0755 "$s"/scripts/deb/*
+	sed "s/^  compression: xz$/  compression: $PKG_COMPRESSION/" "packaging/$bin.nfpm.yaml" >"$s/nfpm.yaml"
 	cp packaging/copyright "$s/copyright"
 	sed -e "s#@NAME@#$bin#g" packaging/lintian-overrides >"$s/lintian-overrides"
 	printf '%s (%s-%s) unstable; urgency=medium\n\n  * Built from ax %s (commit %s).\n  * Changes: the git log of the ax repository.\n\n -- %s  %s\n' \
@@ -202,7 +211,7 @@ for target in $TARGETS; do
 			cp "$DIST/$bin-$sfx" "$STAGE/$bin/bin/$bin"
 			(cd "$STAGE/$bin" && env AX_ARCH="$arch" AX_PKG_VERSION="$PKG_VERSION" AX_PKG_RELEASE="$PKG_RELEASE" \
 				AX_MAINTAINER="$MAINTAINER" SOURCE_DATE_EPOCH="$(date -u -d "$DATE" +%s)" \
-				"$NFPM" package --config "$ROOT/packaging/$bin.nfpm.yaml" --packager "$fmt" --target "$DIST/$out")
+				"$NFPM" package --config "$STAGE/$bin/nfpm.yaml" --packager "$fmt" --target "$DIST/$out")
 			built+=("$out")
 		done
 	done
