@@ -43,7 +43,12 @@ func need(t *testing.T, tool string) {
 	if !aptInstall.tried[pkg] {
 		aptInstall.tried[pkg] = true
 		env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", pkg}} {
+		steps := [][]string{{"install", "-y", "--no-install-recommends", pkg}}
+		if !aptInstall.tried["apt-get update"] {
+			aptInstall.tried["apt-get update"] = true
+			steps = append([][]string{{"update"}}, steps...)
+		}
+		for _, args := range steps {
 			cmd := exec.Command("apt-get", args...)
 			cmd.Env = env
 			if out, err := cmd.CombinedOutput(); err != nil {
