@@ -14,7 +14,7 @@ import (
 
 // aptPackages are the Debian packages that provide the tools the package
 // tests use.
-var aptPackages = map[string]string{"lintian": "lintian", "rpm": "rpm", "rpm2archive": "rpm", "dpkg-deb": "dpkg"}
+var aptPackages = map[string]string{"lintian": "lintian", "rpm": "rpm", "rpm2archive": "rpm2cpio", "dpkg-deb": "dpkg"}
 
 var aptInstall struct {
 	sync.Mutex
