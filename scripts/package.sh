@@ -127,12 +127,13 @@ suffix() {
 	fi
 }
 
-# A binary that runs here, for the completion scripts.
+# A binary that runs here, for the completion scripts: the one just built
+# if this machine's target is among TARGETS, else a new one.
 host_controller() {
-	local host
-	host=linux-$(go env GOARCH)
-	if [ -x "$DIST/ax-controller-$host" ] && "$DIST/ax-controller-$host" version >/dev/null 2>&1; then
-		echo "$DIST/ax-controller-$host"
+	local arch
+	arch=$(go env GOARCH)
+	if [[ " $TARGETS " == *" linux/$arch "* ]] && "$DIST/ax-controller-linux-$arch" version >/dev/null 2>&1; then
+		echo "$DIST/ax-controller-linux-$arch"
 		return
 	fi
 	CGO_ENABLED=0 go build -trimpath -o "$STAGE/ax-controller.host" ./cmd/ax-controller
