@@ -24,7 +24,10 @@ demo:
 cross-build:
 	bash scripts/cross-build.sh
 
-dist: cross-build
+# cross-build, then .deb and .rpm packages of both binaries for the same
+# four targets (nfpm, pinned in packaging/go.mod), all in dist/SHA256SUMS.
+dist:
+	bash scripts/package.sh
 
 # The checks of the operations files (configs, alerts, dashboard, size budget).
 opscheck:

@@ -15,6 +15,7 @@
 //	GET    /healthz                       the process is alive (no auth)
 //	GET    /readyz                        the backend is ready (no auth)
 //	GET    /metrics                       Prometheus metrics (auth when enabled)
+//	GET    /v1/openapi.yaml               the OpenAPI 3 document of these routes (no auth)
 //
 // Every error is a protocol.APIError JSON body. Bearer tokens (constant-time
 // compared) carry a role: admin may call everything, read only GET. Every

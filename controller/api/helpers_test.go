@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/axsched/ax/controller"
@@ -79,22 +78,28 @@ type resp struct {
 }
 
 // do sends a request; body may be nil, a string/[]byte (sent as is) or a value (JSON).
+// The request and the response are checked against the OpenAPI document
+// (validateExchange).
 func (e *env) do(method, path string, body any, hdr ...string) resp {
 	e.t.Helper()
-	var r io.Reader
+	var data []byte
 	ct := ""
 	switch b := body.(type) {
 	case nil:
 	case string:
-		r, ct = strings.NewReader(b), "application/json"
+		data, ct = []byte(b), "application/json"
 	case []byte:
-		r, ct = bytes.NewReader(b), "application/json"
+		data, ct = b, "application/json"
 	default:
-		data, err := json.Marshal(b)
-		if err != nil {
+		var err error
+		if data, err = json.Marshal(b); err != nil {
 			e.t.Fatal(err)
 		}
-		r, ct = bytes.NewReader(data), "application/json"
+		ct = "application/json"
+	}
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(data)
 	}
 	req, err := http.NewRequestWithContext(context.Background(), method, e.srv.URL+path, r)
 	if err != nil {
@@ -118,11 +123,13 @@ func (e *env) do(method, path string, body any, hdr ...string) resp {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
+	got, err := io.ReadAll(res.Body)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return resp{status: res.StatusCode, header: res.Header, body: data}
+	out := resp{status: res.StatusCode, header: res.Header, body: got}
+	validateExchange(e.t, req, data, out)
+	return out
 }
 
 // apiErr decodes an error body, failing the test if it is not protocol.APIError JSON.

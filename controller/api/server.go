@@ -88,10 +88,12 @@ func (s *server) routes() {
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /readyz", s.readyz)
 	m.HandleFunc("GET /metrics", s.serveMetrics)
+	m.HandleFunc("GET /v1/openapi.yaml", s.openAPI)
 }
 
-// public routes need no token: probes must work without secrets.
-func public(path string) bool { return path == "/healthz" || path == "/readyz" }
+// public routes need no token: probes must work without secrets, and the
+// API's description is no secret.
+func public(path string) bool { return path == "/healthz" || path == "/readyz" || path == openAPIPath }
 
 // ServeHTTP authenticates, authorizes, audits and routes one request.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -48,14 +48,15 @@ func (u unitFile) get(section, key string) string {
 	return v[len(v)-1]
 }
 
-// TestSystemdUnits: both units restart forever, keep their data in a
-// StateDirectory passed as --data-dir, and keep the sandbox options; the
-// agent's unit leaves off the options that would stop allowlisted device
-// commands from working.
+// TestSystemdUnits: both units run as the system user ax, restart forever,
+// keep their data in a StateDirectory under /var/lib/ax passed as
+// --data-dir, stay stopped while the config is the packaged default, and
+// keep the sandbox options; the agent's unit leaves off the options that
+// would stop allowlisted device commands from working.
 func TestSystemdUnits(t *testing.T) {
 	common := map[string]string{
 		"Restart": "always", "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
-		"PrivateTmp": "yes", "DynamicUser": "yes", "ProtectKernelTunables": "yes", "ProtectKernelModules": "yes",
+		"PrivateTmp": "yes", "User": "ax", "Group": "ax", "StateDirectoryMode": "0700", "ProtectKernelTunables": "yes", "ProtectKernelModules": "yes",
 		"ProtectControlGroups": "yes", "RestrictSUIDSGID": "yes", "LockPersonality": "yes", "CapabilityBoundingSet": "",
 	}
 	for _, tc := range []struct {
@@ -63,9 +64,9 @@ func TestSystemdUnits(t *testing.T) {
 		extra               map[string]string
 		absent              []string
 	}{
-		{"ax-agent.service", "/usr/local/bin/ax-agent", "ax-agent", nil,
+		{"ax-agent.service", "/usr/bin/ax-agent", "ax/ax-agent", nil,
 			[]string{"PrivateDevices", "ProtectClock", "DevicePolicy", "DeviceAllow", "RestrictAddressFamilies", "MemoryDenyWriteExecute"}},
-		{"ax-controller.service", "/usr/local/bin/ax-controller", "ax-controller",
+		{"ax-controller.service", "/usr/bin/ax-controller", "ax/ax-controller",
 			map[string]string{"PrivateDevices": "yes", "ProtectClock": "yes", "MemoryDenyWriteExecute": "yes"}, nil},
 	} {
 		t.Run(tc.unit, func(t *testing.T) {
@@ -90,9 +91,18 @@ func TestSystemdUnits(t *testing.T) {
 			if got := u.get("Service", "StateDirectory"); got != tc.state {
 				t.Errorf("StateDirectory=%q, want %q", got, tc.state)
 			}
+			name := strings.TrimSuffix(tc.unit, ".service")
+			if _, ok := u["Service"]["DynamicUser"]; ok {
+				t.Error("[Service] DynamicUser is set; the packages create the system user ax and own /var/lib/ax/" + name)
+			}
+			cond := u.get("Service", "ExecCondition")
+			if !strings.Contains(cond, "cmp -s /etc/ax/"+name+".yaml /usr/share/ax/"+name+".yaml") {
+				t.Errorf("ExecCondition=%q: want a cmp of /etc/ax/%s.yaml with the packaged default", cond, name)
+			}
 			exe := u.get("Service", "ExecStart")
-			if !strings.HasPrefix(exe, tc.binary+" ") || !strings.Contains(exe, " --data-dir %S/"+tc.state) {
-				t.Errorf("ExecStart=%q: want %s ... --data-dir %%S/%s", exe, tc.binary, tc.state)
+			if !strings.HasPrefix(exe, tc.binary+" ") || !strings.Contains(exe, " --config /etc/ax/"+name+".yaml") ||
+				!strings.Contains(exe, " --data-dir %S/"+tc.state) {
+				t.Errorf("ExecStart=%q: want %s ... --config /etc/ax/%s.yaml ... --data-dir %%S/%s", exe, tc.binary, name, tc.state)
 			}
 			if !strings.Contains(u.get("Service", "ReadWritePaths"), "%S/"+tc.state) {
 				t.Errorf("ReadWritePaths does not include %%S/%s", tc.state)
@@ -127,7 +137,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := filepath.Join(dir, name+".service")
-		if err := os.WriteFile(out, bytes.ReplaceAll(b, []byte("/usr/local/bin/"+name), []byte(self)), 0o644); err != nil {
+		if err := os.WriteFile(out, bytes.ReplaceAll(b, []byte("/usr/bin/"+name), []byte(self)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		units = append(units, out)
