@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/pkg/protocol"
@@ -80,8 +81,10 @@ func (s *scheduler) pump() {
 		s.lagN++
 		ctx, cancel := context.WithCancelCause(context.Background())
 		s.running[it.id] = running{it: it, cancel: cancel, ctx: ctx}
-		s.log.Info("dispatched", "job_id", j.id, "exec_row", it.id, "dequeued_at", now.Round(0), "lag", lag,
-			"waited", now.Sub(it.enqueued))
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("dispatched", "job_id", j.id, "exec_row", it.id, "dequeued_at", now.Round(0), "lag", lag,
+				"waited", now.Sub(it.enqueued))
+		}
 		it.started = now
 		batch = append(batch, it)
 	}
