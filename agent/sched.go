@@ -137,6 +137,11 @@ type scheduler struct {
 	runCtx    context.Context
 	lastTick  time.Time
 	lastPrune time.Time
+
+	// reloadFrom: every TRIGGERED row with a lower or equal id is in
+	// memory, so reload scans after it (0 at start: recovery spills
+	// without ids; math.MaxInt64: nothing left in SQLite since).
+	reloadFrom int64
 }
 
 func newScheduler(a *Agent) *scheduler {
