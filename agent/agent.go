@@ -235,10 +235,15 @@ func (a *Agent) Run(ctx context.Context) error {
 // granted and renewed only by heartbeat replies (valid from when the
 // heartbeat was sent), so a new grant is claimed without waiting a period.
 func (a *Agent) kickHeartbeat() {
-	select {
-	case a.hbKick <- struct{}{}:
-	default:
-	}
+	// Once the scheduler published the view with the new claim; safe from
+	// any goroutine.
+	a.sched.postUrgent(func() {
+		a.sched.publishView()
+		select {
+		case a.hbKick <- struct{}{}:
+		default:
+		}
+	})
 }
 
 func (a *Agent) kickOutbox() {

@@ -152,10 +152,19 @@ type HTTPConfig struct {
 	Allow []string `mapstructure:"allow"`
 }
 
+// DefaultOutboxLinger is how long the flusher waits after new reports
+// before publishing them, so that a fast attempt's triggered, running and
+// finished reports go out as one (coalesced) message.
+const DefaultOutboxLinger = 10 * time.Millisecond
+
 // OutboxConfig tunes the report flusher.
 type OutboxConfig struct {
 	// Window is the number of outstanding async publishes.
 	Window int `mapstructure:"window"`
+	// Linger is how long new reports wait before they are published (0:
+	// at once), at most a second. It delays only what the controller sees:
+	// reports are durable before, and handlers do not wait for it.
+	Linger time.Duration `mapstructure:"linger"`
 }
 
 // ShutdownConfig tunes the shutdown.
@@ -182,7 +191,7 @@ func DefaultConfig() Config {
 		Store: StoreConfig{Synchronous: DefaultStoreSynchronous, MaxBatch: DefaultStoreMaxBatch, Retention: DefaultRetention,
 			PruneInterval: DefaultPruneInterval},
 		Clock:    ClockConfig{MaxSkew: DefaultMaxSkew, OnSkew: DefaultOnSkew, JumpThreshold: DefaultJumpThreshold},
-		Outbox:   OutboxConfig{Window: DefaultOutboxWindow},
+		Outbox:   OutboxConfig{Window: DefaultOutboxWindow, Linger: DefaultOutboxLinger},
 		Shutdown: ShutdownConfig{Grace: DefaultShutdownGrace},
 		Log:      LogConfig{Format: DefaultLogFormat, Level: DefaultLogLevel},
 	}
@@ -276,6 +285,9 @@ func (c Config) Validate() error {
 	}
 	if c.Outbox.Window < 1 || c.Outbox.Window > 65536 {
 		return cfgErr("outbox.window", "must be between 1 and 65536, got %d", c.Outbox.Window)
+	}
+	if c.Outbox.Linger < 0 || c.Outbox.Linger > time.Second {
+		return cfgErr("outbox.linger", "must be between 0 and 1s, got %s", c.Outbox.Linger)
 	}
 	switch c.Log.Format {
 	case "json", "text":

@@ -42,6 +42,8 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"http.allow[0]", func(c *Config) { c.HTTP.Allow = []string{"ftp://x"} }},
 		{"http.allow[0]", func(c *Config) { c.HTTP.Allow = []string{"http://allowed.example/?x=1"} }},
 		{"outbox.window", func(c *Config) { c.Outbox.Window = 0 }},
+		{"outbox.linger", func(c *Config) { c.Outbox.Linger = 2 * time.Second }},
+		{"outbox.linger", func(c *Config) { c.Outbox.Linger = -time.Millisecond }},
 		{"shutdown.grace", func(c *Config) { c.Shutdown.Grace = 0 }},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }},
 	}

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"log/slog"
+	"math"
 
 	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/pkg/protocol"
@@ -19,6 +21,7 @@ func (s *scheduler) accept(it *item) bool {
 	j := it.job
 	if j.running+j.inReady >= j.limit && j.waiting.size >= j.limit {
 		j.parked = true
+		s.reloadFrom = min(s.reloadFrom, it.id-1)
 		return false
 	}
 	if s.spilled || s.mem >= s.a.cfg.Queue.Size {
@@ -26,6 +29,7 @@ func (s *scheduler) accept(it *item) bool {
 			s.log.Warn("ready queue full; further executions wait in SQLite", "size", s.a.cfg.Queue.Size)
 		}
 		s.spilled = true
+		s.reloadFrom = min(s.reloadFrom, it.id-1)
 		return false
 	}
 	it.enqueued = s.a.clk.Now()
@@ -80,8 +84,10 @@ func (s *scheduler) pump() {
 		s.lagN++
 		ctx, cancel := context.WithCancelCause(context.Background())
 		s.running[it.id] = running{it: it, cancel: cancel, ctx: ctx}
-		s.log.Info("dispatched", "job_id", j.id, "exec_row", it.id, "dequeued_at", now.Round(0), "lag", lag,
-			"waited", now.Sub(it.enqueued))
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("dispatched", "job_id", j.id, "exec_row", it.id, "dequeued_at", now.Round(0), "lag", lag,
+				"waited", now.Sub(it.enqueued))
+		}
 		it.started = now
 		batch = append(batch, it)
 	}
@@ -192,12 +198,16 @@ func (s *scheduler) loadRow(tx *store.Tx, it *item) error {
 func (s *scheduler) reload() {
 	room := s.a.cfg.Queue.Size - s.mem
 	s.log.Debug("reloading spilled executions", "room", room, "in_memory", len(s.inMem))
-	var after int64
+	// Rows up to reloadFrom are in memory: scanning from there (not from
+	// the first row) keeps a reload's cost to the rows it loads.
+	after := s.reloadFrom
+	s.reloadFrom = math.MaxInt64 // lowered by accept's refusals and an early stop
 	loaded := 0
 	for {
 		limit := room + len(s.inMem)
 		rows, err := s.a.st.LiveExecs(context.Background(), store.StateTriggered, after, limit)
 		if err != nil {
+			s.reloadFrom = min(s.reloadFrom, after)
 			s.log.Error("reload spilled executions", "err", err)
 			return
 		}
@@ -209,6 +219,7 @@ func (s *scheduler) reload() {
 			if loaded >= room {
 				// Room filled and more are left: stay spilled.
 				s.spilled = true
+				s.reloadFrom = min(s.reloadFrom, after)
 				return
 			}
 			after = e.ID
@@ -263,7 +274,11 @@ func (s *scheduler) done(it *item) {
 		j.inReady++
 		s.ready.push(w)
 	}
-	if j.parked && j.waiting.size < j.limit {
+	// Hysteresis: a parked job comes back when half its waiting room is
+	// free, so that each reload brings in many of its attempts (unparking
+	// at every finish made a reload, a scan of the spilled rows, per
+	// finished attempt).
+	if j.parked && j.waiting.size <= j.limit/2 {
 		j.parked = false
 		s.spilled = true // its attempts left in SQLite may come in now
 	}

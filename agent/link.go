@@ -266,9 +266,8 @@ func (l *link) register(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var leases []protocol.HeldLease
-	a.sched.call(ctx, func() { leases = a.sched.heldLeases() })
 	t0 := a.clk.Now()
+	leases := a.sched.view.Load().held(t0)
 	req := protocol.Register{V: protocol.Version, Agent: a.cfg.ID, Labels: a.cfg.Labels, Handlers: a.names,
 		Version: truncate(a.version, 64), OS: runtime.GOOS, Arch: runtime.GOARCH, Cursor: cursor, SentAt: t0.Round(0).UTC(), Leases: leases, Boot: a.boot,
 		Fresh: !stored}
@@ -345,11 +344,14 @@ func (l *link) persistOffset(off time.Duration) {
 	}
 	l.savedOffset.Store(int64(off))
 	v := strconv.FormatInt(int64(off), 10)
-	l.a.st.Submit(func(tx *store.Tx) error { return tx.SetMeta(store.MetaClockOffset, v) }, func(err error) {
+	// Not waiting for room in a full write queue: a later heartbeat stores it.
+	if !l.a.st.TrySubmit(func(tx *store.Tx) error { return tx.SetMeta(store.MetaClockOffset, v) }, func(err error) {
 		if err != nil {
 			l.savedOffset.Store(0)
 		}
-	})
+	}) {
+		l.savedOffset.Store(0)
+	}
 }
 
 func (l *link) cursor(ctx context.Context) (uint64, error) {
@@ -370,11 +372,10 @@ func (l *link) storedCursor(ctx context.Context) (uint64, bool, error) {
 
 func (l *link) heartbeat(ctx context.Context) error {
 	a := l.a
-	var st protocol.Stats
-	var leases []protocol.HeldLease
-	if !a.sched.call(ctx, func() { st = a.sched.stats(); leases = a.sched.claimedLeases() }) {
-		return ctx.Err()
-	}
+	// The scheduler's view, not a call: a heartbeat never waits behind
+	// the scheduler's backlog (hbview.go).
+	v := a.sched.view.Load()
+	st, leases := v.stats, v.claims()
 	if c, err := a.st.Counts(ctx); err == nil {
 		// From SQLite: the queue includes executions spilled out of memory.
 		st.OutboxDepth, st.QueueDepth, st.Pending = c.Outbox, c.Triggered, c.Pending
@@ -402,7 +403,7 @@ func (l *link) heartbeat(ctx context.Context) error {
 	a.offset.Store(int64(off))
 	l.persistOffset(off)
 	s := a.sched
-	s.post(func() {
+	s.postUrgent(func() {
 		for _, r := range rep.Renewed {
 			s.leaseGranted(r.JobID, r.Epoch, t0, r.TTL.D())
 		}

@@ -56,6 +56,7 @@ func (f *flusher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-f.a.outboxKick:
+			f.linger(ctx)
 		case <-t.C():
 		}
 		for {
@@ -76,6 +77,22 @@ func (f *flusher) run(ctx context.Context) {
 			}
 		}
 		t.Reset(time.Second)
+	}
+}
+
+// linger waits outbox.linger after new reports were written, so that the
+// later steps of fast attempts join the window and their earlier reports
+// are coalesced (one message per attempt instead of three).
+func (f *flusher) linger(ctx context.Context) {
+	d := f.a.cfg.Outbox.Linger
+	if d <= 0 {
+		return
+	}
+	t := f.a.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C():
 	}
 }
 

@@ -93,6 +93,17 @@ type scheduler struct {
 	mu     sync.Mutex
 	inbox  []func()
 	notify chan struct{}
+	// urgent are functions run before anything in inbox (heartbeat
+	// replies: lease renewals); nUrgent is len(urgent), read between
+	// inbox items without the lock.
+	urgent  []func()
+	nUrgent atomic.Int32
+	// fireSlots bounds the wheel fires waiting in inbox: a wheel blocks
+	// (and its due items wait on it) while maxQueuedFires are queued.
+	fireSlots chan struct{}
+	wheelStop chan struct{} // closed when the wheels stop
+	// view is what heartbeats and registrations read (hbview.go).
+	view atomic.Pointer[hbView]
 
 	normal, fine *wheel.Driver[wheelItem]
 
@@ -126,12 +137,18 @@ type scheduler struct {
 	runCtx    context.Context
 	lastTick  time.Time
 	lastPrune time.Time
+
+	// reloadFrom: every TRIGGERED row with a lower or equal id is in
+	// memory, so reload scans after it (0 at start: recovery spills
+	// without ids; math.MaxInt64: nothing left in SQLite since).
+	reloadFrom int64
 }
 
 func newScheduler(a *Agent) *scheduler {
 	s := &scheduler{a: a, log: a.log, notify: make(chan struct{}, 1), jobs: map[string]*jobRef{}, byRef: map[int64]*jobRef{},
 		inMem: map[int64]*item{}, running: map[int64]running{}, workers: a.cfg.Workers, fenced: map[int64]runFence{},
-		work: make(chan workUnit, a.cfg.Workers)}
+		work: make(chan workUnit, a.cfg.Workers), fireSlots: make(chan struct{}, maxQueuedFires), wheelStop: make(chan struct{})}
+	s.view.Store(&hbView{})
 	s.ready.agingStep = a.cfg.Queue.AgingStep
 	wc := wheelClock{a.clk}
 	var err error
@@ -167,7 +184,55 @@ func (s *scheduler) call(ctx context.Context, fn func()) bool {
 	}
 }
 
-func (s *scheduler) onWheel(w wheelItem) { s.post(func() { s.fire(w) }) }
+// maxQueuedFires bounds the wheel fires waiting for the scheduler
+// goroutine. Beyond it the wheels wait (backpressure): due items stay on
+// them and fire late, none is dropped (a periodic job has one item on a
+// wheel at a time, and each fire plans the next from its scheduled time,
+// so every fire time is still recorded, late).
+const maxQueuedFires = 1024
+
+// onWheel queues a wheel item for the scheduler goroutine, waiting while
+// maxQueuedFires are queued already (or until the wheels stop: an item
+// not fired then is in the store, PENDING, or is the job's next fire, and
+// start-up recovery handles it).
+func (s *scheduler) onWheel(w wheelItem) {
+	select {
+	case s.fireSlots <- struct{}{}:
+	case <-s.wheelStop:
+		return
+	}
+	s.post(func() { <-s.fireSlots; s.fire(w) })
+}
+
+// postUrgent runs fn on the scheduler goroutine before the functions
+// waiting in the inbox. It never blocks.
+func (s *scheduler) postUrgent(fn func()) {
+	s.mu.Lock()
+	s.urgent = append(s.urgent, fn)
+	s.nUrgent.Store(int32(len(s.urgent)))
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// runUrgent runs the urgent functions posted so far and publishes the
+// heartbeat view they may have changed.
+func (s *scheduler) runUrgent() {
+	s.mu.Lock()
+	fns := s.urgent
+	s.urgent = nil
+	s.nUrgent.Store(0)
+	s.mu.Unlock()
+	if len(fns) == 0 {
+		return
+	}
+	for _, fn := range fns {
+		fn()
+	}
+	s.publishView()
+}
 
 func (s *scheduler) job(id string) *jobRef {
 	j := s.jobs[id]
@@ -198,6 +263,7 @@ func (s *scheduler) run(ctx context.Context) {
 	}
 	tick := s.a.clk.NewTimer(time.Second)
 	s.lastTick = s.a.clk.Now()
+	s.publishView()
 	s.pump()
 loop:
 	for {
@@ -216,6 +282,7 @@ loop:
 	// Stop triggering.
 	s.stopped = true
 	stopWheels()
+	close(s.wheelStop)
 	s.normal.Stop()
 	s.fine.Stop()
 	wwg.Wait()
@@ -228,11 +295,15 @@ loop:
 // faster than the store takes their writes, the inbox never empties: the
 // loop must still see a stop, and its timer.
 func (s *scheduler) drainBatch(ctx context.Context) {
+	s.runUrgent()
 	s.mu.Lock()
 	batch := s.inbox
 	s.inbox = nil
 	s.mu.Unlock()
 	for i, fn := range batch {
+		if s.nUrgent.Load() > 0 {
+			s.runUrgent()
+		}
 		if ctx.Err() != nil {
 			s.mu.Lock()
 			s.inbox = append(batch[i:len(batch):len(batch)], s.inbox...)
@@ -242,7 +313,7 @@ func (s *scheduler) drainBatch(ctx context.Context) {
 		fn()
 	}
 	s.mu.Lock()
-	more := len(s.inbox) > 0
+	more := len(s.inbox) > 0 || len(s.urgent) > 0
 	s.mu.Unlock()
 	if more {
 		select {
@@ -255,6 +326,7 @@ func (s *scheduler) drainBatch(ctx context.Context) {
 // drainInbox runs posted functions until the inbox is empty.
 func (s *scheduler) drainInbox() {
 	for {
+		s.runUrgent()
 		s.mu.Lock()
 		batch := s.inbox
 		s.inbox = nil
@@ -301,6 +373,7 @@ func (s *scheduler) shutdown() {
 // diverging by more than clock.jump_threshold re-plans every schedule.
 func (s *scheduler) onTick() {
 	now := s.a.clk.Now()
+	s.publishView()
 	s.log.Debug("scheduler", "ready", s.ready.len(), "mem", s.mem, "in_mem", len(s.inMem), "spilled", s.spilled,
 		"busy", s.busy, "running", len(s.running), "jobs", len(s.jobs), "pending", s.pending)
 	if s.lastPrune.IsZero() || now.Sub(s.lastPrune) >= s.a.cfg.Store.PruneInterval {

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -222,7 +224,7 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 			}
 			s.a.kickOutbox()
 		})
-		s.log.Info("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
+		s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
 		return
 	}
 	row := &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateTriggered, Periodic: true,
@@ -320,7 +322,9 @@ func (s *scheduler) triggered(j *jobRef, row *store.Exec, ok bool, err error) {
 		s.gc(j)
 		return
 	}
-	s.log.Info("submitted", "job_id", j.id, "exec_id", row.ExecID, "exec_row", row.ID, "run_at", row.RunAt, "priority", row.Priority)
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("submitted", "job_id", j.id, "exec_id", row.ExecID, "exec_row", row.ID, "run_at", row.RunAt, "priority", row.Priority)
+	}
 	// Spilled (left in SQLite) or not, it stays counted in j.active.
 	s.accept(&item{id: row.ID, job: j, prio: uint8(row.Priority), runAt: row.ScheduledAt, row: row})
 }

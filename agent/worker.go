@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -122,8 +123,14 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 		}
 		s.post(func() { s.done(it) })
 	})
-	a.log.Info("finished", "job_id", e.JobID, "exec_id", e.ExecID, "attempt", e.Attempt, "duration", dur,
-		"outcome", outcome, "code", res.Code, "retryable", res.Retryable, "retry_after", retryAfter)
+	// The one line per execution at info (submitted and dispatched are at
+	// debug); logged by the worker, outside the scheduler goroutine.
+	if a.log.Enabled(context.Background(), slog.LevelInfo) {
+		a.log.LogAttrs(context.Background(), slog.LevelInfo, "finished", slog.String("job_id", e.JobID),
+			slog.String("exec_id", e.ExecID), slog.Int("attempt", e.Attempt), slog.Duration("lag", max(it.started.Round(0).Sub(e.ScheduledAt), 0)),
+			slog.Duration("waited", it.started.Sub(it.enqueued)), slog.Duration("duration", dur), slog.String("outcome", string(outcome)),
+			slog.Int("code", res.Code), slog.Bool("retryable", res.Retryable), slog.Duration("retry_after", retryAfter))
+	}
 }
 
 // invoke runs the handler, recovering a panic with its stack. The

@@ -244,6 +244,25 @@ func (s *Store) Submit(fn func(*Tx) error, done func(error)) {
 	}
 }
 
+// TrySubmit queues fn like Submit unless the write queue is full; it
+// reports whether fn was queued (done is called only then).
+func (s *Store) TrySubmit(fn func(*Tx) error, done func(error)) bool {
+	if s.Err() != nil {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return false
+	}
+	select {
+	case s.reqs <- req{fn: fn, done: done}:
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *Store) submit(ctx context.Context, fn func(*Tx) error, done func(error)) error {
 	if err := s.Err(); err != nil {
 		return err

@@ -1,0 +1,115 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// TestHeartbeatNotBehindBacklog stalls the store's writer (a write that
+// does not finish: a store far slower than the fires) while 7,000 runs
+// fall due at once. The scheduler is then behind for as long as the stall
+// lasts; heartbeats must still be sent and answered (the link does not
+// wait for the scheduler), and the wheel fires waiting for the scheduler
+// stay bounded (the wheels wait instead). Once the store writes again,
+// every run runs: none is lost.
+func TestHeartbeatNotBehindBacklog(t *testing.T) {
+	const runs = 7000
+	c := startCtl(t)
+	c.consumer.Stop() // the reports are not checked here
+	cfg := testConfig(t, "edge-hb", c.srv.URL())
+	cfg.Workers = 8
+	cfg.Clock.MaxSkew = time.Hour // the fake clock jumps: not a skew
+	start := time.Now()
+	clk := clock.NewFake(start)
+	a := startAgent(t, cfg, WithClock(clk), WithHandler("noop", func(context.Context, Task) Result { return Result{} }))
+	waitFor(t, 10*time.Second, "registered", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.regs > 0 })
+
+	ctx := context.Background()
+	j := newJob("edge-hb", "noop", schedule.Spec{Asap: true}, nil)
+	j.Concurrency = 64
+	due := start.Add(time.Minute)
+	applied := make(chan error, runs)
+	for i := range runs {
+		cmd := runCmd(j, 1, due.Add(time.Duration(i)*time.Millisecond))
+		cmd.V, cmd.Agent, cmd.IssuedAt = protocol.Version, "edge-hb", start.UTC()
+		data, err := protocol.Encode(cmd)
+		must(t, err)
+		a.applyCommand(uint64(i+1), data, func(err error) { applied <- err })
+	}
+	for range runs {
+		must(t, <-applied)
+	}
+	waitFor(t, 20*time.Second, "runs planned on the wheel", func() bool {
+		a.sched.mu.Lock()
+		defer a.sched.mu.Unlock()
+		return len(a.sched.inbox) == 0 && a.sched.normal.Len()+a.sched.fine.Len() >= runs
+	})
+
+	// Stall the writer: the write below holds the batch open until released.
+	release, stalled := make(chan struct{}), make(chan struct{})
+	var entered, released sync.Once
+	unstall := func() { released.Do(func() { close(release) }) }
+	a.st.Submit(func(*store.Tx) error { entered.Do(func() { close(stalled) }); <-release; return nil }, nil)
+	t.Cleanup(unstall)
+	<-stalled
+
+	c.skew.Store(int64(time.Minute + 8*time.Second)) // the controller's clock moves with the agent's
+	clk.Advance(time.Minute + 8*time.Second)
+	inbox := func() int {
+		a.sched.mu.Lock()
+		defer a.sched.mu.Unlock()
+		return len(a.sched.inbox)
+	}
+	var last string
+	waitFor(t, 30*time.Second, "the scheduler behind the store", func() bool {
+		last = fmt.Sprintf("inbox %d, wheel fires waiting %d", inbox(), len(a.sched.fireSlots))
+		return len(a.sched.fireSlots) == maxQueuedFires
+	})
+	t.Log(last)
+
+	h0, _ := c.heartbeats()
+	for i := 1; i <= 2; i++ {
+		// The second heartbeat is sent only after the first one's reply was handled.
+		select {
+		case a.hbKick <- struct{}{}:
+		default:
+		}
+		waitFor(t, 10*time.Second, "a heartbeat while the scheduler is behind", func() bool {
+			n, _ := c.heartbeats()
+			return n >= h0+i
+		})
+	}
+	if n := inbox(); n > maxQueuedFires+64 {
+		t.Fatalf("scheduler inbox holds %d functions while the store is stalled, want at most %d", n, maxQueuedFires+64)
+	}
+	_, hb := c.heartbeats()
+	if hb.Stats.Pending == 0 {
+		t.Errorf("heartbeat stats %+v: want the pending runs counted", hb.Stats)
+	}
+
+	unstall()
+	// None is lost: every run leaves PENDING (the wheels catch up) and the
+	// ones that ran succeeded.
+	waitFor(t, 60*time.Second, "every run triggered", func() bool {
+		cnt, err := a.Store().Counts(ctx)
+		return err == nil && cnt.Pending == 0 && a.sched.normal.Len() == 0
+	})
+	execs, err := a.Store().JobExecs(ctx, j.ID, runs+1)
+	must(t, err)
+	if len(execs) != runs {
+		t.Fatalf("%d attempts, want %d", len(execs), runs)
+	}
+	for _, e := range execs {
+		if e.State == store.StatePending || (e.State == store.StateFinished && e.Outcome != "success") {
+			t.Fatalf("attempt %s is %s (%s)", e.ExecID, e.State, e.Outcome)
+		}
+	}
+}
