@@ -136,6 +136,14 @@ func (s *scheduler) fire(w wheelItem) {
 		return // stale: unassigned or re-planned
 	}
 	aj := j.assigned
+	if early := aj.next.Sub(s.schedNow()); early > 0 {
+		// The wheel runs on the monotonic clock and the schedule on the
+		// wall clock, which may have run slower since the fire was
+		// planned (NTP slewing, an adopted offset): never fire before
+		// the scheduled wall time, wait for the rest on the wheel.
+		s.lane(aj.job.Precision == protocol.PrecisionFine).Add(s.a.clk.Now().Add(early), w)
+		return
+	}
 	at := aj.next
 	s.planNext(j, at)
 	if !j.fireable() {
