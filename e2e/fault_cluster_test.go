@@ -158,7 +158,8 @@ func newFaultCluster(t *testing.T, n int, agentEnv []string) *faultCluster {
 func (c *faultCluster) natsURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", c.natsPort) }
 
 func (c *faultCluster) note(format string, args ...any) {
-	c.applied = append(c.applied, fmt.Sprintf("%6.1fs ", time.Since(c.t0).Seconds())+fmt.Sprintf(format, args...))
+	now := time.Now()
+	c.applied = append(c.applied, fmt.Sprintf("%6.1fs %s ", now.Sub(c.t0).Seconds(), now.Format("15:04:05.000"))+fmt.Sprintf(format, args...))
 }
 
 func (c *faultCluster) startController() {

@@ -67,18 +67,19 @@ func (c *recon) checkOverlap() {
 }
 
 // checkForbid: a fire of a periodic job (overlap forbid, concurrency 1)
-// made while an earlier fire of it is still active on that agent process
-// is recorded SKIPPED and never runs; so no two fires that ran were ever
-// active at once there. A fire is active from its trigger until its run
-// ends, queued or spilled to SQLite included (agent/sched.go, jobRef.active;
-// DESIGN's "while the last still runs" read that way). The trigger is the
-// record's triggered_at while the record is at attempt 1, else the run's
-// start at the latest: a later start only shortens the interval, so an
-// overlap found is real.
+// made while an earlier fire of it is still active on that agent is
+// recorded SKIPPED and never runs; so of two fires that both ran, the
+// later-triggered one was not triggered while the other was active.
+// Active means triggered and not finished, waiting in the ready queue or
+// in SQLite included (agent/sched.go, jobRef.active; DESIGN's "while the
+// last still runs" read that way), across a restart too (a queued fire
+// still counts at the start). Trigger times are the agent's own, from its
+// store; where one is missing, the run's start stands for it (a later
+// time: it only misses cases).
 func (c *recon) checkForbid() {
 	from := func(run faultRun) time.Time {
-		if e, ok := c.byExec[run.execID]; ok && e.Attempt == 1 && !e.TriggeredAt.IsZero() && e.TriggeredAt.Before(run.start) {
-			return e.TriggeredAt
+		if t, ok := c.triggers[run.agent][run.key()]; ok && t.Before(run.start) {
+			return t
 		}
 		return run.start
 	}
@@ -92,7 +93,7 @@ func (c *recon) checkForbid() {
 		// once: it is the one that should have been SKIPPED.
 		for _, y := range rs {
 			for _, x := range rs {
-				if x.execID == y.execID || !c.cutAt(y).Equal(c.cutAt(x)) { // same fire, or another agent process
+				if x.execID == y.execID {
 					continue
 				}
 				fx, fy := from(x), from(y)
@@ -101,7 +102,7 @@ func (c *recon) checkForbid() {
 				}
 				if fy.Before(c.activeUntil(x)) {
 					c.r.add(vOverlap, "fire run while an earlier fire was active (overlap forbid) / "+jobClass(j),
-						"on %s: %s (triggered at the latest %s) while %s (triggered at the latest %s) was active until %s",
+						"on %s: %s (triggered %s) while %s (triggered %s) was active until %s",
 						k[1], y, fmtTime(fy), x, fmtTime(fx), fmtTime(c.activeUntil(x)))
 					break
 				}

@@ -23,6 +23,9 @@ type faultData struct {
 	execs    []protocol.Execution
 	events   []protocol.Event
 	kills    map[string][]time.Time // agent → when it was SIGKILLed
+	// triggers are the agents' own trigger times: agent → exec/attempt →
+	// triggered_at (faultCluster.triggerTimes).
+	triggers map[string]map[string]time.Time
 }
 
 // recon is faultData indexed for the checks.
@@ -59,7 +62,7 @@ func reconcile(d faultData) *faultReport {
 	c.checkOverlap()
 	c.checkForbid()
 	c.checkEpochs()
-	c.r.stats = faultStats(d, c.orphaned)
+	c.r.stats = append(faultStats(d, c.orphaned), offsetErrors(d.execs, d.triggers))
 	return c.r
 }
 

@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,13 +90,16 @@ const (
 //     SKIPPED not for a fire that ran; never CANCELLED (the test cancels
 //     nothing); the record's agent is the one that ran the attempt.
 //   - overlap: every job has concurrency 1, so two runs of a job never
-//     overlap on one agent process; and periodic jobs have overlap forbid,
-//     so two fires of one job that both ran were never active at once on
-//     one agent process, active meaning triggered and not finished
-//     (waiting in the ready queue or in SQLite counts: agent/sched.go's
-//     jobRef.active; DESIGN's "while the last still runs" read that way).
-//     A run is cut where its agent was SIGKILLed (a restarted agent cannot
-//     know an exec script left running).
+//     overlap on one agent process (a run is cut where its agent was
+//     SIGKILLed: a restarted agent cannot know an exec script left
+//     running). Periodic jobs have overlap forbid: of two fires of a job
+//     on one agent that both ran, the later-triggered one was not
+//     triggered while the other was active, active meaning triggered and
+//     not finished, waiting in the ready queue or in SQLite included
+//     (agent/sched.go's jobRef.active; DESIGN's "while the last still
+//     runs" read that way). Trigger times are read from the agents' own
+//     stores once the agents are stopped: the records carry them shifted
+//     by the agent's clock-offset estimate.
 //   - fencing: every run of the group job carries an epoch, and no epoch
 //     fired on two agents.
 //
@@ -208,6 +213,9 @@ func runFaultSeed(t *testing.T, seed uint64, span time.Duration) {
 
 	d, notQuiet := c.quiesce(jobs, oneShots, runLog)
 	d.events = streamEvents(t, c.natsURL())
+	if d.triggers, err = c.triggerTimes(testutil.Context(t, time.Minute), slices.Collect(maps.Keys(jobs))); err != nil {
+		t.Fatalf("read the agents' stores: %v", err)
+	}
 	rep := reconcile(d)
 	rep.stats = append(rep.stats, c.rejectedReports()...)
 	if notQuiet != "" {
