@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -266,20 +267,42 @@ func (c *faultCluster) killedAfter(id string, from time.Time) time.Time {
 }
 
 // reportsWaiting is the number of agent reports stored in AX_RPT (work
-// queue: acknowledged reports are deleted).
-func (c *faultCluster) reportsWaiting(ctx context.Context) (uint64, error) {
+// queue: acknowledged reports are deleted), and what the first of them
+// are (subject, kind, execution, attempt, epoch).
+func (c *faultCluster) reportsWaiting(ctx context.Context) (uint64, string, error) {
 	nc, err := nats.Connect(c.natsURL(), nats.Timeout(2*time.Second))
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	s, err := js.Stream(ctx, protocol.StreamReports)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return s.CachedInfo().State.Msgs, nil
+	st := s.CachedInfo().State
+	var seen []string
+	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq && len(seen) < 3; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue // deleted: acknowledged
+		}
+		r, err := protocol.DecodeReport(m.Data)
+		if err != nil {
+			seen = append(seen, fmt.Sprintf("%s: undecodable: %v", m.Subject, err))
+			continue
+		}
+		cons := "no consumer"
+		if parts := strings.Split(m.Subject, "."); len(parts) == 4 {
+			if ci, err := js.Consumer(ctx, protocol.StreamReports, "ax-shard-"+parts[2]); err == nil {
+				i := ci.CachedInfo()
+				cons = fmt.Sprintf("consumer %s: ack pending %d, redelivered %d, waiting %d", i.Name, i.NumAckPending, i.NumRedelivered, i.NumPending)
+			}
+		}
+		seen = append(seen, fmt.Sprintf("%s %s %s #%d epoch %d stored %s (%s)", m.Subject, r.Kind, r.ExecID, r.Attempt, r.Epoch, fmtTime(m.Time), cons))
+	}
+	return st.Msgs, strings.Join(seen, "; "), nil
 }

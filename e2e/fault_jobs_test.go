@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -246,6 +245,3 @@ func (s *submitter) finish(tb testing.TB) []faultJob {
 
 // ms is n milliseconds.
 func ms(n int) protocol.Duration { return protocol.Duration(time.Duration(n) * time.Millisecond) }
-
-// shortID is the random part of a job id, enough to tell jobs apart in logs.
-func shortID(id string) string { return id[strings.LastIndexByte(id, '-')+1:] }

@@ -10,16 +10,13 @@ import (
 // The checks of TestFaultInjection that compare runs with each other:
 // concurrency, overlap forbid and group-lease epochs.
 
-// forever stands for the end of a run that has none.
-var forever = time.Unix(1<<40, 0)
-
 // activeUntil is when a run stopped counting on its agent: its end, cut
 // where its agent was SIGKILLed (the restarted agent cannot know of an
 // exec script left running).
 func (c *recon) activeUntil(run faultRun) time.Time {
 	end := run.end
 	if end.IsZero() {
-		end = forever
+		end = time.Unix(1<<40, 0) // none: for ever
 	}
 	if k := c.cutAt(run); !k.IsZero() && k.Before(end) {
 		end = k

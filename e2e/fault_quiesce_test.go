@@ -127,10 +127,10 @@ func (c *faultCluster) quiet(tb testing.TB, d *faultData, runLog string, heartbe
 			}
 		}
 	}
-	if n, err := c.reportsWaiting(ctx); err != nil {
+	if n, first, err := c.reportsWaiting(ctx); err != nil {
 		whys = append(whys, fmt.Sprintf("AX_RPT: %v", err))
 	} else if n > 0 {
-		whys = append(whys, fmt.Sprintf("%d reports waiting in AX_RPT", n))
+		whys = append(whys, fmt.Sprintf("%d reports waiting in AX_RPT: %s", n, first))
 	}
 	return fingerprint, strings.Join(whys, "; ")
 }

@@ -25,7 +25,10 @@ const (
 	vFencing     = "fencing"
 )
 
-var violationKinds = []string{vLost, vDuplicate, vStuck, vEarly, vMisrecorded, vOverlap, vFencing}
+// violationKinds are the categories in report order.
+func violationKinds() []string {
+	return []string{vLost, vDuplicate, vStuck, vEarly, vMisrecorded, vOverlap, vFencing}
+}
 
 // faultReport is the outcome of the reconciliation: per category, the
 // violations grouped by class (what broke, for which kind of job).
@@ -55,7 +58,7 @@ func (r *faultReport) count(kind string) int {
 
 // failed reports whether any invariant broke.
 func (r *faultReport) failed() bool {
-	for _, k := range violationKinds {
+	for _, k := range violationKinds() {
 		if r.count(k) > 0 {
 			return true
 		}
@@ -66,7 +69,7 @@ func (r *faultReport) failed() bool {
 // counts is "lost=0 duplicate=2 ...".
 func (r *faultReport) counts() string {
 	var s []string
-	for _, k := range violationKinds {
+	for _, k := range violationKinds() {
 		s = append(s, fmt.Sprintf("%s=%d", k, r.count(k)))
 	}
 	return strings.Join(s, " ")
@@ -77,7 +80,7 @@ func (r *faultReport) counts() string {
 func (r *faultReport) format(max int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "violations: %s\n", r.counts())
-	for _, k := range violationKinds {
+	for _, k := range violationKinds() {
 		classes := slices.SortedFunc(maps.Keys(r.violations[k]), func(a, b string) int {
 			return cmp.Or(len(r.violations[k][b])-len(r.violations[k][a]), strings.Compare(a, b))
 		})

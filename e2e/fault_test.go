@@ -46,10 +46,9 @@ const (
 // on the second agent (agents run 2 workers and a ready queue of 16, so
 // fires wait there and spill to SQLite), and a stream of one-shot jobs
 // (asap or delay 0.5-4s, pinned or to the group, run by a Go handler,
-// exec or http). Every handler
-// fails a share of its attempts with a retryable error (exit 75, HTTP
-// 503), decided by a hash of (exec id, attempt), and jobs allow 2-4
-// attempts with backoff. Faults (fault_plan_test.go): SIGKILL and restart
+// exec or http). Every handler fails a share of its attempts with a
+// retryable error (exit 75, HTTP 503), decided by a hash of (exec id,
+// attempt), and jobs allow 2-4 attempts with backoff. Faults (fault_plan_test.go): SIGKILL and restart
 // of an agent (same store), link cuts of 1-6s, SIGSTOP/SIGCONT of an agent
 // or of the controller, SIGKILL and restart of the controller (embedded
 // NATS with it), below and above the 2s lease TTL. Then every fault is
@@ -75,7 +74,9 @@ const (
 //   - duplicate: no (exec id, attempt) runs twice. At-least-once holds per
 //     execution, across attempts: a run killed or cut off mid-way is run
 //     again only as a higher attempt.
-//   - stuck: no execution is left non-terminal once quiet.
+//   - stuck: no execution is left non-terminal once quiet (or when the
+//     wait for quiet gives up after 90s: the report then says why it was
+//     not quiet).
 //   - early: no run starts before its scheduled time (the record's
 //     scheduled_at, else the exec id's), nor an attempt n>1 before the
 //     next_attempt_at of the RETRY_WAITING event of attempt n-1, and that
@@ -105,7 +106,7 @@ const (
 //
 // Not checked: that every periodic slot fired (misfire policies may drop
 // slots while an agent is down), and the order of events (TestReplicaKill9
-// does that).
+// does that). The test ends by SIGKILLing the agents to read their stores.
 //
 // AX_FAULT_SEED picks the seed (default 1, printed), AX_FAULT_RUNS=N runs N
 // seeds in a row, AX_FAULT_SOAK=<duration> sets the fault phase (default
