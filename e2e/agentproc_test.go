@@ -27,6 +27,13 @@ const (
 	envAgentLabels = "AX_E2E_AGENT_LABELS" // k=v,k=v
 	envAgentFires  = "AX_E2E_AGENT_FIRES"
 	envAgentHold   = "AX_E2E_AGENT_HOLD" // how long a run lasts after its line (Go duration)
+	// Optional: exec.allow and http.allow (comma-separated), and the run
+	// log of TestFaultInjection's "faultrun" handler (fault_runlog_test.go).
+	envAgentExecAllow = "AX_E2E_AGENT_EXEC_ALLOW"
+	envAgentHTTPAllow = "AX_E2E_AGENT_HTTP_ALLOW"
+	envAgentRunLog    = "AX_E2E_AGENT_RUNLOG"
+	envAgentWorkers   = "AX_E2E_AGENT_WORKERS"    // workers
+	envAgentQueueSize = "AX_E2E_AGENT_QUEUE_SIZE" // queue.size
 )
 
 // fileHandler appends "agent exec_id attempt epoch unix_nanos\n" to path
@@ -107,8 +114,24 @@ func TestHelperAgentProcess(t *testing.T) {
 	}
 	hold, _ := time.ParseDuration(os.Getenv(envAgentHold))
 	cfg := agentConfig(id, os.Getenv(envAgentURL), os.Getenv(envAgentDir), labels)
-	a, err := agent.New(cfg, agent.WithLogger(testutil.Logger().With("who", id)),
-		agent.WithHandler("record", fileHandler(t, id, os.Getenv(envAgentFires), hold)))
+	if v := os.Getenv(envAgentExecAllow); v != "" {
+		cfg.Exec.Allow = strings.Split(v, ",")
+	}
+	if v := os.Getenv(envAgentHTTPAllow); v != "" {
+		cfg.HTTP.Allow = strings.Split(v, ",")
+	}
+	if n, err := strconv.Atoi(os.Getenv(envAgentWorkers)); err == nil {
+		cfg.Workers = n
+	}
+	if n, err := strconv.Atoi(os.Getenv(envAgentQueueSize)); err == nil {
+		cfg.Queue.Size = n
+	}
+	opts := []agent.Option{agent.WithLogger(testutil.Logger().With("who", id)),
+		agent.WithHandler("record", fileHandler(t, id, os.Getenv(envAgentFires), hold))}
+	if v := os.Getenv(envAgentRunLog); v != "" {
+		opts = append(opts, agent.WithHandler(faultHandlerName, faultHandler(t, id, v)))
+	}
+	a, err := agent.New(cfg, opts...)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(2)
@@ -142,11 +165,12 @@ func startAgentProc(tb testing.TB, id, url, labels, fires string, hold time.Dura
 }
 
 // startAgentProcIn is startAgentProc with the agent's store in dir (a
-// restart on the same store).
-func startAgentProcIn(tb testing.TB, id, url, labels, fires, dir string, hold time.Duration) *agentProc {
+// restart on the same store) and extra environment (the optional
+// envAgent* settings).
+func startAgentProcIn(tb testing.TB, id, url, labels, fires, dir string, hold time.Duration, extra ...string) *agentProc {
 	tb.Helper()
-	env := []string{envAgentID + "=" + id, envAgentURL + "=" + url, envAgentDir + "=" + dir,
-		envAgentLabels + "=" + labels, envAgentFires + "=" + fires, envAgentHold + "=" + hold.String()}
+	env := append([]string{envAgentID + "=" + id, envAgentURL + "=" + url, envAgentDir + "=" + dir,
+		envAgentLabels + "=" + labels, envAgentFires + "=" + fires, envAgentHold + "=" + hold.String()}, extra...)
 	return &agentProc{id: id, Child: testutil.StartChild(tb, "TestHelperAgentProcess", env, 60*time.Second)}
 }
 

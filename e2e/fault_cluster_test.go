@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/controller/client"
+	"github.com/axsched/ax/internal/faultproxy"
+	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// The cluster of TestFaultInjection: a controller process (embedded NATS
+// on a fixed port with its store in a fixed directory, the HTTP API on a
+// fixed port, so that a restart after SIGKILL is the same controller at
+// the same addresses) and three agent processes, each linked to NATS
+// through its own faultproxy.
+
+const (
+	envFaultCtlDir  = "AX_E2E_FAULT_CTL_DIR"
+	envFaultCtlNATS = "AX_E2E_FAULT_CTL_NATS_PORT"
+	envFaultCtlAPI  = "AX_E2E_FAULT_CTL_API_ADDR"
+
+	// faultLeaseTTL is the lease TTL of the fault test: link cuts, freezes
+	// and controller outages of 0.3-6s are shorter and longer than it.
+	faultLeaseTTL = 2 * time.Second
+	// faultAckWait is short so that a report pulled by a controller killed
+	// before it acknowledged comes back soon after the restart.
+	faultAckWait = 2 * time.Second
+	// faultGroup is the label every agent of the test has.
+	faultGroup = "role=fault"
+)
+
+// faultCtlConfig is the controller config of the fault test.
+func faultCtlConfig(dir string, natsPort int) controller.Config {
+	cfg := ctlConfig(dir, natsPort)
+	cfg.Node = "fault"
+	cfg.LeaseTTL = faultLeaseTTL
+	cfg.LeaseRenewInterval = faultLeaseTTL / 3
+	cfg.AckWait = faultAckWait
+	return cfg
+}
+
+// TestHelperFaultController is not a test: faultCluster runs the test
+// binary again with it to get the controller in a process of its own.
+// It prints READY once the controller and its API are up, and exits when
+// its parent goes away (stdin closes).
+func TestHelperFaultController(t *testing.T) {
+	dir := os.Getenv(envFaultCtlDir)
+	if dir == "" {
+		t.Skip("helper process of TestFaultInjection")
+	}
+	fail := func(err error) {
+		fmt.Println("ERROR", err)
+		os.Exit(2)
+	}
+	port, err := strconv.Atoi(os.Getenv(envFaultCtlNATS))
+	if err != nil {
+		fail(err)
+	}
+	c, err := controller.New(faultCtlConfig(dir, port))
+	if err != nil {
+		fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		fail(err)
+	}
+	h, err := api.NewHandler(api.Options{Backend: c, Metrics: c.Registry(), Logger: testutil.Logger().With("who", "api")})
+	if err != nil {
+		fail(err)
+	}
+	ln, err := net.Listen("tcp", os.Getenv(envFaultCtlAPI))
+	if err != nil {
+		fail(err)
+	}
+	go func() { _ = http.Serve(ln, h) }()
+	gone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(gone)
+	}()
+	fmt.Println("READY")
+	<-gone
+	os.Exit(3)
+}
+
+// faultAgent is one agent of the cluster.
+type faultAgent struct {
+	id      string
+	dir     string // its SQLite store, kept across restarts
+	proxy   *faultproxy.Proxy
+	proc    *agentProc // nil while killed
+	stopped bool       // SIGSTOPped
+	kills   []time.Time
+}
+
+// faultCluster is the controller and the agents, and what was done to them.
+type faultCluster struct {
+	t          *testing.T
+	ctlDir     string
+	natsPort   int
+	apiAddr    string
+	ctl        *testutil.Child // nil while killed
+	ctlStopped bool
+	api        *client.Client
+	agents     []*faultAgent
+	agentEnv   []string
+	fires      string
+	t0         time.Time // start of the fault phase
+	applied    []string  // what was done, for the report
+}
+
+// newFaultCluster starts the controller and n agents (ids a1..an, label
+// faultGroup) whose processes get agentEnv, and waits until they are online.
+func newFaultCluster(t *testing.T, n int, agentEnv []string) *faultCluster {
+	t.Helper()
+	c := &faultCluster{t: t, ctlDir: t.TempDir(), natsPort: testutil.FreePort(t),
+		apiAddr: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), agentEnv: agentEnv}
+	var err error
+	if c.api, err = client.New("http://"+c.apiAddr, "", client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second})); err != nil {
+		t.Fatal(err)
+	}
+	c.startController()
+	c.fires = filepath.Join(t.TempDir(), "fires.log") // the "record" handler's file; unused here
+	for i := range n {
+		p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", c.natsPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		a := &faultAgent{id: fmt.Sprintf("a%d", i+1), dir: t.TempDir(), proxy: p}
+		c.agents = append(c.agents, a)
+		c.startAgent(a)
+	}
+	for _, a := range c.agents {
+		c.waitOnline(a.id)
+	}
+	return c
+}
+
+// natsURL is the controller's NATS server, not through a proxy.
+func (c *faultCluster) natsURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", c.natsPort) }
+
+func (c *faultCluster) note(format string, args ...any) {
+	now := time.Now()
+	c.applied = append(c.applied, fmt.Sprintf("%6.1fs %s ", now.Sub(c.t0).Seconds(), now.Format("15:04:05.000"))+fmt.Sprintf(format, args...))
+}
+
+func (c *faultCluster) startController() {
+	c.t.Helper()
+	env := []string{envFaultCtlDir + "=" + c.ctlDir, envFaultCtlNATS + "=" + strconv.Itoa(c.natsPort), envFaultCtlAPI + "=" + c.apiAddr}
+	c.ctl = testutil.StartChild(c.t, "TestHelperFaultController", env, 90*time.Second)
+	c.ctlStopped = false
+}
+
+func (c *faultCluster) killController() {
+	c.ctl.Kill()
+	c.ctl = nil
+}
+
+func (c *faultCluster) signalController(sig syscall.Signal) {
+	c.t.Helper()
+	if err := c.ctl.Signal(sig); err != nil {
+		c.t.Fatalf("signal controller: %v", err)
+	}
+	c.ctlStopped = sig == syscall.SIGSTOP
+}
+
+func (c *faultCluster) startAgent(a *faultAgent) {
+	c.t.Helper()
+	a.proc = startAgentProcIn(c.t, a.id, a.proxy.URL(), faultGroup, c.fires, a.dir, 0, c.agentEnv...)
+	a.stopped = false
+}
+
+func (c *faultCluster) killAgent(a *faultAgent) {
+	a.kills = append(a.kills, time.Now())
+	a.proc.Kill()
+	a.proc = nil
+}
+
+func (c *faultCluster) signalAgent(a *faultAgent, sig syscall.Signal) {
+	c.t.Helper()
+	if err := a.proc.Signal(sig); err != nil {
+		c.t.Fatalf("signal %s: %v", a.id, err)
+	}
+	a.stopped = sig == syscall.SIGSTOP
+}
+
+// healAll undoes every fault still in force: SIGCONT, heal, restart.
+func (c *faultCluster) healAll() {
+	c.t.Helper()
+	switch {
+	case c.ctl == nil:
+		c.startController()
+	case c.ctlStopped:
+		c.signalController(syscall.SIGCONT)
+	}
+	for _, a := range c.agents {
+		a.proxy.Heal()
+		switch {
+		case a.proc == nil:
+			c.startAgent(a)
+		case a.stopped:
+			c.signalAgent(a, syscall.SIGCONT)
+		}
+	}
+}
+
+// waitReady waits until the controller's API answers /readyz.
+func (c *faultCluster) waitReady() {
+	c.t.Helper()
+	var err error
+	testutil.EventuallyFunc(c.t, 90*time.Second, func() string { return fmt.Sprintf("controller ready (last: %v)", err) }, func() bool {
+		err = c.api.Ready(context.Background())
+		return err == nil
+	})
+}
+
+// waitOnline waits until the controller lists agent id online.
+func (c *faultCluster) waitOnline(id string) {
+	c.t.Helper()
+	testutil.EventuallyFunc(c.t, 60*time.Second, func() string { return "agent " + id + " online" }, func() bool {
+		as, err := c.api.ListAgents(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, a := range as {
+			if a.Agent == id && a.Online {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// killedAfter is the first time agent id was SIGKILLed at or after from
+// (zero: never).
+func (c *faultCluster) killedAfter(id string, from time.Time) time.Time {
+	for _, a := range c.agents {
+		if a.id != id {
+			continue
+		}
+		for _, k := range a.kills {
+			if !k.Before(from) {
+				return k
+			}
+		}
+	}
+	return time.Time{}
+}
+
+// reportsWaiting is the number of agent reports stored in AX_RPT (work
+// queue: acknowledged reports are deleted), and what the first of them
+// are (subject, kind, execution, attempt, epoch).
+func (c *faultCluster) reportsWaiting(ctx context.Context) (uint64, string, error) {
+	nc, err := nats.Connect(c.natsURL(), nats.Timeout(2*time.Second))
+	if err != nil {
+		return 0, "", err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, "", err
+	}
+	s, err := js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
+		return 0, "", err
+	}
+	st := s.CachedInfo().State
+	var seen []string
+	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq && len(seen) < 3; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue // deleted: acknowledged
+		}
+		r, err := protocol.DecodeReport(m.Data)
+		if err != nil {
+			seen = append(seen, fmt.Sprintf("%s: undecodable: %v", m.Subject, err))
+			continue
+		}
+		cons := "no consumer"
+		if parts := strings.Split(m.Subject, "."); len(parts) == 4 {
+			if ci, err := js.Consumer(ctx, protocol.StreamReports, "ax-shard-"+parts[2]); err == nil {
+				i := ci.CachedInfo()
+				cons = fmt.Sprintf("consumer %s: ack pending %d, redelivered %d, waiting %d", i.Name, i.NumAckPending, i.NumRedelivered, i.NumPending)
+			}
+		}
+		seen = append(seen, fmt.Sprintf("%s %s %s #%d epoch %d stored %s (%s)", m.Subject, r.Kind, r.ExecID, r.Attempt, r.Epoch, fmtTime(m.Time), cons))
+	}
+	return st.Msgs, strings.Join(seen, "; "), nil
+}
