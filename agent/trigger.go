@@ -269,11 +269,12 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 // fireRun triggers a run command's attempt whose run_at has come.
 func (s *scheduler) fireRun(w wheelItem) {
 	now := s.a.clk.Now().Round(0)
+	due := s.schedNow()
 	var row store.Exec
 	var ok bool
 	s.a.st.Submit(func(tx *store.Tx) error {
 		var err error
-		if row, ok, err = tx.Trigger(w.id, now); err != nil || !ok {
+		if row, ok, err = tx.Trigger(w.id, now, due); err != nil || !ok {
 			return err
 		}
 		rep, err := s.a.encodeReport(rowReport(row, protocol.ReportTriggered))
@@ -286,6 +287,13 @@ func (s *scheduler) fireRun(w wheelItem) {
 			s.a.kickOutbox()
 		}
 		s.post(func() {
+			if err == nil && !ok && row.State == store.StatePending {
+				// Due on the monotonic wheel before the wall clock: wait
+				// for the rest.
+				s.pending++
+				s.lane(false).Add(s.deadline(row.ScheduledAt), w)
+				return
+			}
 			if err != nil || !ok {
 				if err != nil {
 					s.log.Error("record trigger", "exec_row", w.id, "err", err)

@@ -11,7 +11,7 @@ import (
 type stmts struct {
 	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setEpoch         *sql.Stmt
 	insertExec, setTriggered, setRunning, finish, setState, enqueue, ack, prune *sql.Stmt
-	getExecState, liveAttempt, execRow, trigger, jobSpec, execSpec              *sql.Stmt
+	getExecState, liveAttempt, execRow, trigger, notDue, jobSpec, execSpec      *sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
@@ -36,8 +36,9 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(exec_id, attempt) DO NOTHING RETURNING id`},
 		{&s.setTriggered, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING'`},
-		{&s.trigger, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING'
+		{&s.trigger, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING' AND scheduled_at <= ?
 			RETURNING exec_id, attempt, job_id, priority, concurrency, scheduled_at, epoch, shard_index, shard_total, spec`},
+		{&s.notDue, `SELECT scheduled_at FROM execs WHERE id = ? AND state = 'PENDING'`},
 		{&s.jobSpec, `SELECT spec FROM jobs WHERE ref = ?`},
 		{&s.execSpec, `SELECT COALESCE(e.spec, j.spec) FROM execs e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.id = ?`},
 		{&s.setRunning, `UPDATE execs SET state = 'RUNNING', started_at = ? WHERE id = ? AND state = 'TRIGGERED'`},
@@ -64,7 +65,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 
 func (s *stmts) close() {
 	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setEpoch,
-		s.insertExec, s.setTriggered, s.setRunning, s.finish, s.setState, s.enqueue, s.ack, s.prune, s.getExecState, s.liveAttempt, s.execRow, s.trigger, s.jobSpec, s.execSpec} {
+		s.insertExec, s.setTriggered, s.setRunning, s.finish, s.setState, s.enqueue, s.ack, s.prune, s.getExecState, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -220,16 +221,25 @@ func (t *Tx) MarkTriggered(id int64, at time.Time) (bool, error) {
 	return affected(t.exec(t.st.setTriggered, ns(at), id))
 }
 
-// Trigger moves a PENDING attempt to TRIGGERED and returns what running it
-// needs (the attempt's fields and its job spec); ok is false when the
-// attempt is not PENDING (cancelled meanwhile).
-func (t *Tx) Trigger(id int64, at time.Time) (e Exec, ok bool, err error) {
+// Trigger moves a PENDING attempt to TRIGGERED at `at` and returns what
+// running it needs (the attempt's fields and its job spec); ok is false
+// when the attempt is not PENDING (cancelled meanwhile), or when its
+// scheduled time is after dueBy: then e has State PENDING and its
+// ScheduledAt, and the caller waits for it (a run never starts early).
+func (t *Tx) Trigger(id int64, at, dueBy time.Time) (e Exec, ok bool, err error) {
 	var sched, epoch int64
 	var spec []byte
-	err = t.stmt(t.st.trigger).QueryRowContext(t.ctx, ns(at), id).Scan(&e.ExecID, &e.Attempt, &e.JobID, &e.Priority,
+	err = t.stmt(t.st.trigger).QueryRowContext(t.ctx, ns(at), id, ns(dueBy)).Scan(&e.ExecID, &e.Attempt, &e.JobID, &e.Priority,
 		&e.Concurrency, &sched, &epoch, &e.ShardIndex, &e.ShardTotal, &spec)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Exec{}, false, nil
+		err = t.stmt(t.st.notDue).QueryRowContext(t.ctx, id).Scan(&sched)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Exec{}, false, nil
+		}
+		if err != nil {
+			return Exec{}, false, classify(err)
+		}
+		return Exec{ID: id, State: StatePending, ScheduledAt: fromNS(sched)}, false, nil
 	}
 	if err != nil {
 		return Exec{}, false, classify(err)
