@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"hash/fnv"
+	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -127,6 +128,11 @@ func (c *Controller) applyDiff(ctx context.Context, jobID string, before, after 
 // nil) job: assignment diff for periodic jobs, a PENDING execution and run
 // command for one-shot jobs.
 func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) {
+	// The change is stored: its commands must go out even when the API
+	// caller whose request made it goes away now (a cancelled request
+	// context left a one-shot job stored without an execution).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	c.assignMu.Lock()
 	agents := c.agents.snapshot()
 	var before, after map[string]protocol.Assign
