@@ -70,8 +70,17 @@ func TestRespondersAnswerOnlyTheAgentsInbox(t *testing.T) {
 	defer nc.Close()
 	replies := []string{"$KV." + protocol.BucketJobs + ".j1", protocol.EventSubject(protocol.StateFailed, "j1"),
 		protocol.CommandSubject("edge-b"), protocol.InboxPrefix("edge-b") + ".x", "_INBOX.x", protocol.InboxPrefix("edge-z")}
-	spy, err := nc.SubscribeSync(">")
-	if err != nil {
+	// spy listens on every reply subject above and on the agent's own
+	// inbox, in one channel so that arrival order is kept; not on ">",
+	// which in the one shared account also carries the controller's own
+	// JetStream API replies and advisories.
+	spy := make(chan *nats.Msg, 64)
+	for _, subj := range append([]string{protocol.InboxPrefix("edge-z") + ".>"}, replies...) {
+		if _, err := nc.ChanSubscribe(subj, spy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ endpoint, subject string }{
@@ -95,16 +104,16 @@ func TestRespondersAnswerOnlyTheAgentsInbox(t *testing.T) {
 			if err != nil {
 				t.Fatalf("request on the agent's inbox: %v", err)
 			}
-			for {
-				got, err := spy.NextMsg(time.Second)
-				if err != nil {
-					t.Fatalf("the answer on the agent's inbox did not reach spy: %v", err)
-				}
-				if got.Subject == m.Subject {
-					break
-				}
-				if got.Subject != tc.subject {
+			for done := false; !done; {
+				select {
+				case got := <-spy:
+					if got.Subject == m.Subject {
+						done = true
+						break
+					}
 					t.Errorf("the controller published on %s (%s)", got.Subject, got.Data)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("the answer on the agent's inbox did not reach spy")
 				}
 			}
 		})
