@@ -99,6 +99,19 @@ func (r *agentRegistry) snapshot() []protocol.AgentInfo {
 	return out
 }
 
+// onlineIDs returns the agents online at now.
+func (r *agentRegistry) onlineIDs(now time.Time, after time.Duration) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []string
+	for id, e := range r.agents {
+		if isOnline(e.info, now, after) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // sweep recomputes online flags at now and returns the agents that went
 // offline, the online count and the count of known (not revoked) agents.
 func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline []string, online, known int) {
@@ -429,6 +442,7 @@ func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, erro
 	out := c.agents.snapshot()
 	for i := range out {
 		out[i].Online = isOnline(out[i], now, c.cfg.AgentOfflineAfter)
+		out[i].NoCommandConsumer = out[i].Online && c.consumers.notReady(out[i].Agent)
 		// The group leases it holds, from ax_leases (not its own claims).
 		held := c.leases.heldBy(out[i].Agent, c.mono(), c.cfg.LeaseTTL)
 		out[i].Leases = nil

@@ -38,9 +38,10 @@ type Controller struct {
 	natsURL string
 	nauth   *natsAuth // identities on the embedded server (enroll.go)
 
-	jobs    *jobCache
-	agents  *agentRegistry
-	retries *retrier
+	jobs      *jobCache
+	agents    *agentRegistry
+	consumers consumerCheck // online agents without a command consumer (consumers.go)
+	retries   *retrier
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
 	// ownership loop's state, and which shards this replica works now.
@@ -229,6 +230,7 @@ func (c *Controller) start(ctx context.Context) error {
 	c.ownLoop.Store(true)
 	c.goRun(c.ownershipLoop)
 	c.goRun(c.livenessLoop)
+	c.goRun(c.consumerLoop)
 	c.goRun(c.reportStreamLoop)
 	return nil
 }
