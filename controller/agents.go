@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,6 +33,9 @@ type agentEntry struct {
 	info   protocol.AgentInfo
 	online bool   // as last seen by the liveness loop
 	rev    uint64 // KV revision of info (0: written here, revision unknown)
+	// kvSeen is LastSeen as stored at rev; info.LastSeen may be later (a
+	// heartbeat answered here and not written, agentstore.go).
+	kvSeen time.Time
 }
 
 func newAgentRegistry() *agentRegistry { return &agentRegistry{agents: map[string]*agentEntry{}} }
@@ -47,6 +51,18 @@ func cloneAgent(a protocol.AgentInfo) protocol.AgentInfo {
 	a.Handlers = slices.Clone(a.Handlers)
 	a.Leases = slices.Clone(a.Leases)
 	return a
+}
+
+// getRev returns agent id's record, its KV revision and the last-seen
+// time stored at that revision.
+func (r *agentRegistry) getRev(id string) (protocol.AgentInfo, uint64, time.Time, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.agents[id]
+	if !ok {
+		return protocol.AgentInfo{}, 0, time.Time{}, false
+	}
+	return cloneAgent(e.info), e.rev, e.kvSeen, true
 }
 
 func (r *agentRegistry) get(id string) (protocol.AgentInfo, bool) {
@@ -79,10 +95,15 @@ func (r *agentRegistry) putRev(info protocol.AgentInfo, rev uint64) (wasOnline, 
 	if rev != 0 && rev < e.rev {
 		return wasOnline, false
 	}
+	kvSeen := info.LastSeen
+	if rev != 0 && e.info.Boot == info.Boot && e.info.LastSeen.After(info.LastSeen) && info.StoppedAt.IsZero() {
+		// A heartbeat answered here since, not written (agentstore.go).
+		info.LastSeen, info.HeartbeatAt, info.Online = e.info.LastSeen, e.info.HeartbeatAt, e.info.Online
+	}
 	e.info = cloneAgent(info)
 	e.online = info.Online
 	if rev != 0 {
-		e.rev = rev
+		e.rev, e.kvSeen = rev, kvSeen
 	}
 	return wasOnline, true
 }
@@ -322,7 +343,8 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		return
 	}
 	c.agentMu.Lock()
-	info, ok := c.agents.get(hb.Agent)
+	info, rev, kvSeen, ok := c.agents.getRev(hb.Agent)
+	prev := info
 	if !ok || info.Revoked || !registered(info) {
 		c.agentMu.Unlock()
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
@@ -347,10 +369,25 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	} else {
 		info.ClockOffset = protocol.Duration(now.Sub(hb.SentAt))
 	}
-	if err := c.storeAgent(c.ctx, info); err != nil {
-		c.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
+	var wasOnline bool
+	if c.heartbeatWrite(prev, info, kvSeen, now) {
+		stored, nrev, err := c.storeLiveness(c.ctx, info, rev)
+		switch {
+		case errors.Is(err, errAgentGone):
+			c.agents.putRev(stored, nrev)
+			c.agentMu.Unlock()
+			respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
+			return
+		case err != nil:
+			c.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
+			wasOnline = c.agents.put(info)
+		default:
+			info = stored
+			wasOnline, _ = c.agents.putRev(info, nrev)
+		}
+	} else {
+		wasOnline = c.agents.put(info)
 	}
-	wasOnline := c.agents.put(info)
 	c.m.agentStats(hb.Agent, hb.Stats)
 	c.agentMu.Unlock()
 	var renewed []protocol.Lease
