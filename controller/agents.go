@@ -202,10 +202,11 @@ func (c *Controller) storeAgent(ctx context.Context, a protocol.AgentInfo) error
 
 // startResponders subscribes the registration and heartbeat responders.
 func (c *Controller) startResponders() error {
+	c.startRegisterWorkers()
 	for _, s := range []struct {
 		subj string
 		h    nats.MsgHandler
-	}{{protocol.SubjectRegisterAll, c.handleRegister}, {protocol.SubjectHeartbeatAll, c.handleHeartbeat}} {
+	}{{protocol.SubjectRegisterAll, c.enqueueRegister}, {protocol.SubjectHeartbeatAll, c.handleHeartbeat}} {
 		sub, err := c.nc.QueueSubscribe(s.subj, responderQueue, s.h)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", s.subj, err)
@@ -228,7 +229,8 @@ func respond(msg *nats.Msg, v any) {
 // sequence or its store lost its state (storeloss.go), adjusts group jobs
 // whose membership it changes, and replies with controller time, the
 // shard count, its labels and where to resume reading commands.
-func (c *Controller) handleRegister(msg *nats.Msg) {
+// received is when the request arrived (c.mono()).
+func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 	if !c.replyAllowed(endpointRegister, strings.TrimPrefix(msg.Subject, "ax.reg."), msg) {
 		return
 	}
@@ -246,6 +248,7 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 		fail(fmt.Sprintf("agent %q registered on the subject of %q", r.Agent, tok))
 		return
 	}
+	behind := c.cursorBehind(ctx, r.Cursor, received) // before the lock: it may read the stream
 	now := c.now()
 	c.assignMu.Lock()
 	prev, existed := c.agents.get(r.Agent)
@@ -291,7 +294,7 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 	wasOnline := c.agents.put(info)
 	resend := !before || resumeAfter > 0
 	if !resend {
-		resend = c.cursorBehind(ctx, r.Cursor)
+		resend = behind
 	}
 	var prevp *protocol.AgentInfo
 	if before {
@@ -300,7 +303,9 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 	c.reconcileAgent(ctx, prevp, info, resend)
 	c.placeUnplaced(ctx, info)
 	c.assignMu.Unlock()
-	c.refreshOnline()
+	if !existed || !registered(prev) || !isOnline(prev, now, c.cfg.AgentOfflineAfter) {
+		c.refreshOnline() // O(agents): only when the online or known count changes
+	}
 	if resumeAfter > 0 {
 		c.m.storeResets.Inc()
 		c.log.Warn("agent store lost its state: it resumes after the commands already sent", "agent", r.Agent,
@@ -315,14 +320,16 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 }
 
 // cursorBehind reports whether commands after cursor were already removed
-// from AX_CMD (by age), so that the agent cannot read them any more.
-func (c *Controller) cursorBehind(ctx context.Context, cursor uint64) bool {
-	s, err := c.js.Stream(ctx, protocol.StreamCommands)
+// from AX_CMD (by age), so that the agent cannot read them any more. The
+// stream's first sequence is read once for all the registrations that
+// arrived before the read started (regpool.go).
+func (c *Controller) cursorBehind(ctx context.Context, cursor uint64, received time.Time) bool {
+	first, err := c.regs.firstSeq(ctx, c, received)
 	if err != nil {
 		c.log.Warn("read AX_CMD state; re-sending assignments to be safe", "err", err)
 		return true
 	}
-	return cursor+1 < s.CachedInfo().State.FirstSeq
+	return cursor+1 < first
 }
 
 // handleHeartbeat records an agent's liveness and stats, renews the

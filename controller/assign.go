@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"hash/fnv"
+	"maps"
 	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
@@ -78,6 +79,12 @@ func rendezvous(jobID string, agents []protocol.AgentInfo) string {
 		}
 	}
 	return best
+}
+
+// groupChange reports whether an agent's record moving from prev to cur
+// may change the groups it is a member of (inGroup).
+func groupChange(prev, cur protocol.AgentInfo) bool {
+	return prev.Revoked != cur.Revoked || registered(prev) != registered(cur) || !maps.Equal(prev.Labels, cur.Labels)
 }
 
 func sameAssign(a, b protocol.Assign) bool {
@@ -167,6 +174,11 @@ func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 // the agent (new agent, or its cursor is behind the stream). Called with
 // assignMu held.
 func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
+	if !resend && prev != nil && !groupChange(*prev, cur) {
+		// No group it is in changes and nothing is re-sent: its
+		// registration costs nothing here, whatever the job count.
+		return
+	}
 	afterAgents := c.agents.snapshot()
 	beforeAgents := make([]protocol.AgentInfo, 0, len(afterAgents))
 	for _, a := range afterAgents {

@@ -41,6 +41,7 @@ type Controller struct {
 	jobs      *jobCache
 	agents    *agentRegistry
 	consumers consumerCheck // online agents without a command consumer (consumers.go)
+	regs      regPool       // registrations waiting for a worker (regpool.go)
 	retries   *retrier
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
