@@ -32,6 +32,19 @@ func (cc *consumerCheck) notReady(id string) bool {
 	return cc.missing[id] >= 2
 }
 
+// count returns how many agents are marked without a command consumer.
+func (cc *consumerCheck) count() int {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	n := 0
+	for _, v := range cc.missing {
+		if v >= 2 {
+			n++
+		}
+	}
+	return n
+}
+
 // checkConsumers lists AX_CMD's consumers and updates the marks of the
 // online agents and ax_agents_without_command_consumer.
 func (c *Controller) checkConsumers(ctx context.Context) error {
