@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -85,9 +86,10 @@ func (c *Controller) checkConsumers(ctx context.Context) error {
 	}
 	cc.mu.Unlock()
 	c.m.agentsNoCmd.Set(float64(n))
-	for _, id := range without {
-		c.log.Error("agent online without a command consumer: it receives no commands (AX_CMD's consumer limit reached?)",
-			"agent", id)
+	if len(without) > 0 {
+		slices.Sort(without)
+		c.log.Error("agents online without a command consumer: they receive no commands (AX_CMD's consumer limit reached?)",
+			"count", len(without), "agents", without[:min(len(without), 10)])
 	}
 	return nil
 }
