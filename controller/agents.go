@@ -98,7 +98,7 @@ func (r *agentRegistry) putRev(info protocol.AgentInfo, rev uint64) (wasOnline, 
 	kvSeen := info.LastSeen
 	if rev != 0 && e.info.Boot == info.Boot && e.info.LastSeen.After(info.LastSeen) && info.StoppedAt.IsZero() {
 		// A heartbeat answered here since, not written (agentstore.go).
-		info.LastSeen, info.HeartbeatAt, info.Online = e.info.LastSeen, e.info.HeartbeatAt, e.info.Online
+		info.LastSeen, info.HeartbeatAt, info.Online, info.Stats = e.info.LastSeen, e.info.HeartbeatAt, e.info.Online, e.info.Stats
 	}
 	e.info = cloneAgent(info)
 	e.online = info.Online
@@ -176,8 +176,11 @@ func (c *Controller) followAgents(ctx context.Context) error {
 		}
 		a.Online = isOnline(a, c.now(), c.cfg.AgentOfflineAfter)
 		if _, ok := c.agents.putRev(a, e.Revision()); ok && !a.Revoked && !a.HeartbeatAt.IsZero() {
-			// The stats of the agent's last heartbeat, until its next one.
-			c.m.agentStats(a.Agent, a.Stats)
+			// The stats of the agent's last heartbeat (this record's, or
+			// a later one answered here and not written), until its next.
+			if cur, ok := c.agents.get(a.Agent); ok {
+				c.m.agentStats(a.Agent, cur.Stats)
+			}
 		}
 	}
 	if err := followKV(ctx, w, apply, c.goRun); err != nil {

@@ -179,13 +179,21 @@ func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInf
 		// registration costs nothing here, whatever the job count.
 		return
 	}
-	afterAgents := c.agents.snapshot()
-	beforeAgents := make([]protocol.AgentInfo, 0, len(afterAgents))
-	for _, a := range afterAgents {
-		if a.Agent != cur.Agent {
-			beforeAgents = append(beforeAgents, a)
-		} else if prev != nil {
-			beforeAgents = append(beforeAgents, *prev)
+	// The fleet before and after, copied only when a job needs it (a
+	// registration with no group job to adjust does not copy every agent).
+	var afterAgents, beforeAgents []protocol.AgentInfo
+	fleet := func() {
+		if afterAgents != nil {
+			return
+		}
+		afterAgents = c.agents.snapshot()
+		beforeAgents = make([]protocol.AgentInfo, 0, len(afterAgents))
+		for _, a := range afterAgents {
+			if a.Agent != cur.Agent {
+				beforeAgents = append(beforeAgents, a)
+			} else if prev != nil {
+				beforeAgents = append(beforeAgents, *prev)
+			}
 		}
 	}
 	force := func(agent string) bool { return resend && agent == cur.Agent }
@@ -195,6 +203,7 @@ func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInf
 		}
 		if j.Target.Agent != "" {
 			if j.Target.Agent == cur.Agent && resend {
+				fleet()
 				a := desired(j, afterAgents)
 				c.applyDiff(ctx, j.ID, a, a, force, "agent registered")
 			}
@@ -212,6 +221,7 @@ func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInf
 		if was == is && !resend {
 			continue
 		}
+		fleet()
 		c.applyDiff(ctx, j.ID, desired(j, beforeAgents), desired(j, afterAgents), force, "group membership changed")
 	}
 }
