@@ -127,3 +127,28 @@ func (c *Controller) listed(a protocol.AgentInfo, now time.Time) protocol.AgentI
 	})
 	return a
 }
+
+// ListAgents returns every known agent, sorted by id, with Online computed
+// now from its last heartbeat and Leases the group leases it holds.
+func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, error) {
+	if err := c.ready(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := c.now()
+	out := c.agents.snapshot()
+	for i := range out {
+		out[i].Online = isOnline(out[i], now, c.cfg.AgentOfflineAfter)
+		out[i].NoCommandConsumer = out[i].Online && c.consumers.notReady(out[i].Agent)
+		// The group leases it holds, from ax_leases (not its own claims).
+		held := c.leases.heldBy(out[i].Agent, c.mono(), c.cfg.LeaseTTL)
+		out[i].Leases = nil
+		for job, epoch := range held {
+			out[i].Leases = append(out[i].Leases, protocol.HeldLease{JobID: job, Epoch: epoch})
+		}
+		sort.Slice(out[i].Leases, func(a, b int) bool { return out[i].Leases[a].JobID < out[i].Leases[b].JobID })
+	}
+	return out, nil
+}
