@@ -253,58 +253,69 @@ func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 	}
 	behind := c.cursorBehind(ctx, r.Cursor, received) // before the lock: it may read the stream
 	now := c.now()
-	c.assignMu.Lock()
-	prev, existed := c.agents.get(r.Agent)
-	if existed && prev.Revoked {
-		c.assignMu.Unlock()
+	unlock := c.agentLocks.lock(r.Agent)
+	defer unlock()
+	var labels map[string]string
+	var resumeAfter uint64 // > 0: its store lost its state (storeloss.go)
+	// KV first, outside assignMu (compare-and-set, agentwrite.go).
+	w, err := c.writeAgent(ctx, r.Agent, func(prev protocol.AgentInfo, existed bool) (protocol.AgentInfo, bool, error) {
+		if existed && prev.Revoked {
+			return prev, false, errRegisterRevoked
+		}
+		var from string
+		labels, from = c.registrationLabels(r.Agent, prev, existed, r.Labels)
+		info := protocol.AgentInfo{
+			Agent: r.Agent, Labels: labels, LabelsFrom: from, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
+			Online: true, RegisteredAt: now, LastSeen: now, ClockOffset: protocol.Duration(now.Sub(r.SentAt)),
+			Leases: r.Leases, Boot: r.Boot, Cursor: r.Cursor,
+		}
+		// An enrolled agent has a record (its labels) before it first registers.
+		before := existed && registered(prev)
+		resumeAfter = 0
+		if before && storeLost(prev, r) {
+			last, err := c.lastCommandSeq(ctx, r.Agent)
+			if err != nil {
+				return info, false, fmt.Errorf("%w: %w", errRegisterCommands, err)
+			}
+			if last > r.Cursor {
+				resumeAfter = last
+			}
+		}
+		if before {
+			info.RegisteredAt, info.Stats, info.HeartbeatAt = prev.RegisteredAt, prev.Stats, prev.HeartbeatAt
+			info.Cursor = max(r.Cursor, prev.Cursor, resumeAfter)
+		}
+		return info, true, nil
+	})
+	prev, existed, info := w.prev, w.existed, w.info
+	switch {
+	case errors.Is(err, errRegisterRevoked):
 		fail("agent is revoked", "agent", r.Agent)
 		return
-	}
-	labels, from := c.registrationLabels(r.Agent, prev, existed, r.Labels)
-	info := protocol.AgentInfo{
-		Agent: r.Agent, Labels: labels, LabelsFrom: from, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
-		Online: true, RegisteredAt: now, LastSeen: now, ClockOffset: protocol.Duration(now.Sub(r.SentAt)),
-		Leases: r.Leases, Boot: r.Boot, Cursor: r.Cursor,
-	}
-	// An enrolled agent has a record (its labels) before it first registers.
-	before := existed && registered(prev)
-	var resumeAfter uint64 // > 0: its store lost its state (storeloss.go)
-	if before && storeLost(prev, r) {
-		last, err := c.lastCommandSeq(ctx, r.Agent)
-		if err != nil {
-			c.assignMu.Unlock()
-			fail("controller could not read the agent's commands, retry", "agent", r.Agent, "err", err)
-			return
-		}
-		if last > r.Cursor {
-			resumeAfter = last
-		}
-	}
-	if before {
-		info.RegisteredAt, info.Stats, info.HeartbeatAt = prev.RegisteredAt, prev.Stats, prev.HeartbeatAt
-		info.Cursor = max(r.Cursor, prev.Cursor, resumeAfter)
-	}
-	if !maps.Equal(r.Labels, labels) {
-		c.m.labelsIgnored.Inc()
-		c.log.Warn("registration labels ignored: the controller's labels stand (change them with agent label)",
-			"agent", r.Agent, "claimed", r.Labels, "labels", labels, "labels_from", from)
-	}
-	if err := c.storeAgent(ctx, info); err != nil {
-		c.assignMu.Unlock()
+	case errors.Is(err, errRegisterCommands):
+		fail("controller could not read the agent's commands, retry", "agent", r.Agent, "err", err)
+		return
+	case err != nil:
 		fail("controller could not store the registration, retry", "agent", r.Agent, "err", err)
 		return
 	}
-	wasOnline := c.agents.put(info)
-	resend := !before || resumeAfter > 0
-	if !resend {
-		resend = behind
+	before := existed && registered(prev)
+	if !maps.Equal(r.Labels, labels) {
+		c.m.labelsIgnored.Inc()
+		c.log.Warn("registration labels ignored: the controller's labels stand (change them with agent label)",
+			"agent", r.Agent, "claimed", r.Labels, "labels", labels, "labels_from", info.LabelsFrom)
 	}
+	resend := !before || resumeAfter > 0 || behind
 	var prevp *protocol.AgentInfo
 	if before {
 		prevp = &prev
 	}
+	c.assignMu.Lock()
+	wasOnline, _ := c.agents.putRev(info, w.rev)
 	c.reconcileAgent(ctx, prevp, info, resend)
-	c.placeUnplaced(ctx, info)
+	if len(c.unplaced) > 0 {
+		c.placeUnplaced(ctx, info)
+	}
 	c.assignMu.Unlock()
 	if !existed || !registered(prev) || !isOnline(prev, now, c.cfg.AgentOfflineAfter) {
 		c.refreshOnline() // O(agents): only when the online or known count changes
@@ -352,18 +363,18 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: fmt.Sprintf("agent %q sent a heartbeat on the subject of %q", hb.Agent, tok)})
 		return
 	}
-	c.agentMu.Lock()
+	unlock := c.agentLocks.lock(hb.Agent)
 	info, rev, kvSeen, ok := c.agents.getRev(hb.Agent)
 	prev := info
 	if !ok || info.Revoked || !registered(info) {
-		c.agentMu.Unlock()
+		unlock()
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
 		return
 	}
 	if hb.Stopping && hb.Boot != info.Boot {
 		// A late message of an earlier run of the agent: the current run
 		// registered since and may hold (and fire on) these leases.
-		c.agentMu.Unlock()
+		unlock()
 		c.log.Warn("stopping heartbeat of an earlier agent process ignored", "agent", hb.Agent, "boot", hb.Boot, "current_boot", info.Boot)
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Lost: hb.Leases})
 		return
@@ -385,7 +396,7 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		switch {
 		case errors.Is(err, errAgentGone):
 			c.agents.putRev(stored, nrev)
-			c.agentMu.Unlock()
+			unlock()
 			respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
 			return
 		case err != nil:
@@ -399,7 +410,7 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		wasOnline = c.agents.put(info)
 	}
 	c.m.agentStats(hb.Agent, hb.Stats)
-	c.agentMu.Unlock()
+	unlock()
 	var renewed []protocol.Lease
 	var lost []protocol.HeldLease
 	switch {
@@ -436,10 +447,9 @@ func (c *Controller) refreshOnline() {
 // the reassignment half-way.
 func (c *Controller) setRevoked(id string, revoked bool) error {
 	ctx := c.ctx
+	defer c.agentLocks.lock(id)()
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
-	c.agentMu.Lock()
-	defer c.agentMu.Unlock()
 	if revoked {
 		c.m.forgetAgent(id)
 	}

@@ -197,18 +197,14 @@ func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInf
 		}
 	}
 	force := func(agent string) bool { return resend && agent == cur.Agent }
-	for _, j := range c.jobs.all() {
-		if !isPeriodic(j) || isGroupAny(j) {
-			continue
+	if resend {
+		// Only the agent's own pinned jobs, not every job of the controller.
+		for _, j := range c.jobs.pinnedTo(cur.Agent) {
+			a := desired(j, nil) // a pinned job's does not depend on the fleet
+			c.applyDiff(ctx, j.ID, a, a, force, "agent registered")
 		}
-		if j.Target.Agent != "" {
-			if j.Target.Agent == cur.Agent && resend {
-				fleet()
-				a := desired(j, afterAgents)
-				c.applyDiff(ctx, j.ID, a, a, force, "agent registered")
-			}
-			continue
-		}
+	}
+	for _, j := range c.jobs.groupAllJobs() {
 		sel, err := protocol.ParseSelector("target.group", j.Target.Group)
 		if err != nil {
 			continue

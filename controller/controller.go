@@ -62,11 +62,11 @@ type Controller struct {
 	assignMu sync.Mutex
 	unplaced map[string]string // exec id → job id of PENDING executions without an agent
 
-	// agentMu serializes the read-modify-write of an agent record by
-	// heartbeats with its revocation, so that a heartbeat in flight does
-	// not store the agent back unrevoked or set its gauges again. Taken
-	// after assignMu.
-	agentMu sync.Mutex
+	// agentLocks serialize the read-modify-write of one agent's record
+	// (registration, heartbeat, label, enrollment, revocation), so that a
+	// heartbeat in flight does not store the agent back unrevoked or set
+	// its gauges again (agentwrite.go). Taken before assignMu.
+	agentLocks agentLocks
 
 	lifeMu  sync.Mutex
 	state   lifeState

@@ -52,10 +52,9 @@ func (c *Controller) registrationLabels(id string, prev protocol.AgentInfo, exis
 // membership follows at once.
 func (c *Controller) setEnrolled(id string, req auth.EnrollRequest) error {
 	ctx := c.ctx
+	defer c.agentLocks.lock(id)()
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
-	c.agentMu.Lock()
-	defer c.agentMu.Unlock()
 	prev, ok := c.agents.get(id)
 	info := cloneAgent(prev)
 	if !ok {
@@ -106,10 +105,9 @@ func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelC
 		return protocol.AgentInfo{}, fieldError(err)
 	}
 	ctx := c.ctx
+	defer c.agentLocks.lock(id)()
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
-	c.agentMu.Lock()
-	defer c.agentMu.Unlock()
 	prev, ok := c.agents.get(id)
 	if !ok {
 		return protocol.AgentInfo{}, fmt.Errorf("label agent %s: %w: it has neither been enrolled nor registered", id, ErrNotFound)
