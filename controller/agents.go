@@ -192,17 +192,6 @@ func (c *Controller) followAgents(ctx context.Context) error {
 	return nil
 }
 
-func (c *Controller) storeAgent(ctx context.Context, a protocol.AgentInfo) error {
-	data, err := json.Marshal(a)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err = c.kv.Agents.Put(ctx, a.Agent, data)
-	return err
-}
-
 // startResponders subscribes the registration and heartbeat responders.
 func (c *Controller) startResponders() error {
 	c.startRegisterWorkers()
@@ -449,24 +438,41 @@ func (c *Controller) setRevoked(id string, revoked bool) error {
 	ctx := c.ctx
 	defer c.agentLocks.lock(id)()
 	c.assignMu.Lock()
-	defer c.assignMu.Unlock()
 	if revoked {
 		c.m.forgetAgent(id)
 	}
-	prev, ok := c.agents.get(id)
-	if !ok || prev.Revoked == revoked {
+	prev, rev, _, ok := c.agents.getRev(id)
+	if ok && prev.Revoked != revoked {
+		info := cloneAgent(prev)
+		info.Revoked = revoked
+		info.Online = info.Online && !revoked
+		// Memory first: the refusal holds on this controller even when
+		// the KV write fails.
+		c.agents.put(info)
+		c.reconcileAgent(ctx, &prev, info, false)
+		c.refreshOnline()
+	}
+	c.assignMu.Unlock()
+	if !ok {
 		return nil
 	}
-	info := cloneAgent(prev)
-	info.Revoked = revoked
-	info.Online = info.Online && !revoked
-	// Memory first: the refusal holds on this controller even when the KV
-	// write fails.
-	c.agents.put(info)
-	c.reconcileAgent(ctx, &prev, info, false)
-	c.refreshOnline()
-	if err := c.storeAgent(ctx, info); err != nil {
+	// Compare-and-set (agentwrite.go): a registration or heartbeat another
+	// replica wrote meanwhile keeps its fields, and gets the mark.
+	w, err := c.writeAgentFrom(ctx, id, prev, rev, ok, func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
+		if !exists || cur.Revoked == revoked {
+			return cur, false, nil
+		}
+		cur.Revoked = revoked
+		cur.Online = cur.Online && !revoked
+		return cur, true, nil
+	})
+	if err != nil {
 		return fmt.Errorf("store agent %s (revoked %t) in ax_agents: %w", id, revoked, err)
+	}
+	if w.written {
+		c.assignMu.Lock()
+		c.agents.putRev(w.info, w.rev)
+		c.assignMu.Unlock()
 	}
 	return nil
 }

@@ -57,9 +57,15 @@ type agentWrite struct {
 // newer one from ax_agents and applies change to it again. Called with
 // id's agentLocks stripe held.
 func (c *Controller) writeAgent(ctx context.Context, id string, change agentChange) (agentWrite, error) {
+	cur, rev, _, exists := c.agents.getRev(id)
+	return c.writeAgentFrom(ctx, id, cur, rev, exists, change)
+}
+
+// writeAgentFrom is writeAgent starting from record cur at revision rev
+// (exists false: none), as read before a change made in memory first.
+func (c *Controller) writeAgentFrom(ctx context.Context, id string, cur protocol.AgentInfo, rev uint64, exists bool, change agentChange) (agentWrite, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cur, rev, _, exists := c.agents.getRev(id)
 	for attempt := 1; ; attempt++ {
 		next, write, err := change(cloneAgent(cur), exists)
 		if err != nil {
