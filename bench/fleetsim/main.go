@@ -3,8 +3,10 @@
 // NATS, nats.auth none): registrations and heartbeats, then optionally a
 // kill -9 of the controller, a restart on the same data directory, and the
 // time until every agent registered again. It prints the controller's CPU
-// and RSS and the request round trips. Simulated agents do not read
-// commands (no AX_CMD consumer) nor send reports.
+// and RSS and the request round trips. Each simulated agent reads its
+// commands with its own AX_CMD consumer (commands.go); with -runs a run is
+// sent to every agent through the API and its arrival checked. Simulated
+// agents send no reports.
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -31,9 +34,10 @@ import (
 type config struct {
 	bin              string
 	agents, conns    int
-	port             int
+	port, apiPort    int
 	hb, settle, meas time.Duration
-	kill             bool
+	kill, runs       bool
+	pprof            string
 }
 
 func main() {
@@ -42,6 +46,9 @@ func main() {
 	flag.IntVar(&c.agents, "agents", 1000, "simulated agents")
 	flag.IntVar(&c.conns, "conns", 16, "NATS connections shared by the agents")
 	flag.IntVar(&c.port, "port", 14222, "embedded NATS port of the controller")
+	flag.IntVar(&c.apiPort, "api-port", 18080, "API port of the controller")
+	flag.BoolVar(&c.runs, "runs", true, "send a run to every agent (steady, and after the kill -9 storm) and check it arrives")
+	flag.StringVar(&c.pprof, "pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.DurationVar(&c.hb, "heartbeat", 5*time.Second, "heartbeat interval")
 	flag.DurationVar(&c.settle, "settle", 10*time.Second, "wait after all registered before measuring")
 	flag.DurationVar(&c.meas, "measure", 30*time.Second, "steady-state measurement time")
@@ -61,8 +68,12 @@ type ctl struct {
 }
 
 func (k *ctl) start() error {
-	k.cmd = exec.Command(k.c.bin, "serve", "--data-dir", k.dir, "--nats-port", strconv.Itoa(k.c.port),
-		"--listen", "127.0.0.1:0", "--log-level", "error")
+	args := []string{"serve", "--data-dir", k.dir, "--nats-port", strconv.Itoa(k.c.port),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", k.c.apiPort), "--log-level", "error"}
+	if k.c.pprof != "" {
+		args = append(args, "--pprof-listen", k.c.pprof)
+	}
+	k.cmd = exec.Command(k.c.bin, args...)
 	k.cmd.Stdout, k.cmd.Stderr = os.Stderr, os.Stderr
 	return k.cmd.Start()
 }
@@ -85,6 +96,7 @@ func (k *ctl) usage() (time.Duration, int64) {
 // inbox prefix, as the controller requires).
 type conn struct {
 	nc      *nats.Conn
+	js      jetstream.JetStream
 	mu      sync.Mutex
 	waiting map[string]chan *nats.Msg
 	seq     atomic.Int64
@@ -111,9 +123,12 @@ func (c *conn) request(ctx context.Context, id, subj string, data []byte) (*nats
 }
 
 type agent struct {
-	id  string
-	c   *conn
-	reg atomic.Bool
+	id     string
+	c      *conn
+	reg    atomic.Bool
+	cons   atomic.Bool   // its command consumer is started
+	cursor atomic.Uint64 // last AX_CMD sequence read
+	runs   atomic.Int64  // run commands received
 }
 
 type sim struct {
@@ -122,6 +137,8 @@ type sim struct {
 	mu            sync.Mutex
 	regRTT, hbRTT []time.Duration
 	regErr, hbErr atomic.Int64
+	consErr       atomic.Int64 // command consumers that failed to start
+	badCmds       atomic.Int64
 }
 
 func (s *sim) do(ctx context.Context, a *agent, subj string, v interface{ Validate() error }) (*nats.Msg, time.Duration, error) {
@@ -183,6 +200,9 @@ func (s *sim) loop(ctx context.Context, a *agent) {
 			}
 			fails = 0
 		}
+		if a.reg.Load() && !a.cons.Load() {
+			_ = s.startCommands(ctx, a) // counted; tried again after the next heartbeat
+		}
 		if !sleep(s.c.hb) {
 			return
 		}
@@ -217,6 +237,16 @@ func (s *sim) registered() int {
 	n := 0
 	for _, a := range s.agents {
 		if a.reg.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *sim) consumers() int {
+	n := 0
+	for _, a := range s.agents {
+		if a.cons.Load() {
 			n++
 		}
 	}
@@ -271,6 +301,9 @@ func run(c config) error {
 			return err
 		}
 		defer cn.nc.Close()
+		if cn.js, err = jetstream.New(cn.nc); err != nil {
+			return err
+		}
 		if _, err := cn.nc.Subscribe(protocol.InboxPrefix("*")+".*", func(m *nats.Msg) {
 			cn.mu.Lock()
 			ch := cn.waiting[m.Subject]
@@ -298,6 +331,10 @@ func run(c config) error {
 	defer func() { cancel(); wg.Wait() }()
 	d, ok := s.waitAll(5 * time.Minute)
 	fmt.Printf("agents %d: all registered %t after %s\n", c.agents, ok, d.Round(time.Millisecond))
+	for t0 := time.Now(); s.consumers() < len(s.agents) && time.Since(t0) < 2*time.Minute; {
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Printf("command consumers started: %d of %d (failed attempts %d)\n", s.consumers(), len(s.agents), s.consErr.Load())
 	s.report("start")
 	time.Sleep(c.settle)
 	s.reset()
@@ -308,6 +345,12 @@ func run(c config) error {
 	fmt.Printf("steady %s: controller CPU %.1f%% of a core, RSS %d MiB\n", c.meas,
 		100*float64(cpu1-cpu0)/float64(time.Since(t0)), rss>>20)
 	s.report("steady")
+	api := fmt.Sprintf("http://127.0.0.1:%d", c.apiPort)
+	if c.runs {
+		if err := s.runsPhase(ctx, "steady", api); err != nil {
+			return err
+		}
+	}
 	if !c.kill {
 		return nil
 	}
@@ -323,5 +366,8 @@ func run(c config) error {
 	d, ok = s.waitAll(3 * time.Minute)
 	fmt.Printf("after kill -9: all %d re-registered %t within %s of the restart\n", c.agents, ok, d.Round(time.Millisecond))
 	s.report("storm")
+	if c.runs {
+		return s.runsPhase(ctx, "after kill -9", api)
+	}
 	return nil
 }
