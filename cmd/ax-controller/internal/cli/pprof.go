@@ -33,4 +33,3 @@ func startPprof(addr string) (func(), error) {
 	go func() { _ = srv.Serve(ln) }()
 	return func() { _ = srv.Close() }, nil
 }
-
