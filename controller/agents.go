@@ -27,6 +27,7 @@ const responderQueue = "ax-controller"
 type agentRegistry struct {
 	mu     sync.RWMutex
 	agents map[string]*agentEntry
+	n      agentCounts // kept current by putRev and sweep (agentcounts.go)
 }
 
 type agentEntry struct {
@@ -95,6 +96,8 @@ func (r *agentRegistry) putRev(info protocol.AgentInfo, rev uint64) (wasOnline, 
 	if rev != 0 && rev < e.rev {
 		return wasOnline, false
 	}
+	r.n.add(e, -1)
+	defer r.n.add(e, 1)
 	kvSeen := info.LastSeen
 	if rev != 0 && e.info.Boot == info.Boot && e.info.LastSeen.After(info.LastSeen) && info.StoppedAt.IsZero() {
 		// A heartbeat answered here since, not written (agentstore.go).
@@ -152,6 +155,7 @@ func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline [
 		}
 	}
 	sort.Strings(wentOffline)
+	r.n = agentCounts{online: online, known: known}
 	return wentOffline, online, known
 }
 
@@ -198,7 +202,7 @@ func (c *Controller) startResponders() error {
 	for _, s := range []struct {
 		subj string
 		h    nats.MsgHandler
-	}{{protocol.SubjectRegisterAll, c.enqueueRegister}, {protocol.SubjectHeartbeatAll, c.handleHeartbeat}} {
+	}{{protocol.SubjectRegisterAll, c.enqueueRegister}, {protocol.SubjectHeartbeatAll, c.startHeartbeatWorkers()}} {
 		sub, err := c.nc.QueueSubscribe(s.subj, responderQueue, s.h)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", s.subj, err)
@@ -242,8 +246,7 @@ func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 	}
 	behind := c.cursorBehind(ctx, r.Cursor, received) // before the lock: it may read the stream
 	now := c.now()
-	unlock := c.agentLocks.lock(r.Agent)
-	defer unlock()
+	unlock := c.agentLocks.lock(r.Agent) // until the agent is recorded, not across the reply
 	var labels map[string]string
 	var resumeAfter uint64 // > 0: its store lost its state (storeloss.go)
 	// KV first, outside assignMu (compare-and-set, agentwrite.go).
@@ -277,6 +280,9 @@ func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 		return info, true, nil
 	})
 	prev, existed, info := w.prev, w.existed, w.info
+	if err != nil {
+		unlock()
+	}
 	switch {
 	case errors.Is(err, errRegisterRevoked):
 		fail("agent is revoked", "agent", r.Agent)
@@ -306,8 +312,9 @@ func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 		c.placeUnplaced(ctx, info)
 	}
 	c.assignMu.Unlock()
+	unlock()
 	if !existed || !registered(prev) || !isOnline(prev, now, c.cfg.AgentOfflineAfter) {
-		c.refreshOnline() // O(agents): only when the online or known count changes
+		c.agentGauges() // O(1): only when the online or known count changes
 	}
 	if resumeAfter > 0 {
 		c.m.storeResets.Inc()
@@ -405,12 +412,12 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	switch {
 	case hb.Stopping:
 		c.log.Info("agent stopping: its group leases are handed back", "agent", hb.Agent, "leases", len(hb.Leases))
-		c.refreshOnline()
+		c.agentGauges()
 		c.releaseLeases(c.ctx, hb.Agent, hb.Leases)
 		lost = hb.Leases
 	case !wasOnline:
 		c.log.Info("agent online", "agent", hb.Agent)
-		c.refreshOnline()
+		c.agentGauges()
 	}
 	if len(hb.Leases) > 0 && !hb.Stopping {
 		renewed, lost = c.renewLeases(c.ctx, info, hb.Leases)

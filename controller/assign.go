@@ -43,6 +43,12 @@ func desired(j protocol.Job, agents []protocol.AgentInfo) map[string]protocol.As
 	return out
 }
 
+// needsFleet reports whether desired(j, agents) depends on agents: a
+// periodic group job of mode all.
+func needsFleet(j protocol.Job) bool {
+	return isPeriodic(j) && !isGroupAny(j) && j.Target.Agent == ""
+}
+
 // groupMembers returns the registered, non-revoked agents matching j's
 // selector, in the order given.
 func groupMembers(j protocol.Job, agents []protocol.AgentInfo) []protocol.AgentInfo {
@@ -141,7 +147,10 @@ func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	c.assignMu.Lock()
-	agents := c.agents.snapshot()
+	var agents []protocol.AgentInfo
+	if old != nil && needsFleet(*old) || next != nil && needsFleet(*next) {
+		agents = c.agents.snapshot() // O(agents): only for a group job of mode all
+	}
 	var before, after map[string]protocol.Assign
 	id := ""
 	if old != nil {
