@@ -386,21 +386,36 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	} else {
 		info.ClockOffset = protocol.Duration(now.Sub(hb.SentAt))
 	}
-	var wasOnline bool
+	var wasOnline, replied bool
 	if c.heartbeatWrite(prev, info, kvSeen, now) {
+		if !hb.Stopping && len(hb.Leases) == 0 {
+			// Nothing in the reply depends on the write: answer first, so
+			// that the round trip does not include it. A record revoked
+			// or removed by another replica meanwhile is told at the next.
+			wasOnline = c.agents.put(info)
+			c.m.agentStats(hb.Agent, hb.Stats)
+			respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now()})
+			replied = true
+		}
 		stored, nrev, err := c.storeLiveness(c.ctx, info, rev)
 		switch {
 		case errors.Is(err, errAgentGone):
 			c.agents.putRev(stored, nrev)
 			unlock()
-			respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
+			if !replied {
+				respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
+			}
 			return
 		case err != nil:
 			c.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
-			wasOnline = c.agents.put(info)
+			if !replied {
+				wasOnline = c.agents.put(info)
+			}
 		default:
 			info = stored
-			wasOnline, _ = c.agents.putRev(info, nrev)
+			if was, _ := c.agents.putRev(info, nrev); !replied {
+				wasOnline = was
+			}
 		}
 	} else {
 		wasOnline = c.agents.put(info)
@@ -421,6 +436,9 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	}
 	if len(hb.Leases) > 0 && !hb.Stopping {
 		renewed, lost = c.renewLeases(c.ctx, info, hb.Leases)
+	}
+	if replied {
+		return
 	}
 	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Renewed: renewed, Lost: lost})
 }

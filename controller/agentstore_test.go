@@ -91,6 +91,8 @@ func TestHeartbeatWithoutChangeIsNotWritten(t *testing.T) {
 		}
 		return e.Revision()
 	}
+	// The first heartbeat is written (after its reply).
+	eventually(t, 10*time.Second, "the first heartbeat written", func() bool { return revision() > 1 })
 	rev := revision()
 	before, _ := c.agents.get("edge-1")
 	for range 10 {

@@ -8,14 +8,15 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Heartbeats are handled by heartbeatWorkers goroutines fed by the
+// Heartbeats are handled by heartbeatWorkers goroutines (mostly waiting
+// for KV round trips) fed by the
 // heartbeat subscription, an agent's always by the same worker (its
 // heartbeats stay in order). A heartbeat that waits for a write to
 // ax_agents (the agent's first, a state change, the coarse refresh) or for
 // its agent's lock held by a registration no longer holds up every other
 // agent's heartbeat queued behind it on the one subscription.
 const (
-	heartbeatWorkers = 8
+	heartbeatWorkers = 32
 	heartbeatQueue   = 1024 // per worker; a full queue makes the subscription wait
 )
 
