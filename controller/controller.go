@@ -196,10 +196,12 @@ func (c *Controller) start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.kv = b
-	if err := c.jobs.follow(ctx, c.ctx, c.kv.Jobs, c.log, c.goRun); err != nil {
+	if err := c.retryStart(ctx, "load jobs", func(ctx context.Context) error {
+		return c.jobs.follow(ctx, c.ctx, c.kv.Jobs, c.log, c.goRun)
+	}); err != nil {
 		return fmt.Errorf("start: load jobs: %w", err)
 	}
-	if err := c.followAgents(ctx); err != nil {
+	if err := c.retryStart(ctx, "load agents", c.followAgents); err != nil {
 		return fmt.Errorf("start: load agents: %w", err)
 	}
 	r, err := newRetrier(c)
@@ -208,13 +210,13 @@ func (c *Controller) start(ctx context.Context) error {
 	}
 	c.retries = r
 	c.goRun(r.run)
-	if err := c.ensureConsumers(ctx); err != nil {
+	if err := c.retryStart(ctx, "report consumers", c.ensureConsumers); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	if err := c.followLeases(ctx); err != nil {
+	if err := c.retryStart(ctx, "load leases", c.followLeases); err != nil {
 		return fmt.Errorf("start: load leases: %w", err)
 	}
-	if err := c.followEpochs(ctx); err != nil {
+	if err := c.retryStart(ctx, "load lease grants", c.followEpochs); err != nil {
 		return fmt.Errorf("start: load lease grants: %w", err)
 	}
 	if err := c.startResponders(); err != nil {
