@@ -16,7 +16,7 @@ import (
 // a request that waited in the queue longer than the agents' request
 // timeout is dropped unprocessed (its agent gave up and will retry).
 const (
-	registerWorkers = 4
+	registerWorkers = 16
 	registerQueue   = 1024
 	// registerMaxWait is how long a registration may wait in the queue:
 	// below the agents' default nats.request_timeout (3s).

@@ -114,8 +114,43 @@ func (s *sim) sendRuns(ctx context.Context, api string, workers int, wait time.D
 
 // createRun creates a one-shot job pinned to agent id (POST /v1/jobs).
 func createRun(ctx context.Context, api, id string) error {
-	body, err := json.Marshal(map[string]any{"name": "fleetsim-run", "handler": "noop",
-		"schedule": map[string]any{"asap": true}, "target": map[string]any{"agent": id}})
+	return createJob(ctx, api, id, map[string]any{"asap": true})
+}
+
+// createPinned creates n periodic jobs (every 1h) pinned to the agents
+// round robin, workers at a time.
+func (s *sim) createPinned(ctx context.Context, api string, n, workers int) error {
+	idx := make(chan int)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				if err := createJob(ctx, api, s.agents[i%len(s.agents)].id, map[string]any{"every": "1h"}); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("%d pinned job creations failed, first: %v", n, firstErr.Load())
+	}
+	return nil
+}
+
+// createJob creates a job with schedule pinned to agent id (POST /v1/jobs).
+func createJob(ctx context.Context, api, id string, schedule map[string]any) error {
+	body, err := json.Marshal(map[string]any{"name": "fleetsim", "handler": "noop",
+		"schedule": schedule, "target": map[string]any{"agent": id}})
 	if err != nil {
 		return err
 	}

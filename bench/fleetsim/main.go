@@ -35,6 +35,7 @@ type config struct {
 	bin              string
 	agents, conns    int
 	port, apiPort    int
+	jobs             int
 	hb, settle, meas time.Duration
 	kill, runs       bool
 	pprof            string
@@ -47,6 +48,7 @@ func main() {
 	flag.IntVar(&c.conns, "conns", 16, "NATS connections shared by the agents")
 	flag.IntVar(&c.port, "port", 14222, "embedded NATS port of the controller")
 	flag.IntVar(&c.apiPort, "api-port", 18080, "API port of the controller")
+	flag.IntVar(&c.jobs, "jobs", 0, "periodic jobs (every 1h) pinned to the agents round robin, created before the steady window")
 	flag.BoolVar(&c.runs, "runs", true, "send a run to every agent (steady, and after the kill -9 storm) and check it arrives")
 	flag.StringVar(&c.pprof, "pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.DurationVar(&c.hb, "heartbeat", 5*time.Second, "heartbeat interval")
@@ -153,7 +155,8 @@ func (s *sim) do(ctx context.Context, a *agent, subj string, v interface{ Valida
 
 func (s *sim) register(ctx context.Context, a *agent) (time.Duration, error) {
 	m, d, err := s.do(ctx, a, protocol.RegisterSubject(a.id), protocol.Register{V: protocol.Version, Agent: a.id,
-		Handlers: []string{"noop"}, Version: "sim", OS: "linux", Arch: "arm64", SentAt: time.Now().UTC(), Boot: "sim"})
+		Handlers: []string{"noop"}, Version: "sim", OS: "linux", Arch: "arm64", SentAt: time.Now().UTC(), Boot: "sim",
+		Cursor: a.cursor.Load()})
 	if err == nil {
 		var r protocol.RegisterReply
 		if r, err = protocol.DecodeRegisterReply(m.Data); err == nil && r.Error != "" {
@@ -336,6 +339,14 @@ func run(c config) error {
 	}
 	fmt.Printf("command consumers started: %d of %d (failed attempts %d)\n", s.consumers(), len(s.agents), s.consErr.Load())
 	s.report("start")
+	api := fmt.Sprintf("http://127.0.0.1:%d", c.apiPort)
+	if c.jobs > 0 {
+		t0 := time.Now()
+		if err := s.createPinned(ctx, api, c.jobs, 32); err != nil {
+			return err
+		}
+		fmt.Printf("%d periodic jobs pinned to the agents created in %s\n", c.jobs, time.Since(t0).Round(time.Millisecond))
+	}
 	time.Sleep(c.settle)
 	s.reset()
 	cpu0, _ := k.usage()
@@ -345,7 +356,6 @@ func run(c config) error {
 	fmt.Printf("steady %s: controller CPU %.1f%% of a core, RSS %d MiB\n", c.meas,
 		100*float64(cpu1-cpu0)/float64(time.Since(t0)), rss>>20)
 	s.report("steady")
-	api := fmt.Sprintf("http://127.0.0.1:%d", c.apiPort)
 	if c.runs {
 		if err := s.runsPhase(ctx, "steady", api); err != nil {
 			return err
