@@ -187,11 +187,15 @@ func (c *Controller) start(ctx context.Context) error {
 	}
 	c.lifeMu.Unlock()
 
-	if err := c.checkLeaseTTL(ctx); err != nil {
+	if err := c.retryStart(ctx, "check lease TTL", c.checkLeaseTTL); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL,
-		ReportMaxBytes: c.cfg.Reports.MaxBytes, ReportMaxAge: c.cfg.Reports.MaxAge})
+	var b streams.Buckets
+	err = c.retryStart(ctx, "ensure streams", func(ctx context.Context) (err error) {
+		b, err = streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL,
+			ReportMaxBytes: c.cfg.Reports.MaxBytes, ReportMaxAge: c.cfg.Reports.MaxAge})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,8 +176,10 @@ func (s *sim) register(ctx context.Context, a *agent) (time.Duration, error) {
 	return 0, nil
 }
 
-// loop registers with capped full-jitter backoff, then heartbeats; a
-// failed heartbeat registers again.
+// loop registers with capped full-jitter backoff, then heartbeats, as
+// ax-agent does (agent/link.go): a heartbeat refused by the controller
+// registers again; one without an answer is retried after a full-jitter
+// backoff (up to min(30 s, heartbeat × 2^(n−1))) without registering.
 func (s *sim) loop(ctx context.Context, a *agent) {
 	sleep := func(d time.Duration) bool {
 		t := time.NewTimer(d)
@@ -188,7 +191,8 @@ func (s *sim) loop(ctx context.Context, a *agent) {
 			return true
 		}
 	}
-	fails := 0
+	fails, hbFails := 0, 0
+	next := s.c.hb
 	if !sleep(time.Duration(rand.Int64N(int64(s.c.hb)))) {
 		return
 	}
@@ -201,26 +205,28 @@ func (s *sim) loop(ctx context.Context, a *agent) {
 				}
 				continue
 			}
-			fails = 0
+			fails, next = 0, s.c.hb
 		}
 		if a.reg.Load() && !a.cons.Load() {
 			_ = s.startCommands(ctx, a) // counted; tried again after the next heartbeat
 		}
-		if !sleep(s.c.hb) {
+		if !sleep(next) {
 			return
 		}
 		m, d, err := s.do(ctx, a, protocol.HeartbeatSubject(a.id), protocol.Heartbeat{V: protocol.Version, Agent: a.id,
 			SentAt: time.Now().UTC(), Boot: "sim"})
-		if err == nil {
-			if r, derr := protocol.DecodeHeartbeatReply(m.Data); derr != nil || r.Error != "" {
-				err = errors.New("heartbeat refused")
-			}
-		}
-		if err != nil {
+		if err != nil { // no answer: back off, heartbeat again
 			s.hbErr.Add(1)
-			a.reg.Store(false)
+			hbFails++
+			next = time.Duration(rand.Int64N(int64(min(30*time.Second, s.c.hb<<min(hbFails-1, 5)))))
 			continue
 		}
+		if r, derr := protocol.DecodeHeartbeatReply(m.Data); derr != nil || r.Error != "" {
+			s.hbErr.Add(1)
+			a.reg.Store(false) // refused: register again
+			continue
+		}
+		hbFails, next = 0, s.c.hb
 		s.mu.Lock()
 		s.hbRTT = append(s.hbRTT, d)
 		s.mu.Unlock()
@@ -373,6 +379,19 @@ func run(c config) error {
 	if err := k.start(); err != nil {
 		return err
 	}
+	go func() { // when the restarted controller answers /readyz
+		t0 := time.Now()
+		for ctx.Err() == nil && time.Since(t0) < 3*time.Minute {
+			if res, err := http.Get(api + "/readyz"); err == nil {
+				res.Body.Close()
+				if res.StatusCode == http.StatusOK {
+					fmt.Printf("after kill -9: controller ready %s after the restart\n", time.Since(t0).Round(time.Millisecond))
+					return
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	d, ok = s.waitAll(3 * time.Minute)
 	fmt.Printf("after kill -9: all %d re-registered %t within %s of the restart\n", c.agents, ok, d.Round(time.Millisecond))
 	s.report("storm")
