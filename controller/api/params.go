@@ -42,6 +42,9 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 				break
 			}
 		}
+		if !ok && len(allowed) == 0 {
+			return nil, invalidf(k, "unknown query parameter (this route takes none)")
+		}
 		if !ok {
 			return nil, invalidf(k, "unknown query parameter (allowed: %s)", strings.Join(allowed, ", "))
 		}

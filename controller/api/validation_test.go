@@ -184,3 +184,18 @@ func TestQueryAndPathValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestQueryOnRouteWithoutParameters: a query parameter on a route that
+// takes none is a 400 naming the parameter and saying the route takes
+// none (not an empty list of allowed names).
+func TestQueryOnRouteWithoutParameters(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("GET", "/v1/jobs/ax-t1-20260101000000-aaaaaa?verbose=1", nil)
+	ae := r.apiErr(t)
+	if r.status != 400 || ae.Field != "verbose" {
+		t.Fatalf("got %d field %q, want 400 field verbose: %s", r.status, ae.Field, r.body)
+	}
+	if !strings.Contains(ae.Message, "takes none") {
+		t.Fatalf("message %q does not say the route takes no parameters", ae.Message)
+	}
+}
