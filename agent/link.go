@@ -30,6 +30,9 @@ type link struct {
 	reg atomic.Bool   // registered since the last connect
 	// savedOffset is the clock offset last stored in meta, ns.
 	savedOffset atomic.Int64
+	// offsets filters the clock-offset samples of registration and
+	// heartbeats (clockoffset.go).
+	offsets offsetFilter
 	// conn is nc for the reconnect delay, which nats.go may call before
 	// nats.Connect returns; authFails counts consecutive connection
 	// attempts refused for the agent's credentials.
@@ -287,7 +290,8 @@ func (l *link) register(ctx context.Context) error {
 	if rep.Error != "" {
 		return errors.Join(errRefused, errors.New(rep.Error))
 	}
-	off := protocol.ClockOffset(t0.Round(0), rep.ControllerTime, t2.Round(0))
+	l.offsets.reset()
+	off := l.offsets.add(t0.Round(0), rep.ControllerTime, t2.Round(0))
 	a.offset.Store(int64(off))
 	a.shards.Store(int64(rep.Shards))
 	if rep.HeartbeatInterval > 0 {
@@ -399,7 +403,7 @@ func (l *link) heartbeat(ctx context.Context) error {
 		l.signal()
 		return errors.Join(errRefused, errors.New(rep.Error))
 	}
-	off := protocol.ClockOffset(t0.Round(0), rep.ControllerTime, t2.Round(0))
+	off := l.offsets.add(t0.Round(0), rep.ControllerTime, t2.Round(0))
 	a.offset.Store(int64(off))
 	l.persistOffset(off)
 	s := a.sched
