@@ -17,7 +17,7 @@ import (
 
 	"github.com/axsched/ax/agent/handler"
 	"github.com/axsched/ax/agent/store"
-	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
 

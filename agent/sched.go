@@ -150,7 +150,7 @@ func newScheduler(a *Agent) *scheduler {
 		work: make(chan workUnit, a.cfg.Workers), fireSlots: make(chan struct{}, maxQueuedFires), wheelStop: make(chan struct{})}
 	s.view.Store(&hbView{})
 	s.ready.agingStep = a.cfg.Queue.AgingStep
-	wc := wheelClock{a.clk}
+	wc := a.clk
 	var err error
 	if s.normal, err = wheel.NewDriver[wheelItem](wheel.DefaultConfig(), wc, s.onWheel); err != nil {
 		panic(err) // static config
