@@ -297,15 +297,23 @@ func (l *link) register(ctx context.Context) error {
 	if rep.HeartbeatInterval > 0 {
 		l.hb.Store(int64(rep.HeartbeatInterval))
 	}
-	if err := a.st.Do(ctx, func(tx *store.Tx) error {
+	// Stored for a restart without a controller, not waited for: a
+	// registration never queues behind a backlog of store writes (the
+	// values in memory are the ones used; a later registration or
+	// heartbeat stores them if this write does not happen).
+	l.savedOffset.Store(int64(off))
+	if !a.st.TrySubmit(func(tx *store.Tx) error {
 		if err := tx.SetMeta(store.MetaShards, strconv.Itoa(rep.Shards)); err != nil {
 			return err
 		}
 		return tx.SetMeta(store.MetaClockOffset, strconv.FormatInt(int64(off), 10))
-	}); err != nil {
-		return err
+	}, func(err error) {
+		if err != nil {
+			l.savedOffset.Store(0)
+		}
+	}) {
+		l.savedOffset.Store(0)
 	}
-	l.savedOffset.Store(int64(off))
 	a.sched.post(a.sched.checkSkew)
 	if rep.ResumeAfter > cursor {
 		if err := l.resumeAfter(ctx, cursor, rep.ResumeAfter); err != nil {
