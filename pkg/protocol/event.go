@@ -62,10 +62,4 @@ func (e Event) Validate() error {
 }
 
 // DecodeEvent decodes and validates an event.
-func DecodeEvent(data []byte) (Event, error) {
-	var e Event
-	if err := decode(data, &e); err != nil {
-		return Event{}, err
-	}
-	return e, nil
-}
+func DecodeEvent(data []byte) (Event, error) { return decodeAs[Event](data) }

@@ -165,10 +165,4 @@ func validateOutcome(o retry.Outcome) error {
 }
 
 // DecodeReport decodes and validates a report.
-func DecodeReport(data []byte) (Report, error) {
-	var r Report
-	if err := decode(data, &r); err != nil {
-		return Report{}, err
-	}
-	return r, nil
-}
+func DecodeReport(data []byte) (Report, error) { return decodeAs[Report](data) }
