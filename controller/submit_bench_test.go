@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
 )
 
 // BenchmarkCreateOneShot measures a one-shot submit as the API's POST
@@ -51,6 +53,43 @@ func BenchmarkCreateOneShot(b *testing.B) {
 	if err := <-errs; err != nil {
 		b.Fatal(err)
 	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
+}
+
+// BenchmarkCreateOneShotBatch is BenchmarkCreateOneShot through CreateJobs
+// (POST /v1/jobs:batch) in batches of 1000 from one caller: the creates
+// of a batch are in flight together (batchParallel).
+func BenchmarkCreateOneShotBatch(b *testing.B) {
+	cfg := testConfig(b, b.TempDir())
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	c := startController(b, cfg)
+	a := newTestAgent(b, c.NATSURL(), "bench", nil)
+	a.register()
+	ctx := context.Background()
+	b.ResetTimer()
+	cpu0 := processCPU(b)
+	start := time.Now()
+	for done := 0; done < b.N; {
+		n := min(MaxBatchJobs, b.N-done)
+		jobs := make([]protocol.Job, n)
+		for i := range jobs {
+			jobs[i] = asapJob("bench")
+		}
+		res, err := c.CreateJobs(ctx, jobs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+		done += n
+	}
+	elapsed := time.Since(start)
+	cpu := processCPU(b) - cpu0
+	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
 }

@@ -148,14 +148,10 @@ func newJobApplyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res []applyResult
-			for _, fj := range jobs {
-				r, err := applyOne(cmd.Context(), c, fj)
-				if err != nil {
-					_ = printApply(g, format, res)
-					return fmt.Errorf("%s: %w", fj.Source, err)
-				}
-				res = append(res, r)
+			res, err := applyAll(cmd.Context(), c, jobs)
+			if err != nil {
+				_ = printApply(g, format, res)
+				return err
 			}
 			return printApply(g, format, res)
 		},
