@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -41,6 +42,8 @@ type ExecFilter struct {
 	State protocol.State
 	JobID string
 	Agent string
+	// From and To, when set, bound the scheduled time: From ≤ scheduled_at < To.
+	From, To time.Time
 	// Limit is the page size (the server's default when 0).
 	Limit int
 	// After is the Next cursor of the previous page.
@@ -52,6 +55,12 @@ func (f ExecFilter) values() url.Values {
 	set(q, "state", string(f.State))
 	set(q, "job", f.JobID)
 	set(q, "agent", f.Agent)
+	if !f.From.IsZero() {
+		q.Set("from", f.From.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.To.IsZero() {
+		q.Set("to", f.To.UTC().Format(time.RFC3339Nano))
+	}
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
