@@ -234,6 +234,7 @@ func (c *Controller) start(ctx context.Context) error {
 	c.goRun(c.ownershipLoop)
 	c.goRun(c.livenessLoop)
 	c.goRun(c.reportStreamLoop)
+	c.goRun(c.retentionLoop)
 	return nil
 }
 

@@ -86,6 +86,16 @@ func (c *Controller) ListExecutions(ctx context.Context, f ExecFilter) ([]protoc
 	return all, "", nil
 }
 
+// notLive is the error of a change to an execution without a record in
+// ax_execs: ErrConflict when it left live state (it is in history, final),
+// else ErrNotFound.
+func (c *Controller) notLive(ctx context.Context, execID string) error {
+	if e, ok, err := c.hist.idx.get(ctx, execID); err == nil && ok {
+		return fmt.Errorf("execution %s: %w: it ended (%s) and left live state; its history is final", execID, ErrConflict, e.State)
+	}
+	return fmt.Errorf("execution %s: %w", execID, ErrNotFound)
+}
+
 // RetryExecution gives a FAILED execution a new attempt now: it moves to
 // RETRY_WAITING (reason manual_retry) and the retry wheel sends the run
 // command of attempt+1 at once. Other states are ErrConflict.
@@ -98,7 +108,7 @@ func (c *Controller) RetryExecution(ctx context.Context, execID string) (protoco
 	}
 	_, after, err := c.mutateExec(ctx, execID, func(cur *execRecord) (*execRecord, error) {
 		if cur == nil {
-			return nil, fmt.Errorf("execution %s: %w", execID, ErrNotFound)
+			return nil, c.notLive(ctx, execID)
 		}
 		if cur.State != protocol.StateFailed {
 			return nil, fmt.Errorf("retry execution %s: %w: it is %s; only FAILED executions can be retried", execID, ErrConflict, cur.State)
@@ -133,7 +143,7 @@ func (c *Controller) CancelExecution(ctx context.Context, execID string) (protoc
 	var from protocol.State
 	_, after, err := c.mutateExec(ctx, execID, func(cur *execRecord) (*execRecord, error) {
 		if cur == nil {
-			return nil, fmt.Errorf("execution %s: %w", execID, ErrNotFound)
+			return nil, c.notLive(ctx, execID)
 		}
 		if err := CheckTransition(cur.State, protocol.StateCancelled); err != nil {
 			return nil, fmt.Errorf("cancel execution %s: %w", execID, err)

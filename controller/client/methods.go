@@ -15,6 +15,9 @@ type JobFilter struct {
 	Name, Handler, Agent, Group string
 	// Paused, when set, selects paused (true) or active (false) jobs.
 	Paused *bool
+	// State is "live" (the default when empty) or "retired": the one-shot
+	// jobs that left the live job set, from the history.
+	State string
 	// Limit is the page size (the server's default when 0).
 	Limit int
 	// After is the Next cursor of the previous page.
@@ -27,6 +30,7 @@ func (f JobFilter) values() url.Values {
 	set(q, "handler", f.Handler)
 	set(q, "agent", f.Agent)
 	set(q, "group", f.Group)
+	set(q, "state", f.State)
 	if f.Paused != nil {
 		q.Set("paused", strconv.FormatBool(*f.Paused))
 	}
