@@ -230,3 +230,38 @@ func TestRetentionLateReportsNeverResurrect(t *testing.T) {
 		t.Fatalf("history of %s changed: %+v (was %+v), %v", fired, after, before, err)
 	}
 }
+
+// TestRetentionRestartDoesNotRemakeEnded: a one-shot job still live
+// (a triggered execution of it runs on) whose scheduled execution left
+// live state does not get that execution made again by the reload at
+// restart, which recreates the execution of a one-shot job missing from
+// ax_execs (a creation cut short): the history index says it ended.
+func TestRetentionRestartDoesNotRemakeEnded(t *testing.T) {
+	f := newRetentionFixture(t)
+	c, ctx := f.c, tctx(t)
+	job, execID := f.oneShot(t)
+	f.indexed(t, execID)
+	trig, err := c.TriggerJob(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clk.step(LiveGrace + time.Minute)
+	f.leftLive(t, execID)
+	if _, err := c.GetJob(ctx, job.ID); err != nil {
+		t.Fatalf("job with a live execution (%s) left: %v", trig.ExecID, err)
+	}
+	cfg := c.cfg
+	cfg.Registry = nil
+	_ = c.Close()
+
+	c = startController(t, cfg)
+	if v, err := c.readExec(ctx, trig.ExecID); err != nil || v.rec == nil {
+		t.Fatalf("live execution %s after restart: %+v, %v", trig.ExecID, v.rec, err)
+	}
+	if v, err := c.readExec(ctx, execID); err != nil || v.rec != nil {
+		t.Fatalf("ended execution %s made again at restart: %+v, %v", execID, v.rec, err)
+	}
+	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
+		t.Fatalf("history of %s: %+v, %v", execID, e, err)
+	}
+}
