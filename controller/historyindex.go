@@ -209,18 +209,33 @@ func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]pro
 	if !f.To.IsZero() {
 		add("scheduled_at < ?", f.To.UnixNano())
 	}
-	q := "SELECT body FROM execs"
+	// Two steps: the page's exec ids from an index alone (SQLite keeps the
+	// first limit of them in exec id order, without reading the rows),
+	// then the rows of that page.
+	q := "SELECT exec_id FROM execs"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY exec_id LIMIT ?"
 	args = append(args, limit)
-	rows, err := h.rdb.QueryContext(ctx, q, args...)
+	ids, err := h.strings(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("history index: list: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	in := make([]any, len(ids))
+	for i, id := range ids {
+		in[i] = id
+	}
+	rows, err := h.rdb.QueryContext(ctx, "SELECT body FROM execs WHERE exec_id IN ("+
+		strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+") ORDER BY exec_id", in...)
 	if err != nil {
 		return nil, fmt.Errorf("history index: list: %w", err)
 	}
 	defer rows.Close()
-	out := make([]protocol.Execution, 0, min(limit, 64))
+	out := make([]protocol.Execution, 0, len(ids))
 	for rows.Next() {
 		var body []byte
 		if err := rows.Scan(&body); err != nil {
@@ -236,6 +251,24 @@ func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]pro
 		return nil, fmt.Errorf("history index: list: %w", err)
 	}
 	return out, nil
+}
+
+// strings runs a query of one text column.
+func (h *historyIndex) strings(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := h.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
 
 // get returns the indexed snapshot of an execution (false: none).
