@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -36,8 +37,11 @@ CREATE TABLE IF NOT EXISTS execs (
 	updated_at   INTEGER NOT NULL,
 	terminal     INTEGER NOT NULL,
 	shard        INTEGER NOT NULL,
-	live         INTEGER NOT NULL DEFAULT 1,
-	body         BLOB NOT NULL
+	live         INTEGER NOT NULL DEFAULT 1
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bodies (
+	exec_id TEXT PRIMARY KEY,
+	body    BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS execs_job ON execs (job_id, exec_id);
 CREATE INDEX IF NOT EXISTS execs_agent ON execs (agent, exec_id);
@@ -121,7 +125,7 @@ func (h *historyIndex) cursor(ctx context.Context) (uint64, error) {
 
 // reset empties the index (the stream was recreated: rebuild from it).
 func (h *historyIndex) reset(ctx context.Context) error {
-	_, err := h.wdb.ExecContext(ctx, "DELETE FROM execs; DELETE FROM jobs; UPDATE cursor SET seq = 0 WHERE id = 1")
+	_, err := h.wdb.ExecContext(ctx, "DELETE FROM execs; DELETE FROM bodies; DELETE FROM jobs; UPDATE cursor SET seq = 0 WHERE id = 1")
 	if err != nil {
 		return fmt.Errorf("history index: reset: %w", err)
 	}
@@ -144,15 +148,21 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 		return fmt.Errorf("history index: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	upExec, err := tx.PrepareContext(ctx, `INSERT INTO execs (exec_id, job_id, agent, state, scheduled_at, updated_at, terminal, shard, body)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	upExec, err := tx.PrepareContext(ctx, `INSERT INTO execs (exec_id, job_id, agent, state, scheduled_at, updated_at, terminal, shard)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (exec_id) DO UPDATE SET job_id = excluded.job_id, agent = excluded.agent, state = excluded.state,
-			scheduled_at = excluded.scheduled_at, updated_at = excluded.updated_at, terminal = excluded.terminal, body = excluded.body
+			scheduled_at = excluded.scheduled_at, updated_at = excluded.updated_at, terminal = excluded.terminal
 		WHERE excluded.updated_at >= execs.updated_at`)
 	if err != nil {
 		return fmt.Errorf("history index: prepare: %w", err)
 	}
 	defer upExec.Close()
+	// The body follows the row: written when the row was (changes() = 1).
+	upBody, err := tx.PrepareContext(ctx, "INSERT OR REPLACE INTO bodies (exec_id, body) SELECT ?, ? WHERE changes() > 0")
+	if err != nil {
+		return fmt.Errorf("history index: prepare: %w", err)
+	}
+	defer upBody.Close()
 	for _, it := range items {
 		switch {
 		case it.exec != nil:
@@ -162,7 +172,10 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 				return fmt.Errorf("history index: encode %s: %w", e.ExecID, err)
 			}
 			if _, err := upExec.ExecContext(ctx, e.ExecID, e.JobID, e.Agent, string(e.State), e.ScheduledAt.UnixNano(),
-				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards), body); err != nil {
+				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards)); err != nil {
+				return fmt.Errorf("history index: store %s: %w", e.ExecID, err)
+			}
+			if _, err := upBody.ExecContext(ctx, e.ExecID, body); err != nil {
 				return fmt.Errorf("history index: store %s: %w", e.ExecID, err)
 			}
 		case it.job != nil:
@@ -203,11 +216,30 @@ func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]pro
 	if f.State != "" {
 		add("state = ?", string(f.State))
 	}
-	if !f.From.IsZero() {
-		add("scheduled_at >= ?", f.From.UnixNano())
-	}
-	if !f.To.IsZero() {
-		add("scheduled_at < ?", f.To.UnixNano())
+	if !f.From.IsZero() || !f.To.IsZero() {
+		from, to := int64(math.MinInt64), int64(math.MaxInt64)
+		if !f.From.IsZero() {
+			from = f.From.UnixNano()
+		}
+		if !f.To.IsZero() {
+			to = f.To.UnixNano()
+		}
+		// A range alone: a narrow one is read from the scheduled_at index
+		// and sorted (few rows); a wide one (rangeDense rows or more) by
+		// exec id, filtered, which finds a page of them after reading
+		// about limit × rows/rangeDense.
+		col := "scheduled_at"
+		if len(where) == 0 || (len(where) == 1 && f.After != "") {
+			dense, err := h.rangeDense(ctx, from, to)
+			if err != nil {
+				return nil, err
+			}
+			if dense {
+				col = "+scheduled_at" // not the index: keeps the exec id order
+			}
+		}
+		add(col+" >= ?", from)
+		add(col+" < ?", to)
 	}
 	// Two steps: the page's exec ids from an index alone (SQLite keeps the
 	// first limit of them in exec id order, without reading the rows),
@@ -229,7 +261,7 @@ func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]pro
 	for i, id := range ids {
 		in[i] = id
 	}
-	rows, err := h.rdb.QueryContext(ctx, "SELECT body FROM execs WHERE exec_id IN ("+
+	rows, err := h.rdb.QueryContext(ctx, "SELECT body FROM bodies WHERE exec_id IN ("+
 		strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+") ORDER BY exec_id", in...)
 	if err != nil {
 		return nil, fmt.Errorf("history index: list: %w", err)
@@ -253,6 +285,22 @@ func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]pro
 	return out, nil
 }
 
+// rangeDense is the number of rows in a scheduled range from which a list
+// scans by exec id instead of sorting the range.
+const rangeDense = 5000
+
+// rangeDense reports whether [from, to) holds rangeDense rows or more
+// (counted on the index, at most rangeDense of them).
+func (h *historyIndex) rangeDense(ctx context.Context, from, to int64) (bool, error) {
+	var n int
+	err := h.rdb.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM execs WHERE scheduled_at >= ? AND scheduled_at < ? LIMIT ?)",
+		from, to, rangeDense).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("history index: list: %w", err)
+	}
+	return n >= rangeDense, nil
+}
+
 // strings runs a query of one text column.
 func (h *historyIndex) strings(ctx context.Context, q string, args ...any) ([]string, error) {
 	rows, err := h.rdb.QueryContext(ctx, q, args...)
@@ -274,7 +322,7 @@ func (h *historyIndex) strings(ctx context.Context, q string, args ...any) ([]st
 // get returns the indexed snapshot of an execution (false: none).
 func (h *historyIndex) get(ctx context.Context, id string) (protocol.Execution, bool, error) {
 	var body []byte
-	err := h.rdb.QueryRowContext(ctx, "SELECT body FROM execs WHERE exec_id = ?", id).Scan(&body)
+	err := h.rdb.QueryRowContext(ctx, "SELECT body FROM bodies WHERE exec_id = ?", id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return protocol.Execution{}, false, nil
 	}
@@ -343,8 +391,20 @@ func (h *historyIndex) jobDone(ctx context.Context, id string) (bool, error) {
 // before cutoff (history.retention), at most n rows of each per call; it
 // returns how many rows went.
 func (h *historyIndex) prune(ctx context.Context, cutoff time.Time, n int) (int64, error) {
-	r, err := h.wdb.ExecContext(ctx, "DELETE FROM execs WHERE exec_id IN (SELECT exec_id FROM execs WHERE terminal = 1 AND live IN (0, 1) AND updated_at < ? LIMIT ?)", cutoff.UnixNano(), n)
+	tx, err := h.wdb.BeginTx(ctx, nil)
 	if err != nil {
+		return 0, fmt.Errorf("history index: prune executions: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	old := "SELECT exec_id FROM execs WHERE terminal = 1 AND live IN (0, 1) AND updated_at < ? LIMIT ?"
+	if _, err := tx.ExecContext(ctx, "DELETE FROM bodies WHERE exec_id IN ("+old+")", cutoff.UnixNano(), n); err != nil {
+		return 0, fmt.Errorf("history index: prune executions: %w", err)
+	}
+	r, err := tx.ExecContext(ctx, "DELETE FROM execs WHERE exec_id IN ("+old+")", cutoff.UnixNano(), n)
+	if err != nil {
+		return 0, fmt.Errorf("history index: prune executions: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
 	}
 	gone, _ := r.RowsAffected()
