@@ -41,6 +41,7 @@ type Controller struct {
 	jobs    *jobCache
 	agents  *agentRegistry
 	retries *retrier
+	hist    *history // the execution history index (history.go)
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
 	// ownership loop's state, and which shards this replica works now.
@@ -194,6 +195,9 @@ func (c *Controller) start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.kv = b
+	if err := c.openHistory(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
 	if err := c.jobs.follow(ctx, c.ctx, c.kv.Jobs, c.log, c.goRun); err != nil {
 		return fmt.Errorf("start: load jobs: %w", err)
 	}
@@ -230,6 +234,7 @@ func (c *Controller) start(ctx context.Context) error {
 	c.goRun(c.ownershipLoop)
 	c.goRun(c.livenessLoop)
 	c.goRun(c.reportStreamLoop)
+	c.goRun(c.retentionLoop)
 	return nil
 }
 
@@ -284,6 +289,9 @@ func (c *Controller) shutdown() {
 		c.retries.stop()
 	}
 	c.wg.Wait()
+	if c.hist != nil {
+		c.hist.close()
+	}
 	if c.nc != nil {
 		_ = c.nc.FlushTimeout(2 * time.Second)
 		c.nc.Close()

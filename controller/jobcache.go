@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,7 +16,8 @@ import (
 // jobCache mirrors KV ax_jobs in memory: loaded at start, kept current by
 // a watcher and by the controller's own writes. Entries carry the KV
 // revision; an older revision never replaces a newer one, and deletions
-// stay as tombstones so that a late watcher update cannot revive a job.
+// stay as tombstones so that a late watcher update cannot revive a job,
+// for tombstoneKeep (pruneTombstones): the cache holds live jobs only.
 type jobCache struct {
 	mu   sync.RWMutex
 	jobs map[string]cachedJob
@@ -25,10 +27,15 @@ type jobCache struct {
 }
 
 type cachedJob struct {
-	job     protocol.Job
-	rev     uint64
-	deleted bool
+	job       protocol.Job
+	rev       uint64
+	deleted   bool
+	deletedAt time.Time // monotonic, for pruneTombstones
 }
+
+// tombstoneKeep is how long a deleted job's tombstone stays in the cache:
+// far longer than a watcher update or a write's answer is late.
+const tombstoneKeep = time.Minute
 
 func newJobCache() *jobCache {
 	return &jobCache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{}}
@@ -56,8 +63,26 @@ func (jc *jobCache) remove(id string, rev uint64) {
 	if cur, ok := jc.jobs[id]; ok && cur.rev >= rev {
 		return
 	}
-	jc.jobs[id] = cachedJob{rev: rev, deleted: true}
+	jc.jobs[id] = cachedJob{rev: rev, deleted: true, deletedAt: time.Now()}
 	delete(jc.groupAny, id)
+}
+
+// pruneTombstones drops the tombstones of jobs deleted before t.
+func (jc *jobCache) pruneTombstones(t time.Time) {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	for id, cj := range jc.jobs {
+		if cj.deleted && cj.deletedAt.Before(t) {
+			delete(jc.jobs, id)
+		}
+	}
+}
+
+// size returns the number of entries, tombstones included.
+func (jc *jobCache) size() int {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	return len(jc.jobs)
 }
 
 // groupAnyJobs returns the live group jobs of mode any, in no order.

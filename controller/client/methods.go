@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -15,6 +16,9 @@ type JobFilter struct {
 	Name, Handler, Agent, Group string
 	// Paused, when set, selects paused (true) or active (false) jobs.
 	Paused *bool
+	// State is "live" (the default when empty) or "retired": the one-shot
+	// jobs that left the live job set, from the history.
+	State string
 	// Limit is the page size (the server's default when 0).
 	Limit int
 	// After is the Next cursor of the previous page.
@@ -27,6 +31,7 @@ func (f JobFilter) values() url.Values {
 	set(q, "handler", f.Handler)
 	set(q, "agent", f.Agent)
 	set(q, "group", f.Group)
+	set(q, "state", f.State)
 	if f.Paused != nil {
 		q.Set("paused", strconv.FormatBool(*f.Paused))
 	}
@@ -42,6 +47,8 @@ type ExecFilter struct {
 	State protocol.State
 	JobID string
 	Agent string
+	// From and To, when set, bound the scheduled time: From ≤ scheduled_at < To.
+	From, To time.Time
 	// Limit is the page size (the server's default when 0).
 	Limit int
 	// After is the Next cursor of the previous page.
@@ -53,6 +60,12 @@ func (f ExecFilter) values() url.Values {
 	set(q, "state", string(f.State))
 	set(q, "job", f.JobID)
 	set(q, "agent", f.Agent)
+	if !f.From.IsZero() {
+		q.Set("from", f.From.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.To.IsZero() {
+		q.Set("to", f.To.UTC().Format(time.RFC3339Nano))
+	}
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}

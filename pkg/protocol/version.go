@@ -17,6 +17,10 @@ package protocol
 //	  Heartbeat.Stopping (the agent stopped firing and hands its leases
 //	  back). Version 1 agents would fire group jobs on a lease_grant read
 //	  late from the stream, so they are no longer accepted.
+//	  2026-12-01, additive (no new number; agents do not read events):
+//	  optional Event.Execution (the execution's snapshot, for the
+//	  controllers' history index) and JobRetired on ax.evt.job.retired.<job>.
+//	  An event reader built before it refuses such events (unknown field).
 const Version = 2
 
 // MinVersion is the oldest protocol version this build still accepts.

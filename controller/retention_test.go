@@ -1,0 +1,267 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// retentionFixture is a controller whose wall clock the test steps (timers
+// stay real) and whose sweeper runs every 20ms, with one agent.
+type retentionFixture struct {
+	c   *Controller
+	clk *steppedClock
+	a   *testAgent
+}
+
+func newRetentionFixture(t *testing.T) *retentionFixture {
+	clk := &steppedClock{}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock = clk
+	cfg.monoNow = time.Now
+	cfg.historySweep = 20 * time.Millisecond
+	c := startController(t, cfg)
+	return &retentionFixture{c: c, clk: clk, a: newTestAgent(t, c.NATSURL(), "edge-1", nil).start()}
+}
+
+// oneShot runs an asap job to SUCCESS and returns it and its exec id.
+func (f *retentionFixture) oneShot(t *testing.T) (protocol.Job, string) {
+	t.Helper()
+	j := asapJob("edge-1")
+	j.IdempotencyKey = "order-" + t.Name()
+	job, err := f.c.CreateJob(tctx(t), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := f.a.waitCommand("run", isRun(protocol.ExecID(job.ID, job.CreatedAt), 1)).Run
+	f.a.runAttempt(job.ID, run.ExecID, 1, run.RunAt, retry.OutcomeSuccess, ok)
+	waitExec(t, f.c, run.ExecID, "SUCCESS", inState(protocol.StateSuccess))
+	return job, run.ExecID
+}
+
+// fire makes the agent fire a periodic job once, to SUCCESS.
+func (f *retentionFixture) fire(t *testing.T, job protocol.Job) (string, time.Time) {
+	t.Helper()
+	s, err := schedule.Parse(job.Schedule, job.CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, _ := s.Next(job.CreatedAt)
+	id := protocol.ExecID(job.ID, at)
+	f.a.runAttempt(job.ID, id, 1, at, retry.OutcomeSuccess, ok)
+	waitExec(t, f.c, id, "SUCCESS", inState(protocol.StateSuccess))
+	return id, at
+}
+
+// indexed waits until the history index holds id in a terminal state.
+func (f *retentionFixture) indexed(t *testing.T, id string) {
+	t.Helper()
+	eventually(t, 10*time.Second, id+" terminal in the history index", func() bool {
+		e, ok, err := f.c.hist.idx.get(context.Background(), id)
+		return err == nil && ok && e.State.Terminal()
+	})
+}
+
+// leftLive waits until id has no record in ax_execs.
+func (f *retentionFixture) leftLive(t *testing.T, id string) {
+	t.Helper()
+	eventually(t, 10*time.Second, id+" gone from ax_execs", func() bool {
+		v, err := f.c.readExec(context.Background(), id)
+		return err == nil && v.rec == nil
+	})
+}
+
+// subjects returns the subjects a KV bucket's stream holds messages on.
+func subjects(t *testing.T, c *Controller, bucket string) map[string]uint64 {
+	t.Helper()
+	st, err := c.js.Stream(tctx(t), kvStream(bucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(tctx(t), jetstream.WithSubjectFilter(kvSubject(bucket, ">")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects
+}
+
+// TestRetentionRemovesEndedWork: a terminal execution stays in ax_execs
+// through the grace period (LiveGrace, AX_RPT's duplicate window) and then
+// leaves it without a trace in the stream; a one-shot job whose execution
+// left leaves ax_jobs, the job cache and its idempotency key; both stay
+// readable from history until history.retention, then go. Live work (a
+// PENDING delayed one-shot, a periodic job) stays.
+func TestRetentionRemovesEndedWork(t *testing.T) {
+	f := newRetentionFixture(t)
+	c, ctx := f.c, tctx(t)
+	job, execID := f.oneShot(t)
+	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	fired, _ := f.fire(t, per)
+	delayed := asapJob("edge-1")
+	delayed.Schedule = schedule.Spec{Delay: "30m"}
+	pending, err := c.CreateJob(ctx, delayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.indexed(t, execID)
+	f.indexed(t, fired)
+
+	// Within the grace nothing moves.
+	f.clk.step(LiveGrace - time.Minute)
+	for range 5 {
+		if err := c.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := c.readExec(ctx, execID); v.rec == nil {
+		t.Fatalf("%s left ax_execs before the grace ended", execID)
+	}
+
+	f.clk.step(2 * time.Minute)
+	f.leftLive(t, execID)
+	f.leftLive(t, fired)
+	eventually(t, 10*time.Second, "one-shot job gone from ax_jobs and the cache", func() bool {
+		_, err := c.kv.Jobs.Get(ctx, job.ID)
+		_, _, cached := c.jobs.get(job.ID)
+		return errors.Is(err, jetstream.ErrKeyNotFound) && !cached
+	})
+	eventually(t, 10*time.Second, "no message left on the subjects of what was removed", func() bool {
+		es, js, is := subjects(t, c, protocol.BucketExecs), subjects(t, c, protocol.BucketJobs), subjects(t, c, protocol.BucketIdem)
+		return es[kvSubject(protocol.BucketExecs, execID)] == 0 && es[kvSubject(protocol.BucketExecs, fired)] == 0 &&
+			js[kvSubject(protocol.BucketJobs, job.ID)] == 0 && is[kvSubject(protocol.BucketIdem, idemKey(job.IdempotencyKey))] == 0
+	})
+	// Live work stays.
+	for _, id := range []string{per.ID, pending.ID} {
+		if _, err := c.GetJob(ctx, id); err != nil {
+			t.Errorf("live job %s: %v", id, err)
+		}
+	}
+	if v, _ := c.readExec(ctx, protocol.ExecID(pending.ID, pending.CreatedAt.Add(30*time.Minute))); v.rec == nil || v.rec.State != protocol.StatePending {
+		t.Errorf("pending delayed execution: %+v", v.rec)
+	}
+	// History still has both, and the retired job.
+	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
+		t.Fatalf("GetExecution from history = %+v, %v", e, err)
+	}
+	if es, _, err := c.ListExecutions(ctx, ExecFilter{JobID: job.ID}); err != nil || len(es) != 1 || es[0].ExecID != execID {
+		t.Fatalf("ListExecutions of the retired job = %+v, %v", es, err)
+	}
+	if live, _, _ := c.ListJobs(ctx, JobFilter{}); len(live) != 2 {
+		t.Errorf("live jobs = %d, want 2 (periodic and pending)", len(live))
+	}
+	if r, _, err := c.ListJobs(ctx, JobFilter{Retired: true}); err != nil || len(r) != 1 || r[0].ID != job.ID {
+		t.Fatalf("retired jobs = %+v, %v", r, err)
+	}
+	if _, err := c.RetryExecution(ctx, execID); !errors.Is(err, ErrConflict) {
+		t.Errorf("retry of an execution in history: %v, want ErrConflict", err)
+	}
+	// The idempotency key is free again.
+	j := asapJob("edge-1")
+	j.IdempotencyKey = job.IdempotencyKey
+	if _, err := c.CreateJob(ctx, j); err != nil {
+		t.Errorf("create with the released idempotency key: %v", err)
+	}
+
+	// After history.retention, the history lets them go too.
+	f.clk.step(c.cfg.History.Retention)
+	eventually(t, 10*time.Second, "history pruned", func() bool {
+		_, err := c.GetExecution(ctx, execID)
+		r, _, _ := c.ListJobs(ctx, JobFilter{Retired: true})
+		return errors.Is(err, ErrNotFound) && len(r) == 0
+	})
+}
+
+// TestRetentionLateReportsNeverResurrect: the reports of executions that
+// left live state, replayed (new Msg-Ids, past the stream's duplicate
+// window), are refused as duplicates: no record comes back in ax_execs,
+// and history keeps what it had. A periodic fire would otherwise be made
+// again as a new execution.
+func TestRetentionLateReportsNeverResurrect(t *testing.T) {
+	f := newRetentionFixture(t)
+	c, ctx := f.c, tctx(t)
+	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	fired, at := f.fire(t, per)
+	job, execID := f.oneShot(t)
+	f.indexed(t, fired)
+	f.indexed(t, execID)
+	before, err := c.GetExecution(ctx, fired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clk.step(LiveGrace + time.Minute)
+	f.leftLive(t, fired)
+	f.leftLive(t, execID)
+
+	dup := val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))
+	replay := func(jobID, id string, sched time.Time) {
+		for _, k := range []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning} {
+			f.a.publish(f.a.rep(jobID, id, 1, k, sched), "replay/"+id+"/"+string(k))
+		}
+		r := finished(f.a.rep(jobID, id, 1, protocol.ReportFinished, sched), retry.OutcomeFailure, permanent, time.Millisecond)
+		f.a.publish(r, "replay/"+id+"/finished")
+	}
+	replay(per.ID, fired, at)
+	replay(job.ID, execID, job.CreatedAt)
+	eventually(t, 10*time.Second, "six replayed reports refused as duplicates", func() bool {
+		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))-dup == 6
+	})
+	for _, id := range []string{fired, execID} {
+		if v, err := c.readExec(ctx, id); err != nil || v.rec != nil {
+			t.Fatalf("%s is back in ax_execs: %+v, %v", id, v.rec, err)
+		}
+	}
+	after, err := c.GetExecution(ctx, fired)
+	if err != nil || after.State != protocol.StateSuccess || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Fatalf("history of %s changed: %+v (was %+v), %v", fired, after, before, err)
+	}
+}
+
+// TestRetentionRestartDoesNotRemakeEnded: a one-shot job still live
+// (a triggered execution of it runs on) whose scheduled execution left
+// live state does not get that execution made again by the reload at
+// restart, which recreates the execution of a one-shot job missing from
+// ax_execs (a creation cut short): the history index says it ended.
+func TestRetentionRestartDoesNotRemakeEnded(t *testing.T) {
+	f := newRetentionFixture(t)
+	c, ctx := f.c, tctx(t)
+	job, execID := f.oneShot(t)
+	f.indexed(t, execID)
+	trig, err := c.TriggerJob(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clk.step(LiveGrace + time.Minute)
+	f.leftLive(t, execID)
+	if _, err := c.GetJob(ctx, job.ID); err != nil {
+		t.Fatalf("job with a live execution (%s) left: %v", trig.ExecID, err)
+	}
+	cfg := c.cfg
+	cfg.Registry = nil
+	_ = c.Close()
+
+	c = startController(t, cfg)
+	if v, err := c.readExec(ctx, trig.ExecID); err != nil || v.rec == nil {
+		t.Fatalf("live execution %s after restart: %+v, %v", trig.ExecID, v.rec, err)
+	}
+	if v, err := c.readExec(ctx, execID); err != nil || v.rec != nil {
+		t.Fatalf("ended execution %s made again at restart: %+v, %v", execID, v.rec, err)
+	}
+	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
+		t.Fatalf("history of %s: %+v, %v", execID, e, err)
+	}
+}
