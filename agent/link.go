@@ -28,6 +28,10 @@ type link struct {
 	up  chan struct{} // (re)connected, capacity 1
 	hb  atomic.Int64  // heartbeat interval, ns
 	reg atomic.Bool   // registered since the last connect
+	// spread: reconnected, the first registration waits a random time
+	// (backoff.go); busyFor: the RetryAfter of a "busy" registration reply.
+	spread  atomic.Bool
+	busyFor atomic.Int64
 	// savedOffset is the clock offset last stored in meta, ns.
 	savedOffset atomic.Int64
 	// offsets filters the clock-offset samples of registration and
@@ -92,6 +96,7 @@ func (l *link) connect() error {
 			l.authFails.Store(0)
 			l.a.log.Info("reconnected")
 			l.reg.Store(false)
+			l.spread.Store(true)
 			l.signal()
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -188,6 +193,8 @@ func (l *link) run(ctx context.Context) {
 	}()
 	hbTimer := l.a.clk.NewTimer(time.Duration(l.hb.Load()))
 	defer hbTimer.Stop()
+	regFails, hbFails := 0, 0 // consecutive failures, for the backoff (backoff.go)
+	var regAt time.Time       // no registration attempt before (backoff, spread)
 	for {
 		select {
 		case <-ctx.Done():
@@ -201,21 +208,45 @@ func (l *link) run(ctx context.Context) {
 			continue
 		}
 		if !l.reg.Load() {
+			if l.spread.Swap(false) {
+				// Reconnected, likely with every other agent (a controller
+				// restart): the registrations are spread over a random wait.
+				d := fullJitter(1, min(time.Duration(l.hb.Load()), 4*l.a.cfg.NATS.ReconnectWait), maxRetryBackoff, randInt64N)
+				regAt = l.a.clk.Now().Add(d)
+				hbTimer.Reset(d)
+				continue
+			}
+			if now := l.a.clk.Now(); now.Before(regAt) {
+				hbTimer.Reset(regAt.Sub(now)) // a signal came during the wait: keep waiting
+				continue
+			}
+			retry := func(what string, err error) {
+				regFails++
+				d := fullJitter(regFails, 2*l.a.cfg.NATS.ReconnectWait, maxRetryBackoff, randInt64N) + time.Duration(l.busyFor.Swap(0))
+				log.Warn(what+"; retrying", "err", err, "retry_in", d, "failures", regFails)
+				regAt = l.a.clk.Now().Add(d)
+				hbTimer.Reset(d)
+			}
 			if err := l.register(ctx); err != nil {
-				log.Warn("registration failed; retrying", "err", err)
-				hbTimer.Reset(l.a.cfg.NATS.ReconnectWait * 2)
+				retry("registration failed", err)
 				continue
 			}
 			l.reg.Store(true)
 			l.a.kickOutbox()
 			if err := l.startCommands(ctx); err != nil {
-				log.Warn("command consumer not started; retrying", "err", err)
 				l.reg.Store(false)
-				hbTimer.Reset(l.a.cfg.NATS.ReconnectWait * 2)
+				retry("command consumer not started", err)
 				continue
 			}
+			regFails, regAt = 0, time.Time{}
 		} else if err := l.heartbeat(ctx); err != nil {
-			log.Warn("heartbeat failed", "err", err)
+			hbFails++
+			d := fullJitter(hbFails, time.Duration(l.hb.Load()), maxRetryBackoff, randInt64N)
+			log.Warn("heartbeat failed", "err", err, "next_in", d, "failures", hbFails)
+			hbTimer.Reset(d)
+			continue
+		} else {
+			hbFails = 0
 		}
 		hbTimer.Reset(time.Duration(l.hb.Load()))
 	}
@@ -288,6 +319,7 @@ func (l *link) register(ctx context.Context) error {
 		return err
 	}
 	if rep.Error != "" {
+		l.busyFor.Store(int64(rep.RetryAfter))
 		return errors.Join(errRefused, errors.New(rep.Error))
 	}
 	l.offsets.reset()

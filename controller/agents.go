@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,6 +33,9 @@ type agentEntry struct {
 	info   protocol.AgentInfo
 	online bool   // as last seen by the liveness loop
 	rev    uint64 // KV revision of info (0: written here, revision unknown)
+	// kvSeen is LastSeen as stored at rev; info.LastSeen may be later (a
+	// heartbeat answered here and not written, agentstore.go).
+	kvSeen time.Time
 }
 
 func newAgentRegistry() *agentRegistry { return &agentRegistry{agents: map[string]*agentEntry{}} }
@@ -47,6 +51,18 @@ func cloneAgent(a protocol.AgentInfo) protocol.AgentInfo {
 	a.Handlers = slices.Clone(a.Handlers)
 	a.Leases = slices.Clone(a.Leases)
 	return a
+}
+
+// getRev returns agent id's record, its KV revision and the last-seen
+// time stored at that revision.
+func (r *agentRegistry) getRev(id string) (protocol.AgentInfo, uint64, time.Time, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.agents[id]
+	if !ok {
+		return protocol.AgentInfo{}, 0, time.Time{}, false
+	}
+	return cloneAgent(e.info), e.rev, e.kvSeen, true
 }
 
 func (r *agentRegistry) get(id string) (protocol.AgentInfo, bool) {
@@ -79,10 +95,15 @@ func (r *agentRegistry) putRev(info protocol.AgentInfo, rev uint64) (wasOnline, 
 	if rev != 0 && rev < e.rev {
 		return wasOnline, false
 	}
+	kvSeen := info.LastSeen
+	if rev != 0 && e.info.Boot == info.Boot && e.info.LastSeen.After(info.LastSeen) && info.StoppedAt.IsZero() {
+		// A heartbeat answered here since, not written (agentstore.go).
+		info.LastSeen, info.HeartbeatAt, info.Online, info.Stats = e.info.LastSeen, e.info.HeartbeatAt, e.info.Online, e.info.Stats
+	}
 	e.info = cloneAgent(info)
 	e.online = info.Online
 	if rev != 0 {
-		e.rev = rev
+		e.rev, e.kvSeen = rev, kvSeen
 	}
 	return wasOnline, true
 }
@@ -96,6 +117,19 @@ func (r *agentRegistry) snapshot() []protocol.AgentInfo {
 	}
 	r.mu.RUnlock()
 	sort.Slice(out, func(i, k int) bool { return out[i].Agent < out[k].Agent })
+	return out
+}
+
+// onlineIDs returns the agents online at now.
+func (r *agentRegistry) onlineIDs(now time.Time, after time.Duration) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []string
+	for id, e := range r.agents {
+		if isOnline(e.info, now, after) {
+			out = append(out, id)
+		}
+	}
 	return out
 }
 
@@ -142,8 +176,11 @@ func (c *Controller) followAgents(ctx context.Context) error {
 		}
 		a.Online = isOnline(a, c.now(), c.cfg.AgentOfflineAfter)
 		if _, ok := c.agents.putRev(a, e.Revision()); ok && !a.Revoked && !a.HeartbeatAt.IsZero() {
-			// The stats of the agent's last heartbeat, until its next one.
-			c.m.agentStats(a.Agent, a.Stats)
+			// The stats of the agent's last heartbeat (this record's, or
+			// a later one answered here and not written), until its next.
+			if cur, ok := c.agents.get(a.Agent); ok {
+				c.m.agentStats(a.Agent, cur.Stats)
+			}
 		}
 	}
 	if err := followKV(ctx, w, apply, c.goRun); err != nil {
@@ -155,23 +192,13 @@ func (c *Controller) followAgents(ctx context.Context) error {
 	return nil
 }
 
-func (c *Controller) storeAgent(ctx context.Context, a protocol.AgentInfo) error {
-	data, err := json.Marshal(a)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err = c.kv.Agents.Put(ctx, a.Agent, data)
-	return err
-}
-
 // startResponders subscribes the registration and heartbeat responders.
 func (c *Controller) startResponders() error {
+	c.startRegisterWorkers()
 	for _, s := range []struct {
 		subj string
 		h    nats.MsgHandler
-	}{{protocol.SubjectRegisterAll, c.handleRegister}, {protocol.SubjectHeartbeatAll, c.handleHeartbeat}} {
+	}{{protocol.SubjectRegisterAll, c.enqueueRegister}, {protocol.SubjectHeartbeatAll, c.handleHeartbeat}} {
 		sub, err := c.nc.QueueSubscribe(s.subj, responderQueue, s.h)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", s.subj, err)
@@ -194,7 +221,8 @@ func respond(msg *nats.Msg, v any) {
 // sequence or its store lost its state (storeloss.go), adjusts group jobs
 // whose membership it changes, and replies with controller time, the
 // shard count, its labels and where to resume reading commands.
-func (c *Controller) handleRegister(msg *nats.Msg) {
+// received is when the request arrived (c.mono()).
+func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 	if !c.replyAllowed(endpointRegister, strings.TrimPrefix(msg.Subject, "ax.reg."), msg) {
 		return
 	}
@@ -212,61 +240,75 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 		fail(fmt.Sprintf("agent %q registered on the subject of %q", r.Agent, tok))
 		return
 	}
+	behind := c.cursorBehind(ctx, r.Cursor, received) // before the lock: it may read the stream
 	now := c.now()
-	c.assignMu.Lock()
-	prev, existed := c.agents.get(r.Agent)
-	if existed && prev.Revoked {
-		c.assignMu.Unlock()
+	unlock := c.agentLocks.lock(r.Agent)
+	defer unlock()
+	var labels map[string]string
+	var resumeAfter uint64 // > 0: its store lost its state (storeloss.go)
+	// KV first, outside assignMu (compare-and-set, agentwrite.go).
+	w, err := c.writeAgent(ctx, r.Agent, func(prev protocol.AgentInfo, existed bool) (protocol.AgentInfo, bool, error) {
+		if existed && prev.Revoked {
+			return prev, false, errRegisterRevoked
+		}
+		var from string
+		labels, from = c.registrationLabels(r.Agent, prev, existed, r.Labels)
+		info := protocol.AgentInfo{
+			Agent: r.Agent, Labels: labels, LabelsFrom: from, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
+			Online: true, RegisteredAt: now, LastSeen: now, ClockOffset: protocol.Duration(now.Sub(r.SentAt)),
+			Leases: r.Leases, Boot: r.Boot, Cursor: r.Cursor,
+		}
+		// An enrolled agent has a record (its labels) before it first registers.
+		before := existed && registered(prev)
+		resumeAfter = 0
+		if before && storeLost(prev, r) {
+			last, err := c.lastCommandSeq(ctx, r.Agent)
+			if err != nil {
+				return info, false, fmt.Errorf("%w: %w", errRegisterCommands, err)
+			}
+			if last > r.Cursor {
+				resumeAfter = last
+			}
+		}
+		if before {
+			info.RegisteredAt, info.Stats, info.HeartbeatAt = prev.RegisteredAt, prev.Stats, prev.HeartbeatAt
+			info.Cursor = max(r.Cursor, prev.Cursor, resumeAfter)
+		}
+		return info, true, nil
+	})
+	prev, existed, info := w.prev, w.existed, w.info
+	switch {
+	case errors.Is(err, errRegisterRevoked):
 		fail("agent is revoked", "agent", r.Agent)
 		return
-	}
-	labels, from := c.registrationLabels(r.Agent, prev, existed, r.Labels)
-	info := protocol.AgentInfo{
-		Agent: r.Agent, Labels: labels, LabelsFrom: from, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
-		Online: true, RegisteredAt: now, LastSeen: now, ClockOffset: protocol.Duration(now.Sub(r.SentAt)),
-		Leases: r.Leases, Boot: r.Boot, Cursor: r.Cursor,
-	}
-	// An enrolled agent has a record (its labels) before it first registers.
-	before := existed && registered(prev)
-	var resumeAfter uint64 // > 0: its store lost its state (storeloss.go)
-	if before && storeLost(prev, r) {
-		last, err := c.lastCommandSeq(ctx, r.Agent)
-		if err != nil {
-			c.assignMu.Unlock()
-			fail("controller could not read the agent's commands, retry", "agent", r.Agent, "err", err)
-			return
-		}
-		if last > r.Cursor {
-			resumeAfter = last
-		}
-	}
-	if before {
-		info.RegisteredAt, info.Stats, info.HeartbeatAt = prev.RegisteredAt, prev.Stats, prev.HeartbeatAt
-		info.Cursor = max(r.Cursor, prev.Cursor, resumeAfter)
-	}
-	if !maps.Equal(r.Labels, labels) {
-		c.m.labelsIgnored.Inc()
-		c.log.Warn("registration labels ignored: the controller's labels stand (change them with agent label)",
-			"agent", r.Agent, "claimed", r.Labels, "labels", labels, "labels_from", from)
-	}
-	if err := c.storeAgent(ctx, info); err != nil {
-		c.assignMu.Unlock()
+	case errors.Is(err, errRegisterCommands):
+		fail("controller could not read the agent's commands, retry", "agent", r.Agent, "err", err)
+		return
+	case err != nil:
 		fail("controller could not store the registration, retry", "agent", r.Agent, "err", err)
 		return
 	}
-	wasOnline := c.agents.put(info)
-	resend := !before || resumeAfter > 0
-	if !resend {
-		resend = c.cursorBehind(ctx, r.Cursor)
+	before := existed && registered(prev)
+	if !maps.Equal(r.Labels, labels) {
+		c.m.labelsIgnored.Inc()
+		c.log.Warn("registration labels ignored: the controller's labels stand (change them with agent label)",
+			"agent", r.Agent, "claimed", r.Labels, "labels", labels, "labels_from", info.LabelsFrom)
 	}
+	resend := !before || resumeAfter > 0 || behind
 	var prevp *protocol.AgentInfo
 	if before {
 		prevp = &prev
 	}
+	c.assignMu.Lock()
+	wasOnline, _ := c.agents.putRev(info, w.rev)
 	c.reconcileAgent(ctx, prevp, info, resend)
-	c.placeUnplaced(ctx, info)
+	if len(c.unplaced) > 0 {
+		c.placeUnplaced(ctx, info)
+	}
 	c.assignMu.Unlock()
-	c.refreshOnline()
+	if !existed || !registered(prev) || !isOnline(prev, now, c.cfg.AgentOfflineAfter) {
+		c.refreshOnline() // O(agents): only when the online or known count changes
+	}
 	if resumeAfter > 0 {
 		c.m.storeResets.Inc()
 		c.log.Warn("agent store lost its state: it resumes after the commands already sent", "agent", r.Agent,
@@ -281,14 +323,16 @@ func (c *Controller) handleRegister(msg *nats.Msg) {
 }
 
 // cursorBehind reports whether commands after cursor were already removed
-// from AX_CMD (by age), so that the agent cannot read them any more.
-func (c *Controller) cursorBehind(ctx context.Context, cursor uint64) bool {
-	s, err := c.js.Stream(ctx, protocol.StreamCommands)
+// from AX_CMD (by age), so that the agent cannot read them any more. The
+// stream's first sequence is read once for all the registrations that
+// arrived before the read started (regpool.go).
+func (c *Controller) cursorBehind(ctx context.Context, cursor uint64, received time.Time) bool {
+	first, err := c.regs.firstSeq(ctx, c, received)
 	if err != nil {
 		c.log.Warn("read AX_CMD state; re-sending assignments to be safe", "err", err)
 		return true
 	}
-	return cursor+1 < s.CachedInfo().State.FirstSeq
+	return cursor+1 < first
 }
 
 // handleHeartbeat records an agent's liveness and stats, renews the
@@ -308,17 +352,18 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: fmt.Sprintf("agent %q sent a heartbeat on the subject of %q", hb.Agent, tok)})
 		return
 	}
-	c.agentMu.Lock()
-	info, ok := c.agents.get(hb.Agent)
+	unlock := c.agentLocks.lock(hb.Agent)
+	info, rev, kvSeen, ok := c.agents.getRev(hb.Agent)
+	prev := info
 	if !ok || info.Revoked || !registered(info) {
-		c.agentMu.Unlock()
+		unlock()
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
 		return
 	}
 	if hb.Stopping && hb.Boot != info.Boot {
 		// A late message of an earlier run of the agent: the current run
 		// registered since and may hold (and fire on) these leases.
-		c.agentMu.Unlock()
+		unlock()
 		c.log.Warn("stopping heartbeat of an earlier agent process ignored", "agent", hb.Agent, "boot", hb.Boot, "current_boot", info.Boot)
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Lost: hb.Leases})
 		return
@@ -334,12 +379,27 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	} else {
 		info.ClockOffset = protocol.Duration(now.Sub(hb.SentAt))
 	}
-	if err := c.storeAgent(c.ctx, info); err != nil {
-		c.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
+	var wasOnline bool
+	if c.heartbeatWrite(prev, info, kvSeen, now) {
+		stored, nrev, err := c.storeLiveness(c.ctx, info, rev)
+		switch {
+		case errors.Is(err, errAgentGone):
+			c.agents.putRev(stored, nrev)
+			unlock()
+			respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
+			return
+		case err != nil:
+			c.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
+			wasOnline = c.agents.put(info)
+		default:
+			info = stored
+			wasOnline, _ = c.agents.putRev(info, nrev)
+		}
+	} else {
+		wasOnline = c.agents.put(info)
 	}
-	wasOnline := c.agents.put(info)
 	c.m.agentStats(hb.Agent, hb.Stats)
-	c.agentMu.Unlock()
+	unlock()
 	var renewed []protocol.Lease
 	var lost []protocol.HeldLease
 	switch {
@@ -376,27 +436,43 @@ func (c *Controller) refreshOnline() {
 // the reassignment half-way.
 func (c *Controller) setRevoked(id string, revoked bool) error {
 	ctx := c.ctx
+	defer c.agentLocks.lock(id)()
 	c.assignMu.Lock()
-	defer c.assignMu.Unlock()
-	c.agentMu.Lock()
-	defer c.agentMu.Unlock()
 	if revoked {
 		c.m.forgetAgent(id)
 	}
-	prev, ok := c.agents.get(id)
-	if !ok || prev.Revoked == revoked {
+	prev, rev, _, ok := c.agents.getRev(id)
+	if ok && prev.Revoked != revoked {
+		info := cloneAgent(prev)
+		info.Revoked = revoked
+		info.Online = info.Online && !revoked
+		// Memory first: the refusal holds on this controller even when
+		// the KV write fails.
+		c.agents.put(info)
+		c.reconcileAgent(ctx, &prev, info, false)
+		c.refreshOnline()
+	}
+	c.assignMu.Unlock()
+	if !ok {
 		return nil
 	}
-	info := cloneAgent(prev)
-	info.Revoked = revoked
-	info.Online = info.Online && !revoked
-	// Memory first: the refusal holds on this controller even when the KV
-	// write fails.
-	c.agents.put(info)
-	c.reconcileAgent(ctx, &prev, info, false)
-	c.refreshOnline()
-	if err := c.storeAgent(ctx, info); err != nil {
+	// Compare-and-set (agentwrite.go): a registration or heartbeat another
+	// replica wrote meanwhile keeps its fields, and gets the mark.
+	w, err := c.writeAgentFrom(ctx, id, prev, rev, ok, func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
+		if !exists || cur.Revoked == revoked {
+			return cur, false, nil
+		}
+		cur.Revoked = revoked
+		cur.Online = cur.Online && !revoked
+		return cur, true, nil
+	})
+	if err != nil {
 		return fmt.Errorf("store agent %s (revoked %t) in ax_agents: %w", id, revoked, err)
+	}
+	if w.written {
+		c.assignMu.Lock()
+		c.agents.putRev(w.info, w.rev)
+		c.assignMu.Unlock()
 	}
 	return nil
 }
@@ -414,28 +490,4 @@ func (c *Controller) livenessLoop(ctx context.Context) {
 			t.Reset(c.cfg.HeartbeatInterval)
 		}
 	}
-}
-
-// ListAgents returns every known agent, sorted by id, with Online computed
-// now from its last heartbeat and Leases the group leases it holds.
-func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, error) {
-	if err := c.ready(); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	now := c.now()
-	out := c.agents.snapshot()
-	for i := range out {
-		out[i].Online = isOnline(out[i], now, c.cfg.AgentOfflineAfter)
-		// The group leases it holds, from ax_leases (not its own claims).
-		held := c.leases.heldBy(out[i].Agent, c.mono(), c.cfg.LeaseTTL)
-		out[i].Leases = nil
-		for job, epoch := range held {
-			out[i].Leases = append(out[i].Leases, protocol.HeldLease{JobID: job, Epoch: epoch})
-		}
-		sort.Slice(out[i].Leases, func(a, b int) bool { return out[i].Leases[a].JobID < out[i].Leases[b].JobID })
-	}
-	return out, nil
 }

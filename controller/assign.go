@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"hash/fnv"
+	"maps"
 	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
@@ -78,6 +79,12 @@ func rendezvous(jobID string, agents []protocol.AgentInfo) string {
 		}
 	}
 	return best
+}
+
+// groupChange reports whether an agent's record moving from prev to cur
+// may change the groups it is a member of (inGroup).
+func groupChange(prev, cur protocol.AgentInfo) bool {
+	return prev.Revoked != cur.Revoked || registered(prev) != registered(cur) || !maps.Equal(prev.Labels, cur.Labels)
 }
 
 func sameAssign(a, b protocol.Assign) bool {
@@ -167,27 +174,37 @@ func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 // the agent (new agent, or its cursor is behind the stream). Called with
 // assignMu held.
 func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
-	afterAgents := c.agents.snapshot()
-	beforeAgents := make([]protocol.AgentInfo, 0, len(afterAgents))
-	for _, a := range afterAgents {
-		if a.Agent != cur.Agent {
-			beforeAgents = append(beforeAgents, a)
-		} else if prev != nil {
-			beforeAgents = append(beforeAgents, *prev)
+	if !resend && prev != nil && !groupChange(*prev, cur) {
+		// No group it is in changes and nothing is re-sent: its
+		// registration costs nothing here, whatever the job count.
+		return
+	}
+	// The fleet before and after, copied only when a job needs it (a
+	// registration with no group job to adjust does not copy every agent).
+	var afterAgents, beforeAgents []protocol.AgentInfo
+	fleet := func() {
+		if afterAgents != nil {
+			return
+		}
+		afterAgents = c.agents.snapshot()
+		beforeAgents = make([]protocol.AgentInfo, 0, len(afterAgents))
+		for _, a := range afterAgents {
+			if a.Agent != cur.Agent {
+				beforeAgents = append(beforeAgents, a)
+			} else if prev != nil {
+				beforeAgents = append(beforeAgents, *prev)
+			}
 		}
 	}
 	force := func(agent string) bool { return resend && agent == cur.Agent }
-	for _, j := range c.jobs.all() {
-		if !isPeriodic(j) || isGroupAny(j) {
-			continue
+	if resend {
+		// Only the agent's own pinned jobs, not every job of the controller.
+		for _, j := range c.jobs.pinnedTo(cur.Agent) {
+			a := desired(j, nil) // a pinned job's does not depend on the fleet
+			c.applyDiff(ctx, j.ID, a, a, force, "agent registered")
 		}
-		if j.Target.Agent != "" {
-			if j.Target.Agent == cur.Agent && resend {
-				a := desired(j, afterAgents)
-				c.applyDiff(ctx, j.ID, a, a, force, "agent registered")
-			}
-			continue
-		}
+	}
+	for _, j := range c.jobs.groupAllJobs() {
 		sel, err := protocol.ParseSelector("target.group", j.Target.Group)
 		if err != nil {
 			continue
@@ -200,6 +217,7 @@ func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInf
 		if was == is && !resend {
 			continue
 		}
+		fleet()
 		c.applyDiff(ctx, j.ID, desired(j, beforeAgents), desired(j, afterAgents), force, "group membership changed")
 	}
 }

@@ -38,10 +38,12 @@ type Controller struct {
 	natsURL string
 	nauth   *natsAuth // identities on the embedded server (enroll.go)
 
-	jobs    *jobCache
-	agents  *agentRegistry
-	retries *retrier
-	hist    *history // the execution history index (history.go)
+	jobs      *jobCache
+	agents    *agentRegistry
+	consumers consumerCheck // online agents without a command consumer (consumers.go)
+	regs      regPool       // registrations waiting for a worker (regpool.go)
+	retries   *retrier
+	hist      *history // the execution history index (history.go)
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
 	// ownership loop's state, and which shards this replica works now.
@@ -61,11 +63,11 @@ type Controller struct {
 	assignMu sync.Mutex
 	unplaced map[string]string // exec id → job id of PENDING executions without an agent
 
-	// agentMu serializes the read-modify-write of an agent record by
-	// heartbeats with its revocation, so that a heartbeat in flight does
-	// not store the agent back unrevoked or set its gauges again. Taken
-	// after assignMu.
-	agentMu sync.Mutex
+	// agentLocks serialize the read-modify-write of one agent's record
+	// (registration, heartbeat, label, enrollment, revocation), so that a
+	// heartbeat in flight does not store the agent back unrevoked or set
+	// its gauges again (agentwrite.go). Taken before assignMu.
+	agentLocks agentLocks
 
 	lifeMu  sync.Mutex
 	state   lifeState
@@ -233,6 +235,7 @@ func (c *Controller) start(ctx context.Context) error {
 	c.ownLoop.Store(true)
 	c.goRun(c.ownershipLoop)
 	c.goRun(c.livenessLoop)
+	c.goRun(c.consumerLoop)
 	c.goRun(c.reportStreamLoop)
 	c.goRun(c.retentionLoop)
 	return nil

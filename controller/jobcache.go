@@ -24,6 +24,12 @@ type jobCache struct {
 	// groupAny indexes the live group jobs of mode any (isGroupAny), the
 	// ones the ownership loop looks at on every pass.
 	groupAny map[string]struct{}
+	// groupAll indexes the live periodic group jobs of mode all, and
+	// pinned the live periodic jobs pinned to each agent: the only jobs a
+	// registration looks at (reconcileAgent), so that its cost does not
+	// grow with the controller's job count.
+	groupAll map[string]struct{}
+	pinned   map[string]map[string]struct{}
 }
 
 type cachedJob struct {
@@ -38,33 +44,94 @@ type cachedJob struct {
 const tombstoneKeep = time.Minute
 
 func newJobCache() *jobCache {
-	return &jobCache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{}}
+	return &jobCache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{},
+		groupAll: map[string]struct{}{}, pinned: map[string]map[string]struct{}{}}
+}
+
+// index adds (add true) or removes live job j from the indexes.
+func (jc *jobCache) index(j protocol.Job, add bool) {
+	if !isPeriodic(j) {
+		return
+	}
+	var set map[string]struct{}
+	switch {
+	case j.Target.Agent != "":
+		set = jc.pinned[j.Target.Agent]
+		if set == nil {
+			if !add {
+				return
+			}
+			set = map[string]struct{}{}
+			jc.pinned[j.Target.Agent] = set
+		}
+	case isGroupAny(j):
+		set = jc.groupAny
+	case j.Target.Group != "":
+		set = jc.groupAll
+	default:
+		return
+	}
+	if add {
+		set[j.ID] = struct{}{}
+		return
+	}
+	delete(set, j.ID)
+	if j.Target.Agent != "" && len(set) == 0 {
+		delete(jc.pinned, j.Target.Agent)
+	}
 }
 
 // put records job at rev unless a newer revision is known.
 func (jc *jobCache) put(job protocol.Job, rev uint64) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
-	if cur, ok := jc.jobs[job.ID]; ok && cur.rev >= rev {
+	cur, ok := jc.jobs[job.ID]
+	if ok && cur.rev >= rev {
 		return
 	}
-	jc.jobs[job.ID] = cachedJob{job: job, rev: rev}
-	if isGroupAny(job) {
-		jc.groupAny[job.ID] = struct{}{}
-	} else {
-		delete(jc.groupAny, job.ID)
+	if ok && !cur.deleted {
+		jc.index(cur.job, false)
 	}
+	jc.jobs[job.ID] = cachedJob{job: job, rev: rev}
+	jc.index(job, true)
 }
 
 // remove records the deletion of id at rev.
 func (jc *jobCache) remove(id string, rev uint64) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
-	if cur, ok := jc.jobs[id]; ok && cur.rev >= rev {
+	cur, ok := jc.jobs[id]
+	if ok && cur.rev >= rev {
 		return
 	}
+	if ok && !cur.deleted {
+		jc.index(cur.job, false)
+	}
 	jc.jobs[id] = cachedJob{rev: rev, deleted: true, deletedAt: time.Now()}
-	delete(jc.groupAny, id)
+}
+
+// pinnedTo returns the live periodic jobs pinned to agent, sorted by id.
+func (jc *jobCache) pinnedTo(agent string) []protocol.Job {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	return jc.sorted(jc.pinned[agent])
+}
+
+// groupAllJobs returns the live periodic group jobs of mode all, sorted by id.
+func (jc *jobCache) groupAllJobs() []protocol.Job {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	return jc.sorted(jc.groupAll)
+}
+
+// sorted returns the jobs of ids sorted by id. Called with mu held.
+func (jc *jobCache) sorted(ids map[string]struct{}) []protocol.Job {
+	out := make([]protocol.Job, 0, len(ids))
+	for id := range ids {
+		out = append(out, jc.jobs[id].job)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out
 }
 
 // pruneTombstones drops the tombstones of jobs deleted before t.

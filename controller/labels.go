@@ -52,38 +52,49 @@ func (c *Controller) registrationLabels(id string, prev protocol.AgentInfo, exis
 // membership follows at once.
 func (c *Controller) setEnrolled(id string, req auth.EnrollRequest) error {
 	ctx := c.ctx
-	c.assignMu.Lock()
-	defer c.assignMu.Unlock()
-	c.agentMu.Lock()
-	defer c.agentMu.Unlock()
-	prev, ok := c.agents.get(id)
-	info := cloneAgent(prev)
-	if !ok {
-		info = protocol.AgentInfo{Agent: id}
-	}
-	if req.Labels != nil {
-		info.Labels, info.LabelsFrom = maps.Clone(req.Labels), protocol.LabelsFromEnrollment
-		if len(info.Labels) == 0 {
-			info.Labels = nil
+	defer c.agentLocks.lock(id)()
+	enroll := func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
+		info := cloneAgent(cur)
+		if !exists {
+			info = protocol.AgentInfo{Agent: id}
 		}
+		if req.Labels != nil {
+			info.Labels, info.LabelsFrom = maps.Clone(req.Labels), protocol.LabelsFromEnrollment
+			if len(info.Labels) == 0 {
+				info.Labels = nil
+			}
+		}
+		if info.LabelsFrom == "" {
+			info.LabelsFrom = protocol.LabelsFromEnrollment
+		}
+		info.Revoked = false
+		unchanged := exists && maps.Equal(info.Labels, cur.Labels) && info.LabelsFrom == cur.LabelsFrom && !cur.Revoked
+		return info, !unchanged, nil
 	}
-	if info.LabelsFrom == "" {
-		info.LabelsFrom = protocol.LabelsFromEnrollment
+	c.assignMu.Lock()
+	prev, rev, _, ok := c.agents.getRev(id)
+	info, changed, _ := enroll(prev, ok)
+	if changed {
+		// Memory first: a registration answered now uses these labels
+		// even when the KV write fails.
+		c.agents.put(info)
+		if ok && registered(prev) {
+			c.reconcileAgent(ctx, &prev, info, false)
+			c.placeUnplaced(ctx, info)
+		}
+		c.refreshOnline()
 	}
-	info.Revoked = false
-	if ok && maps.Equal(info.Labels, prev.Labels) && info.LabelsFrom == prev.LabelsFrom && !prev.Revoked {
-		return nil
-	}
-	// Memory first: a registration answered now uses these labels even
-	// when the KV write fails.
-	c.agents.put(info)
-	if ok && registered(prev) {
-		c.reconcileAgent(ctx, &prev, info, false)
-		c.placeUnplaced(ctx, info)
-	}
-	c.refreshOnline()
-	if err := c.storeAgent(ctx, info); err != nil {
+	c.assignMu.Unlock()
+	// Compare-and-set (agentwrite.go), also when memory had nothing to
+	// change: another replica's record may.
+	w, err := c.writeAgentFrom(ctx, id, prev, rev, ok, enroll)
+	if err != nil {
 		return fmt.Errorf("store agent %s (enrolled) in ax_agents: %w", id, err)
+	}
+	if w.written {
+		c.assignMu.Lock()
+		c.agents.putRev(w.info, w.rev)
+		c.assignMu.Unlock()
 	}
 	return nil
 }
@@ -92,9 +103,11 @@ func (c *Controller) setEnrolled(id string, req auth.EnrollRequest) error {
 // once: group jobs of mode all gain or lose it, PENDING runs waiting for a
 // member of its new groups are sent to it, and a mode-any job whose group
 // it left is unassigned from it, its lease moving to a member. The agent
-// must be known (enrolled or registered) and not revoked. It works on the
-// controller's context: a cancelled request must not stop the placement
-// half-way.
+// must be known (enrolled or registered) and not revoked. The change is
+// applied to the agent's record in ax_agents with compare-and-set, so that
+// a write of another replica in between (a registration, a heartbeat,
+// another label change) is kept. It works on the controller's context: a
+// cancelled request must not stop the placement half-way.
 func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
 	if err := c.ready(); err != nil {
 		return protocol.AgentInfo{}, err
@@ -106,27 +119,29 @@ func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelC
 		return protocol.AgentInfo{}, fieldError(err)
 	}
 	ctx := c.ctx
+	defer c.agentLocks.lock(id)()
+	// KV first: a change that is not stored is not made.
+	w, err := c.writeAgent(ctx, id, func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
+		if !exists {
+			return cur, false, fmt.Errorf("label agent %s: %w: it has neither been enrolled nor registered", id, ErrNotFound)
+		}
+		if cur.Revoked {
+			return cur, false, fmt.Errorf("label agent %s: %w: it is revoked", id, ErrConflict)
+		}
+		info := cur
+		info.Labels, info.LabelsFrom = ch.Apply(cur.Labels), protocol.LabelsFromOperator
+		if err := protocol.ValidateLabels("set", info.Labels); err != nil {
+			return cur, false, fieldError(err)
+		}
+		return info, true, nil
+	})
+	if err != nil {
+		return protocol.AgentInfo{}, err
+	}
+	prev, info := w.prev, w.info
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
-	c.agentMu.Lock()
-	defer c.agentMu.Unlock()
-	prev, ok := c.agents.get(id)
-	if !ok {
-		return protocol.AgentInfo{}, fmt.Errorf("label agent %s: %w: it has neither been enrolled nor registered", id, ErrNotFound)
-	}
-	if prev.Revoked {
-		return protocol.AgentInfo{}, fmt.Errorf("label agent %s: %w: it is revoked", id, ErrConflict)
-	}
-	info := cloneAgent(prev)
-	info.Labels, info.LabelsFrom = ch.Apply(prev.Labels), protocol.LabelsFromOperator
-	if err := protocol.ValidateLabels("set", info.Labels); err != nil {
-		return protocol.AgentInfo{}, fieldError(err)
-	}
-	// KV first: a change that is not stored is not made.
-	if err := c.storeAgent(ctx, info); err != nil {
-		return protocol.AgentInfo{}, fmt.Errorf("label agent %s: store in ax_agents: %w", id, err)
-	}
-	c.agents.put(info)
+	c.agents.putRev(info, w.rev)
 	if registered(prev) {
 		c.reconcileAgent(ctx, &prev, info, false)
 		c.placeUnplaced(ctx, info)

@@ -1,13 +1,17 @@
 package controller
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -205,5 +209,60 @@ func TestFirstRegistrationLabelsWithoutAuth(t *testing.T) {
 	}
 	if got, _ := c.agents.get("demo-1"); got.Labels["site"] != "hq" || got.LabelsFrom != protocol.LabelsFromRegistration {
 		t.Fatalf("older record after a registration: %+v", got)
+	}
+}
+
+// Two replicas change an agent's labels at the same time (different keys):
+// both changes are kept in ax_agents and in both replicas' views, since
+// each is a compare-and-set on the record's revision (a plain put wrote
+// the record as its replica last knew it, dropping the other's change).
+func TestLabelChangesOnTwoReplicasAreBothKept(t *testing.T) {
+	srv := natstest.Start(t)
+	a := startController(t, replicaConfig(t, srv.URL(), "ctl-a", 2*time.Second))
+	b := startController(t, replicaConfig(t, srv.URL(), "ctl-b", 2*time.Second))
+	newTestAgent(t, a.NATSURL(), "edge-1", map[string]string{"site": "x"}).start()
+	ctx := tctx(t)
+	for _, c := range []*Controller{a, b} {
+		eventually(t, 10*time.Second, "both replicas know edge-1", func() bool {
+			info, ok := c.agents.get("edge-1")
+			return ok && registered(info)
+		})
+	}
+	stored := func() map[string]string {
+		e, err := a.kv.Agents.Get(ctx, "edge-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info protocol.AgentInfo
+		if err := json.Unmarshal(e.Value(), &info); err != nil {
+			t.Fatal(err)
+		}
+		return info.Labels
+	}
+	for i := range 20 {
+		want := strconv.Itoa(i)
+		var wg sync.WaitGroup
+		for _, r := range []struct {
+			c   *Controller
+			key string
+		}{{a, "by-a"}, {b, "by-b"}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := r.c.LabelAgent(ctx, "edge-1", protocol.LabelChange{Set: map[string]string{r.key: want}}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := stored(); got["by-a"] != want || got["by-b"] != want || got["site"] != "x" {
+			t.Fatalf("round %d: labels in ax_agents %v, want by-a and by-b %s and site x", i, got, want)
+		}
+	}
+	for _, c := range []*Controller{a, b} {
+		eventually(t, 10*time.Second, "both changes in each replica's view", func() bool {
+			info, _ := c.agents.get("edge-1")
+			return info.Labels["by-a"] == "19" && info.Labels["by-b"] == "19"
+		})
 	}
 }

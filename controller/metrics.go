@@ -21,6 +21,7 @@ const (
 	metricCommands        = "ax_commands_total"
 	metricReportsDeferred = "ax_reports_deferred_total"
 	metricAgentsKnown     = "ax_agents_known"
+	metricAgentsNoCmd     = "ax_agents_without_command_consumer"
 	metricAgentOutbox     = "ax_agent_outbox_depth"
 	metricAgentQueue      = "ax_agent_queue_depth"
 	metricAgentRunning    = "ax_agent_running"
@@ -66,6 +67,7 @@ type metrics struct {
 	commands        *prometheus.CounterVec
 	deferred        prometheus.Counter
 	agentsKnown     prometheus.Gauge
+	agentsNoCmd     prometheus.Gauge
 	// Per-agent stats of the last heartbeat, labelled by agent; the
 	// children of an agent are deleted when it is revoked.
 	agentOutbox  *prometheus.GaugeVec
@@ -121,6 +123,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Commands published to agents, by kind."}, []string{"kind"}),
 		agentsKnown: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricAgentsKnown,
 			Help: "Registered agents, online or not (revoked agents excluded)."}),
+		agentsNoCmd: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricAgentsNoCmd,
+			Help: "Online agents without a command consumer on AX_CMD in two consecutive checks: they receive no commands (AX_CMD's consumer limit reached?)."}),
 		agentOutbox: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricAgentOutbox,
 			Help: "Reports waiting in the agent's outbox for the controller, as of its last heartbeat."}, []string{"agent"}),
 		agentQueue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricAgentQueue,
@@ -164,7 +168,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
-		m.agentsKnown, m.agentOutbox, m.agentQueue, m.agentRunning,
+		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
 		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.agentRefused} {
 		if err := reg.Register(c); err != nil {

@@ -41,6 +41,7 @@ type Backend interface {
 	// CancelExecution cancels a non-terminal execution.
 	CancelExecution(ctx context.Context, execID string) (protocol.Execution, error)
 
-	// ListAgents returns every known agent.
-	ListAgents(ctx context.Context) ([]protocol.AgentInfo, error)
+	// ListAgentPage returns one page of the agents matching f, the cursor
+	// of the next page and the counts per state of all that match.
+	ListAgentPage(ctx context.Context, f controller.AgentFilter) (controller.AgentPage, error)
 }

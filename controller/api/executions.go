@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/pkg/protocol"
@@ -22,6 +23,10 @@ type ExecutionList struct {
 // AgentList is the body of GET /v1/agents.
 type AgentList struct {
 	Agents []protocol.AgentInfo `json:"agents"`
+	// Next is the cursor of the next page (the after parameter); empty at the end.
+	Next string `json:"next"`
+	// Counts are the agents matching the filters (all pages) per state.
+	Counts controller.AgentCounts `json:"counts"`
 }
 
 func (s *server) listExecutions(w http.ResponseWriter, r *http.Request) {
@@ -146,17 +151,49 @@ func (s *server) execAction(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) listAgents(w http.ResponseWriter, r *http.Request) {
-	if _, err := query(r); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	agents, err := s.b.ListAgents(r.Context())
+	q, err := query(r, "label", "online", "version", "limit", "after")
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if agents == nil {
-		agents = []protocol.AgentInfo{}
+	f, err := agentFilter(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, AgentList{Agents: agents})
+	page, err := s.b.ListAgentPage(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if page.Agents == nil {
+		page.Agents = []protocol.AgentInfo{}
+	}
+	writeJSON(w, http.StatusOK, AgentList{Agents: page.Agents, Next: page.Next, Counts: page.Counts})
+}
+
+// agentFilter reads GET /v1/agents' parameters: label (a selector),
+// online (true or false), version, limit and after.
+func agentFilter(q url.Values) (controller.AgentFilter, error) {
+	var f controller.AgentFilter
+	var err error
+	if f.Limit, f.After, err = paging(q); err != nil {
+		return f, err
+	}
+	if f.Label = q.Get("label"); f.Label != "" {
+		if _, err := protocol.ParseSelector("label", f.Label); err != nil {
+			return f, err
+		}
+	}
+	if v := q.Get("online"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return f, invalidf("online", "must be true or false, got %q", v)
+		}
+		f.Online = &b
+	}
+	if f.Version = q.Get("version"); len(f.Version) > 64 || !utf8.ValidString(f.Version) {
+		return f, invalidf("version", "must be valid UTF-8 of at most 64 bytes")
+	}
+	return f, nil
 }

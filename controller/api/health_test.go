@@ -83,12 +83,12 @@ func (nopBackend) RetryExecution(context.Context, string) (protocol.Execution, e
 func (nopBackend) CancelExecution(context.Context, string) (protocol.Execution, error) {
 	return protocol.Execution{}, controller.ErrNotReady
 }
-func (nopBackend) ListAgents(context.Context) ([]protocol.AgentInfo, error) {
-	return nil, controller.ErrNotReady
+func (nopBackend) ListAgentPage(context.Context, controller.AgentFilter) (controller.AgentPage, error) {
+	return controller.AgentPage{}, controller.ErrNotReady
 }
 
 // failingBackend fails GetJob with an internal error and panics in
-// ListAgents: error paths a healthy controller does not produce on demand.
+// ListAgentPage: error paths a healthy controller does not produce on demand.
 type failingBackend struct{ nopBackend }
 
 const secretDetail = "kv read /var/lib/ax/jetstream/secret-path: disk on fire"
@@ -97,7 +97,7 @@ func (failingBackend) GetJob(context.Context, string) (protocol.Job, error) {
 	return protocol.Job{}, errors.New(secretDetail)
 }
 
-func (failingBackend) ListAgents(context.Context) ([]protocol.AgentInfo, error) {
+func (failingBackend) ListAgentPage(context.Context, controller.AgentFilter) (controller.AgentPage, error) {
 	panic("agents table corrupted")
 }
 

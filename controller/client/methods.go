@@ -250,13 +250,71 @@ func (c *Client) CancelExecution(ctx context.Context, id string) (protocol.Execu
 	return out, err
 }
 
-// ListAgents returns every agent the controller knows.
-func (c *Client) ListAgents(ctx context.Context) ([]protocol.AgentInfo, error) {
-	var out struct {
-		Agents []protocol.AgentInfo `json:"agents"`
+// AgentFilter selects agents in ListAgentPage; zero fields do not filter.
+type AgentFilter struct {
+	// Label is a label selector ("site=a,role=pump").
+	Label string
+	// Online, when set, selects online (true) or offline (false) agents.
+	Online  *bool
+	Version string
+	// Limit is the page size (the server's default when 0).
+	Limit int
+	// After is the Next cursor of the previous page.
+	After string
+}
+
+func (f AgentFilter) values() url.Values {
+	q := url.Values{}
+	set(q, "label", f.Label)
+	if f.Online != nil {
+		q.Set("online", strconv.FormatBool(*f.Online))
 	}
-	err := c.do(ctx, http.MethodGet, "/v1/agents", nil, nil, &out)
-	return out.Agents, err
+	set(q, "version", f.Version)
+	if f.Limit != 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	set(q, "after", f.After)
+	return q
+}
+
+// AgentCounts are the agents matching a filter (all pages) per state.
+type AgentCounts struct {
+	Total      int `json:"total"`
+	Online     int `json:"online"`
+	Offline    int `json:"offline"`
+	Revoked    int `json:"revoked"`
+	NoCommands int `json:"no_commands"`
+}
+
+// AgentPage is one page of GET /v1/agents.
+type AgentPage struct {
+	Agents []protocol.AgentInfo `json:"agents"`
+	// Next is the After of the next page; empty on the last.
+	Next   string      `json:"next"`
+	Counts AgentCounts `json:"counts"`
+}
+
+// ListAgentPage returns one page of the agents matching f with the counts
+// per state of all that match.
+func (c *Client) ListAgentPage(ctx context.Context, f AgentFilter) (AgentPage, error) {
+	var out AgentPage
+	err := c.do(ctx, http.MethodGet, "/v1/agents", f.values(), nil, &out)
+	return out, err
+}
+
+// AllAgents follows the pages of ListAgentPage until the end, or until
+// max agents are read when max > 0.
+func (c *Client) AllAgents(ctx context.Context, f AgentFilter, max int) ([]protocol.AgentInfo, error) {
+	return allPages(f.After, max, func(after string) ([]protocol.AgentInfo, string, error) {
+		f.After = after
+		p, err := c.ListAgentPage(ctx, f)
+		return p.Agents, p.Next, err
+	})
+}
+
+// ListAgents returns every agent the controller knows (all pages).
+func (c *Client) ListAgents(ctx context.Context) ([]protocol.AgentInfo, error) {
+	return c.AllAgents(ctx, AgentFilter{Limit: 1000}, 0)
 }
 
 // Ready returns nil when the controller answers /readyz with 200, an

@@ -32,6 +32,12 @@ const (
 	// controller applied. Past it the stream removes the report: alert
 	// before (configs/prometheus/alerts.yml, AxReportsNotConsumed).
 	DefaultReportMaxAge = 7 * 24 * time.Hour
+	// DefaultCommandMaxConsumers is AX_CMD's consumer limit: every agent
+	// reads its commands with one consumer (two for a moment while nats.go
+	// rebuilds an ordered consumer). It is set on the stream because
+	// nats-server otherwise applies its default of 1,000 consumers per
+	// stream, and agents past it get no commands (error 10026).
+	DefaultCommandMaxConsumers = 100_000
 	// MinReportMaxBytes and MinReportMaxAge are the smallest bounds accepted.
 	MinReportMaxBytes = 1 << 20
 	MinReportMaxAge   = time.Hour
@@ -57,6 +63,8 @@ type Config struct {
 	// keeps the report, nothing accepted is dropped for room.
 	ReportMaxBytes int64
 	ReportMaxAge   time.Duration
+	// CommandMaxConsumers overrides DefaultCommandMaxConsumers when > 0.
+	CommandMaxConsumers int
 }
 
 func (c Config) withDefaults() Config {
@@ -74,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.CommandMaxConsumers <= 0 {
+		c.CommandMaxConsumers = DefaultCommandMaxConsumers
 	}
 	if c.ReportMaxBytes == 0 {
 		c.ReportMaxBytes = DefaultReportMaxBytes
@@ -126,15 +137,16 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	c = c.withDefaults()
 	return []jetstream.StreamConfig{
 		{
-			Name:        protocol.StreamCommands,
-			Description: "ax controller → agent commands",
-			Subjects:    []string{protocol.SubjectCommandsAll},
-			Retention:   jetstream.LimitsPolicy,
-			MaxAge:      c.CommandMaxAge,
-			MaxMsgSize:  protocol.MaxMessageSize,
-			Storage:     c.storage(),
-			Replicas:    c.Replicas,
-			Duplicates:  c.Duplicates,
+			Name:         protocol.StreamCommands,
+			Description:  "ax controller → agent commands",
+			Subjects:     []string{protocol.SubjectCommandsAll},
+			Retention:    jetstream.LimitsPolicy,
+			MaxAge:       c.CommandMaxAge,
+			MaxConsumers: c.CommandMaxConsumers,
+			MaxMsgSize:   protocol.MaxMessageSize,
+			Storage:      c.storage(),
+			Replicas:     c.Replicas,
+			Duplicates:   c.Duplicates,
 		},
 		{
 			Name:        protocol.StreamReports,

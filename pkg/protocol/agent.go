@@ -62,6 +62,10 @@ type RegisterReply struct {
 	// the controller re-sends the agent's assignments and pending runs
 	// after it.
 	ResumeAfter uint64 `json:"resume_after,omitempty"`
+	// RetryAfter, with Error, is set when the controller is too busy to
+	// handle the registration: the agent waits at least this long (plus
+	// its own backoff) before it tries again.
+	RetryAfter Duration `json:"retry_after,omitempty"`
 }
 
 // Stats are an agent's counters sent with each heartbeat.

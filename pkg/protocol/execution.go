@@ -68,6 +68,10 @@ type AgentInfo struct {
 	Leases []HeldLease `json:"leases,omitempty"`
 	// Revoked agents may not connect.
 	Revoked bool `json:"revoked,omitempty"`
+	// NoCommandConsumer is set (in listings, never stored) on an online
+	// agent that had no command consumer on AX_CMD in the controller's last
+	// two checks: it receives no commands, it is not ready.
+	NoCommandConsumer bool `json:"no_command_consumer,omitempty"`
 	// LabelsFrom says who set Labels (LabelsFromEnrollment,
 	// LabelsFromRegistration, LabelsFromOperator); empty in a record of an
 	// older controller, whose labels are kept. A registration does not

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,7 +110,20 @@ func newAgentCmd(g *globals) *cobra.Command {
 		Short: "Inspect, enroll, revoke and label agents",
 		Args:  noArgs,
 	}
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(newAgentLsCmd(g))
+	cmd.AddCommand(newAgentEnrollCmd(g), newAgentRevokeCmd(g), newAgentLabelCmd(g))
+	return cmd
+}
+
+// newAgentLsCmd lists agents, filtered by label selector, online state and
+// version, all of them or the first --limit; --count prints only the
+// counts per state.
+func newAgentLsCmd(g *globals) *cobra.Command {
+	var f client.AgentFilter
+	var online string
+	var limit int
+	var count bool
+	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List the agents the controller knows",
@@ -119,17 +133,50 @@ func newAgentCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if online != "" {
+				b, err := strconv.ParseBool(online)
+				if err != nil {
+					return fmt.Errorf("%w: --online: must be true or false, got %q", ErrUsage, online)
+				}
+				f.Online = &b
+			}
+			if limit < 0 {
+				return fmt.Errorf("%w: --limit: must not be negative, got %d", ErrUsage, limit)
+			}
 			c, err := g.client(cmd)
 			if err != nil {
 				return err
 			}
-			agents, err := c.ListAgents(cmd.Context())
+			if count {
+				f.Limit = 1
+				p, err := c.ListAgentPage(cmd.Context(), f)
+				if err != nil {
+					return err
+				}
+				if format != "table" {
+					return printValue(g.io.Out, format, p.Counts)
+				}
+				_, err = fmt.Fprintf(g.io.Out, "total %d  online %d  offline %d  revoked %d  no-commands %d\n",
+					p.Counts.Total, p.Counts.Online, p.Counts.Offline, p.Counts.Revoked, p.Counts.NoCommands)
+				return err
+			}
+			f.Limit = 1000
+			if limit > 0 && limit < 1000 {
+				f.Limit = limit
+			}
+			agents, err := c.AllAgents(cmd.Context(), f, limit)
 			if err != nil {
 				return err
 			}
 			return printAgents(g.io.Out, format, agents)
 		},
-	})
-	cmd.AddCommand(newAgentEnrollCmd(g), newAgentRevokeCmd(g), newAgentLabelCmd(g))
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.Label, "label", "", "only agents whose labels match this selector (site=a,role=pump)")
+	fl.StringVar(&online, "online", "", "only online (true) or offline (false) agents")
+	fl.StringVar(&f.Version, "version", "", "only agents of this version")
+	fl.IntVar(&limit, "limit", 0, "list at most this many agents (0: all)")
+	fl.StringVar(&f.After, "after", "", "start after this agent id")
+	fl.BoolVar(&count, "count", false, "print only the counts per state")
 	return cmd
 }

@@ -220,8 +220,11 @@ func printAgents(w io.Writer, format string, agents []protocol.AgentInfo) error 
 	t := newTable(w, "AGENT", "ONLINE", "VERSION", "OS/ARCH", "LAST_SEEN", "LEASES", "LABELS")
 	for _, a := range agents {
 		online := strconv.FormatBool(a.Online)
-		if a.Revoked {
+		switch {
+		case a.Revoked:
 			online = "revoked"
+		case a.NoCommandConsumer:
+			online = "no-commands" // online, but no consumer of its commands on AX_CMD
 		}
 		osArch := ""
 		if a.OS != "" || a.Arch != "" {

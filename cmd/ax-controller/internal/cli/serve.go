@@ -22,6 +22,7 @@ const shutdownTimeout = 15 * time.Second
 
 func newServeCmd(g *globals) *cobra.Command {
 	var printConfig bool
+	var pprofListen string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the controller: embedded (or external) NATS, state machine, HTTP API",
@@ -45,6 +46,13 @@ func newServeCmd(g *globals) *cobra.Command {
 			if printConfig {
 				return writeYAML(g.io.Out, cfg.masked())
 			}
+			if pprofListen != "" {
+				stop, err := startPprof(pprofListen)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return serve(cmd.Context(), cfg, newLogger(g.io.Err, cfg.Log))
 		},
 	}
@@ -63,6 +71,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	fl.String("ack-wait", "", "how long a report may stay unacknowledged before redelivery, e.g. 30s (ack_wait)")
 	fl.String("log-level", "", "debug, info, warn or error (log.level)")
 	fl.String("log-format", "", "text or json (log.format)")
+	fl.StringVar(&pprofListen, "pprof-listen", "", "serve Go profiles (/debug/pprof/) on this loopback host:port, for diagnosis; off by default")
 	return cmd
 }
 

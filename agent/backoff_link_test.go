@@ -1,0 +1,61 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// A controller that answers "busy, retry after 600ms" is not asked again
+// before that (the agent's own backoff comes on top), then the agent
+// registers.
+func TestBusyRegistrationWaitsRetryAfter(t *testing.T) {
+	const retryAfter = 600 * time.Millisecond
+	srv := natstest.Start(t)
+	nc, err := nats.Connect(srv.URL())
+	must(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = streams.Ensure(ctx, js, streams.Config{})
+	must(t, err)
+	var mu sync.Mutex
+	var at []time.Time
+	_, err = nc.Subscribe(protocol.SubjectRegisterAll, func(m *nats.Msg) {
+		mu.Lock()
+		at = append(at, time.Now())
+		n := len(at)
+		mu.Unlock()
+		rep := protocol.RegisterReply{V: protocol.Version, ControllerTime: time.Now().UTC(), Shards: 4}
+		if n <= 2 {
+			rep = protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later", RetryAfter: protocol.Duration(retryAfter)}
+		}
+		b, _ := protocol.Encode(rep)
+		_ = m.Respond(b)
+	})
+	must(t, err)
+	must(t, nc.Flush())
+	startAgent(t, testConfig(t, "edge-busy", srv.URL())) // reconnect_wait 50ms: it used to retry every 100ms
+	waitFor(t, 20*time.Second, "the third registration", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(at) >= 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < 3; i++ {
+		if d := at[i].Sub(at[i-1]); d < retryAfter {
+			t.Fatalf("registration %d came %s after a busy answer with retry_after %s", i+1, d, retryAfter)
+		}
+	}
+}

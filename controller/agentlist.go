@@ -1,0 +1,154 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// AgentFilter selects agents in ListAgentPage; zero fields do not filter.
+type AgentFilter struct {
+	// Label is a label selector ("site=a,role=pump", protocol.ParseSelector).
+	Label string
+	// Online, when set, selects online (true) or offline (false) agents.
+	Online *bool
+	// Version selects agents reporting this version.
+	Version string
+	// Limit is the page size (defaultPageSize when 0); After the Next of
+	// the previous page.
+	Limit int
+	After string
+}
+
+// AgentCounts counts the agents matching a filter (all pages), by state.
+type AgentCounts struct {
+	Total   int `json:"total"`
+	Online  int `json:"online"`
+	Offline int `json:"offline"`
+	Revoked int `json:"revoked"`
+	// NoCommands are online agents without a command consumer (consumers.go).
+	NoCommands int `json:"no_commands"`
+}
+
+// AgentPage is one page of ListAgentPage.
+type AgentPage struct {
+	Agents []protocol.AgentInfo `json:"agents"`
+	// Next is the After of the next page; empty on the last.
+	Next   string      `json:"next"`
+	Counts AgentCounts `json:"counts"`
+}
+
+// ListAgentPage returns one page of the agents matching f, ordered by id,
+// as ListAgents shows them, with the counts of all matching agents. Only
+// the agents of the page are copied.
+func (c *Controller) ListAgentPage(ctx context.Context, f AgentFilter) (AgentPage, error) {
+	if err := c.ready(); err != nil {
+		return AgentPage{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return AgentPage{}, err
+	}
+	limit, err := pageSize(f.Limit)
+	if err != nil {
+		return AgentPage{}, err
+	}
+	var sel protocol.Selector
+	if f.Label != "" {
+		if sel, err = protocol.ParseSelector("label", f.Label); err != nil {
+			return AgentPage{}, fieldError(err)
+		}
+	}
+	now := c.now()
+	var page AgentPage
+	var ids []string
+	r := c.agents
+	r.mu.RLock()
+	for id, e := range r.agents {
+		a := &e.info
+		if f.Label != "" && !sel.Matches(a.Labels) || f.Version != "" && a.Version != f.Version {
+			continue
+		}
+		on := isOnline(*a, now, c.cfg.AgentOfflineAfter)
+		if f.Online != nil && on != *f.Online {
+			continue
+		}
+		page.Counts.Total++
+		switch {
+		case a.Revoked:
+			page.Counts.Revoked++
+		case on:
+			page.Counts.Online++
+		default:
+			page.Counts.Offline++
+		}
+		if id > f.After {
+			ids = append(ids, id)
+		}
+	}
+	r.mu.RUnlock()
+	sort.Strings(ids)
+	if len(ids) > limit {
+		ids = ids[:limit]
+		page.Next = ids[limit-1]
+	}
+	page.Agents = make([]protocol.AgentInfo, 0, len(ids))
+	for _, id := range ids {
+		a, ok := r.get(id)
+		if !ok {
+			continue
+		}
+		page.Agents = append(page.Agents, c.listed(a, now))
+	}
+	page.Counts.NoCommands = c.consumers.count()
+	return page, nil
+}
+
+// listed is a as ListAgents shows it: Online computed at now, Leases the
+// group leases it holds in ax_leases.
+func (c *Controller) listed(a protocol.AgentInfo, now time.Time) protocol.AgentInfo {
+	a.Online = isOnline(a, now, c.cfg.AgentOfflineAfter)
+	a.NoCommandConsumer = a.Online && c.consumers.notReady(a.Agent)
+	held := c.leases.heldBy(a.Agent, c.mono(), c.cfg.LeaseTTL)
+	a.Leases = nil
+	for job, epoch := range held {
+		a.Leases = append(a.Leases, protocol.HeldLease{JobID: job, Epoch: epoch})
+	}
+	slices.SortFunc(a.Leases, func(x, y protocol.HeldLease) int {
+		switch {
+		case x.JobID < y.JobID:
+			return -1
+		case x.JobID > y.JobID:
+			return 1
+		}
+		return 0
+	})
+	return a
+}
+
+// ListAgents returns every known agent, sorted by id, with Online computed
+// now from its last heartbeat and Leases the group leases it holds.
+func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, error) {
+	if err := c.ready(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := c.now()
+	out := c.agents.snapshot()
+	for i := range out {
+		out[i].Online = isOnline(out[i], now, c.cfg.AgentOfflineAfter)
+		out[i].NoCommandConsumer = out[i].Online && c.consumers.notReady(out[i].Agent)
+		// The group leases it holds, from ax_leases (not its own claims).
+		held := c.leases.heldBy(out[i].Agent, c.mono(), c.cfg.LeaseTTL)
+		out[i].Leases = nil
+		for job, epoch := range held {
+			out[i].Leases = append(out[i].Leases, protocol.HeldLease{JobID: job, Epoch: epoch})
+		}
+		sort.Slice(out[i].Leases, func(a, b int) bool { return out[i].Leases[a].JobID < out[i].Leases[b].JobID })
+	}
+	return out, nil
+}

@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Two replicas: heartbeats answered by either never overwrite a label
+// change just written by the other (compare-and-set on the revision of the
+// agent's record; the heartbeat carries only its liveness over).
+func TestHeartbeatKeepsLabelWrittenByOtherReplica(t *testing.T) {
+	srv := natstest.Start(t)
+	cfg := func(node string) Config {
+		c := replicaConfig(t, srv.URL(), node, 2*time.Second)
+		c.AgentOfflineAfter = c.HeartbeatInterval // livenessRefresh 0: every heartbeat writes
+		return c
+	}
+	a := startController(t, cfg("ctl-a"))
+	startController(t, cfg("ctl-b"))
+	ag := newTestAgent(t, a.NATSURL(), "edge-1", map[string]string{"site": "x"}).start()
+	ctx := tctx(t)
+	eventually(t, 10*time.Second, "ctl-a knows edge-1", func() bool {
+		info, ok := a.agents.get("edge-1")
+		return ok && registered(info)
+	})
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // heartbeats, answered by either replica (queue group)
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ag.heartbeat()
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	stored := func() protocol.AgentInfo {
+		e, err := a.kv.Agents.Get(ctx, "edge-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info protocol.AgentInfo
+		if err := json.Unmarshal(e.Value(), &info); err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	for i := range 30 {
+		want := strconv.Itoa(i)
+		if _, err := a.LabelAgent(ctx, "edge-1", protocol.LabelChange{Set: map[string]string{"round": want}}); err != nil {
+			t.Fatal(err)
+		}
+		// Some heartbeats after the change, each written to ax_agents.
+		seen, writes := stored().HeartbeatAt, 0
+		eventually(t, 10*time.Second, "two heartbeats written", func() bool {
+			if n := stored().HeartbeatAt; n.After(seen) {
+				seen, writes = n, writes+1
+			}
+			return writes >= 2
+		})
+		if got := stored().Labels["round"]; got != want {
+			t.Fatalf("round %d: label round = %q in ax_agents after heartbeats, want %q", i, got, want)
+		}
+	}
+}
+
+// A heartbeat that changes nothing but the agent's liveness is not
+// written to ax_agents (until livenessRefresh passes); the replica that
+// answered still shows the new last-seen time.
+func TestHeartbeatWithoutChangeIsNotWritten(t *testing.T) {
+	c := newTestController(t)
+	ag := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	ctx := tctx(t)
+	ag.heartbeat()
+	revision := func() uint64 {
+		e, err := c.kv.Agents.Get(ctx, "edge-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Revision()
+	}
+	rev := revision()
+	before, _ := c.agents.get("edge-1")
+	for range 10 {
+		if r := ag.heartbeat(); r.Error != "" {
+			t.Fatal(r.Error)
+		}
+	}
+	if got := revision(); got != rev {
+		t.Fatalf("ax_agents revision %d after 10 unchanged heartbeats, want %d (not written)", got, rev)
+	}
+	after, _ := c.agents.get("edge-1")
+	if !after.LastSeen.After(before.LastSeen) {
+		t.Fatalf("last seen %s not after %s", after.LastSeen, before.LastSeen)
+	}
+}

@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// A registration writes its record to ax_agents before it takes the
+// assignment lock: a job change holding that lock does not hold up the
+// registrations' KV writes (they were written under it, one at a time).
+func TestRegistrationStoresWithoutAssignLock(t *testing.T) {
+	c := newTestController(t)
+	ctx := tctx(t)
+	newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	nc, err := nats.Connect(c.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	data, err := protocol.Encode(protocol.Register{V: protocol.Version, Agent: "edge-1", Handlers: []string{"noop"},
+		Version: "v2", OS: "linux", Arch: "arm64", SentAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.assignMu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			c.assignMu.Unlock()
+		}
+	}()
+	inbox := protocol.InboxPrefix("edge-1") + ".r" // an agent's replies go to its own inbox
+	replies := make(chan *nats.Msg, 1)
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(protocol.RegisterSubject("edge-1"), inbox, data); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() string {
+		e, err := c.kv.Agents.Get(ctx, "edge-1")
+		if err != nil {
+			return ""
+		}
+		var a protocol.AgentInfo
+		if json.Unmarshal(e.Value(), &a) != nil {
+			return ""
+		}
+		return a.Version
+	}
+	eventually(t, 5*time.Second, "the registration stored while assignMu is held", func() bool { return stored() == "v2" })
+	c.assignMu.Unlock()
+	locked = false
+	select {
+	case m := <-replies:
+		if rr, err := protocol.DecodeRegisterReply(m.Data); err != nil || rr.Error != "" {
+			t.Fatalf("registration reply: %+v, %v", rr, err)
+		}
+	case <-ctx.Done():
+		t.Fatal("no registration reply")
+	}
+}
+
+// The job cache indexes the jobs a registration looks at: periodic jobs
+// pinned to each agent and periodic group jobs of mode all, kept right
+// when a job is re-targeted, changes kind or is deleted.
+func TestJobCacheIndexesRegistrationJobs(t *testing.T) {
+	jc := newJobCache()
+	ids := func(js []protocol.Job) string {
+		s := ""
+		for _, j := range js {
+			s += j.ID + " "
+		}
+		return s
+	}
+	every := schedule.Spec{Every: "1m"}
+	jc.put(protocol.Job{ID: "p1", Schedule: every, Target: protocol.Target{Agent: "a"}}, 1)
+	jc.put(protocol.Job{ID: "p2", Schedule: every, Target: protocol.Target{Agent: "a"}}, 2)
+	jc.put(protocol.Job{ID: "o1", Schedule: schedule.Spec{Asap: true}, Target: protocol.Target{Agent: "a"}}, 3)
+	jc.put(protocol.Job{ID: "g1", Schedule: every, Target: protocol.Target{Group: "site=x", Mode: protocol.ModeAll}}, 4)
+	jc.put(protocol.Job{ID: "g2", Schedule: every, Target: protocol.Target{Group: "site=x"}}, 5) // mode any
+	if got := ids(jc.pinnedTo("a")); got != "p1 p2 " {
+		t.Fatalf("pinned to a: %q", got)
+	}
+	if got := ids(jc.groupAllJobs()); got != "g1 " {
+		t.Fatalf("group all: %q", got)
+	}
+	jc.put(protocol.Job{ID: "p1", Schedule: every, Target: protocol.Target{Agent: "b"}}, 6)
+	jc.put(protocol.Job{ID: "g1", Schedule: every, Target: protocol.Target{Group: "site=x"}}, 7)
+	jc.remove("p2", 8)
+	jc.put(protocol.Job{ID: "p2", Schedule: every, Target: protocol.Target{Agent: "a"}}, 2) // older: ignored
+	if got := ids(jc.pinnedTo("a")) + "|" + ids(jc.pinnedTo("b")) + "|" + ids(jc.groupAllJobs()); got != "|p1 |" {
+		t.Fatalf("after re-target, mode change and delete: %q", got)
+	}
+	if len(jc.pinned) != 1 {
+		t.Fatalf("index holds %d agents, want 1 (b)", len(jc.pinned))
+	}
+}
+
+// BenchmarkRegisterWithJobs: a new agent's registration (its assignments
+// sent) while the controller holds N periodic jobs pinned to other agents;
+// its cost must not grow with N
+// (go test -run '^$' -bench RegisterWithJobs ./controller/).
+func BenchmarkRegisterWithJobs(b *testing.B) {
+	for _, n := range []int{0, 100_000} {
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			c := newTestController(b)
+			for i := range n {
+				c.jobs.put(protocol.Job{ID: fmt.Sprintf("job-%06d", i), Schedule: schedule.Spec{Every: "1h"},
+					Target: protocol.Target{Agent: fmt.Sprintf("other-%03d", i%500)}}, uint64(i+1))
+			}
+			nc, err := nats.Connect(c.NATSURL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			replies := make(chan *nats.Msg, 1)
+			sub, err := nc.ChanSubscribe(protocol.InboxPrefix("*")+".r", replies)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				id := fmt.Sprintf("edge-%d", i)
+				data, err := protocol.Encode(protocol.Register{V: protocol.Version, Agent: id, Handlers: []string{"noop"},
+					Version: "test", OS: "linux", Arch: "arm64", SentAt: time.Now()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := nc.PublishRequest(protocol.RegisterSubject(id), protocol.InboxPrefix(id)+".r", data); err != nil {
+					b.Fatal(err)
+				}
+				var m *nats.Msg
+				select {
+				case m = <-replies:
+				case <-time.After(10 * time.Second):
+					b.Fatal("no registration reply")
+				}
+				if rr, err := protocol.DecodeRegisterReply(m.Data); err != nil || rr.Error != "" {
+					b.Fatalf("%+v %v", rr, err)
+				}
+			}
+		})
+	}
+}

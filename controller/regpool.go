@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Registrations are handled by a bounded pool of workers fed by the
+// registration subscription. When the queue is full the controller answers
+// "busy" with a RetryAfter at once instead of letting the request time out;
+// a request that waited in the queue longer than the agents' request
+// timeout is dropped unprocessed (its agent gave up and will retry).
+const (
+	registerWorkers = 4
+	registerQueue   = 1024
+	// registerMaxWait is how long a registration may wait in the queue:
+	// below the agents' default nats.request_timeout (3s).
+	registerMaxWait = 2 * time.Second
+	// registerBusyRetry is the RetryAfter of a "busy" answer.
+	registerBusyRetry = 2 * time.Second
+	// Reasons of ax_agent_requests_refused_total for registrations.
+	refuseBusy = "busy"
+	refuseLate = "late"
+)
+
+type regRequest struct {
+	msg *nats.Msg
+	at  time.Time // c.mono() when received
+}
+
+// regPool holds the queue of registrations waiting for a worker, and
+// AX_CMD's first sequence as last read.
+type regPool struct {
+	once sync.Once
+	q    chan regRequest
+
+	mu      sync.Mutex
+	first   uint64
+	firstAt time.Time // c.mono() when the read of first started
+}
+
+// firstSeq returns AX_CMD's first sequence as read after received: one
+// read serves every registration that arrived before it started (a
+// registration storm does not ask the stream for each agent), and none
+// sees a value older than its own arrival.
+func (p *regPool) firstSeq(ctx context.Context, c *Controller, received time.Time) (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.firstAt.IsZero() && !p.firstAt.Before(received) {
+		return p.first, nil
+	}
+	start := c.mono()
+	s, err := c.js.Stream(ctx, protocol.StreamCommands)
+	if err != nil {
+		return 0, err
+	}
+	p.first, p.firstAt = s.CachedInfo().State.FirstSeq, start
+	return p.first, nil
+}
+
+// enqueueRegister is the registration subscription's handler.
+func (c *Controller) enqueueRegister(msg *nats.Msg) {
+	c.regs.once.Do(func() { c.regs.q = make(chan regRequest, registerQueue) })
+	select {
+	case c.regs.q <- regRequest{msg: msg, at: c.mono()}:
+	default:
+		c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy).Inc()
+		respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later",
+			RetryAfter: protocol.Duration(registerBusyRetry)})
+	}
+}
+
+// startRegisterWorkers starts the workers that handle queued registrations.
+func (c *Controller) startRegisterWorkers() {
+	c.regs.once.Do(func() { c.regs.q = make(chan regRequest, registerQueue) })
+	for range registerWorkers {
+		c.goRun(c.registerWorker)
+	}
+}
+
+func (c *Controller) registerWorker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-c.regs.q:
+			if c.mono().Sub(r.at) > registerMaxWait {
+				c.m.agentRefused.WithLabelValues(endpointRegister, refuseLate).Inc()
+				continue
+			}
+			c.handleRegister(r.msg, r.at)
+		}
+	}
+}

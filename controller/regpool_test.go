@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// sendRegister publishes agent id's registration on nc with replies to
+// inbox and returns at once.
+func sendRegister(t *testing.T, nc *nats.Conn, id, inbox string) {
+	t.Helper()
+	data, err := protocol.Encode(protocol.Register{V: protocol.Version, Agent: id, Handlers: []string{"noop"},
+		Version: "test", OS: "linux", Arch: "arm64", SentAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishRequest(protocol.RegisterSubject(id), inbox, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A controller whose registration queue is full answers "busy" with a
+// RetryAfter at once instead of leaving the agent to time out; the queued
+// ones are handled once the workers are free (or dropped when they waited
+// past registerMaxWait).
+func TestRegistrationBusyWhenQueueFull(t *testing.T) {
+	c := newTestController(t)
+	n := registerWorkers + registerQueue + 20
+	nc, err := nats.Connect(c.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var busy, ok atomic.Int64
+	sub, err := nc.Subscribe(protocol.InboxPrefix("*")+".r", func(m *nats.Msg) {
+		r, err := protocol.DecodeRegisterReply(m.Data)
+		switch {
+		case err != nil:
+			t.Errorf("reply: %v", err)
+		case r.Error != "" && r.RetryAfter > 0:
+			busy.Add(1)
+		case r.Error == "":
+			ok.Add(1)
+		default:
+			t.Errorf("refused: %s", r.Error)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c.assignMu.Lock() // the workers block on it: the queue fills
+	locked := true
+	defer func() {
+		if locked {
+			c.assignMu.Unlock()
+		}
+	}()
+	for i := range n {
+		id := fmt.Sprintf("edge-%d", i)
+		sendRegister(t, nc, id, protocol.InboxPrefix(id)+".r")
+	}
+	eventually(t, 20*time.Second, "busy answers", func() bool { return busy.Load() >= 20 })
+	locked = false
+	c.assignMu.Unlock()
+	eventually(t, 60*time.Second, "the queued registrations answered or dropped as late", func() bool {
+		late := val(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseLate))
+		return busy.Load()+ok.Load()+int64(late) == int64(n)
+	})
+	if ok.Load() < registerWorkers {
+		t.Fatalf("%d registrations answered, want at least %d", ok.Load(), registerWorkers)
+	}
+	if got := val(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy)); got != float64(busy.Load()) {
+		t.Fatalf("refused{busy} = %v, want %d", got, busy.Load())
+	}
+}
+
+// A registration that waited in the queue longer than registerMaxWait is
+// dropped unprocessed: its agent gave up already.
+func TestLateRegistrationDropped(t *testing.T) {
+	var skew atomic.Int64
+	cfg := testConfig(t, t.TempDir())
+	cfg.monoNow = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	c := startController(t, cfg)
+	nc, err := nats.Connect(c.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c.assignMu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			c.assignMu.Unlock()
+		}
+	}()
+	for i := range registerWorkers + 1 {
+		id := fmt.Sprintf("edge-%d", i)
+		sendRegister(t, nc, id, protocol.InboxPrefix(id)+".r")
+	}
+	eventually(t, 10*time.Second, "one registration queued behind the busy workers", func() bool {
+		return len(c.regs.q) == 1
+	})
+	skew.Store(int64(registerMaxWait + time.Second))
+	locked = false
+	c.assignMu.Unlock()
+	eventually(t, 10*time.Second, "the late registration dropped", func() bool {
+		return val(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseLate)) == 1
+	})
+	eventually(t, 10*time.Second, "the others registered", func() bool {
+		known := 0
+		for i := range registerWorkers + 1 {
+			if a, ok := c.agents.get(fmt.Sprintf("edge-%d", i)); ok && registered(a) {
+				known++
+			}
+		}
+		return known == registerWorkers
+	})
+}
