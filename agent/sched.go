@@ -119,6 +119,8 @@ type scheduler struct {
 	// fenced are the PENDING runs fired under a group lease (epoch > 0):
 	// they run only while this agent holds the job's lease at that epoch.
 	fenced map[int64]runFence
+	// fires are the periodic fires waiting for their batch write (fires.go).
+	fires []*fireRec
 
 	work      chan workUnit
 	starting  int // dispatched batches whose RUNNING write is not durable yet

@@ -46,10 +46,11 @@ func (o *offline) apply(cmd protocol.Command) {
 	o.a.sched.drainInbox()
 }
 
-// sync waits until every write submitted so far is durable and runs what
-// their callbacks posted.
+// sync runs what is posted (the batched fires' write), waits until every
+// write submitted so far is durable and runs what their callbacks posted.
 func (o *offline) sync() {
 	o.t.Helper()
+	o.a.sched.drainInbox()
 	must(o.t, o.a.st.Do(context.Background(), func(*store.Tx) error { return nil }))
 	o.a.sched.drainInbox()
 }

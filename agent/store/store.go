@@ -88,6 +88,8 @@ type Store struct {
 	wdb  *sql.DB // one connection, used only by the writer goroutine
 	rdb  *sql.DB // readers
 	st   *stmts
+	// stats counts commits, write functions and outbox reads.
+	stats stats
 
 	mu     sync.RWMutex // guards closed against sends on reqs
 	closed bool
@@ -408,6 +410,8 @@ func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, e
 	if err := sqlTx.Commit(); err != nil {
 		return false, fmt.Errorf("commit: %w", err)
 	}
+	s.stats.commits.Add(1)
+	s.stats.writes.Add(int64(len(batch)))
 	return true, nil
 }
 
