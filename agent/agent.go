@@ -175,6 +175,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.recover(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
+	// Reports committed from now on are published from memory; those
+	// before (an earlier run's) are read from the outbox.
+	mem := newMemOutbox(memWindows*a.cfg.Outbox.Window, a.kickOutbox)
+	base, err := a.st.SetOutboxSink(context.WithoutCancel(ctx), mem.add)
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	mem.setBase(base)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -184,7 +192,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	defer stopFlush()
 	l := newLink(a)
-	fl := newFlusher(a, l)
+	fl := newFlusher(a, l, mem)
 	wg.Add(1)
 	go func() { defer wg.Done(); fl.run(flushCtx) }()
 	linkCtx, stopLink := context.WithCancel(context.Background())
