@@ -208,6 +208,11 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 		si, st = shard.Index, shard.Total
 	}
 	now := s.a.clk.Now().Round(0)
+	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit && s.a.cfg.Outbox.CoalesceSkipped {
+		s.skipFire(j, at)
+		s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
+		return
+	}
 	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit {
 		rep, err := s.a.encodeReport(protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportSkipped,
 			ScheduledAt: at, Epoch: epoch, Shard: shard, Reason: "overlap"})
@@ -221,6 +226,7 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 		s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
 		return
 	}
+	s.flushSkip(j) // the skipped fires before this one are written first
 	row := &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateTriggered, Periodic: true,
 		Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
 		ShardIndex: si, ShardTotal: st, TriggeredAt: now}

@@ -17,6 +17,12 @@ package protocol
 //	  Heartbeat.Stopping (the agent stopped firing and hands its leases
 //	  back). Version 1 agents would fire group jobs on a lease_grant read
 //	  late from the stream, so they are no longer accepted.
+//	  2026-12-01, within version 2: optional Report.SkippedCount and
+//	  Report.FirstScheduledAt on skipped reports (an agent's skipped fires
+//	  of one job coalesced into one report). Nothing required changed, so
+//	  the number stays; but decoders refuse unknown fields, so a controller
+//	  built before it refuses such a report: agents send them only with
+//	  outbox.coalesce_skipped (README, upgrade notes).
 const Version = 2
 
 // MinVersion is the oldest protocol version this build still accepts.
