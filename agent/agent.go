@@ -62,6 +62,8 @@ type Agent struct {
 	shards     atomic.Int64
 	offset     atomic.Int64 // controller minus agent, ns
 	outboxKick chan struct{}
+	// lingers counts the flusher's waits for outbox.linger begun.
+	lingers atomic.Int64
 	// hbKick asks the link for a heartbeat now (a group-job lease to claim).
 	hbKick chan struct{}
 	// boot names this run of the process in registrations and heartbeats.

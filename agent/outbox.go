@@ -104,6 +104,7 @@ func (f *flusher) linger(ctx context.Context) {
 	}
 	t := f.a.clk.NewTimer(d)
 	defer t.Stop()
+	f.a.lingers.Add(1)
 	select {
 	case <-ctx.Done():
 	case <-t.C():
