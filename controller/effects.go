@@ -37,7 +37,7 @@ const eventAckWait = 2 * time.Second
 // transitionEffects is afterTransition returning the event's publish
 // future (nil when it could not be published at all).
 func (c *Controller) transitionEffects(rec *execRecord, tr transition) jetstream.PubAckFuture {
-	c.m.executions.WithLabelValues(string(tr.to)).Inc()
+	c.m.executions.WithLabelValues(string(tr.to)).Add(float64(rec.Fires())) // a coalesced SKIPPED record counts its fires
 	fut := c.publishEvent(rec, tr)
 	c.logTransition(rec, tr)
 	switch {

@@ -45,7 +45,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.finish, `UPDATE execs SET state = ?, finished_at = ?, outcome = ?, result = ?
 			WHERE id = ? AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
 		{&s.setState, `UPDATE execs SET state = ? WHERE id = ? AND state = ?`},
-		{&s.enqueue, `INSERT INTO outbox(msg_id, subject, data) VALUES (?, ?, ?) ON CONFLICT(msg_id) DO NOTHING`},
+		{&s.enqueue, `INSERT INTO outbox(msg_id, subject, data) VALUES (?, ?, ?) ON CONFLICT(msg_id) DO NOTHING RETURNING seq`},
 		{&s.ack, `DELETE FROM outbox WHERE seq <= ?`},
 		{&s.prune, `DELETE FROM execs WHERE finished_at > 0 AND finished_at < ?`},
 		{&s.getExecState, `SELECT state FROM execs WHERE id = ?`},
@@ -85,6 +85,10 @@ type Tx struct {
 	// function's share, merged into atCommit only if the function succeeds.
 	atCommit map[string]string
 	fnMeta   map[string]string
+	// rows are the outbox rows written by the batch's successful
+	// functions (handed to the outbox sink after the commit); fnRows are
+	// the running function's.
+	rows, fnRows []OutboxMsg
 }
 
 func (t *Tx) stmt(st *sql.Stmt) *sql.Stmt {
@@ -115,8 +119,13 @@ func (t *Tx) SetMetaAtCommit(key, value string) {
 	t.fnMeta[key] = value
 }
 
-// endFn merges (ok) or drops the running function's deferred meta.
+// endFn merges (ok) or drops the running function's deferred meta and
+// outbox rows.
 func (t *Tx) endFn(ok bool) {
+	if ok {
+		t.rows = append(t.rows, t.fnRows...)
+	}
+	t.fnRows = t.fnRows[:0]
 	if len(t.fnMeta) == 0 {
 		return
 	}
@@ -299,9 +308,19 @@ func (t *Tx) ExecState(id int64) (string, error) {
 }
 
 // Enqueue adds a report to the outbox; a msgID already there is ignored.
+// Once the transaction is durable the new row is handed to the outbox
+// sink, if one is set (SetOutboxSink); data must not be changed after.
 func (t *Tx) Enqueue(msgID, subject string, data []byte) error {
-	_, err := t.exec(t.st.enqueue, msgID, subject, data)
-	return err
+	var seq int64
+	err := t.stmt(t.st.enqueue).QueryRowContext(t.ctx, msgID, subject, data).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return classify(err)
+	}
+	t.fnRows = append(t.fnRows, OutboxMsg{Seq: seq, MsgID: msgID, Subject: subject, Data: data})
+	return nil
 }
 
 // Ack deletes every outbox message up to seq (they were acknowledged).
