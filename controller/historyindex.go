@@ -387,10 +387,10 @@ func (h *historyIndex) jobDone(ctx context.Context, id string) (bool, error) {
 	return total.Int64 > 0 && open.Int64 == 0, nil
 }
 
-// prune removes terminal executions last updated, and jobs retired,
-// before cutoff (history.retention), at most n rows of each per call; it
-// returns how many rows went.
-func (h *historyIndex) prune(ctx context.Context, cutoff time.Time, n int) (int64, error) {
+// prune removes terminal executions last updated before cutoff, and jobs
+// retired before jobCutoff, at most n rows of each per call; it returns
+// how many rows went.
+func (h *historyIndex) prune(ctx context.Context, cutoff, jobCutoff time.Time, n int) (int64, error) {
 	tx, err := h.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
@@ -408,7 +408,7 @@ func (h *historyIndex) prune(ctx context.Context, cutoff time.Time, n int) (int6
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
 	}
 	gone, _ := r.RowsAffected()
-	r, err = h.wdb.ExecContext(ctx, "DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM jobs WHERE retired_at < ? LIMIT ?)", cutoff.UnixNano(), n)
+	r, err = h.wdb.ExecContext(ctx, "DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM jobs WHERE retired_at < ? LIMIT ?)", jobCutoff.UnixNano(), n)
 	if err != nil {
 		return gone, fmt.Errorf("history index: prune jobs: %w", err)
 	}

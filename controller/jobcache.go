@@ -24,13 +24,15 @@ type jobCache struct {
 	// groupAny indexes the live group jobs of mode any (isGroupAny), the
 	// ones the ownership loop looks at on every pass.
 	groupAny map[string]struct{}
+	// now dates tombstones (the controller's clock; nil: time.Now).
+	now func() time.Time
 }
 
 type cachedJob struct {
 	job       protocol.Job
 	rev       uint64
 	deleted   bool
-	deletedAt time.Time // monotonic, for pruneTombstones
+	deletedAt time.Time // for pruneTombstones
 }
 
 // tombstoneKeep is how long a deleted job's tombstone stays in the cache:
@@ -63,7 +65,11 @@ func (jc *jobCache) remove(id string, rev uint64) {
 	if cur, ok := jc.jobs[id]; ok && cur.rev >= rev {
 		return
 	}
-	jc.jobs[id] = cachedJob{rev: rev, deleted: true, deletedAt: time.Now()}
+	at := time.Now()
+	if jc.now != nil {
+		at = jc.now()
+	}
+	jc.jobs[id] = cachedJob{rev: rev, deleted: true, deletedAt: at}
 	delete(jc.groupAny, id)
 }
 

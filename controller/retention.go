@@ -20,7 +20,9 @@ import (
 // job whose executions have all left it leaves the live job set (ax_jobs,
 // every replica's job cache) in the same pass, and its idempotency key is
 // released. Both stay in every replica's history index (history.go) for
-// history.retention after their last change; the index serves them
+// history.retention after they left live state (an execution's rows go
+// LiveGrace + history.retention after its last change, on every replica
+// alike, whichever swept it); the index serves them
 // (GetExecution, ListExecutions, ListJobs with Retired) and refuses the
 // reports of an execution it holds that left live state (lanes.go), so a
 // late or replayed report never makes a new record of it.
@@ -139,7 +141,7 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 	}
 	pruned := int64(0)
 	for {
-		n, err := c.hist.idx.prune(ctx, now.Add(-c.cfg.History.Retention), 5000)
+		n, err := c.hist.idx.prune(ctx, now.Add(-LiveGrace-c.cfg.History.Retention), now.Add(-c.cfg.History.Retention), 5000)
 		if err != nil {
 			return err
 		}
@@ -147,7 +149,7 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 			break
 		}
 	}
-	c.jobs.pruneTombstones(time.Now().Add(-tombstoneKeep))
+	c.jobs.pruneTombstones(c.now().Add(-tombstoneKeep))
 	if removed+retired > 0 || pruned > 0 {
 		c.log.Info("history sweep", "executions_removed", removed, "jobs_retired", retired, "history_pruned", pruned)
 	}

@@ -174,7 +174,7 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 	}
 
 	// After history.retention, the history lets them go too.
-	f.clk.step(c.cfg.History.Retention)
+	f.clk.step(c.cfg.History.Retention + time.Minute)
 	eventually(t, 10*time.Second, "history pruned", func() bool {
 		_, err := c.GetExecution(ctx, execID)
 		r, _, _ := c.ListJobs(ctx, JobFilter{Retired: true})
@@ -263,5 +263,91 @@ func TestRetentionRestartDoesNotRemakeEnded(t *testing.T) {
 	}
 	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
 		t.Fatalf("history of %s: %+v, %v", execID, e, err)
+	}
+}
+
+// TestRetentionKeysFlat is a retention soak on a stepped clock: each round
+// runs 20 one-shot jobs to SUCCESS and moves the clock 15 minutes on, with
+// history.retention 1h. Once the grace (2h, 8 rounds) and the retention
+// have passed, the messages in ax_execs and ax_jobs, the job cache (with
+// its tombstones) and the index rows stay flat instead of growing by 20 a
+// round.
+func TestRetentionKeysFlat(t *testing.T) {
+	clk := &steppedClock{}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock, cfg.monoNow, cfg.historySweep = clk, time.Now, 20*time.Millisecond
+	cfg.History.Retention = time.Hour
+	c := startController(t, cfg)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	ctx := tctx(t)
+	msgs := func(bucket string) uint64 {
+		st, err := c.js.Stream(ctx, kvStream(bucket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	rows := func() int {
+		var n int
+		if err := c.hist.idx.rdb.QueryRowContext(ctx, "SELECT count(*) FROM execs").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const rounds, perRound = 16, 20
+	type sample struct{ execs, jobs uint64 }
+	var samples []sample
+	var cache, index []int
+	for r := range rounds {
+		var last string
+		for range perRound {
+			job, err := c.CreateJob(ctx, asapJob("edge-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := protocol.ExecID(job.ID, job.CreatedAt)
+			run := a.waitCommand("run", isRun(id, 1)).Run
+			a.runAttempt(job.ID, id, 1, run.RunAt, retry.OutcomeSuccess, ok)
+			last = id
+		}
+		waitExec(t, c, last, "SUCCESS", inState(protocol.StateSuccess))
+		eventually(t, 10*time.Second, "round's executions indexed", func() bool {
+			e, ok, _ := c.hist.idx.get(ctx, last)
+			return ok && e.State.Terminal()
+		})
+		clk.step(15 * time.Minute)
+		// Let a sweep pass with the new time (and the next purge the markers).
+		mark := c.hist.appliedSeq()
+		eventually(t, 10*time.Second, "a sweep after the step", func() bool {
+			return r < 8 || msgs(protocol.BucketExecs) <= uint64(9*perRound) || c.hist.appliedSeq() > mark
+		})
+		samples = append(samples, sample{msgs(protocol.BucketExecs), msgs(protocol.BucketJobs)})
+		cache, index = append(cache, c.jobs.size()), append(index, rows())
+	}
+	// Wait for the last pass's markers to be purged, then look.
+	eventually(t, 10*time.Second, "ax_execs down to the executions within the grace", func() bool {
+		return msgs(protocol.BucketExecs) <= uint64(9*perRound)
+	})
+	for i, s := range samples {
+		t.Logf("round %2d: ax_execs %4d msgs, ax_jobs %4d msgs, job cache %4d, index rows %4d", i+1, s.execs, s.jobs, cache[i], index[i])
+	}
+	// Without retention round 16 holds 320 of each; with it, at most the
+	// executions of the last 2h (8 rounds, one round of slack for the
+	// markers a pass purges one pass later), and the index the last 1h+2h.
+	bound := uint64(10 * perRound)
+	for _, s := range samples[rounds-4:] {
+		if s.execs > bound || s.jobs > bound {
+			t.Errorf("keys not flat: %+v, bound %d", s, bound)
+		}
+	}
+	if n := cache[rounds-1]; n > int(bound) {
+		t.Errorf("job cache holds %d entries, want at most %d", n, bound)
+	}
+	if n := index[rounds-1]; n > 14*perRound {
+		t.Errorf("index rows %d, want at most %d (grace + retention)", n, 14*perRound)
 	}
 }
