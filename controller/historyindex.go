@@ -390,10 +390,29 @@ func (h *historyIndex) endedBefore(ctx context.Context, cutoff time.Time, shards
 	return out, rows.Err()
 }
 
-// markGone records that an execution left live state (ax_execs).
-func (h *historyIndex) markGone(ctx context.Context, id string) error {
-	if _, err := h.wdb.ExecContext(ctx, "UPDATE execs SET live = 0 WHERE exec_id = ?", id); err != nil {
-		return fmt.Errorf("history index: mark %s gone: %w", id, err)
+// markGone records that executions left live state (ax_execs), in one
+// transaction.
+func (h *historyIndex) markGone(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	tx, err := h.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("history index: mark gone: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	st, err := tx.PrepareContext(ctx, "UPDATE execs SET live = 0 WHERE exec_id = ?")
+	if err != nil {
+		return fmt.Errorf("history index: mark gone: %w", err)
+	}
+	defer st.Close()
+	for _, id := range ids {
+		if _, err := st.ExecContext(ctx, id); err != nil {
+			return fmt.Errorf("history index: mark %s gone: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("history index: mark gone: %w", err)
 	}
 	return nil
 }
