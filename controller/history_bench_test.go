@@ -74,10 +74,11 @@ func BenchmarkListExecutions(b *testing.B) {
 // populateHistory stores n terminal executions of n/100 jobs on 16 agents,
 // scheduled a minute apart per job from t0: their records in ax_execs and
 // their final events in AX_EVT, and waits until the index has them all.
-func populateHistory(b *testing.B, c *Controller, n int) ([]string, time.Time) {
+func populateHistory(b testing.TB, c *Controller, n int) ([]string, time.Time) {
 	b.Helper()
 	ctx := context.Background()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// Ended past the grace, well within the retention.
+	t0 := time.Now().UTC().Add(-LiveGrace - 3*time.Hour).Truncate(time.Hour)
 	perJob := 100
 	var jobs []string
 	for i := range max(n/perJob, 1) {
@@ -96,13 +97,16 @@ func populateHistory(b *testing.B, c *Controller, n int) ([]string, time.Time) {
 		}
 		futs = futs[:0]
 	}
+	recs := make([]execRecord, n)
 	for i := range n {
 		job := jobs[i%len(jobs)]
 		at := t0.Add(time.Duration(i/len(jobs)) * time.Minute)
-		st := states[i%len(states)]
-		rec := execRecord{Execution: protocol.Execution{ExecID: protocol.ExecID(job, at), JobID: job, Attempt: 1, State: st,
+		recs[i] = execRecord{Execution: protocol.Execution{ExecID: protocol.ExecID(job, at), JobID: job, Attempt: 1, State: states[i%len(states)],
 			Agent: "bench-" + strconv.Itoa(i%16), ScheduledAt: at, CreatedAt: at, UpdatedAt: at.Add(time.Second),
 			TriggeredAt: at, StartedAt: at, FinishedAt: at.Add(time.Second), Outcome: retry.OutcomeSuccess, Duration: protocol.Duration(time.Second)}}
+	}
+	// Records first, then their events, as the controller writes them.
+	for _, rec := range recs {
 		data, err := json.Marshal(rec)
 		if err != nil {
 			b.Fatal(err)
@@ -111,18 +115,24 @@ func populateHistory(b *testing.B, c *Controller, n int) ([]string, time.Time) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if futs = append(futs, f); len(futs) >= 4096 {
+			flush()
+		}
+	}
+	flush()
+	for _, rec := range recs {
 		snap := rec.Execution
-		ev := protocol.Event{V: protocol.Version, JobID: job, ExecID: rec.ExecID, Attempt: 1, From: protocol.StateRunning, To: st,
+		ev := protocol.Event{V: protocol.Version, JobID: rec.JobID, ExecID: rec.ExecID, Attempt: 1, From: protocol.StateRunning, To: rec.State,
 			At: rec.UpdatedAt, Agent: rec.Agent, Execution: &snap}
 		evData, err := protocol.Encode(ev)
 		if err != nil {
 			b.Fatal(err)
 		}
-		g, err := c.js.PublishAsync(protocol.EventSubject(st, job), evData)
+		g, err := c.js.PublishAsync(protocol.EventSubject(rec.State, rec.JobID), evData)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if futs = append(futs, f, g); len(futs) >= 4096 {
+		if futs = append(futs, g); len(futs) >= 4096 {
 			flush()
 		}
 	}

@@ -430,18 +430,29 @@ func (h *historyIndex) jobDone(ctx context.Context, id string) (bool, error) {
 
 // prune removes terminal executions last updated before cutoff, and jobs
 // retired before jobCutoff, at most n rows of each per call; it returns
-// how many rows went.
-func (h *historyIndex) prune(ctx context.Context, cutoff, jobCutoff time.Time, n int) (int64, error) {
+// how many rows went. Rows of the owned shards still marked live stay:
+// this replica's sweeper has not removed them from ax_execs yet, and
+// finds them here.
+func (h *historyIndex) prune(ctx context.Context, cutoff, jobCutoff time.Time, owned []int, n int) (int64, error) {
 	tx, err := h.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	old := "SELECT exec_id FROM execs WHERE terminal = 1 AND live IN (0, 1) AND updated_at < ? LIMIT ?"
-	if _, err := tx.ExecContext(ctx, "DELETE FROM bodies WHERE exec_id IN ("+old+")", cutoff.UnixNano(), n); err != nil {
+	old := "SELECT exec_id FROM execs WHERE terminal = 1 AND live IN (0, 1) AND updated_at < ?"
+	args := []any{cutoff.UnixNano()}
+	if len(owned) > 0 {
+		old += " AND (live = 0 OR shard NOT IN (" + strings.TrimSuffix(strings.Repeat("?,", len(owned)), ",") + "))"
+		for _, s := range owned {
+			args = append(args, s)
+		}
+	}
+	old += " LIMIT ?"
+	args = append(args, n)
+	if _, err := tx.ExecContext(ctx, "DELETE FROM bodies WHERE exec_id IN ("+old+")", args...); err != nil {
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
 	}
-	r, err := tx.ExecContext(ctx, "DELETE FROM execs WHERE exec_id IN ("+old+")", cutoff.UnixNano(), n)
+	r, err := tx.ExecContext(ctx, "DELETE FROM execs WHERE exec_id IN ("+old+")", args...)
 	if err != nil {
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
 	}

@@ -154,7 +154,7 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 	}
 	pruned := int64(0)
 	for {
-		n, err := c.hist.idx.prune(ctx, now.Add(-LiveGrace-c.cfg.History.Retention), now.Add(-c.cfg.History.Retention), 5000)
+		n, err := c.hist.idx.prune(ctx, now.Add(-LiveGrace-c.cfg.History.Retention), now.Add(-c.cfg.History.Retention), shards, 5000)
 		if err != nil {
 			return err
 		}
