@@ -3,11 +3,14 @@ package controller
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -349,5 +352,32 @@ func TestRetentionKeysFlat(t *testing.T) {
 	}
 	if n := index[rounds-1]; n > 14*perRound {
 		t.Errorf("index rows %d, want at most %d (grace + retention)", n, 14*perRound)
+	}
+}
+
+// TestRetentionScanAfterPurge: once the sweeper has purged the last
+// messages of ax_execs (the record and its marker), a scan of the bucket
+// (the reload at restart and takeover) ends at the last message the
+// stream holds, instead of waiting for its stall timeout for a sequence
+// that is gone.
+func TestRetentionScanAfterPurge(t *testing.T) {
+	clk := &steppedClock{}
+	var logs testutil.Buffer
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock, cfg.monoNow, cfg.historySweep = clk, time.Now, 20*time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c := startController(t, cfg)
+	f := &retentionFixture{c: c, clk: clk, a: newTestAgent(t, c.NATSURL(), "edge-1", nil).start()}
+	_, execID := f.oneShot(t)
+	f.indexed(t, execID)
+	clk.step(LiveGrace + time.Minute)
+	f.leftLive(t, execID)
+	eventually(t, 10*time.Second, "ax_execs empty", func() bool { return len(subjects(t, c, protocol.BucketExecs)) == 0 })
+	n := 0
+	if err := c.scanExecs(tctx(t), func(*execRecord, uint64) { n++ }); err != nil || n != 0 {
+		t.Fatalf("scan = %d records, %v", n, err)
+	}
+	if strings.Contains(logs.String(), "stream position not reached") {
+		t.Fatalf("the scan waited for a purged sequence:\n%s", logs.String())
 	}
 }
