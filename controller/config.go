@@ -89,7 +89,7 @@ type Config struct {
 // retention.go). A terminal execution leaves live state (ax_execs) after
 // the grace period LiveGrace, and a one-shot job whose executions all did
 // leaves the live job set; both stay in every replica's history index for
-// Retention after their last change, then go.
+// Retention after they left live state, then go.
 type HistoryConfig struct {
 	// Retention is history.retention, default 7 days, between 1 minute and
 	// AX_EVT's max age (7 days): the index is rebuilt from that stream.

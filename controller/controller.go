@@ -106,6 +106,7 @@ func New(cfg Config) (*Controller, error) {
 		closeCh:  make(chan struct{}),
 	}
 	c.jobs = newJobCache()
+	c.jobs.now = c.now
 	c.agents = newAgentRegistry()
 	c.leases = newLeaseView()
 	c.epochs = newEpochView()

@@ -126,9 +126,10 @@
 // duplicate window) old — a compare-and-set purge of the key, then a
 // purge of its subject — and retires one-shot jobs all of whose
 // executions left (protocol.JobRetired on AX_EVT, then the same purge of
-// the job and its idempotency key). Every replica drops index rows older
-// than history.retention. A report for an execution without a record
-// that the index holds is refused as a duplicate; createRuns and the
+// the job and its idempotency key). Every replica drops index rows
+// history.retention after they left live state. A report for an
+// execution without a record that the index holds is refused as a
+// duplicate; createRuns and the
 // reload of one-shot jobs never make such an execution again. An
 // explicit sweeper rather than KV per-message TTLs: the removal of a job
 // is a condition (all its executions left), a TTL would have to be set by

@@ -16,7 +16,8 @@ import (
 // executions, every page the index lists (random filters, narrow and
 // wide scheduled ranges, paging) is exactly what filtering and sorting
 // all of them gives; a stale snapshot (older updated_at) applied after a
-// newer one changes nothing.
+// newer one changes nothing, also within one batch; the cursor is the one
+// stored with the last batch.
 func TestHistoryIndexListMatchesFilter(t *testing.T) {
 	ctx := context.Background()
 	idx, err := openHistoryIndex(ctx, filepath.Join(t.TempDir(), historyFile), 16)
@@ -58,6 +59,20 @@ func TestHistoryIndexListMatchesFilter(t *testing.T) {
 	}
 	if e, ok, _ := idx.get(ctx, all[0].ExecID); !ok || e.State != all[0].State {
 		t.Fatalf("stale snapshot applied: %+v", e)
+	}
+	// In one batch the newest snapshot wins, whatever the order.
+	newer, older := all[1], all[1]
+	newer.State, newer.UpdatedAt = protocol.StateFailed, newer.UpdatedAt.Add(time.Hour)
+	older.State, older.UpdatedAt = protocol.StateRunning, older.UpdatedAt.Add(time.Minute)
+	if err := idx.apply(ctx, []histItem{{exec: &newer}, {exec: &older}}, 3); err != nil {
+		t.Fatal(err)
+	}
+	if e, _, _ := idx.get(ctx, newer.ExecID); e.State != protocol.StateFailed {
+		t.Fatalf("batch applied the older snapshot: %+v", e)
+	}
+	all[1] = newer
+	if seq, _ := idx.cursor(ctx); seq != 3 {
+		t.Fatalf("cursor %d, want 3 (stored with the last batch)", seq)
 	}
 	slices.SortFunc(all, func(a, b protocol.Execution) int { return strings.Compare(a.ExecID, b.ExecID) })
 	for i := range 300 {

@@ -30,13 +30,15 @@ type jobCache struct {
 	// grow with the controller's job count.
 	groupAll map[string]struct{}
 	pinned   map[string]map[string]struct{}
+	// now dates tombstones (the controller's clock; nil: time.Now).
+	now func() time.Time
 }
 
 type cachedJob struct {
 	job       protocol.Job
 	rev       uint64
 	deleted   bool
-	deletedAt time.Time // monotonic, for pruneTombstones
+	deletedAt time.Time // for pruneTombstones
 }
 
 // tombstoneKeep is how long a deleted job's tombstone stays in the cache:
@@ -107,7 +109,11 @@ func (jc *jobCache) remove(id string, rev uint64) {
 	if ok && !cur.deleted {
 		jc.index(cur.job, false)
 	}
-	jc.jobs[id] = cachedJob{rev: rev, deleted: true, deletedAt: time.Now()}
+	at := time.Now()
+	if jc.now != nil {
+		at = jc.now()
+	}
+	jc.jobs[id] = cachedJob{rev: rev, deleted: true, deletedAt: at}
 }
 
 // pinnedTo returns the live periodic jobs pinned to agent, sorted by id.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,7 +21,9 @@ import (
 // job whose executions have all left it leaves the live job set (ax_jobs,
 // every replica's job cache) in the same pass, and its idempotency key is
 // released. Both stay in every replica's history index (history.go) for
-// history.retention after their last change; the index serves them
+// history.retention after they left live state (an execution's rows go
+// LiveGrace + history.retention after its last change, on every replica
+// alike, whichever swept it); the index serves them
 // (GetExecution, ListExecutions, ListJobs with Retired) and refuses the
 // reports of an execution it holds that left live state (lanes.go), so a
 // late or replayed report never makes a new record of it.
@@ -57,6 +60,8 @@ const defaultHistorySweep = time.Minute
 const (
 	sweepBatch   = 500
 	sweepBatches = 40
+	// sweepParallel bounds the KV requests of a sweep in flight at once.
+	sweepParallel = 32
 )
 
 // marker is a purge marker whose subject is purged up to it on the next pass.
@@ -96,12 +101,7 @@ func (c *Controller) retentionLoop(ctx context.Context) {
 // sweep is one pass: purge the markers of the last pass, remove the
 // executions and one-shot jobs past the grace, prune the index.
 func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
-	for _, m := range s.markers {
-		if err := c.purgeUpTo(ctx, s, m); err != nil {
-			c.log.Warn("history sweep: purge marker", "subject", m.subject, "err", err)
-		}
-	}
-	s.markers = s.markers[:0]
+	c.purgeMarkers(ctx, s)
 	now := c.now()
 	shards := c.ownedShards()
 	jobs := map[string]bool{}
@@ -111,19 +111,34 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 		if err != nil {
 			return err
 		}
-		progress := false
-		for _, e := range batch {
-			gone, err := c.retireExec(ctx, s, e.execID, now)
+		// The KV requests of a batch run sweepParallel at a time; the
+		// index learns of the removals in one transaction.
+		gone := make([]bool, len(batch))
+		var mu sync.Mutex
+		parallel(len(batch), sweepParallel, func(i int) {
+			ok, m, err := c.retireExec(ctx, batch[i].execID, now)
 			if err != nil {
-				c.log.Warn("history sweep: remove execution", "exec", e.execID, "err", err)
-				continue
+				c.log.Warn("history sweep: remove execution", "exec", batch[i].execID, "err", err)
+				return
 			}
-			if gone {
-				progress, jobs[e.jobID] = true, true
-				removed++
+			gone[i] = ok
+			if m != nil {
+				mu.Lock()
+				s.markers = append(s.markers, *m)
+				mu.Unlock()
+			}
+		})
+		var ids []string
+		for i, e := range batch {
+			if gone[i] {
+				ids, jobs[e.jobID] = append(ids, e.execID), true
 			}
 		}
-		if len(batch) < sweepBatch || !progress {
+		if err := c.hist.idx.markGone(ctx, ids); err != nil {
+			return err
+		}
+		removed += len(ids)
+		if len(batch) < sweepBatch || len(ids) == 0 {
 			break
 		}
 	}
@@ -139,7 +154,7 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 	}
 	pruned := int64(0)
 	for {
-		n, err := c.hist.idx.prune(ctx, now.Add(-c.cfg.History.Retention), 5000)
+		n, err := c.hist.idx.prune(ctx, now.Add(-LiveGrace-c.cfg.History.Retention), now.Add(-c.cfg.History.Retention), shards, 5000)
 		if err != nil {
 			return err
 		}
@@ -147,7 +162,7 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 			break
 		}
 	}
-	c.jobs.pruneTombstones(time.Now().Add(-tombstoneKeep))
+	c.jobs.pruneTombstones(c.now().Add(-tombstoneKeep))
 	if removed+retired > 0 || pruned > 0 {
 		c.log.Info("history sweep", "executions_removed", removed, "jobs_retired", retired, "history_pruned", pruned)
 	}
@@ -155,27 +170,63 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 }
 
 // retireExec removes a terminal execution whose grace has passed from
-// ax_execs; true when it is gone (or was already).
-func (c *Controller) retireExec(ctx context.Context, s *sweeper, id string, now time.Time) (bool, error) {
+// ax_execs; true when it is gone (or was already), with the purge marker
+// to remove on the next pass.
+func (c *Controller) retireExec(ctx context.Context, id string, now time.Time) (bool, *marker, error) {
 	v, err := c.readExec(ctx, id)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if v.rec == nil {
-		return true, c.hist.idx.markGone(ctx, id)
+		return true, nil, nil
 	}
 	if !v.rec.State.Terminal() || now.Sub(v.rec.UpdatedAt) < LiveGrace {
-		return false, nil // changed since the index saw it (an operator's retry)
+		return false, nil, nil // changed since the index saw it (an operator's retry)
 	}
 	seq, err := c.purgeKey(ctx, protocol.BucketExecs, id, v.rev)
 	if errors.Is(err, errCASConflict) {
-		return false, nil
+		return false, nil, nil
 	}
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	s.markers = append(s.markers, marker{stream: kvStream(protocol.BucketExecs), subject: kvSubject(protocol.BucketExecs, id), seq: seq})
-	return true, c.hist.idx.markGone(ctx, id)
+	return true, &marker{stream: kvStream(protocol.BucketExecs), subject: kvSubject(protocol.BucketExecs, id), seq: seq}, nil
+}
+
+// purgeMarkers purges the markers of the last pass, sweepParallel at a time.
+func (c *Controller) purgeMarkers(ctx context.Context, s *sweeper) {
+	for _, name := range []string{protocol.BucketExecs, protocol.BucketJobs, protocol.BucketIdem} {
+		if _, ok := s.streams[kvStream(name)]; !ok {
+			st, err := c.js.Stream(ctx, kvStream(name))
+			if err != nil {
+				c.log.Warn("history sweep: stream", "stream", kvStream(name), "err", err)
+				return
+			}
+			s.streams[kvStream(name)] = st
+		}
+	}
+	parallel(len(s.markers), sweepParallel, func(i int) {
+		m := s.markers[i]
+		if err := s.streams[m.stream].Purge(ctx, jetstream.WithPurgeSubject(m.subject), jetstream.WithPurgeSequence(m.seq+1)); err != nil {
+			c.log.Warn("history sweep: purge marker", "subject", m.subject, "err", err)
+		}
+	})
+	s.markers = s.markers[:0]
+}
+
+// parallel runs fn(0..n-1), at most k at a time, and waits for them.
+func parallel(n, k int, fn func(i int)) {
+	sem := make(chan struct{}, k)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // retireJob removes one-shot job id from the live job set when every
@@ -242,20 +293,6 @@ func (c *Controller) purgeKey(ctx context.Context, bucket, key string, rev uint6
 		return 0, fmt.Errorf("purge %s/%s: %w", bucket, key, err)
 	}
 	return ack.Sequence, nil
-}
-
-// purgeUpTo removes the marker m and anything before it on its subject; a
-// later write of the key stays.
-func (c *Controller) purgeUpTo(ctx context.Context, s *sweeper, m marker) error {
-	st, ok := s.streams[m.stream]
-	if !ok {
-		var err error
-		if st, err = c.js.Stream(ctx, m.stream); err != nil {
-			return err
-		}
-		s.streams[m.stream] = st
-	}
-	return st.Purge(ctx, jetstream.WithPurgeSubject(m.subject), jetstream.WithPurgeSequence(m.seq+1))
 }
 
 // inHistory reports whether execution id, which has no record in

@@ -3,11 +3,14 @@ package controller
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -174,7 +177,7 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 	}
 
 	// After history.retention, the history lets them go too.
-	f.clk.step(c.cfg.History.Retention)
+	f.clk.step(c.cfg.History.Retention + time.Minute)
 	eventually(t, 10*time.Second, "history pruned", func() bool {
 		_, err := c.GetExecution(ctx, execID)
 		r, _, _ := c.ListJobs(ctx, JobFilter{Retired: true})
@@ -263,5 +266,118 @@ func TestRetentionRestartDoesNotRemakeEnded(t *testing.T) {
 	}
 	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
 		t.Fatalf("history of %s: %+v, %v", execID, e, err)
+	}
+}
+
+// TestRetentionKeysFlat is a retention soak on a stepped clock: each round
+// runs 20 one-shot jobs to SUCCESS and moves the clock 15 minutes on, with
+// history.retention 1h. Once the grace (2h, 8 rounds) and the retention
+// have passed, the messages in ax_execs and ax_jobs, the job cache (with
+// its tombstones) and the index rows stay flat instead of growing by 20 a
+// round.
+func TestRetentionKeysFlat(t *testing.T) {
+	clk := &steppedClock{}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock, cfg.monoNow, cfg.historySweep = clk, time.Now, 20*time.Millisecond
+	cfg.History.Retention = time.Hour
+	c := startController(t, cfg)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	ctx := tctx(t)
+	msgs := func(bucket string) uint64 {
+		st, err := c.js.Stream(ctx, kvStream(bucket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	rows := func() int {
+		var n int
+		if err := c.hist.idx.rdb.QueryRowContext(ctx, "SELECT count(*) FROM execs").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const rounds, perRound = 16, 20
+	type sample struct{ execs, jobs uint64 }
+	var samples []sample
+	var cache, index []int
+	for r := range rounds {
+		var last string
+		for range perRound {
+			job, err := c.CreateJob(ctx, asapJob("edge-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := protocol.ExecID(job.ID, job.CreatedAt)
+			run := a.waitCommand("run", isRun(id, 1)).Run
+			a.runAttempt(job.ID, id, 1, run.RunAt, retry.OutcomeSuccess, ok)
+			last = id
+		}
+		waitExec(t, c, last, "SUCCESS", inState(protocol.StateSuccess))
+		eventually(t, 10*time.Second, "round's executions indexed", func() bool {
+			e, ok, _ := c.hist.idx.get(ctx, last)
+			return ok && e.State.Terminal()
+		})
+		clk.step(15 * time.Minute)
+		// Let a sweep pass with the new time (and the next purge the markers).
+		mark := c.hist.appliedSeq()
+		eventually(t, 10*time.Second, "a sweep after the step", func() bool {
+			return r < 8 || msgs(protocol.BucketExecs) <= uint64(9*perRound) || c.hist.appliedSeq() > mark
+		})
+		samples = append(samples, sample{msgs(protocol.BucketExecs), msgs(protocol.BucketJobs)})
+		cache, index = append(cache, c.jobs.size()), append(index, rows())
+	}
+	// Wait for the last pass's markers to be purged, then look.
+	eventually(t, 10*time.Second, "ax_execs down to the executions within the grace", func() bool {
+		return msgs(protocol.BucketExecs) <= uint64(9*perRound)
+	})
+	for i, s := range samples {
+		t.Logf("round %2d: ax_execs %4d msgs, ax_jobs %4d msgs, job cache %4d, index rows %4d", i+1, s.execs, s.jobs, cache[i], index[i])
+	}
+	// Without retention round 16 holds 320 of each; with it, at most the
+	// executions of the last 2h (8 rounds, one round of slack for the
+	// markers a pass purges one pass later), and the index the last 1h+2h.
+	bound := uint64(10 * perRound)
+	for _, s := range samples[rounds-4:] {
+		if s.execs > bound || s.jobs > bound {
+			t.Errorf("keys not flat: %+v, bound %d", s, bound)
+		}
+	}
+	if n := cache[rounds-1]; n > int(bound) {
+		t.Errorf("job cache holds %d entries, want at most %d", n, bound)
+	}
+	if n := index[rounds-1]; n > 14*perRound {
+		t.Errorf("index rows %d, want at most %d (grace + retention)", n, 14*perRound)
+	}
+}
+
+// TestRetentionScanAfterPurge: once the sweeper has purged the last
+// messages of ax_execs (the record and its marker), a scan of the bucket
+// (the reload at restart and takeover) ends at the last message the
+// stream holds, instead of waiting for its stall timeout for a sequence
+// that is gone.
+func TestRetentionScanAfterPurge(t *testing.T) {
+	clk := &steppedClock{}
+	var logs testutil.Buffer
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock, cfg.monoNow, cfg.historySweep = clk, time.Now, 20*time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c := startController(t, cfg)
+	f := &retentionFixture{c: c, clk: clk, a: newTestAgent(t, c.NATSURL(), "edge-1", nil).start()}
+	_, execID := f.oneShot(t)
+	f.indexed(t, execID)
+	clk.step(LiveGrace + time.Minute)
+	f.leftLive(t, execID)
+	eventually(t, 10*time.Second, "ax_execs empty", func() bool { return len(subjects(t, c, protocol.BucketExecs)) == 0 })
+	n := 0
+	if err := c.scanExecs(tctx(t), func(*execRecord, uint64) { n++ }); err != nil || n != 0 {
+		t.Fatalf("scan = %d records, %v", n, err)
+	}
+	if strings.Contains(logs.String(), "stream position not reached") {
+		t.Fatalf("the scan waited for a purged sequence:\n%s", logs.String())
 	}
 }
