@@ -169,7 +169,7 @@ func (h *history) follow(ctx context.Context) error {
 				break fill
 			}
 		}
-		if err := h.idx.apply(ctx, batch, last); err != nil {
+		if err := h.idx.apply(ctx, latestOnly(batch), last); err != nil {
 			return err
 		}
 		h.advance(last, pending == 0)
