@@ -196,6 +196,15 @@ const leaseRunRecheck = 250 * time.Millisecond
 // written with the other fires of the same pass (queueFire).
 func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 	aj := j.assigned
+	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit && s.a.cfg.Outbox.CoalesceSkipped {
+		// Counted only (skips.go): the cheap path under overload.
+		aj.lastFire = at
+		s.skipFire(j, at)
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "run_at", at)
+		}
+		return
+	}
 	execID := protocol.ExecID(j.id, at)
 	if aj.shard != nil {
 		execID = protocol.BroadcastExecID(j.id, at, aj.shard.Index)
@@ -208,11 +217,6 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 		si, st = shard.Index, shard.Total
 	}
 	now := s.a.clk.Now().Round(0)
-	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit && s.a.cfg.Outbox.CoalesceSkipped {
-		s.skipFire(j, at)
-		s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
-		return
-	}
 	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit {
 		rep, err := s.a.encodeReport(protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportSkipped,
 			ScheduledAt: at, Epoch: epoch, Shard: shard, Reason: "overlap"})
