@@ -224,9 +224,26 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 			s.log.Error("record skipped fire", "exec_id", execID, "err", err)
 			return
 		}
-		s.queueFire(&fireRec{j: j, ref: ref, rep: rep, row: &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped,
+		// Its own write, not the pass's batch: one function per skipped
+		// fire keeps the store's queue as the brake on fires under
+		// overload (Submit blocks when it is full), as before batching.
+		row := store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped,
 			Periodic: true, Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
-			ShardIndex: si, ShardTotal: st, FinishedAt: now, Outcome: "skipped"}})
+			ShardIndex: si, ShardTotal: st, FinishedAt: now, Outcome: "skipped"}
+		s.a.st.Submit(func(tx *store.Tx) error {
+			_, ins, err := tx.InsertExec(row)
+			if err != nil || !ins {
+				return err
+			}
+			if err := tx.SetLastFire(ref, at); err != nil {
+				return err
+			}
+			return rep.enqueue(tx)
+		}, func(err error) {
+			if err != nil {
+				s.post(func() { s.log.Error("record skipped fire", "exec_id", execID, "err", err) })
+			}
+		})
 		s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
 		return
 	}
