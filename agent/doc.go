@@ -12,7 +12,9 @@
 // rows of this run from memory, handed over by the store once they are
 // durable (no read-back); an earlier run's rows, and rows beyond the
 // memory bound during a long partition, are read from SQLite. The wheel's
-// due fires of one scheduler pass are written in one write function.
+// due fires of one scheduler pass are written in one write function; with
+// outbox.coalesce_skipped a job's fires skipped by overlap are written
+// once per second as one SKIPPED row and report with their count.
 //
 // Goroutines and what each owns:
 //

@@ -34,12 +34,12 @@ func BenchmarkOverload(b *testing.B) {
 			cfg.Outbox.CoalesceSkipped = bc.coalesce
 			var runs atomic.Int64
 			a := startAgent(b, cfg, WithHandler("noop", func(context.Context, Task) Result { runs.Add(1); return Result{} }))
-			waitFor(b, 10*time.Second, "registered", func() bool { n, _ := c.heartbeats(); return n > 0 })
+			waitFor(b, 30*time.Second, "registered", func() bool { n, _ := c.heartbeats(); return n > 0 })
 			for range jobs {
 				j := newJob("edge-ov", "noop", schedule.Spec{Every: bc.every}, nil)
 				c.send("edge-ov", assignCmd(j))
 			}
-			waitFor(b, 10*time.Second, "every job assigned", func() bool {
+			waitFor(b, 30*time.Second, "every job assigned", func() bool {
 				stored, err := a.Store().Jobs(context.Background())
 				return err == nil && len(stored) == jobs
 			})

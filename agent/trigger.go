@@ -196,6 +196,15 @@ const leaseRunRecheck = 250 * time.Millisecond
 // written with the other fires of the same pass (queueFire).
 func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 	aj := j.assigned
+	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit && s.a.cfg.Outbox.CoalesceSkipped {
+		// Counted only (skips.go): the cheap path under overload.
+		aj.lastFire = at
+		s.skipFire(j, at)
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "run_at", at)
+		}
+		return
+	}
 	execID := protocol.ExecID(j.id, at)
 	if aj.shard != nil {
 		execID = protocol.BroadcastExecID(j.id, at, aj.shard.Index)
@@ -208,11 +217,6 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 		si, st = shard.Index, shard.Total
 	}
 	now := s.a.clk.Now().Round(0)
-	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit && s.a.cfg.Outbox.CoalesceSkipped {
-		s.skipFire(j, at)
-		s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
-		return
-	}
 	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit {
 		rep, err := s.a.encodeReport(protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportSkipped,
 			ScheduledAt: at, Epoch: epoch, Shard: shard, Reason: "overlap"})
@@ -220,9 +224,26 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 			s.log.Error("record skipped fire", "exec_id", execID, "err", err)
 			return
 		}
-		s.queueFire(&fireRec{j: j, ref: ref, rep: rep, row: &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped,
+		// Its own write, not the pass's batch: one function per skipped
+		// fire keeps the store's queue as the brake on fires under
+		// overload (Submit blocks when it is full), as before batching.
+		row := store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped,
 			Periodic: true, Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
-			ShardIndex: si, ShardTotal: st, FinishedAt: now, Outcome: "skipped"}})
+			ShardIndex: si, ShardTotal: st, FinishedAt: now, Outcome: "skipped"}
+		s.a.st.Submit(func(tx *store.Tx) error {
+			_, ins, err := tx.InsertExec(row)
+			if err != nil || !ins {
+				return err
+			}
+			if err := tx.SetLastFire(ref, at); err != nil {
+				return err
+			}
+			return rep.enqueue(tx)
+		}, func(err error) {
+			if err != nil {
+				s.post(func() { s.log.Error("record skipped fire", "exec_id", execID, "err", err) })
+			}
+		})
 		s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
 		return
 	}

@@ -45,7 +45,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.finish, `UPDATE execs SET state = ?, finished_at = ?, outcome = ?, result = ?
 			WHERE id = ? AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
 		{&s.setState, `UPDATE execs SET state = ? WHERE id = ? AND state = ?`},
-		{&s.enqueue, `INSERT INTO outbox(msg_id, subject, data) VALUES (?, ?, ?) ON CONFLICT(msg_id) DO NOTHING RETURNING seq`},
+		{&s.enqueue, `INSERT INTO outbox(msg_id, subject, data) VALUES (?, ?, ?) ON CONFLICT(msg_id) DO NOTHING`},
 		{&s.ack, `DELETE FROM outbox WHERE seq <= ?`},
 		{&s.prune, `DELETE FROM execs WHERE finished_at > 0 AND finished_at < ?`},
 		{&s.getExecState, `SELECT state FROM execs WHERE id = ?`},
@@ -311,11 +311,15 @@ func (t *Tx) ExecState(id int64) (string, error) {
 // Once the transaction is durable the new row is handed to the outbox
 // sink, if one is set (SetOutboxSink); data must not be changed after.
 func (t *Tx) Enqueue(msgID, subject string, data []byte) error {
-	var seq int64
-	err := t.stmt(t.st.enqueue).QueryRowContext(t.ctx, msgID, subject, data).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
+	// Exec, not RETURNING: cheaper through database/sql; seq is the rowid.
+	r, err := t.exec(t.st.enqueue, msgID, subject, data)
+	if err != nil {
+		return err
 	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		return classify(err) // nil: the msg id is there already
+	}
+	seq, err := r.LastInsertId()
 	if err != nil {
 		return classify(err)
 	}
