@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 )
@@ -36,6 +37,7 @@ type config struct {
 	periodic       int
 	warmup, window time.Duration
 	workloads      string
+	systems        string
 	keep           bool
 }
 
@@ -58,6 +60,7 @@ func main() {
 	flag.DurationVar(&c.warmup, "warmup", 5*time.Second, "periodic: warm-up before the window")
 	flag.DurationVar(&c.window, "window", 20*time.Second, "periodic: measured window")
 	flag.StringVar(&c.workloads, "workloads", "dispatch,latency,periodic", "workloads to run")
+	flag.StringVar(&c.systems, "systems", "ax,asynq", "systems to run (ax, asynq)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the data directories and logs")
 	flag.Parse()
 	if c.binDir == "" {
@@ -81,13 +84,24 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	systems := []system{&axSystem{binDir: c.binDir}, &asynqSystem{}}
+	var systems []system
+	for _, name := range strings.Split(c.systems, ",") {
+		switch name {
+		case "ax":
+			systems = append(systems, &axSystem{binDir: c.binDir})
+		case "asynq":
+			systems = append(systems, &asynqSystem{})
+		default:
+			return fmt.Errorf("-systems: unknown system %q (ax, asynq)", name)
+		}
+	}
 	res := results{}
 	fmt.Printf("# vsasynq: %d reps; load before: %s\n", c.reps, loadavg())
 	for rep := range c.reps {
 		order := systems
 		if rep%2 == 1 {
-			order = []system{systems[1], systems[0]}
+			order = slices.Clone(systems)
+			slices.Reverse(order)
 		}
 		for _, w := range strings.Split(c.workloads, ",") {
 			for _, sys := range order {
