@@ -17,7 +17,7 @@ import (
 
 	"github.com/axsched/ax/agent/handler"
 	"github.com/axsched/ax/agent/store"
-	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -62,6 +62,8 @@ type Agent struct {
 	shards     atomic.Int64
 	offset     atomic.Int64 // controller minus agent, ns
 	outboxKick chan struct{}
+	// lingers counts the flusher's waits for outbox.linger begun.
+	lingers atomic.Int64
 	// hbKick asks the link for a heartbeat now (a group-job lease to claim).
 	hbKick chan struct{}
 	// boot names this run of the process in registrations and heartbeats.
@@ -175,6 +177,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.recover(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
+	// Reports committed from now on are published from memory; those
+	// before (an earlier run's) are read from the outbox.
+	mem := newMemOutbox(memWindows*a.cfg.Outbox.Window, a.kickOutbox)
+	base, err := a.st.SetOutboxSink(context.WithoutCancel(ctx), mem.add)
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	mem.setBase(base)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -184,7 +194,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	defer stopFlush()
 	l := newLink(a)
-	fl := newFlusher(a, l)
+	fl := newFlusher(a, l, mem)
 	wg.Add(1)
 	go func() { defer wg.Done(); fl.run(flushCtx) }()
 	linkCtx, stopLink := context.WithCancel(context.Background())

@@ -3,6 +3,9 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +22,23 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeBytes is the process's write_bytes (/proc/self/io): bytes it
+// caused to be written to storage (the SQLite file and WAL, and the
+// embedded JetStream file store of the benchmark's controller double).
+func writeBytes() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "write_bytes: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // BenchmarkThroughput measures executions per second through the whole
@@ -52,6 +72,7 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 			ctx := context.Background()
 			b.ResetTimer()
+			st0, wb0 := a.Store().Stats(), writeBytes()
 			cpu0 := cpuTime()
 			start := time.Now()
 			for i, data := range cmds {
@@ -82,6 +103,12 @@ func BenchmarkThroughput(b *testing.B) {
 			// benchmark driver) per execution: less sensitive than execs/s
 			// to other load on a shared machine.
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/exec")
+			// Store commits per execution: one WAL fsync each with
+			// synchronous=full (checkpoints add their own).
+			st := a.Store().Stats()
+			b.ReportMetric(float64(st.Commits-st0.Commits)/float64(b.N), "commits/exec")
+			b.ReportMetric(float64(st.Writes-st0.Writes)/float64(b.N), "writefns/exec")
+			b.ReportMetric(float64(writeBytes()-wb0)/float64(b.N), "wbytes/exec")
 		})
 	}
 }

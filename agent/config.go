@@ -165,6 +165,12 @@ type OutboxConfig struct {
 	// at once), at most a second. It delays only what the controller sees:
 	// reports are durable before, and handlers do not wait for it.
 	Linger time.Duration `mapstructure:"linger"`
+	// CoalesceSkipped records the fires of a job skipped by overlap as one
+	// report per job per second with their count (Report.SkippedCount),
+	// and a misfire's skipped fires likewise, instead of one report per
+	// fire. Controllers built before 2026-12-01 refuse such reports:
+	// upgrade them first, or set it false.
+	CoalesceSkipped bool `mapstructure:"coalesce_skipped"`
 }
 
 // ShutdownConfig tunes the shutdown.
@@ -191,7 +197,7 @@ func DefaultConfig() Config {
 		Store: StoreConfig{Synchronous: DefaultStoreSynchronous, MaxBatch: DefaultStoreMaxBatch, Retention: DefaultRetention,
 			PruneInterval: DefaultPruneInterval},
 		Clock:    ClockConfig{MaxSkew: DefaultMaxSkew, OnSkew: DefaultOnSkew, JumpThreshold: DefaultJumpThreshold},
-		Outbox:   OutboxConfig{Window: DefaultOutboxWindow, Linger: DefaultOutboxLinger},
+		Outbox:   OutboxConfig{Window: DefaultOutboxWindow, Linger: DefaultOutboxLinger, CoalesceSkipped: true},
 		Shutdown: ShutdownConfig{Grace: DefaultShutdownGrace},
 		Log:      LogConfig{Format: DefaultLogFormat, Level: DefaultLogLevel},
 	}

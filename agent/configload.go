@@ -200,7 +200,7 @@ func describeNode(n *yaml.Node) string {
 }
 
 // setString sets v from its string form: a duration ("5s"), an integer, a
-// string, a comma-separated list, or "k=v,k=v" for a map.
+// boolean, a string, a comma-separated list, or "k=v,k=v" for a map.
 func setString(v reflect.Value, s string) error {
 	switch {
 	case isDuration(v.Type()):
@@ -211,6 +211,12 @@ func setString(v reflect.Value, s string) error {
 		v.SetInt(int64(d))
 	case v.Kind() == reflect.String:
 		v.SetString(s)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", s)
+		}
+		v.SetBool(b)
 	case v.Kind() == reflect.Int:
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 0, v.Type().Bits())
 		if errors.Is(err, strconv.ErrRange) {

@@ -54,6 +54,7 @@ func TestLoadConfigFileErrorsNameTheKey(t *testing.T) {
 		{"section as value", "clock: 5s\n", "clock: line 1: must be a mapping"},
 		{"list as value", "workers: [1, 2]\n", "workers: line 1: must be a single value, got a list"},
 		{"key given twice", "id: a\nid: b\n", "id: line 2: key given twice"},
+		{"bool from text", "outbox:\n  coalesce_skipped: maybe\n", `outbox.coalesce_skipped: line 2: "maybe" is not true or false`},
 		{"not a mapping", "- id: a\n", "(top level): line 1: must be a mapping"},
 	}
 	for _, tc := range tests {
@@ -89,6 +90,7 @@ func TestLoadConfigFileValues(t *testing.T) {
 		{"alias", "exec:\n  allow: &l [/a]\nhttp:\n  allow: *l\n", func(c Config) bool { return reflect.DeepEqual(c.HTTP.Allow, []string{"/a"}) }},
 		{"durations", "store:\n  retention: 1h30m\n", func(c Config) bool { return c.Store.Retention == 90*time.Minute }},
 		{"number as id", "id: 007\n", func(c Config) bool { return c.ID == "007" }},
+		{"bool", "outbox:\n  coalesce_skipped: false\n", func(c Config) bool { return !c.Outbox.CoalesceSkipped }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

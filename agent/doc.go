@@ -8,7 +8,13 @@
 // (triggered, running, finished, skipped, interrupted) is written in the
 // same transaction as its report, and reports are published from the
 // outbox in order and deleted only on PubAck, so no fire and no result is
-// lost across kill -9, restarts or partitions.
+// lost across kill -9, restarts or partitions. The flusher publishes the
+// rows of this run from memory, handed over by the store once they are
+// durable (no read-back); an earlier run's rows, and rows beyond the
+// memory bound during a long partition, are read from SQLite. The wheel's
+// due fires of one scheduler pass are written in one write function; with
+// outbox.coalesce_skipped a job's fires skipped by overlap are written
+// once per second as one SKIPPED row and report with their count.
 //
 // Goroutines and what each owns:
 //

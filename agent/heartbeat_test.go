@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent/store"
-	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )

@@ -64,6 +64,7 @@ func (s *scheduler) unassigned(id string) {
 	if j == nil || j.assigned == nil {
 		return
 	}
+	s.flushSkip(j)
 	delete(s.byRef, j.assigned.ref)
 	j.assigned = nil
 	s.log.Info("job unassigned", "job_id", id)
@@ -340,8 +341,12 @@ func (s *scheduler) recordMissed(j *jobRef, plan schedule.MisfirePlan) {
 		if err := tx.SetLastFire(ref, at); err != nil {
 			return err
 		}
-		return s.a.enqueue(tx, protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportSkipped,
-			ScheduledAt: at, Epoch: epoch, Shard: shard, Reason: "misfire"})
+		r := protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportSkipped,
+			ScheduledAt: at, Epoch: epoch, Shard: shard, Reason: "misfire"}
+		if plan.Missed > 1 && s.a.cfg.Outbox.CoalesceSkipped && plan.FirstMissed.Before(at) {
+			r.SkippedCount, r.FirstScheduledAt = min(plan.Missed, protocol.MaxSkippedCount), plan.FirstMissed
+		}
+		return s.a.enqueue(tx, r)
 	}, func(err error) {
 		if err == nil {
 			s.a.kickOutbox()

@@ -34,6 +34,9 @@ type link struct {
 	busyFor atomic.Int64
 	// savedOffset is the clock offset last stored in meta, ns.
 	savedOffset atomic.Int64
+	// offsets filters the clock-offset samples of registration and
+	// heartbeats (clockoffset.go).
+	offsets offsetFilter
 	// conn is nc for the reconnect delay, which nats.go may call before
 	// nats.Connect returns; authFails counts consecutive connection
 	// attempts refused for the agent's credentials.
@@ -319,21 +322,30 @@ func (l *link) register(ctx context.Context) error {
 		l.busyFor.Store(int64(rep.RetryAfter))
 		return errors.Join(errRefused, errors.New(rep.Error))
 	}
-	off := protocol.ClockOffset(t0.Round(0), rep.ControllerTime, t2.Round(0))
+	l.offsets.reset()
+	off := l.offsets.add(t0.Round(0), rep.ControllerTime, t2.Round(0))
 	a.offset.Store(int64(off))
 	a.shards.Store(int64(rep.Shards))
 	if rep.HeartbeatInterval > 0 {
 		l.hb.Store(int64(rep.HeartbeatInterval))
 	}
-	if err := a.st.Do(ctx, func(tx *store.Tx) error {
+	// Stored for a restart without a controller, not waited for: a
+	// registration never queues behind a backlog of store writes (the
+	// values in memory are the ones used; a later registration or
+	// heartbeat stores them if this write does not happen).
+	l.savedOffset.Store(int64(off))
+	if !a.st.TrySubmit(func(tx *store.Tx) error {
 		if err := tx.SetMeta(store.MetaShards, strconv.Itoa(rep.Shards)); err != nil {
 			return err
 		}
 		return tx.SetMeta(store.MetaClockOffset, strconv.FormatInt(int64(off), 10))
-	}); err != nil {
-		return err
+	}, func(err error) {
+		if err != nil {
+			l.savedOffset.Store(0)
+		}
+	}) {
+		l.savedOffset.Store(0)
 	}
-	l.savedOffset.Store(int64(off))
 	a.sched.post(a.sched.checkSkew)
 	if rep.ResumeAfter > cursor {
 		if err := l.resumeAfter(ctx, cursor, rep.ResumeAfter); err != nil {
@@ -431,7 +443,7 @@ func (l *link) heartbeat(ctx context.Context) error {
 		l.signal()
 		return errors.Join(errRefused, errors.New(rep.Error))
 	}
-	off := protocol.ClockOffset(t0.Round(0), rep.ControllerTime, t2.Round(0))
+	off := l.offsets.add(t0.Round(0), rep.ControllerTime, t2.Round(0))
 	a.offset.Store(int64(off))
 	l.persistOffset(off)
 	s := a.sched

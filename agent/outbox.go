@@ -18,6 +18,16 @@ import (
 // acknowledgements arrive.
 const maxWindows = 2
 
+// memWindows is how many windows of reports memOutbox holds at most; older
+// ones are read back from SQLite (a long partition).
+const memWindows = 8
+
+// deleteWindows is how many windows of acknowledged rows may wait before
+// they are deleted (one DELETE for all of them); they are also deleted
+// whenever the flusher has nothing left to publish. A crash republishes
+// them with their Msg-Ids (de-duplicated by the stream).
+const deleteWindows = 4
+
 // flusher publishes the outbox in order, in windows of Outbox.Window rows
 // sent as async publishes with Nats-Msg-Id, and deletes a window only when
 // every message of it has its PubAck. After an error it starts again from
@@ -32,7 +42,10 @@ const maxWindows = 2
 type flusher struct {
 	a        *Agent
 	l        *link
+	mem      *memOutbox
 	acked    int64 // highest seq acknowledged
+	deleted  int64 // highest seq whose delete was submitted
+	undel    int   // rows acknowledged and not deleted yet
 	sent     int64 // highest seq published (≥ acked)
 	inflight []pubWindow
 	fails    int
@@ -46,7 +59,7 @@ type pubWindow struct {
 	futs []jetstream.PubAckFuture
 }
 
-func newFlusher(a *Agent, l *link) *flusher { return &flusher{a: a, l: l} }
+func newFlusher(a *Agent, l *link, mem *memOutbox) *flusher { return &flusher{a: a, l: l, mem: mem} }
 
 func (f *flusher) run(ctx context.Context) {
 	t := f.a.clk.NewTimer(time.Second)
@@ -76,6 +89,7 @@ func (f *flusher) run(ctx context.Context) {
 				break
 			}
 		}
+		f.deleteAcked()
 		t.Reset(time.Second)
 	}
 }
@@ -90,6 +104,7 @@ func (f *flusher) linger(ctx context.Context) {
 	}
 	t := f.a.clk.NewTimer(d)
 	defer t.Stop()
+	f.a.lingers.Add(1)
 	select {
 	case <-ctx.Done():
 	case <-t.C():
@@ -98,12 +113,23 @@ func (f *flusher) linger(ctx context.Context) {
 
 // drain flushes until the outbox is empty, an error, or ctx ends.
 func (f *flusher) drain(ctx context.Context) {
+	defer f.deleteAcked()
 	for ctx.Err() == nil {
 		n, err := f.flushOnce(ctx)
 		if err != nil || n == 0 {
 			return
 		}
 	}
+}
+
+// deleteAcked deletes the acknowledged rows not deleted yet, in one write.
+func (f *flusher) deleteAcked() {
+	if f.acked <= f.deleted {
+		return
+	}
+	last := f.acked
+	f.deleted, f.undel = last, 0
+	f.a.st.Submit(func(tx *store.Tx) error { return tx.Ack(last) }, nil)
 }
 
 var errLinkDown = errors.New("link down")
@@ -146,16 +172,26 @@ func (f *flusher) flushOnce(ctx context.Context) (int, error) {
 	}
 	f.inflight = append(f.inflight[:0], f.inflight[1:]...)
 	f.acked = w.last
-	last := w.last
-	f.a.st.Submit(func(tx *store.Tx) error { return tx.Ack(last) }, nil)
+	f.mem.acked(w.last)
+	if f.undel += w.rows; f.undel >= deleteWindows*f.a.cfg.Outbox.Window {
+		f.deleteAcked()
+	}
 	return w.rows, nil
 }
 
-// publish reads the rows after f.sent and publishes them (coalesced).
+// publish takes the rows after f.sent — from memory, or from SQLite when
+// memory does not hold them all (rows of an earlier run, a long
+// partition) — and publishes them (coalesced).
 func (f *flusher) publish(ctx context.Context, js jetstream.JetStream) (pubWindow, error) {
-	msgs, err := f.a.st.Outbox(ctx, f.sent, f.a.cfg.Outbox.Window)
-	if err != nil || len(msgs) == 0 {
-		return pubWindow{}, err
+	msgs, ok := f.mem.after(f.sent, f.a.cfg.Outbox.Window)
+	if !ok {
+		var err error
+		if msgs, err = f.a.st.Outbox(ctx, f.sent, f.a.cfg.Outbox.Window); err != nil {
+			return pubWindow{}, err
+		}
+	}
+	if len(msgs) == 0 {
+		return pubWindow{}, nil
 	}
 	skip := coalesce(msgs)
 	w := pubWindow{last: msgs[len(msgs)-1].Seq, rows: len(msgs), futs: make([]jetstream.PubAckFuture, 0, len(msgs))}

@@ -41,6 +41,8 @@ type jobRef struct {
 	// parked: attempts of the job were left in SQLite because as many as
 	// it may run at once already wait for it in memory (see accept).
 	parked bool
+	// skip is the job's run of skipped fires not written yet (skips.go).
+	skip *skipRun
 }
 
 // assignedJob is a periodic job planned on a wheel. The payload is not kept.
@@ -119,6 +121,10 @@ type scheduler struct {
 	// fenced are the PENDING runs fired under a group lease (epoch > 0):
 	// they run only while this agent holds the job's lease at that epoch.
 	fenced map[int64]runFence
+	// fires are the periodic fires waiting for their batch write (fires.go).
+	fires []*fireRec
+	// skipping are the jobs that may have a skipped run (skips.go).
+	skipping []*jobRef
 
 	work      chan workUnit
 	starting  int // dispatched batches whose RUNNING write is not durable yet
@@ -150,7 +156,7 @@ func newScheduler(a *Agent) *scheduler {
 		work: make(chan workUnit, a.cfg.Workers), fireSlots: make(chan struct{}, maxQueuedFires), wheelStop: make(chan struct{})}
 	s.view.Store(&hbView{})
 	s.ready.agingStep = a.cfg.Queue.AgingStep
-	wc := wheelClock{a.clk}
+	wc := a.clk
 	var err error
 	if s.normal, err = wheel.NewDriver[wheelItem](wheel.DefaultConfig(), wc, s.onWheel); err != nil {
 		panic(err) // static config
@@ -279,7 +285,10 @@ loop:
 		}
 	}
 	tick.Stop()
-	// Stop triggering.
+	// Stop triggering; the skipped runs and fires counted so far are
+	// written.
+	s.flushSkips()
+	s.flushFires()
 	s.stopped = true
 	stopWheels()
 	close(s.wheelStop)
@@ -374,6 +383,7 @@ func (s *scheduler) shutdown() {
 func (s *scheduler) onTick() {
 	now := s.a.clk.Now()
 	s.publishView()
+	s.flushSkips()
 	s.log.Debug("scheduler", "ready", s.ready.len(), "mem", s.mem, "in_mem", len(s.inMem), "spilled", s.spilled,
 		"busy", s.busy, "running", len(s.running), "jobs", len(s.jobs), "pending", s.pending)
 	if s.lastPrune.IsZero() || now.Sub(s.lastPrune) >= s.a.cfg.Store.PruneInterval {

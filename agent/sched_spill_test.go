@@ -37,6 +37,7 @@ func TestOverlapAndConcurrencyHoldUnderSpill(t *testing.T) {
 			cfg := testConfig(t, "edge-o", c.srv.URL())
 			cfg.Queue.Size = 16
 			cfg.Workers = 4
+			cfg.Outbox.CoalesceSkipped = false // a row per fire (TestSkippedFiresCoalesced covers the counts)
 			release := make(chan struct{})
 			a := startAgent(t, cfg, WithHandler("block", func(ctx context.Context, _ Task) Result {
 				select {

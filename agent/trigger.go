@@ -192,9 +192,19 @@ func (s *scheduler) fenceRun(w wheelItem, f runFence) bool {
 // leaseRunRecheck is how often a run waiting for its group lease looks again.
 const leaseRunRecheck = 250 * time.Millisecond
 
-// fireJob records one periodic fire: TRIGGERED (or SKIPPED by overlap).
+// fireJob records one periodic fire: TRIGGERED (or SKIPPED by overlap),
+// written with the other fires of the same pass (queueFire).
 func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 	aj := j.assigned
+	if aj.job.Overlap == protocol.OverlapForbid && j.active >= j.limit && s.a.cfg.Outbox.CoalesceSkipped {
+		// Counted only (skips.go): the cheap path under overload.
+		aj.lastFire = at
+		s.skipFire(j, at)
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "run_at", at)
+		}
+		return
+	}
 	execID := protocol.ExecID(j.id, at)
 	if aj.shard != nil {
 		execID = protocol.BroadcastExecID(j.id, at, aj.shard.Index)
@@ -214,10 +224,14 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 			s.log.Error("record skipped fire", "exec_id", execID, "err", err)
 			return
 		}
+		// Its own write, not the pass's batch: one function per skipped
+		// fire keeps the store's queue as the brake on fires under
+		// overload (Submit blocks when it is full), as before batching.
+		row := store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped,
+			Periodic: true, Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
+			ShardIndex: si, ShardTotal: st, FinishedAt: now, Outcome: "skipped"}
 		s.a.st.Submit(func(tx *store.Tx) error {
-			_, ins, err := tx.InsertExec(store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateSkipped, Periodic: true,
-				Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
-				ShardIndex: si, ShardTotal: st, FinishedAt: now, Outcome: "skipped"})
+			_, ins, err := tx.InsertExec(row)
 			if err != nil || !ins {
 				return err
 			}
@@ -228,13 +242,12 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 		}, func(err error) {
 			if err != nil {
 				s.post(func() { s.log.Error("record skipped fire", "exec_id", execID, "err", err) })
-				return
 			}
-			s.a.kickOutbox()
 		})
 		s.log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
 		return
 	}
+	s.flushSkip(j) // the skipped fires before this one are written first
 	row := &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateTriggered, Periodic: true,
 		Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
 		ShardIndex: si, ShardTotal: st, TriggeredAt: now}
@@ -244,26 +257,7 @@ func (s *scheduler) fireJob(j *jobRef, at time.Time) {
 		return
 	}
 	j.active++
-	var ins bool
-	s.a.st.Submit(func(tx *store.Tx) error {
-		var err error
-		row.ID, ins, err = tx.InsertExec(*row)
-		if err != nil || !ins {
-			return err
-		}
-		if err := tx.SetLastFire(ref, at); err != nil {
-			return err
-		}
-		if row.Spec, err = tx.JobSpec(ref); err != nil {
-			return err
-		}
-		return rep.enqueue(tx)
-	}, func(err error) {
-		if err == nil && ins {
-			s.a.kickOutbox()
-		}
-		s.post(func() { s.triggered(j, row, ins, err) })
-	})
+	s.queueFire(&fireRec{j: j, ref: ref, row: row, rep: rep})
 }
 
 // fireRun triggers a run command's attempt whose run_at has come.

@@ -12,10 +12,8 @@ import (
 
 	"github.com/axsched/ax/agent/handler"
 	"github.com/axsched/ax/agent/store"
-	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
-	"github.com/axsched/ax/pkg/wheel"
 )
 
 // maxStack bounds the panic stack kept in a result message.
@@ -166,9 +164,3 @@ func (a *Agent) invoke(ctx context.Context, name string, t Task) (res handler.Re
 	}
 	return res
 }
-
-// wheelClock adapts clock.Clock to wheel.Clock.
-type wheelClock struct{ c clock.Clock }
-
-func (w wheelClock) Now() time.Time                       { return w.c.Now() }
-func (w wheelClock) NewTimer(d time.Duration) wheel.Timer { return w.c.NewTimer(d) }

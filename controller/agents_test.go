@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/internal/clock"
+	"github.com/axsched/ax/pkg/clock"
 )
 
 // steppedClock is the real clock whose wall reading can be stepped (an NTP

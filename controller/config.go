@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/controller/auth"
-	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -67,6 +67,8 @@ type Config struct {
 	AckWait time.Duration
 	// Reports bounds the report stream AX_RPT.
 	Reports ReportsConfig
+	// History says how long ended executions and retired jobs are kept.
+	History HistoryConfig
 	// Logger receives the controller's logs; nil discards them.
 	Logger *slog.Logger
 	// Registry receives the controller's metrics; nil makes a new one (see Controller.Registry).
@@ -79,7 +81,30 @@ type Config struct {
 	monoNow func() time.Time
 	// reportSweep overrides how often AX_RPT is looked at (reportstream.go).
 	reportSweep time.Duration
+	// historySweep overrides how often the retention sweeper runs (retention.go).
+	historySweep time.Duration
 }
+
+// HistoryConfig is history.*: the execution history (history.go,
+// retention.go). A terminal execution leaves live state (ax_execs) after
+// the grace period LiveGrace, and a one-shot job whose executions all did
+// leaves the live job set; both stay in every replica's history index for
+// Retention after they left live state, then go.
+type HistoryConfig struct {
+	// Retention is history.retention, default 7 days, between 1 minute and
+	// AX_EVT's max age (7 days): the index is rebuilt from that stream.
+	Retention time.Duration
+}
+
+// DefaultHistoryRetention is the default of history.retention.
+const DefaultHistoryRetention = 7 * 24 * time.Hour
+
+// LiveGrace is how long a terminal execution stays in live state before
+// it leaves ax_execs for the history alone: the report de-duplication
+// window of AX_RPT (its Duplicates, 2h), so that a report the stream no
+// longer drops as a duplicate finds the execution in history and is
+// refused there, never applied to a new record.
+const LiveGrace = streams.DefaultDuplicates
 
 // NATSConfig says which NATS server the controller uses.
 type NATSConfig struct {
@@ -130,6 +155,7 @@ func DefaultConfig() Config {
 		LeaseRenewInterval: DefaultLeaseTTL / 3,
 		AckWait:            DefaultAckWait,
 		Reports:            ReportsConfig{MaxBytes: streams.DefaultReportMaxBytes, MaxAge: streams.DefaultReportMaxAge},
+		History:            HistoryConfig{Retention: DefaultHistoryRetention},
 	}
 }
 
@@ -173,6 +199,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Reports.MaxAge == 0 {
 		c.Reports.MaxAge = streams.DefaultReportMaxAge
+	}
+	if c.History.Retention == 0 {
+		c.History.Retention = DefaultHistoryRetention
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -303,6 +332,10 @@ func (c Config) Validate() error {
 	}
 	if c.Reports.MaxAge < streams.MinReportMaxAge {
 		return configErr("reports.max_age", "must be at least %s, got %s", streams.MinReportMaxAge, c.Reports.MaxAge)
+	}
+	if c.History.Retention < time.Minute || c.History.Retention > streams.DefaultEventMaxAge {
+		return configErr("history.retention", "must be between 1m and %s (AX_EVT keeps events that long and the history is rebuilt from it), got %s",
+			streams.DefaultEventMaxAge, c.History.Retention)
 	}
 	return nil
 }

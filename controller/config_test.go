@@ -62,6 +62,8 @@ func TestConfigValidate(t *testing.T) {
 		{"reports max bytes negative", func(c *Config) { c.Reports.MaxBytes = -1 }, "reports.max_bytes"},
 		{"reports max age short", func(c *Config) { c.Reports.MaxAge = time.Minute }, "reports.max_age: must be at least 1h"},
 		{"reports max age negative", func(c *Config) { c.Reports.MaxAge = -time.Hour }, "reports.max_age"},
+		{"history retention short", func(c *Config) { c.History.Retention = time.Second }, "history.retention: must be between 1m and 168h0m0s"},
+		{"history retention beyond AX_EVT", func(c *Config) { c.History.Retention = 30 * 24 * time.Hour }, "history.retention: must be between"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -43,6 +43,7 @@ type Controller struct {
 	consumers consumerCheck // online agents without a command consumer (consumers.go)
 	regs      regPool       // registrations waiting for a worker (regpool.go)
 	retries   *retrier
+	hist      *history // the execution history index (history.go)
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
 	// ownership loop's state, and which shards this replica works now.
@@ -105,6 +106,7 @@ func New(cfg Config) (*Controller, error) {
 		closeCh:  make(chan struct{}),
 	}
 	c.jobs = newJobCache()
+	c.jobs.now = c.now
 	c.agents = newAgentRegistry()
 	c.leases = newLeaseView()
 	c.epochs = newEpochView()
@@ -200,6 +202,9 @@ func (c *Controller) start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.kv = b
+	if err := c.openHistory(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
 	if err := c.retryStart(ctx, "load jobs", func(ctx context.Context) error {
 		return c.jobs.follow(ctx, c.ctx, c.kv.Jobs, c.log, c.goRun)
 	}); err != nil {
@@ -239,6 +244,7 @@ func (c *Controller) start(ctx context.Context) error {
 	c.goRun(c.livenessLoop)
 	c.goRun(c.consumerLoop)
 	c.goRun(c.reportStreamLoop)
+	c.goRun(c.retentionLoop)
 	return nil
 }
 
@@ -293,6 +299,9 @@ func (c *Controller) shutdown() {
 		c.retries.stop()
 	}
 	c.wg.Wait()
+	if c.hist != nil {
+		c.hist.close()
+	}
 	if c.nc != nil {
 		_ = c.nc.FlushTimeout(2 * time.Second)
 		c.nc.Close()

@@ -81,6 +81,20 @@ func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled t
 	}
 	var out []protocol.Execution
 	for i, p := range ps {
+		if e, ok, err := c.hist.idx.get(ctx, p.execID); err != nil {
+			return out, err
+		} else if ok && e.State.Terminal() {
+			// Ended, and may have left live state (retention.go): never made again.
+			if v, err := c.readExec(ctx, p.execID); err != nil {
+				return out, err
+			} else if v.rec == nil {
+				if fresh && i == 0 {
+					return nil, errExecExists
+				}
+				out = append(out, e)
+				continue
+			}
+		}
 		now := c.now()
 		rec := &execRecord{Execution: protocol.Execution{
 			ExecID: p.execID, JobID: j.ID, Attempt: 1, State: protocol.StatePending, Agent: p.agent,
@@ -254,6 +268,17 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 		}
 		at, ok := s.Next(time.Time{})
 		if !ok || seen[protocol.ExecID(j.ID, at)] {
+			continue
+		}
+		// Not in ax_execs: its creation was cut short, or it ended and left
+		// live state (retention.go), which the history index knows — unless
+		// the index is still being rebuilt and the job is older than the
+		// grace: then it is left alone rather than run twice.
+		if _, inHist, err := c.hist.idx.get(ctx, protocol.ExecID(j.ID, at)); err != nil || inHist {
+			continue
+		}
+		if c.now().Sub(j.CreatedAt) >= LiveGrace && !c.hist.caught.Load() {
+			c.log.Warn("one-shot job without its execution while the history index catches up; not recreated", "job", j.ID)
 			continue
 		}
 		missing++

@@ -38,6 +38,8 @@
 //	Reports             bounds of AX_RPT (reports.max_bytes, default 1 GiB, at least
 //	                    1 MiB; reports.max_age, default 7d, at least 1h); when full,
 //	                    new reports are refused and agents keep them in their outbox
+//	History.Retention   history.retention: how long ended executions and retired
+//	                    one-shot jobs stay in the history index, default 7d, 1m..7d
 //	NATS.URL            an external server or cluster (comma-separated URLs);
 //	                    empty runs an embedded server
 //	NATS.Replicas       replicas of streams and buckets: 1, 3 or 5 (3 and 5 need NATS.URL)
@@ -57,7 +59,9 @@
 //
 // # Executions
 //
-// Executions live in KV ax_execs (key: exec id). statemachine.go holds the
+// Live executions are in KV ax_execs (key: exec id); ended ones leave it
+// after a grace period for the history (see History and retention).
+// statemachine.go holds the
 // allowed transitions of DESIGN §3 in one table. Reports arrive on AX_RPT,
 // one durable pull consumer per shard (ax-shard-<n>; with fewer shards
 // configured than protocol.DefaultShards, the shard subjects up to
@@ -101,6 +105,36 @@
 // RETRY_WAITING until then, except for group jobs: a retry sent under an
 // earlier epoch counts as lost when the lease is granted again, and one an
 // agent drops unrun is reported fenced.
+//
+// # History and retention
+//
+// history.go: every replica keeps a SQLite index of every execution (and
+// of retired one-shot jobs) in DataDir/history.db, fed from AX_EVT by an
+// ordered consumer; each event carries the execution's snapshot
+// (protocol.Event.Execution), and the stream sequence is stored in the
+// transaction of the rows it applied, so the index resumes exactly and a
+// deleted file is rebuilt from the stream. ListExecutions (filters job,
+// agent, state, scheduled range From/To; paged by exec id) and ListJobs
+// with Retired read it; GetExecution reads ax_execs first and the index
+// for an execution that left live state. The index lags AX_EVT by the
+// follower's batch (milliseconds); a list waits, at most 2s, for the
+// events stored when it began, and the API's own writes wait for their
+// event's ack, so a caller sees its own changes.
+//
+// retention.go: the owner of a shard removes, once a minute, the terminal
+// executions of its jobs whose last change is LiveGrace (2h, AX_RPT's
+// duplicate window) old — a compare-and-set purge of the key, then a
+// purge of its subject — and retires one-shot jobs all of whose
+// executions left (protocol.JobRetired on AX_EVT, then the same purge of
+// the job and its idempotency key). Every replica drops index rows
+// history.retention after they left live state. A report for an
+// execution without a record that the index holds is refused as a
+// duplicate; createRuns and the
+// reload of one-shot jobs never make such an execution again. An
+// explicit sweeper rather than KV per-message TTLs: the removal of a job
+// is a condition (all its executions left), a TTL would have to be set by
+// every terminal write and cleared by an operator's retry, and the grace
+// runs on Config.Clock.
 //
 // # Replicas and leases
 //

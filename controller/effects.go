@@ -14,14 +14,30 @@ import (
 // afterTransition does what follows a stored transition of an execution:
 // the event on ax.evt.<STATE>.<job>, the metrics, the log line, and the
 // retry timer (set on RETRY_WAITING, cleared when leaving it).
+//
+// It waits (a bounded time) until the event is stored, so that the history
+// index can show the change to a list made after the caller's write returned.
 func (c *Controller) afterTransition(rec *execRecord, tr transition) {
-	c.transitionEffects(rec, tr)
+	fut := c.transitionEffects(rec, tr)
+	if fut == nil {
+		return
+	}
+	t := time.NewTimer(eventAckWait)
+	defer t.Stop()
+	select {
+	case <-fut.Ok():
+	case <-fut.Err():
+	case <-t.C:
+	}
 }
+
+// eventAckWait bounds how long afterTransition waits for its event's ack.
+const eventAckWait = 2 * time.Second
 
 // transitionEffects is afterTransition returning the event's publish
 // future (nil when it could not be published at all).
 func (c *Controller) transitionEffects(rec *execRecord, tr transition) jetstream.PubAckFuture {
-	c.m.executions.WithLabelValues(string(tr.to)).Inc()
+	c.m.executions.WithLabelValues(string(tr.to)).Add(float64(rec.Fires())) // a coalesced SKIPPED record counts its fires
 	fut := c.publishEvent(rec, tr)
 	c.logTransition(rec, tr)
 	switch {
@@ -54,6 +70,11 @@ func (c *Controller) publishEvent(rec *execRecord, tr transition) jetstream.PubA
 	if tr.to == protocol.StateRetryWaiting {
 		ev.NextAttemptAt = rec.NextAttemptAt
 	}
+	// The snapshot feeds the history index (history.go); its result is the
+	// event's own (not carried twice).
+	snap := rec.Execution
+	snap.Result = nil
+	ev.Execution = &snap
 	if ev.Attempt < 1 {
 		ev.Attempt = 1
 	}

@@ -213,15 +213,22 @@ func (c *Controller) scanExecs(ctx context.Context, fn func(r *execRecord, rev u
 	return nil
 }
 
-// execsLastSeq returns the last sequence of the executions bucket's stream.
+// execsLastSeq returns the sequence of the last message the executions
+// bucket's stream holds (0 when it holds none). Not the stream's LastSeq:
+// the retention sweeper purges keys with their markers (retention.go), so
+// the last sequence issued may be gone, and a scan waiting for it would
+// wait for its stall timeout.
 func (c *Controller) execsLastSeq(ctx context.Context) (uint64, error) {
-	st, err := c.kv.Execs.Status(ctx)
+	st, err := c.js.Stream(ctx, kvStream(protocol.BucketExecs))
 	if err != nil {
 		return 0, fmt.Errorf("scan executions: %w", err)
 	}
-	bs, ok := st.(*jetstream.KeyValueBucketStatus)
-	if !ok {
-		return 0, fmt.Errorf("scan executions: unexpected bucket status %T", st)
+	m, err := st.GetLastMsgForSubject(ctx, kvSubject(protocol.BucketExecs, ">"))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
 	}
-	return bs.StreamInfo().State.LastSeq, nil
+	if err != nil {
+		return 0, fmt.Errorf("scan executions: %w", err)
+	}
+	return m.Sequence, nil
 }

@@ -3,8 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
+	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -22,9 +22,15 @@ type ExecFilter struct {
 	Limit int
 	// After is the last exec id of the previous page; executions are ordered by exec id.
 	After string
+	// From, when set, matches executions scheduled at or after it.
+	From time.Time
+	// To, when set, matches executions scheduled before it.
+	To time.Time
 }
 
-// GetExecution returns an execution by exec id.
+// GetExecution returns an execution by exec id: as stored in ax_execs
+// while it is live, else from the history index (an execution that ended
+// and left live state after the grace period, retention.go).
 func (c *Controller) GetExecution(ctx context.Context, execID string) (protocol.Execution, error) {
 	if err := c.ready(); err != nil {
 		return protocol.Execution{}, err
@@ -36,15 +42,25 @@ func (c *Controller) GetExecution(ctx context.Context, execID string) (protocol.
 	if err != nil {
 		return protocol.Execution{}, err
 	}
-	if v.rec == nil {
+	if v.rec != nil {
+		return v.rec.Execution, nil
+	}
+	e, ok, err := c.hist.idx.get(ctx, execID)
+	if err != nil {
+		return protocol.Execution{}, err
+	}
+	if !ok {
 		return protocol.Execution{}, fmt.Errorf("execution %s: %w", execID, ErrNotFound)
 	}
-	return v.rec.Execution, nil
+	return e, nil
 }
 
 // ListExecutions returns one page of executions matching f, ordered by exec
 // id, and the cursor of the next page ("" on the last page). It reads the
-// whole bucket (one ordered-consumer pass); an index comes with a later issue.
+// history index (history.go), live and ended executions alike, after
+// waiting (at most historyReadWait) for the index to apply every event
+// stored when the call began; its cost depends on the page, not on how
+// many executions the history holds.
 func (c *Controller) ListExecutions(ctx context.Context, f ExecFilter) ([]protocol.Execution, string, error) {
 	if err := c.ready(); err != nil {
 		return nil, "", err
@@ -56,22 +72,28 @@ func (c *Controller) ListExecutions(ctx context.Context, f ExecFilter) ([]protoc
 	if f.State != "" && !f.State.Valid() {
 		return nil, "", invalidField("state", "unknown state %q", f.State)
 	}
-	var all []protocol.Execution
-	err = c.scanExecs(ctx, func(r *execRecord, _ uint64) {
-		if f.After != "" && r.ExecID <= f.After || f.State != "" && r.State != f.State ||
-			f.JobID != "" && r.JobID != f.JobID || f.Agent != "" && r.Agent != f.Agent {
-			return
-		}
-		all = append(all, r.Execution)
-	})
+	if !f.From.IsZero() && !f.To.IsZero() && !f.To.After(f.From) {
+		return nil, "", invalidField("to", "must be after from (%s), got %s", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano))
+	}
+	c.hist.catchUp(ctx)
+	all, err := c.hist.idx.list(ctx, f, limit+1)
 	if err != nil {
 		return nil, "", err
 	}
-	sort.Slice(all, func(i, k int) bool { return all[i].ExecID < all[k].ExecID })
 	if len(all) > limit {
 		return all[:limit], all[limit-1].ExecID, nil
 	}
 	return all, "", nil
+}
+
+// notLive is the error of a change to an execution without a record in
+// ax_execs: ErrConflict when it left live state (it is in history, final),
+// else ErrNotFound.
+func (c *Controller) notLive(ctx context.Context, execID string) error {
+	if e, ok, err := c.hist.idx.get(ctx, execID); err == nil && ok {
+		return fmt.Errorf("execution %s: %w: it ended (%s) and left live state; its history is final", execID, ErrConflict, e.State)
+	}
+	return fmt.Errorf("execution %s: %w", execID, ErrNotFound)
 }
 
 // RetryExecution gives a FAILED execution a new attempt now: it moves to
@@ -86,7 +108,7 @@ func (c *Controller) RetryExecution(ctx context.Context, execID string) (protoco
 	}
 	_, after, err := c.mutateExec(ctx, execID, func(cur *execRecord) (*execRecord, error) {
 		if cur == nil {
-			return nil, fmt.Errorf("execution %s: %w", execID, ErrNotFound)
+			return nil, c.notLive(ctx, execID)
 		}
 		if cur.State != protocol.StateFailed {
 			return nil, fmt.Errorf("retry execution %s: %w: it is %s; only FAILED executions can be retried", execID, ErrConflict, cur.State)
@@ -121,7 +143,7 @@ func (c *Controller) CancelExecution(ctx context.Context, execID string) (protoc
 	var from protocol.State
 	_, after, err := c.mutateExec(ctx, execID, func(cur *execRecord) (*execRecord, error) {
 		if cur == nil {
-			return nil, fmt.Errorf("execution %s: %w", execID, ErrNotFound)
+			return nil, c.notLive(ctx, execID)
 		}
 		if err := CheckTransition(cur.State, protocol.StateCancelled); err != nil {
 			return nil, fmt.Errorf("cancel execution %s: %w", execID, err)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,7 +16,8 @@ import (
 // jobCache mirrors KV ax_jobs in memory: loaded at start, kept current by
 // a watcher and by the controller's own writes. Entries carry the KV
 // revision; an older revision never replaces a newer one, and deletions
-// stay as tombstones so that a late watcher update cannot revive a job.
+// stay as tombstones so that a late watcher update cannot revive a job,
+// for tombstoneKeep (pruneTombstones): the cache holds live jobs only.
 type jobCache struct {
 	mu   sync.RWMutex
 	jobs map[string]cachedJob
@@ -28,13 +30,20 @@ type jobCache struct {
 	// grow with the controller's job count.
 	groupAll map[string]struct{}
 	pinned   map[string]map[string]struct{}
+	// now dates tombstones (the controller's clock; nil: time.Now).
+	now func() time.Time
 }
 
 type cachedJob struct {
-	job     protocol.Job
-	rev     uint64
-	deleted bool
+	job       protocol.Job
+	rev       uint64
+	deleted   bool
+	deletedAt time.Time // for pruneTombstones
 }
+
+// tombstoneKeep is how long a deleted job's tombstone stays in the cache:
+// far longer than a watcher update or a write's answer is late.
+const tombstoneKeep = time.Minute
 
 func newJobCache() *jobCache {
 	return &jobCache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{},
@@ -100,7 +109,11 @@ func (jc *jobCache) remove(id string, rev uint64) {
 	if ok && !cur.deleted {
 		jc.index(cur.job, false)
 	}
-	jc.jobs[id] = cachedJob{rev: rev, deleted: true}
+	at := time.Now()
+	if jc.now != nil {
+		at = jc.now()
+	}
+	jc.jobs[id] = cachedJob{rev: rev, deleted: true, deletedAt: at}
 }
 
 // pinnedTo returns the live periodic jobs pinned to agent, sorted by id.
@@ -125,6 +138,24 @@ func (jc *jobCache) sorted(ids map[string]struct{}) []protocol.Job {
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
 	return out
+}
+
+// pruneTombstones drops the tombstones of jobs deleted before t.
+func (jc *jobCache) pruneTombstones(t time.Time) {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	for id, cj := range jc.jobs {
+		if cj.deleted && cj.deletedAt.Before(t) {
+			delete(jc.jobs, id)
+		}
+	}
+}
+
+// size returns the number of entries, tombstones included.
+func (jc *jobCache) size() int {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	return len(jc.jobs)
 }
 
 // groupAnyJobs returns the live group jobs of mode any, in no order.

@@ -34,6 +34,10 @@ type JobFilter struct {
 	Group string
 	// Paused, when set, matches jobs whose Paused equals it.
 	Paused *bool
+	// Retired lists the one-shot jobs retired from the live job set (all
+	// their executions ended and left live state, retention.go), from the
+	// history index, instead of the live jobs.
+	Retired bool
 	// Limit bounds the page size (default 100, at most 1000).
 	Limit int
 	// After is the last id of the previous page; jobs are ordered by id.
@@ -203,20 +207,34 @@ func (c *Controller) ListJobs(ctx context.Context, f JobFilter) ([]protocol.Job,
 		}
 		group = sel.String()
 	}
-	var out []protocol.Job
-	for _, j := range c.jobs.all() {
-		if f.After != "" && j.ID <= f.After {
-			continue
-		}
+	match := func(j protocol.Job) bool {
 		if f.Name != "" && j.Name != f.Name || f.Handler != "" && j.Handler != f.Handler ||
 			f.Agent != "" && j.Target.Agent != f.Agent || f.Paused != nil && j.Paused != *f.Paused {
-			continue
+			return false
 		}
 		if group != "" {
 			sel, err := protocol.ParseSelector("group", j.Target.Group)
 			if err != nil || j.Target.Group == "" || sel.String() != group {
-				continue
+				return false
 			}
+		}
+		return true
+	}
+	if f.Retired {
+		c.hist.catchUp(ctx)
+		out, err := c.hist.idx.retiredJobs(ctx, f.After, limit+1, match)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(out) > limit {
+			return out[:limit], out[limit-1].ID, nil
+		}
+		return out, "", nil
+	}
+	var out []protocol.Job
+	for _, j := range c.jobs.all() {
+		if f.After != "" && j.ID <= f.After || !match(j) {
+			continue
 		}
 		if len(out) == limit {
 			return out, out[len(out)-1].ID, nil

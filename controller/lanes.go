@@ -236,6 +236,17 @@ func (l *lane) plan(g *group, cur execVersion) {
 	for _, p := range g.items {
 		p.held = false
 	}
+	if rec == nil && len(g.items) > 0 {
+		// No record: an execution that left live state (retention.go) is
+		// never made again by a late or replayed report.
+		if e, ok := c.inHistory(context.Background(), g.id); ok {
+			for _, p := range g.items {
+				p.res = rejected(rejectDuplicate, "execution left live state %s ago as %s; its history is final",
+					now.Sub(e.UpdatedAt).Round(time.Second), e.State)
+			}
+			return
+		}
+	}
 	for pass := 0; ; pass++ {
 		progress := false
 		for _, p := range g.items {

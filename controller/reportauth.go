@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
 )
 
 // Reports are authorized against what the controller knows (DESIGN §10),
@@ -104,5 +105,25 @@ func (c *Controller) authorizeCreate(ctx context.Context, r protocol.Report) (re
 			return rejectNotAssigned, fmt.Sprintf("job %s fires under a group lease; the report has no epoch", j.ID), false
 		}
 	}
+	if r.SkippedCount > 0 {
+		if max := maxFires(j, r.FirstScheduledAt, r.ScheduledAt); r.SkippedCount > max {
+			return rejectInvalid, fmt.Sprintf("skipped_count %d: job %s's schedule has at most %d fires from %s to %s",
+				r.SkippedCount, j.ID, max, r.FirstScheduledAt.Format(time.RFC3339Nano), r.ScheduledAt.Format(time.RFC3339Nano)), false
+		}
+	}
 	return "", "", false
+}
+
+// maxFires bounds how many fires periodic job j can have from first to
+// last, both included: by its period for an every schedule, by the cron
+// resolution (one second) otherwise. A coalesced skipped report claiming
+// more is refused, so a device cannot inflate ax_executions_total.
+func maxFires(j protocol.Job, first, last time.Time) int {
+	step := schedule.MinCronEvery
+	if s, err := schedule.Parse(j.Schedule, j.CreatedAt); err == nil {
+		if p, ok := schedule.Period(s); ok && p > 0 {
+			step = p
+		}
+	}
+	return int(last.Sub(first)/step) + 1
 }

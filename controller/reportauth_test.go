@@ -208,3 +208,37 @@ func TestForgedReportsRejected(t *testing.T) {
 		waitExec(t, c, x, "TRIGGERED by edge-m", inState(protocol.StateTriggered))
 	})
 }
+
+// TestSkippedCountBoundedBySchedule: a coalesced skipped report may claim
+// at most the fires its job's schedule has between first_scheduled_at and
+// scheduled_at; one claiming more (an agent inflating
+// ax_executions_total) is rejected invalid and makes no record, and one
+// within the bound is recorded with its count.
+func TestSkippedCountBoundedBySchedule(t *testing.T) {
+	c := startController(t, testConfig(t, t.TempDir()))
+	a := newTestAgent(t, c.NATSURL(), "edge-s", nil)
+	a.register()
+	j, err := c.CreateJob(tctx(t), everyJob("edge-s", "1s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := j.CreatedAt.Add(time.Second).Truncate(time.Millisecond)
+	last := first.Add(9 * time.Second) // 10 fires at most
+	skipped := func(count int) protocol.Report {
+		r := a.rep(j.ID, protocol.ExecID(j.ID, last), 1, protocol.ReportSkipped, last)
+		r.Reason, r.SkippedCount, r.FirstScheduledAt = "overlap", count, first
+		return r
+	}
+	n := val(t, c.m.reportsRejected.WithLabelValues(rejectInvalid))
+	inflated := skipped(1_000_000)
+	a.publish(inflated, inflated.MsgID()+"-inflated")
+	waitRejected(t, c, rejectInvalid, n+1)
+	noExec(t, c, inflated.ExecID, "a skipped report claiming 1,000,000 fires in 10 s")
+
+	ok := skipped(10)
+	a.publish(ok, ok.MsgID())
+	e := waitExec(t, c, ok.ExecID, "SKIPPED with its count", inState(protocol.StateSkipped))
+	if e.SkippedCount != 10 {
+		t.Fatalf("skipped_count %d, want 10", e.SkippedCount)
+	}
+}

@@ -358,6 +358,7 @@ func applyFirst(r protocol.Report, now time.Time) stepResult {
 		next.TriggeredAt = r.At
 	} else {
 		next.Reason = r.Reason
+		next.SkippedCount, next.FirstScheduledAt = r.SkippedCount, r.FirstScheduledAt // coalesced fires
 	}
 	return stepResult{next: next, tr: transition{from: stateNone, to: to, reason: next.Reason}}
 }

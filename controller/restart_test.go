@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 )

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/axsched/ax/internal/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/wheel"
 )
@@ -38,15 +37,9 @@ type retryEntry struct {
 	jobID   string
 }
 
-// wheelClock adapts internal/clock to the wheel's own Clock interface.
-type wheelClock struct{ c clock.Clock }
-
-func (w wheelClock) Now() time.Time                       { return w.c.Now() }
-func (w wheelClock) NewTimer(d time.Duration) wheel.Timer { return w.c.NewTimer(d) }
-
 func newRetrier(c *Controller) (*retrier, error) {
 	r := &retrier{c: c, handles: map[string]retryEntry{}, signal: make(chan struct{}, 1)}
-	d, err := wheel.NewDriver[retryItem](wheel.DefaultConfig(), wheelClock{c.clk}, r.fired)
+	d, err := wheel.NewDriver[retryItem](wheel.DefaultConfig(), c.clk, r.fired)
 	if err != nil {
 		return nil, err
 	}

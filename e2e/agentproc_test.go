@@ -131,12 +131,18 @@ func TestHelperAgentProcess(t *testing.T) {
 	if v := os.Getenv(envAgentRunLog); v != "" {
 		opts = append(opts, agent.WithHandler(faultHandlerName, faultHandler(t, id, v)))
 	}
-	a, err := agent.New(cfg, opts...)
+	runAgentChild(agent.New(cfg, opts...))
+}
+
+// runAgentChild runs a (or reports err) as the body of a child process:
+// it exits when the parent, which holds its stdin, goes away (even when
+// killed), prints READY once the agent is made, and exits 0 when the agent
+// stops; an error is printed as "ERROR ..." with exit code 2.
+func runAgentChild(a *agent.Agent, err error) {
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(2)
 	}
-	// The parent holds our stdin: when it goes away (even killed), so do we.
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(3)

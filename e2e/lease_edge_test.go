@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -56,22 +55,8 @@ func TestHelperFlakyAgentProcess(t *testing.T) {
 		}
 		return agent.Result{}
 	}
-	a, err := agent.New(agentConfig(id, os.Getenv(envAgentURL), os.Getenv(envAgentDir), labels),
-		agent.WithLogger(testutil.Logger().With("who", id)), agent.WithHandler("flaky", flaky))
-	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(3)
-	}()
-	fmt.Println("READY")
-	if err := a.Run(context.Background()); err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
-	os.Exit(0)
+	runAgentChild(agent.New(agentConfig(id, os.Getenv(envAgentURL), os.Getenv(envAgentDir), labels),
+		agent.WithLogger(testutil.Logger().With("who", id)), agent.WithHandler("flaky", flaky)))
 }
 
 // edgeAgents runs agents ids (group role=pump) in processes, each linked to

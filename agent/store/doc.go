@@ -12,6 +12,10 @@
 // batch is answered. So throughput is bound by one fsync per batch, not per
 // row, and nothing is acknowledged before it is durable.
 //
+// Outbox rows committed by a batch are handed, after the commit, to the
+// sink set with SetOutboxSink (the agent's flusher publishes them from
+// memory); Stats counts commits, write functions and outbox reads.
+//
 // Durability: the default is synchronous=FULL. In WAL mode NORMAL survives a
 // process crash (kill -9) but may lose the last commits on a power cut,
 // which small edge devices see often; since group commit pays one fsync per

@@ -136,6 +136,7 @@ func (s *Store) LiveExecs(ctx context.Context, state string, afterID int64, limi
 
 // Outbox returns up to limit messages with seq > after, in order.
 func (s *Store) Outbox(ctx context.Context, after int64, limit int) ([]OutboxMsg, error) {
+	s.stats.outboxReads.Add(1)
 	rows, err := s.rdb.QueryContext(ctx, "SELECT seq, msg_id, subject, data FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox: %w", classify(err))

@@ -88,6 +88,12 @@ type Store struct {
 	wdb  *sql.DB // one connection, used only by the writer goroutine
 	rdb  *sql.DB // readers
 	st   *stmts
+	// stats counts commits, write functions and outbox reads.
+	stats stats
+	// sink gets the outbox rows of each committed batch with seq >
+	// sinkBase (writer goroutine only; see SetOutboxSink).
+	sink     func([]OutboxMsg)
+	sinkBase int64
 
 	mu     sync.RWMutex // guards closed against sends on reqs
 	closed bool
@@ -317,20 +323,23 @@ func (s *Store) writer() {
 				break fill
 			}
 		}
-		errs = s.commit(batch, errs[:0])
+		var rows []OutboxMsg
+		errs, rows = s.commit(batch, errs[:0])
 		for i, r := range batch {
 			if r.done != nil {
 				r.done(errs[i])
 			}
 			batch[i] = req{}
 		}
+		// After the callbacks: one of them may have set the sink.
+		s.deliver(rows)
 	}
 }
 
 // commit runs a batch in one transaction. Fast path: every function without
 // savepoints. If one fails, the transaction is rolled back and the batch
 // rerun with one savepoint per function.
-func (s *Store) commit(batch []req, errs []error) []error {
+func (s *Store) commit(batch []req, errs []error) ([]error, []OutboxMsg) {
 	for range batch {
 		errs = append(errs, nil)
 	}
@@ -338,14 +347,14 @@ func (s *Store) commit(batch []req, errs []error) []error {
 		for i := range errs {
 			errs[i] = err
 		}
-		return errs
+		return errs, nil
 	}
-	ok, err := s.runBatch(batch, errs, false)
+	ok, rows, err := s.runBatch(batch, errs, false)
 	if err == nil && !ok {
 		for i := range errs {
 			errs[i] = nil
 		}
-		_, err = s.runBatch(batch, errs, true)
+		_, rows, err = s.runBatch(batch, errs, true)
 	}
 	if err != nil {
 		err = classify(err)
@@ -357,24 +366,26 @@ func (s *Store) commit(batch []req, errs []error) []error {
 				errs[i] = err
 			}
 		}
+		rows = nil
 	}
-	return errs
+	return errs, rows
 }
 
 // runBatch returns ok=false (after rolling back) when a function failed in
-// the fast path; err is a transaction-level error.
-func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, err error) {
+// the fast path; err is a transaction-level error; rows are the outbox
+// rows the committed transaction wrote.
+func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, rows []OutboxMsg, err error) {
 	ctx := context.Background()
 	sqlTx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("begin: %w", err)
+		return false, nil, fmt.Errorf("begin: %w", err)
 	}
 	tx := &Tx{tx: sqlTx, st: s.st, ctx: ctx}
 	for i, r := range batch {
 		if savepoints {
 			if _, err := sqlTx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
 				_ = sqlTx.Rollback()
-				return false, err
+				return false, nil, err
 			}
 		}
 		e := safeRun(r.fn, tx)
@@ -382,33 +393,35 @@ func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, e
 		if e != nil {
 			if c := classify(e); fatal(c) {
 				_ = sqlTx.Rollback()
-				return false, c
+				return false, nil, c
 			}
 			if !savepoints {
 				_ = sqlTx.Rollback()
-				return false, nil
+				return false, nil, nil
 			}
 			errs[i] = e
 			if _, err := sqlTx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
 				_ = sqlTx.Rollback()
-				return false, err
+				return false, nil, err
 			}
 		}
 		if savepoints {
 			if _, err := sqlTx.ExecContext(ctx, "RELEASE w"); err != nil {
 				_ = sqlTx.Rollback()
-				return false, err
+				return false, nil, err
 			}
 		}
 	}
 	if err := tx.flushMeta(); err != nil {
 		_ = sqlTx.Rollback()
-		return false, classify(err)
+		return false, nil, classify(err)
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return false, fmt.Errorf("commit: %w", err)
+		return false, nil, fmt.Errorf("commit: %w", err)
 	}
-	return true, nil
+	s.stats.commits.Add(1)
+	s.stats.writes.Add(int64(len(batch)))
+	return true, tx.rows, nil
 }
 
 func safeRun(fn func(*Tx) error, tx *Tx) (err error) {

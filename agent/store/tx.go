@@ -85,6 +85,10 @@ type Tx struct {
 	// function's share, merged into atCommit only if the function succeeds.
 	atCommit map[string]string
 	fnMeta   map[string]string
+	// rows are the outbox rows written by the batch's successful
+	// functions (handed to the outbox sink after the commit); fnRows are
+	// the running function's.
+	rows, fnRows []OutboxMsg
 }
 
 func (t *Tx) stmt(st *sql.Stmt) *sql.Stmt {
@@ -115,8 +119,13 @@ func (t *Tx) SetMetaAtCommit(key, value string) {
 	t.fnMeta[key] = value
 }
 
-// endFn merges (ok) or drops the running function's deferred meta.
+// endFn merges (ok) or drops the running function's deferred meta and
+// outbox rows.
 func (t *Tx) endFn(ok bool) {
+	if ok {
+		t.rows = append(t.rows, t.fnRows...)
+	}
+	t.fnRows = t.fnRows[:0]
 	if len(t.fnMeta) == 0 {
 		return
 	}
@@ -299,9 +308,23 @@ func (t *Tx) ExecState(id int64) (string, error) {
 }
 
 // Enqueue adds a report to the outbox; a msgID already there is ignored.
+// Once the transaction is durable the new row is handed to the outbox
+// sink, if one is set (SetOutboxSink); data must not be changed after.
 func (t *Tx) Enqueue(msgID, subject string, data []byte) error {
-	_, err := t.exec(t.st.enqueue, msgID, subject, data)
-	return err
+	// Exec, not RETURNING: cheaper through database/sql; seq is the rowid.
+	r, err := t.exec(t.st.enqueue, msgID, subject, data)
+	if err != nil {
+		return err
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		return classify(err) // nil: the msg id is there already
+	}
+	seq, err := r.LastInsertId()
+	if err != nil {
+		return classify(err)
+	}
+	t.fnRows = append(t.fnRows, OutboxMsg{Seq: seq, MsgID: msgID, Subject: subject, Data: data})
+	return nil
 }
 
 // Ack deletes every outbox message up to seq (they were acknowledged).

@@ -14,6 +14,8 @@ type auditRecord struct {
 	job     string
 	exec    string
 	errCode string
+	// jobs are the ids of the jobs a batch created.
+	jobs []string
 }
 
 type ctxAudit struct{}
@@ -42,6 +44,9 @@ func (s *server) audit(r *http.Request, rec *auditRecord, status int, rid string
 	attrs := []any{"who", rec.who, "what", what, "status", status, "remote", r.RemoteAddr, "request_id", rid}
 	if rec.job != "" {
 		attrs = append(attrs, "job", rec.job)
+	}
+	if len(rec.jobs) > 0 {
+		attrs = append(attrs, "jobs", rec.jobs)
 	}
 	if rec.exec != "" {
 		attrs = append(attrs, "exec", rec.exec)

@@ -15,6 +15,8 @@ type Backend interface {
 
 	// CreateJob stores a new job and returns it with its id.
 	CreateJob(ctx context.Context, j protocol.Job) (protocol.Job, error)
+	// CreateJobs stores new jobs, each on its own, and returns one result per job.
+	CreateJobs(ctx context.Context, jobs []protocol.Job) ([]controller.JobResult, error)
 	// GetJob returns one job.
 	GetJob(ctx context.Context, id string) (protocol.Job, error)
 	// ListJobs returns one page of jobs and the cursor of the next page ("" at the end).

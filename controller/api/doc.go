@@ -3,6 +3,7 @@
 // Routes (Go 1.22 method patterns):
 //
 //	POST   /v1/jobs                       create a job (201; 409 already_exists with the id)
+//	POST   /v1/jobs:batch                 create up to 1000 jobs, one result each (200)
 //	GET    /v1/jobs                       list (name, handler, agent, group, paused, limit, after)
 //	GET    /v1/jobs/{id}                  get
 //	PUT    /v1/jobs/{id}                  update

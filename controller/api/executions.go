@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/axsched/ax/controller"
@@ -29,7 +30,7 @@ type AgentList struct {
 }
 
 func (s *server) listExecutions(w http.ResponseWriter, r *http.Request) {
-	q, err := query(r, "state", "job", "agent", "limit", "after")
+	q, err := query(r, "state", "job", "agent", "from", "to", "limit", "after")
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -75,6 +76,21 @@ func execFilter(q url.Values) (controller.ExecFilter, error) {
 		if err := protocol.ValidateName("agent", f.Agent); err != nil {
 			return f, err
 		}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		if v := q.Get(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return f, invalidf(p.name, "%q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", v)
+			}
+			*p.dst = t.UTC()
+		}
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.To.After(f.From) {
+		return f, invalidf("to", "must be after from")
 	}
 	return f, nil
 }

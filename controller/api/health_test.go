@@ -49,6 +49,9 @@ func (nopBackend) Ready(context.Context) error { return controller.ErrNotReady }
 func (nopBackend) CreateJob(context.Context, protocol.Job) (protocol.Job, error) {
 	return protocol.Job{}, controller.ErrNotReady
 }
+func (nopBackend) CreateJobs(context.Context, []protocol.Job) ([]controller.JobResult, error) {
+	return nil, controller.ErrNotReady
+}
 func (nopBackend) GetJob(context.Context, string) (protocol.Job, error) {
 	return protocol.Job{}, controller.ErrNotReady
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/axsched/ax/controller"
@@ -52,7 +53,7 @@ func (s *server) decodeJob(w http.ResponseWriter, r *http.Request) (protocol.Job
 }
 
 func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
-	q, err := query(r, "name", "handler", "agent", "group", "paused", "limit", "after")
+	q, err := query(r, "name", "handler", "agent", "group", "paused", "state", "limit", "after")
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -104,6 +105,13 @@ func jobFilter(q url.Values) (controller.JobFilter, error) {
 			return f, invalidf("paused", "must be true or false, got %q", get("paused"))
 		}
 		f.Paused = &p
+	}
+	switch st := strings.ToLower(get("state")); st {
+	case "", "live":
+	case "retired":
+		f.Retired = true
+	default:
+		return f, invalidf("state", "must be live or retired, got %q", get("state"))
 	}
 	return f, nil
 }

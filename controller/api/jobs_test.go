@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/pkg/protocol"
@@ -72,6 +73,22 @@ func TestJobLifecycle(t *testing.T) {
 	r = e.do("GET", "/v1/executions?job="+job.ID, nil)
 	if el := decode[api.ExecutionList](t, r); r.status != 200 || len(el.Executions) != 1 || el.Executions[0].ExecID != ex.ExecID {
 		t.Fatalf("list execs: %d %s", r.status, r.body)
+	}
+	// from/to bound the scheduled time: [from, to).
+	at := ex.ScheduledAt.UTC()
+	for _, tc := range []struct {
+		q    string
+		want int
+	}{
+		{"from=" + at.Format(time.RFC3339Nano), 1},
+		{"to=" + at.Format(time.RFC3339Nano), 0},
+		{"from=" + at.Add(-time.Minute).Format(time.RFC3339) + "&to=" + at.Add(time.Minute).Format(time.RFC3339), 1},
+		{"from=" + at.Add(time.Millisecond).Format(time.RFC3339Nano), 0},
+	} {
+		r = e.do("GET", "/v1/executions?job="+job.ID+"&"+tc.q, nil)
+		if el := decode[api.ExecutionList](t, r); r.status != 200 || len(el.Executions) != tc.want {
+			t.Fatalf("list execs %s: %d %s, want %d", tc.q, r.status, r.body, tc.want)
+		}
 	}
 	r = e.do("POST", "/v1/executions/"+ex.ExecID+":cancel", nil)
 	if got := decode[protocol.Execution](t, r); r.status != 200 || got.State != protocol.StateCancelled {

@@ -42,6 +42,9 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 				break
 			}
 		}
+		if !ok && len(allowed) == 0 {
+			return nil, invalidf(k, "unknown query parameter (this route takes none)")
+		}
 		if !ok {
 			return nil, invalidf(k, "unknown query parameter (allowed: %s)", strings.Join(allowed, ", "))
 		}
@@ -76,12 +79,17 @@ func paging(q url.Values) (limit int, after string, err error) {
 
 // readBody reads a JSON request body of at most protocol.MaxMessageSize.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return readBodyMax(w, r, protocol.MaxMessageSize)
+}
+
+// readBodyMax is readBody with a limit of max bytes.
+func readBodyMax(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || mt != "application/json" {
 		return nil, &mediaTypeError{got: ct}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, protocol.MaxMessageSize))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, &protocol.FieldError{Field: "body", Reason: fmt.Sprintf("request body is over %d bytes", mbe.Limit), Err: protocol.ErrTooLarge}

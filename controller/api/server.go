@@ -75,6 +75,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 func (s *server) routes() {
 	m := s.mux
 	m.HandleFunc("POST /v1/jobs", s.createJob)
+	m.HandleFunc("POST /v1/jobs:batch", s.createJobs)
 	m.HandleFunc("GET /v1/jobs", s.listJobs)
 	m.HandleFunc("GET /v1/jobs/{id}", s.getJob)
 	m.HandleFunc("PUT /v1/jobs/{id}", s.updateJob)

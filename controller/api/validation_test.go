@@ -153,6 +153,9 @@ func TestQueryAndPathValidation(t *testing.T) {
 		{"GET", "/v1/executions?job=nope", 400, "job"},
 		{"GET", "/v1/executions?agent=a/b", 400, "agent"},
 		{"GET", "/v1/executions?limit=-1", 400, "limit"},
+		{"GET", "/v1/executions?from=yesterday", 400, "from"},
+		{"GET", "/v1/executions?to=2026-13-01T00:00:00Z", 400, "to"},
+		{"GET", "/v1/executions?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", 400, "to"},
 		{"GET", "/v1/agents?x=1", 400, "x"},
 		{"GET", "/v1/jobs/not-an-id", 400, "id"},
 		{"PUT", "/v1/jobs/not-an-id", 400, "id"},
@@ -182,5 +185,20 @@ func TestQueryAndPathValidation(t *testing.T) {
 				t.Error("405 without Allow header")
 			}
 		})
+	}
+}
+
+// TestQueryOnRouteWithoutParameters: a query parameter on a route that
+// takes none is a 400 naming the parameter and saying the route takes
+// none (not an empty list of allowed names).
+func TestQueryOnRouteWithoutParameters(t *testing.T) {
+	e := newEnv(t)
+	r := e.do("GET", "/v1/jobs/ax-t1-20260101000000-aaaaaa?verbose=1", nil)
+	ae := r.apiErr(t)
+	if r.status != 400 || ae.Field != "verbose" {
+		t.Fatalf("got %d field %q, want 400 field verbose: %s", r.status, ae.Field, r.body)
+	}
+	if !strings.Contains(ae.Message, "takes none") {
+		t.Fatalf("message %q does not say the route takes no parameters", ae.Message)
 	}
 }

@@ -88,9 +88,12 @@
 // time (see above). Exports are public: if other accounts live on the same
 // server, restrict them with `accounts: [...]` to the agent accounts.
 //
-// In operator (JWT) mode the same accounts are made with nsc (not run
-// here: no nsc on this machine; the flags are those of the nsc reference
-// for add export/import):
+// In operator (JWT) mode the same accounts are made with nsc. The commands
+// below were run as written (nsc v2.10.2 after `nsc add operator --sys`,
+// `nsc generate config --mem-resolver` included in a nats-server v2.15.2
+// config with JetStream): the controller with controller.creds as
+// nats.creds_file and an agent with edge-a.creds registered and ran a
+// pinned exec job to SUCCESS.
 //
 //	nsc add account AX
 //	nsc edit account AX --js-enable 1            # JetStream (older nsc: --js-mem-storage/--js-disk-storage)

@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -14,6 +16,9 @@ type JobFilter struct {
 	Name, Handler, Agent, Group string
 	// Paused, when set, selects paused (true) or active (false) jobs.
 	Paused *bool
+	// State is "live" (the default when empty) or "retired": the one-shot
+	// jobs that left the live job set, from the history.
+	State string
 	// Limit is the page size (the server's default when 0).
 	Limit int
 	// After is the Next cursor of the previous page.
@@ -26,6 +31,7 @@ func (f JobFilter) values() url.Values {
 	set(q, "handler", f.Handler)
 	set(q, "agent", f.Agent)
 	set(q, "group", f.Group)
+	set(q, "state", f.State)
 	if f.Paused != nil {
 		q.Set("paused", strconv.FormatBool(*f.Paused))
 	}
@@ -41,6 +47,8 @@ type ExecFilter struct {
 	State protocol.State
 	JobID string
 	Agent string
+	// From and To, when set, bound the scheduled time: From ≤ scheduled_at < To.
+	From, To time.Time
 	// Limit is the page size (the server's default when 0).
 	Limit int
 	// After is the Next cursor of the previous page.
@@ -52,6 +60,12 @@ func (f ExecFilter) values() url.Values {
 	set(q, "state", string(f.State))
 	set(q, "job", f.JobID)
 	set(q, "agent", f.Agent)
+	if !f.From.IsZero() {
+		q.Set("from", f.From.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.To.IsZero() {
+		q.Set("to", f.To.UTC().Format(time.RFC3339Nano))
+	}
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
@@ -74,6 +88,47 @@ func (c *Client) CreateJob(ctx context.Context, j protocol.Job) (protocol.Job, e
 	var out protocol.Job
 	err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, j, &out)
 	return out, err
+}
+
+// BatchResult is one job's outcome in CreateJobs: the created job, or
+// the *APIError POST /v1/jobs would have answered for it (its Field
+// prefixed with jobs[i]; ErrExists with the existing job's ID for a taken
+// idempotency key).
+type BatchResult struct {
+	Job protocol.Job
+	Err error
+}
+
+// CreateJobs creates up to 1000 jobs in one request (POST
+// /v1/jobs:batch), each on its own: one result per job, in order. The
+// error is for the request as a whole (not a batch, too many jobs, the
+// controller not reachable); then nothing was created.
+func (c *Client) CreateJobs(ctx context.Context, jobs []protocol.Job) ([]BatchResult, error) {
+	var out struct {
+		Results []struct {
+			Status int                    `json:"status"`
+			Job    *protocol.Job          `json:"job"`
+			Error  *protocol.APIErrorBody `json:"error"`
+		} `json:"results"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs:batch", nil, map[string]any{"jobs": jobs}, &out); err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(jobs) {
+		return nil, fmt.Errorf("POST /v1/jobs:batch: %d results for %d jobs", len(out.Results), len(jobs))
+	}
+	res := make([]BatchResult, len(jobs))
+	for i, r := range out.Results {
+		switch {
+		case r.Error != nil:
+			res[i].Err = &APIError{Status: r.Status, Code: r.Error.Code, Message: r.Error.Message, Field: r.Error.Field, ID: r.Error.ID}
+		case r.Job != nil:
+			res[i].Job = *r.Job
+		default:
+			res[i].Err = fmt.Errorf("POST /v1/jobs:batch: result %d has neither a job nor an error", i)
+		}
+	}
+	return res, nil
 }
 
 // GetJob returns one job.

@@ -236,40 +236,16 @@ func validateHeld(field string, ls []HeldLease) error {
 }
 
 // DecodeRegister decodes and validates a registration.
-func DecodeRegister(data []byte) (Register, error) {
-	var r Register
-	if err := decode(data, &r); err != nil {
-		return Register{}, err
-	}
-	return r, nil
-}
+func DecodeRegister(data []byte) (Register, error) { return decodeAs[Register](data) }
 
 // DecodeRegisterReply decodes and validates a registration reply.
-func DecodeRegisterReply(data []byte) (RegisterReply, error) {
-	var r RegisterReply
-	if err := decode(data, &r); err != nil {
-		return RegisterReply{}, err
-	}
-	return r, nil
-}
+func DecodeRegisterReply(data []byte) (RegisterReply, error) { return decodeAs[RegisterReply](data) }
 
 // DecodeHeartbeat decodes and validates a heartbeat.
-func DecodeHeartbeat(data []byte) (Heartbeat, error) {
-	var h Heartbeat
-	if err := decode(data, &h); err != nil {
-		return Heartbeat{}, err
-	}
-	return h, nil
-}
+func DecodeHeartbeat(data []byte) (Heartbeat, error) { return decodeAs[Heartbeat](data) }
 
 // DecodeHeartbeatReply decodes and validates a heartbeat reply.
-func DecodeHeartbeatReply(data []byte) (HeartbeatReply, error) {
-	var r HeartbeatReply
-	if err := decode(data, &r); err != nil {
-		return HeartbeatReply{}, err
-	}
-	return r, nil
-}
+func DecodeHeartbeatReply(data []byte) (HeartbeatReply, error) { return decodeAs[HeartbeatReply](data) }
 
 // ClockOffset estimates controller time minus agent time from one
 // request/reply exchange: the agent sent at t0 and received at t2 (its own

@@ -55,6 +55,19 @@ func decode[M interface{ Validate() error }](data []byte, m M) error {
 	return m.Validate()
 }
 
+// decodeAs decodes and validates one message of type M (decode).
+func decodeAs[M any, PM interface {
+	*M
+	Validate() error
+}](data []byte) (M, error) {
+	var m M
+	if err := decode(data, PM(&m)); err != nil {
+		var zero M
+		return zero, err
+	}
+	return m, nil
+}
+
 // strictUnmarshal unmarshals exactly one JSON value, rejecting unknown
 // fields and trailing data, and turns json errors into *FieldError.
 func strictUnmarshal(data []byte, v any) error {

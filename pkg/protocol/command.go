@@ -189,10 +189,4 @@ func (l Lease) validate(grant bool) error {
 }
 
 // DecodeCommand decodes and validates a command.
-func DecodeCommand(data []byte) (Command, error) {
-	var c Command
-	if err := decode(data, &c); err != nil {
-		return Command{}, err
-	}
-	return c, nil
-}
+func DecodeCommand(data []byte) (Command, error) { return decodeAs[Command](data) }

@@ -24,6 +24,10 @@ type Event struct {
 	Result  *retry.Result `json:"result,omitempty"`
 	// NextAttemptAt is set on RETRY_WAITING.
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+	// Execution is the execution as it was right after this transition (a
+	// snapshot of the stored record); the controllers' history index is
+	// built from it. Nil in events of controllers before it was added.
+	Execution *Execution `json:"execution,omitempty"`
 }
 
 // Validate checks an event.
@@ -62,10 +66,32 @@ func (e Event) Validate() error {
 }
 
 // DecodeEvent decodes and validates an event.
-func DecodeEvent(data []byte) (Event, error) {
-	var e Event
-	if err := decode(data, &e); err != nil {
-		return Event{}, err
-	}
-	return e, nil
+func DecodeEvent(data []byte) (Event, error) { return decodeAs[Event](data) }
+
+// JobRetired is published on ax.evt.job.retired.<job_id> (JobRetiredSubject)
+// when a one-shot job whose executions are all terminal leaves the live job
+// set: it carries the job's last spec, for the controllers' history index.
+// The subject has one more token than an Event's, so a subscriber of
+// ax.evt.*.* (every state, every job) does not receive it.
+type JobRetired struct {
+	V   int       `json:"v"`
+	Job Job       `json:"job"`
+	At  time.Time `json:"at"`
 }
+
+// Validate checks a job retirement.
+func (r JobRetired) Validate() error {
+	if err := checkVersion(r.V); err != nil {
+		return err
+	}
+	if err := ValidateJobID("job.id", r.Job.ID); err != nil {
+		return err
+	}
+	if r.At.IsZero() {
+		return invalid("at", "is required")
+	}
+	return nil
+}
+
+// DecodeJobRetired decodes and validates a job retirement.
+func DecodeJobRetired(data []byte) (JobRetired, error) { return decodeAs[JobRetired](data) }

@@ -39,7 +39,16 @@ type Execution struct {
 	Lag Duration `json:"lag,omitempty"`
 	// Duration is the run time of the last finished attempt.
 	Duration Duration `json:"duration,omitempty"`
+	// SkippedCount and FirstScheduledAt are set on a SKIPPED record that
+	// stands for several fires of the job coalesced by its agent under
+	// overload (Report.SkippedCount): FirstScheduledAt..ScheduledAt.
+	SkippedCount     int       `json:"skipped_count,omitempty"`
+	FirstScheduledAt time.Time `json:"first_scheduled_at,omitzero"`
 }
+
+// Fires is how many fires the record stands for: SkippedCount on a
+// coalesced SKIPPED record, else 1.
+func (e Execution) Fires() int { return max(e.SkippedCount, 1) }
 
 // AgentInfo is what the controller knows of an agent (KV ax_agents, API, CLI).
 type AgentInfo struct {

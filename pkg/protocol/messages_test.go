@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +137,27 @@ func TestDecodersRejectNamingTheField(t *testing.T) {
 			delete(m, "outcome")
 			delete(m, "result")
 		}, ErrInvalid, "epoch"},
+		{"skipped_count on finished", "report", func(m map[string]any) { m["skipped_count"] = 3 }, ErrInvalid, "skipped_count"},
+		{"skipped_count of one", "report", func(m map[string]any) {
+			m["kind"], m["skipped_count"], m["first_scheduled_at"] = "skipped", 1, t0
+			delete(m, "outcome")
+			delete(m, "result")
+		}, ErrInvalid, "skipped_count"},
+		{"skipped_count without first", "report", func(m map[string]any) {
+			m["kind"], m["skipped_count"] = "skipped", 3
+			delete(m, "outcome")
+			delete(m, "result")
+		}, ErrInvalid, "first_scheduled_at"},
+		{"first_scheduled_at after scheduled_at", "report", func(m map[string]any) {
+			m["kind"], m["skipped_count"], m["first_scheduled_at"] = "skipped", 3, sched.Add(time.Second)
+			delete(m, "outcome")
+			delete(m, "result")
+		}, ErrInvalid, "first_scheduled_at"},
+		{"first_scheduled_at alone", "report", func(m map[string]any) {
+			m["kind"], m["first_scheduled_at"] = "skipped", t0
+			delete(m, "outcome")
+			delete(m, "result")
+		}, ErrInvalid, "skipped_count"},
 		{"fenced with outcome", "report", func(m map[string]any) { m["kind"], m["epoch"] = "fenced", 3 }, ErrInvalid, "outcome"},
 		{"command two bodies", "cancel", func(m map[string]any) { m["unassign"] = map[string]any{"job_id": jobID} }, ErrInvalid, "kind"},
 		{"command wrong body", "cancel", func(m map[string]any) { m["kind"] = "run" }, ErrInvalid, "run"},
@@ -203,5 +226,37 @@ func TestStates(t *testing.T) {
 	}
 	if State("DONE").Valid() {
 		t.Error("unknown state valid")
+	}
+}
+
+// TestCoalescedSkippedReport: a skipped report standing for several fires
+// (skipped_count, first_scheduled_at) decodes, round-trips and counts its
+// fires; a report without them stands for one.
+func TestCoalescedSkippedReport(t *testing.T) {
+	data, err := os.ReadFile("testdata/fuzz/FuzzDecodeReport/seed-report-skipped-count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.SplitN(string(data), "\n", 3)[1]
+	raw, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(line, "[]byte("), ")"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := DecodeReport([]byte(raw))
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if r.Fires() != 1000 || !r.FirstScheduledAt.Equal(time.Date(2026, 11, 30, 0, 53, 20, 0, time.UTC)) {
+		t.Fatalf("decoded %+v: want 1000 fires from 00:53:20", r)
+	}
+	b, err := Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2, err := DecodeReport(b); err != nil || r2.SkippedCount != 1000 {
+		t.Fatalf("round trip: %+v %v", r2, err)
+	}
+	if n := (Report{Kind: ReportSkipped}).Fires(); n != 1 {
+		t.Fatalf("a plain skipped report stands for %d fires, want 1", n)
 	}
 }

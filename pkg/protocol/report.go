@@ -70,7 +70,22 @@ type Report struct {
 	// in one write. A later stray earlier step of the same attempt is stale.
 	TriggeredAt time.Time `json:"triggered_at,omitzero"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
+	// SkippedCount, on a skipped report, is how many fires of the job it
+	// stands for when the agent coalesced them (overload): at least 2, the
+	// first at FirstScheduledAt, the last at ScheduledAt. Absent: one fire,
+	// at ScheduledAt. Optional (added within version 2): a controller that
+	// predates it refuses such a report as an unknown field, so agents send
+	// it only when configured to (see the README's upgrade notes).
+	SkippedCount     int       `json:"skipped_count,omitempty"`
+	FirstScheduledAt time.Time `json:"first_scheduled_at,omitzero"`
 }
+
+// MaxSkippedCount bounds Report.SkippedCount.
+const MaxSkippedCount = 1 << 30
+
+// Fires is how many fires a report stands for: SkippedCount on a
+// coalesced skipped report, else 1.
+func (r Report) Fires() int { return max(r.SkippedCount, 1) }
 
 // MsgID returns the report's JetStream message id, exec_id/attempt/kind.
 // AX_RPT de-duplicates by Msg-Id across every agent and an agent may put
@@ -136,6 +151,9 @@ func (r Report) Validate() error {
 	if !r.TriggeredAt.IsZero() && r.Kind != ReportFinished && r.Kind != ReportInterrupted && r.Kind != ReportRunning {
 		return invalid("triggered_at", "is only valid on running, finished and interrupted reports")
 	}
+	if err := r.validateSkippedCount(); err != nil {
+		return err
+	}
 	if r.Duration < 0 {
 		return invalid("duration", "must not be negative")
 	}
@@ -153,6 +171,28 @@ func (r Report) Validate() error {
 	return nil
 }
 
+// validateSkippedCount checks the fields of a coalesced skipped report.
+func (r Report) validateSkippedCount() error {
+	if r.SkippedCount == 0 && r.FirstScheduledAt.IsZero() {
+		return nil
+	}
+	switch {
+	case r.Kind != ReportSkipped:
+		if r.SkippedCount != 0 {
+			return invalid("skipped_count", "is only valid on skipped reports")
+		}
+		return invalid("first_scheduled_at", "is only valid on skipped reports")
+	case r.SkippedCount < 2 || r.SkippedCount > MaxSkippedCount:
+		return invalid("skipped_count", "must be between 2 and %d (omit it for one fire), got %d", MaxSkippedCount, r.SkippedCount)
+	case r.FirstScheduledAt.IsZero():
+		return invalid("first_scheduled_at", "is required with skipped_count")
+	case !r.FirstScheduledAt.Before(r.ScheduledAt):
+		return invalid("first_scheduled_at", "must be before scheduled_at (%s), got %s", r.ScheduledAt.Format(time.RFC3339Nano),
+			r.FirstScheduledAt.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
 func validateOutcome(o retry.Outcome) error {
 	switch o {
 	case retry.OutcomeSuccess, retry.OutcomeFailure, retry.OutcomeTimeout, retry.OutcomePanic,
@@ -165,10 +205,4 @@ func validateOutcome(o retry.Outcome) error {
 }
 
 // DecodeReport decodes and validates a report.
-func DecodeReport(data []byte) (Report, error) {
-	var r Report
-	if err := decode(data, &r); err != nil {
-		return Report{}, err
-	}
-	return r, nil
-}
+func DecodeReport(data []byte) (Report, error) { return decodeAs[Report](data) }

@@ -83,6 +83,9 @@ func ReportShardSubject(shard int) string { return "ax.rpt." + strconv.Itoa(shar
 // EventSubject is the subject of a state-change event.
 func EventSubject(state State, jobID string) string { return "ax.evt." + string(state) + "." + jobID }
 
+// JobRetiredSubject is the subject of a job's retirement (JobRetired).
+func JobRetiredSubject(jobID string) string { return "ax.evt.job.retired." + jobID }
+
 // RegisterSubject is the registration request subject of an agent.
 func RegisterSubject(agent string) string { return "ax.reg." + agent }
 

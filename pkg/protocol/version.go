@@ -17,6 +17,16 @@ package protocol
 //	  Heartbeat.Stopping (the agent stopped firing and hands its leases
 //	  back). Version 1 agents would fire group jobs on a lease_grant read
 //	  late from the stream, so they are no longer accepted.
+//	  2026-12-01, additive (no new number; agents do not read events):
+//	  optional Event.Execution (the execution's snapshot, for the
+//	  controllers' history index) and JobRetired on ax.evt.job.retired.<job>.
+//	  An event reader built before it refuses such events (unknown field).
+//	  2026-12-01, within version 2: optional Report.SkippedCount and
+//	  Report.FirstScheduledAt on skipped reports (an agent's skipped fires
+//	  of one job coalesced into one report). Nothing required changed, so
+//	  the number stays; but decoders refuse unknown fields, so a controller
+//	  built before it refuses such a report: agents send them only with
+//	  outbox.coalesce_skipped (README, upgrade notes).
 const Version = 2
 
 // MinVersion is the oldest protocol version this build still accepts.

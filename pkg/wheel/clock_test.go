@@ -99,6 +99,18 @@ func (t *fakeTimer) Stop() bool {
 	return false
 }
 
+// Reset re-arms the timer to fire d after the fake now (the Driver does
+// not call it; it is here to satisfy clock.Timer).
+func (t *fakeTimer) Reset(d time.Duration) bool {
+	active := t.Stop()
+	c := t.clk
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.at = c.now.Add(d)
+	c.timers = append(c.timers, t)
+	return active
+}
+
 // waitFor polls cond until it holds or 10 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -51,6 +51,7 @@ type Config struct {
 	LeaseRenewInterval time.Duration `yaml:"lease_renew_interval"`
 	AckWait            time.Duration `yaml:"ack_wait"`
 	Reports            ReportsConfig `yaml:"reports"`
+	History            HistoryConfig `yaml:"history"`
 	Log                LogConfig     `yaml:"log"`
 	NATS               NATSConfig    `yaml:"nats"`
 	API                APIConfig     `yaml:"api"`
@@ -62,6 +63,14 @@ type ReportsConfig struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 	// MaxAge is the age bound (an older report is removed by the stream).
 	MaxAge time.Duration `yaml:"max_age"`
+}
+
+// HistoryConfig mirrors controller.HistoryConfig: how long ended
+// executions and retired one-shot jobs stay listable.
+type HistoryConfig struct {
+	// Retention is how long after its last change an ended execution (or a
+	// retired job) is kept in history.
+	Retention time.Duration `yaml:"retention"`
 }
 
 // LogConfig configures the process log.
@@ -117,7 +126,7 @@ func keyKinds() map[string]string {
 		"node": "string", "data_dir": "string", "shards": "int",
 		"heartbeat_interval": "duration", "agent_offline_after": "duration",
 		"lease_ttl": "duration", "lease_renew_interval": "duration", "ack_wait": "duration",
-		"reports.max_bytes": "int", "reports.max_age": "duration",
+		"reports.max_bytes": "int", "reports.max_age": "duration", "history.retention": "duration",
 		"log.level": "string", "log.format": "string",
 		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int", "nats.auth": "string",
 		"nats.tls.cert_file": "string", "nats.tls.key_file": "string", "nats.tls.ca_file": "string", "nats.tls.verify_clients": "bool",
@@ -142,6 +151,7 @@ func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*v
 	v.SetDefault("ack_wait", d.AckWait)
 	v.SetDefault("reports.max_bytes", d.Reports.MaxBytes)
 	v.SetDefault("reports.max_age", d.Reports.MaxAge)
+	v.SetDefault("history.retention", d.History.Retention)
 	v.SetDefault("log.level", "info")
 	v.SetDefault("log.format", "text")
 	v.SetDefault("nats.url", "")
@@ -227,6 +237,7 @@ func loadConfig(v *viper.Viper) (Config, error) {
 	c.AckWait = dur("ack_wait")
 	c.Reports.MaxBytes = r.integerIn("reports.max_bytes", "a byte count", false, 1, math.MaxInt64)
 	c.Reports.MaxAge = dur("reports.max_age")
+	c.History.Retention = dur("history.retention")
 	c.Log.Level = strings.ToLower(str("log.level"))
 	c.Log.Format = strings.ToLower(str("log.format"))
 	c.NATS.URL = str("nats.url")
@@ -381,6 +392,7 @@ func (c Config) controllerConfig() controller.Config {
 	cc.LeaseRenewInterval = c.LeaseRenewInterval
 	cc.AckWait = c.AckWait
 	cc.Reports = controller.ReportsConfig{MaxBytes: c.Reports.MaxBytes, MaxAge: c.Reports.MaxAge}
+	cc.History = controller.HistoryConfig{Retention: c.History.Retention}
 	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas, Auth: c.NATS.Auth}
 	cc.NATS.TLS = controller.TLSConfig{CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile, CAFile: c.NATS.TLS.CAFile, VerifyClients: c.NATS.TLS.VerifyClients}
 	return cc

@@ -223,7 +223,10 @@ func TestServe(t *testing.T) {
 	if strings.Contains(errb.String(), "serve-secret") {
 		t.Fatal("serve logged the token")
 	}
-	if !strings.Contains(errb.String(), `"msg":"audit","who":"admin","what":"job.create"`) {
+	// The file's job has an idempotency_key: apply creates it in a batch,
+	// and the audit line names the job it created.
+	if !strings.Contains(errb.String(), `"msg":"audit","who":"admin","what":"job.create_batch","status":200`) ||
+		!strings.Contains(errb.String(), `"jobs":["ax-`) {
 		t.Errorf("no audit line for the apply: %s", errb.String())
 	}
 	cancel()

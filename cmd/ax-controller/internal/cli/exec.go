@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,9 +42,23 @@ func parseState(flag, s string) (protocol.State, error) {
 	return st, nil
 }
 
+// parseTimeFlag accepts an RFC 3339 time or a duration before now ("2h").
+func parseTimeFlag(flag, s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%w: --%s: %q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a duration ago (2h)", ErrUsage, flag, s)
+}
+
 func newExecLsCmd(g *globals) *cobra.Command {
 	var f client.ExecFilter
-	var state string
+	var state, from, to string
 	var limit int
 	cmd := &cobra.Command{
 		Use:     "ls",
@@ -61,6 +76,13 @@ func newExecLsCmd(g *globals) *cobra.Command {
 			if limit < 0 {
 				return fmt.Errorf("%w: --limit: must not be negative", ErrUsage)
 			}
+			now := time.Now()
+			if f.From, err = parseTimeFlag("from", from, now); err != nil {
+				return err
+			}
+			if f.To, err = parseTimeFlag("to", to, now); err != nil {
+				return err
+			}
 			c, err := g.client(cmd)
 			if err != nil {
 				return err
@@ -76,6 +98,8 @@ func newExecLsCmd(g *globals) *cobra.Command {
 	fl.StringVar(&state, "state", "", "only executions in this state (PENDING, RUNNING, FAILED, ...)")
 	fl.StringVar(&f.JobID, "job", "", "only executions of this job id")
 	fl.StringVar(&f.Agent, "agent", "", "only executions on this agent")
+	fl.StringVar(&from, "from", "", "only executions scheduled at or after this time (RFC 3339, or a duration ago: 2h)")
+	fl.StringVar(&to, "to", "", "only executions scheduled before this time (RFC 3339, or a duration ago: 30m)")
 	fl.IntVar(&limit, "limit", 100, "show at most this many executions (0: all)")
 	return cmd
 }

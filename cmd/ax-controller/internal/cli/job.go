@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -49,6 +50,11 @@ func newJobLsCmd(g *globals) *cobra.Command {
 			if limit < 0 {
 				return fmt.Errorf("%w: --limit: must not be negative", ErrUsage)
 			}
+			switch f.State = strings.ToLower(f.State); f.State {
+			case "", "live", "retired":
+			default:
+				return fmt.Errorf("%w: --state: must be live or retired, got %q", ErrUsage, f.State)
+			}
 			c, err := g.client(cmd)
 			if err != nil {
 				return err
@@ -66,6 +72,7 @@ func newJobLsCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.Agent, "agent", "", "only jobs pinned to this agent")
 	fl.StringVar(&f.Group, "group", "", "only jobs targeting this group selector")
 	fl.StringVar(&paused, "paused", "", "only paused (true) or active (false) jobs")
+	fl.StringVar(&f.State, "state", "", "live (default) or retired: one-shot jobs that ended and left the live set (history)")
 	fl.IntVar(&limit, "limit", 0, "show at most this many jobs (0: all)")
 	return cmd
 }
@@ -148,14 +155,10 @@ func newJobApplyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res []applyResult
-			for _, fj := range jobs {
-				r, err := applyOne(cmd.Context(), c, fj)
-				if err != nil {
-					_ = printApply(g, format, res)
-					return fmt.Errorf("%s: %w", fj.Source, err)
-				}
-				res = append(res, r)
+			res, err := applyAll(cmd.Context(), c, jobs)
+			if err != nil {
+				_ = printApply(g, format, res)
+				return err
 			}
 			return printApply(g, format, res)
 		},

@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// skipRun is a job's fires skipped by overlap=forbid and not written yet:
+// with outbox.coalesce_skipped they are recorded as one SKIPPED row and
+// one report per job per scheduler tick (a second), carrying the count
+// (Report.SkippedCount) and the first and last fire times, so that under
+// overload a skipped fire costs almost nothing. A run is written at the
+// next tick, before the job's next real fire, at unassign, on an epoch
+// change and at shutdown. Until written, its fires are not recorded
+// anywhere (the job's last_fire is not moved): after a crash the restart
+// applies the misfire policy to them.
+type skipRun struct {
+	ref         int64
+	first, last time.Time
+	n           int
+	epoch       uint64
+	shard       *protocol.ShardSlot
+	prio        int
+	fine        bool
+	limit       int
+}
+
+// skipFire counts a fire skipped by overlap into the job's run.
+func (s *scheduler) skipFire(j *jobRef, at time.Time) {
+	aj := j.assigned
+	if k := j.skip; k != nil && k.epoch != aj.epoch {
+		s.flushSkip(j)
+	}
+	if j.skip == nil {
+		j.skip = &skipRun{ref: aj.ref, first: at, epoch: aj.epoch, shard: aj.shard, prio: aj.job.Priority,
+			fine: aj.job.Precision == protocol.PrecisionFine, limit: j.limit}
+		s.skipping = append(s.skipping, j)
+	}
+	j.skip.last = at
+	j.skip.n++
+}
+
+// flushSkip queues the job's skipped run, if any, with the batched fires.
+func (s *scheduler) flushSkip(j *jobRef) {
+	k := j.skip
+	if k == nil {
+		return
+	}
+	j.skip = nil
+	execID := protocol.ExecID(j.id, k.last)
+	si, st := -1, 0
+	if k.shard != nil {
+		execID = protocol.BroadcastExecID(j.id, k.last, k.shard.Index)
+		si, st = k.shard.Index, k.shard.Total
+	}
+	r := protocol.Report{JobID: j.id, ExecID: execID, Attempt: 1, Kind: protocol.ReportSkipped,
+		ScheduledAt: k.last, Epoch: k.epoch, Shard: k.shard, Reason: "overlap"}
+	if k.n > 1 {
+		r.SkippedCount, r.FirstScheduledAt = k.n, k.first
+	}
+	rep, err := s.a.encodeReport(r)
+	if err != nil {
+		s.log.Error("record skipped fires", "exec_id", execID, "fires", k.n, "err", err)
+		return
+	}
+	s.queueFire(&fireRec{j: j, ref: k.ref, rep: rep, row: &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id,
+		State: store.StateSkipped, Periodic: true, Priority: k.prio, Fine: b2i(k.fine), Concurrency: k.limit,
+		ScheduledAt: k.last, RunAt: k.last, Epoch: k.epoch, ShardIndex: si, ShardTotal: st,
+		FinishedAt: s.a.clk.Now().Round(0), Outcome: "skipped"}})
+}
+
+// flushSkips queues every job's skipped run (each scheduler tick).
+func (s *scheduler) flushSkips() {
+	for _, j := range s.skipping {
+		s.flushSkip(j)
+	}
+	clear(s.skipping)
+	s.skipping = s.skipping[:0]
+}

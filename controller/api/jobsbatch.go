@@ -1,0 +1,124 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// MaxBatchBody is the largest body POST /v1/jobs:batch reads.
+const MaxBatchBody = 8 << 20
+
+// JobBatch is the body of POST /v1/jobs:batch.
+type JobBatch struct {
+	// Jobs are created each on its own, as POST /v1/jobs would
+	// (1 to controller.MaxBatchJobs).
+	Jobs []json.RawMessage `json:"jobs"`
+}
+
+// JobBatchResult is the answer of POST /v1/jobs:batch: one item per job,
+// in the order of the request.
+type JobBatchResult struct {
+	Results []JobBatchItem `json:"results"`
+}
+
+// JobBatchItem is one job's outcome: the status POST /v1/jobs would have
+// answered, and the created job or the error (its field prefixed with
+// jobs[i].).
+type JobBatchItem struct {
+	Status int                    `json:"status"`
+	Job    *protocol.Job          `json:"job,omitempty"`
+	Error  *protocol.APIErrorBody `json:"error,omitempty"`
+}
+
+// createJobs serves POST /v1/jobs:batch. The request is refused whole
+// (4xx) only when it is not a batch: not JSON, unknown fields, no jobs or
+// too many, too large. Otherwise the answer is 200 with one result per
+// job; a job that does not decode or validate gets its own 400 and the
+// others are created.
+func (s *server) createJobs(w http.ResponseWriter, r *http.Request) {
+	noteAudit(r, "job.create_batch", "", "")
+	body, err := readBodyMax(w, r, MaxBatchBody)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var b JobBatch
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		s.fail(w, r, invalidf("body", "not a job batch ({\"jobs\": [...]}): %v", err))
+		return
+	}
+	if dec.More() {
+		s.fail(w, r, invalidf("body", "data after the batch object"))
+		return
+	}
+	if n := len(b.Jobs); n == 0 || n > controller.MaxBatchJobs {
+		s.fail(w, r, invalidf("jobs", "must hold 1 to %d jobs, got %d", controller.MaxBatchJobs, n))
+		return
+	}
+	items := make([]JobBatchItem, len(b.Jobs))
+	var valid []protocol.Job
+	var at []int
+	var created []string
+	for i, raw := range b.Jobs {
+		j, err := protocol.DecodeJob(raw)
+		if err == nil && j.ID != "" {
+			err = invalidf("id", "is made by the controller; leave it out of a create request")
+		}
+		if err != nil {
+			items[i] = s.batchError(i, err)
+			continue
+		}
+		valid = append(valid, j)
+		at = append(at, i)
+	}
+	if len(valid) > 0 {
+		res, err := s.b.CreateJobs(r.Context(), valid)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for k, jr := range res {
+			i := at[k]
+			if jr.Err != nil {
+				items[i] = s.batchError(i, jr.Err)
+				continue
+			}
+			items[i] = JobBatchItem{Status: http.StatusCreated, Job: &jr.Job}
+			created = append(created, jr.Job.ID)
+		}
+	}
+	if rec := auditFrom(r.Context()); rec != nil {
+		rec.jobs = created
+	}
+	writeJSON(w, http.StatusOK, JobBatchResult{Results: items})
+}
+
+// batchError is job i's error as a batch item: classified as POST
+// /v1/jobs would, its field prefixed with jobs[i]; an internal error's
+// detail is logged, not shown.
+func (s *server) batchError(i int, err error) JobBatchItem {
+	status, body, ok := classify(err)
+	if !ok {
+		s.log.Error("api internal error in a job batch", "index", i, "err", err)
+	}
+	prefix := fmt.Sprintf("jobs[%d]", i)
+	var ee *controller.ExistsError
+	switch {
+	case body.Field != "" && !errors.As(err, &ee):
+		body.Field = prefix + "." + body.Field
+	case body.Field == "":
+		body.Field = prefix
+	}
+	if body.Message != "" {
+		body.Message = prefix + ": " + body.Message
+	}
+	return JobBatchItem{Status: status, Error: &body}
+}

@@ -1,0 +1,274 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// The execution history (DESIGN §4): every replica keeps a SQLite index
+// (historyindex.go) of every execution, live or ended, and of the one-shot
+// jobs retired from the live job set (retention.go), built from AX_EVT
+// alone. Each event carries the execution's snapshot right after its
+// transition (protocol.Event.Execution); each job retirement is a
+// protocol.JobRetired on ax.evt.job.retired.<job>. An ordered consumer
+// reads the stream from the sequence after the one stored in the index,
+// and each batch of rows is written in one transaction with the sequence
+// of its last message, so a restart resumes exactly where the last commit
+// ended, and a deleted index file is rebuilt from the stream (as far back
+// as AX_EVT keeps events, 7 days; history.retention may not exceed it).
+//
+// Staleness: the index lags AX_EVT by the time the follower takes to apply
+// a batch (milliseconds when it keeps up; after a restart with a deleted
+// file, until it has read the stream). ListExecutions first waits, for at
+// most historyReadWait, until the index has applied every event stored
+// when the call began; the events of a write the caller made through this
+// controller's API are stored before the call returned (afterTransition
+// waits for their acknowledgement), so the caller's own writes are seen.
+// GetExecution reads ax_execs first: an execution still in live state is
+// always read as stored, and the index answers only for one that left it.
+
+const (
+	// historyFile is the index's file name under DataDir.
+	historyFile = "history.db"
+	// historyBatch bounds the events applied in one transaction.
+	historyBatch = 1000
+	// historyReadWait bounds how long a list waits for the index to catch up.
+	historyReadWait = 2 * time.Second
+)
+
+// history follows AX_EVT into the index.
+type history struct {
+	c   *Controller
+	idx *historyIndex
+	evt jetstream.Stream
+
+	mu      sync.Mutex
+	applied uint64        // the AX_EVT sequence applied last
+	wake    chan struct{} // closed (and replaced) when applied moves
+	caught  atomic.Bool   // the follower has read everything the stream had
+}
+
+// openHistory opens the index (DataDir/history.db; in memory without a
+// DataDir), checks its cursor against the stream, and starts the follower.
+func (c *Controller) openHistory(ctx context.Context) error {
+	path := ""
+	if c.cfg.DataDir != "" {
+		if err := os.MkdirAll(c.cfg.DataDir, 0o750); err != nil {
+			return fmt.Errorf("history index: %w", err)
+		}
+		path = filepath.Join(c.cfg.DataDir, historyFile)
+	}
+	idx, err := openHistoryIndex(ctx, path, c.cfg.Shards)
+	if err != nil {
+		return err
+	}
+	evt, err := c.js.Stream(ctx, protocol.StreamEvents)
+	if err != nil {
+		_ = idx.close()
+		return fmt.Errorf("history index: stream %s: %w", protocol.StreamEvents, err)
+	}
+	seq, err := idx.cursor(ctx)
+	if err != nil {
+		_ = idx.close()
+		return err
+	}
+	if last := evt.CachedInfo().State.LastSeq; seq > last {
+		// The stream is not the one the index was built from (recreated).
+		c.log.Warn("history index is ahead of AX_EVT (the stream was recreated); rebuilding it", "cursor", seq, "last_seq", last)
+		if err := idx.reset(ctx); err != nil {
+			_ = idx.close()
+			return err
+		}
+		seq = 0
+	}
+	c.hist = &history{c: c, idx: idx, evt: evt, applied: seq, wake: make(chan struct{})}
+	c.goRun(c.hist.run)
+	return nil
+}
+
+// run follows the stream until ctx ends, resuming after an error.
+func (h *history) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := h.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		h.c.log.Warn("history: following AX_EVT stopped; resuming", "applied", h.appliedSeq(), "err", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// follow reads the stream from the sequence after the applied one and
+// applies it in batches until an error or ctx ends.
+func (h *history) follow(ctx context.Context) error {
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if a := h.appliedSeq(); a > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, a+1
+	}
+	cons, err := h.c.js.OrderedConsumer(ctx, protocol.StreamEvents, cfg)
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(historyBatch))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	if n, err := h.evt.Info(ctx); err == nil && n.State.LastSeq <= h.appliedSeq() {
+		h.caught.Store(true)
+	}
+	msgs := make(chan jetstream.Msg, historyBatch)
+	done := make(chan struct{})
+	defer close(done)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-done:
+				return
+			}
+		}
+	}()
+	batch := make([]histItem, 0, historyBatch)
+	for m := range msgs {
+		batch = batch[:0]
+		last, pending := h.decode(m, &batch)
+	fill:
+		for len(batch) < historyBatch {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					break fill
+				}
+				last, pending = h.decode(m, &batch)
+			default:
+				break fill
+			}
+		}
+		if err := h.idx.apply(ctx, latestOnly(batch), last); err != nil {
+			return err
+		}
+		h.advance(last, pending == 0)
+	}
+	return <-errc
+}
+
+// decode appends the history item of one message to batch and returns its
+// stream sequence and how many messages follow it in the stream.
+func (h *history) decode(m jetstream.Msg, batch *[]histItem) (seq, pending uint64) {
+	if md, err := m.Metadata(); err == nil {
+		seq, pending = md.Sequence.Stream, md.NumPending
+	}
+	if strings.HasPrefix(m.Subject(), protocol.JobRetiredSubject("")) {
+		r, err := protocol.DecodeJobRetired(m.Data())
+		if err != nil {
+			h.c.log.Warn("history: bad job retirement skipped", "subject", m.Subject(), "seq", seq, "err", err)
+			return seq, pending
+		}
+		*batch = append(*batch, histItem{job: &r})
+		return seq, pending
+	}
+	ev, err := protocol.DecodeEvent(m.Data())
+	if err != nil {
+		h.c.log.Warn("history: bad event skipped", "subject", m.Subject(), "seq", seq, "err", err)
+		return seq, pending
+	}
+	*batch = append(*batch, histItem{exec: snapshotOf(ev)})
+	return seq, pending
+}
+
+// snapshotOf returns the execution an event carries; for an event without
+// a snapshot (an older controller's), what its fields say.
+func snapshotOf(ev protocol.Event) *protocol.Execution {
+	if ev.Execution != nil {
+		e := *ev.Execution
+		e.Result = ev.Result
+		return &e
+	}
+	_, sched, _ := protocol.ParseExecID("exec_id", ev.ExecID)
+	return &protocol.Execution{ExecID: ev.ExecID, JobID: ev.JobID, Attempt: ev.Attempt, State: ev.To, Agent: ev.Agent,
+		ScheduledAt: sched, UpdatedAt: ev.At, NextAttemptAt: ev.NextAttemptAt, Outcome: ev.Outcome, Result: ev.Result, Reason: ev.Reason}
+}
+
+func (h *history) appliedSeq() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.applied
+}
+
+func (h *history) advance(seq uint64, caught bool) {
+	h.mu.Lock()
+	if seq > h.applied {
+		h.applied = seq
+	}
+	close(h.wake)
+	h.wake = make(chan struct{})
+	h.mu.Unlock()
+	if caught {
+		h.caught.Store(true)
+	}
+}
+
+// waitFor waits until the index has applied the stream up to seq; false
+// when ctx ended first.
+func (h *history) waitFor(ctx context.Context, seq uint64) bool {
+	for {
+		h.mu.Lock()
+		a, w := h.applied, h.wake
+		h.mu.Unlock()
+		if a >= seq {
+			return true
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// catchUp waits, for at most historyReadWait, until the index has applied
+// every event AX_EVT held when it was called. When the index is further
+// behind, the read goes on with what it has (logged).
+func (h *history) catchUp(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, historyReadWait)
+	defer cancel()
+	info, err := h.evt.Info(wctx)
+	if err != nil {
+		h.c.log.Warn("history: stream position unknown; reading the index as it is", "err", err)
+		return
+	}
+	if !h.waitFor(wctx, info.State.LastSeq) && ctx.Err() == nil {
+		h.c.log.Warn("history index behind AX_EVT; reading it as it is", "applied", h.appliedSeq(), "last_seq", info.State.LastSeq)
+	}
+}
+
+func (h *history) close() {
+	if err := h.idx.close(); err != nil {
+		h.c.log.Warn("close history index", "err", err)
+	}
+}

@@ -1,0 +1,274 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// BenchmarkListExecutions measures one ListExecutions page (limit 50)
+// with AX_BENCH_HISTORY (default 100,000) terminal executions stored, both
+// in ax_execs and in AX_EVT (so in the history index): from the index
+// (ListExecutions) and by the whole-bucket scan it replaced
+// (listExecutionsScan, the code before), in alternating rounds in one
+// process, without a filter and with the filters job, agent+state and a
+// one-hour scheduled range. Metric p99-ms: of the calls of each run. The
+// log (-v) says how long storing and indexing took. The sweeper is off:
+// the records stay in ax_execs for the scan.
+func BenchmarkListExecutions(b *testing.B) {
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("AX_BENCH_HISTORY")); err == nil && v > 0 {
+		n = v
+	}
+	cfg := testConfig(b, b.TempDir())
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.historySweep = 24 * time.Hour // the records stay in ax_execs for the scan
+	c := startController(b, cfg)
+	ctx := context.Background()
+	jobs, t0 := populateHistory(b, c, n)
+	filters := []struct {
+		name string
+		f    ExecFilter
+	}{
+		{"nofilter", ExecFilter{}},
+		{"job", ExecFilter{JobID: jobs[len(jobs)/2]}},
+		{"agent+state", ExecFilter{Agent: "bench-3", State: protocol.StateFailed}},
+		{"time-1h", ExecFilter{From: t0.Add(30 * time.Minute), To: t0.Add(90 * time.Minute)}},
+	}
+	run := func(name string, list func(context.Context, ExecFilter) ([]protocol.Execution, string, error), f ExecFilter) {
+		b.Run(name, func(b *testing.B) {
+			f.Limit = 50
+			var lat []time.Duration
+			for b.Loop() {
+				t := time.Now()
+				es, _, err := list(ctx, f)
+				if err != nil || len(es) == 0 {
+					b.Fatalf("list %+v: %d, %v", f, len(es), err)
+				}
+				lat = append(lat, time.Since(t))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+	for range 2 {
+		for _, fl := range filters {
+			run("index/"+fl.name, c.ListExecutions, fl.f)
+			run("scan/"+fl.name, c.listExecutionsScan, fl.f)
+		}
+	}
+}
+
+// populateHistory stores n terminal executions of n/100 jobs on 16 agents,
+// scheduled a minute apart per job from t0: their records in ax_execs and
+// their final events in AX_EVT, and waits until the index has them all.
+func populateHistory(b testing.TB, c *Controller, n int) ([]string, time.Time) {
+	b.Helper()
+	ctx := context.Background()
+	// Ended past the grace, well within the retention.
+	t0 := time.Now().UTC().Add(-LiveGrace - 3*time.Hour).Truncate(time.Hour)
+	perJob := 100
+	var jobs []string
+	for i := range max(n/perJob, 1) {
+		jobs = append(jobs, protocol.NewJobID("bench", t0.Add(time.Duration(i)*time.Second), rand.Uint32()))
+	}
+	states := []protocol.State{protocol.StateSuccess, protocol.StateSuccess, protocol.StateSuccess, protocol.StateFailed, protocol.StateCancelled}
+	start := time.Now()
+	var futs []jetstream.PubAckFuture
+	flush := func() {
+		for _, f := range futs {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatalf("publish: %v", err)
+			}
+		}
+		futs = futs[:0]
+	}
+	recs := make([]execRecord, n)
+	for i := range n {
+		job := jobs[i%len(jobs)]
+		at := t0.Add(time.Duration(i/len(jobs)) * time.Minute)
+		recs[i] = execRecord{Execution: protocol.Execution{ExecID: protocol.ExecID(job, at), JobID: job, Attempt: 1, State: states[i%len(states)],
+			Agent: "bench-" + strconv.Itoa(i%16), ScheduledAt: at, CreatedAt: at, UpdatedAt: at.Add(time.Second),
+			TriggeredAt: at, StartedAt: at, FinishedAt: at.Add(time.Second), Outcome: retry.OutcomeSuccess, Duration: protocol.Duration(time.Second)}}
+	}
+	// Records first, then their events, as the controller writes them.
+	for _, rec := range recs {
+		data, err := json.Marshal(rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := c.js.PublishAsync(kvSubject(protocol.BucketExecs, rec.ExecID), data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if futs = append(futs, f); len(futs) >= 4096 {
+			flush()
+		}
+	}
+	flush()
+	for _, rec := range recs {
+		snap := rec.Execution
+		ev := protocol.Event{V: protocol.Version, JobID: rec.JobID, ExecID: rec.ExecID, Attempt: 1, From: protocol.StateRunning, To: rec.State,
+			At: rec.UpdatedAt, Agent: rec.Agent, Execution: &snap}
+		evData, err := protocol.Encode(ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := c.js.PublishAsync(protocol.EventSubject(rec.State, rec.JobID), evData)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if futs = append(futs, g); len(futs) >= 4096 {
+			flush()
+		}
+	}
+	flush()
+	stored := time.Since(start)
+	info, err := c.hist.evt.Info(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if !c.hist.waitFor(wctx, info.State.LastSeq) {
+		b.Fatal("history index did not catch up")
+	}
+	b.Logf("%d executions stored (record and event) in %s, all indexed %s later (%.0f events/s overall)", n, stored.Round(time.Millisecond),
+		(time.Since(start) - stored).Round(time.Millisecond), float64(n)/time.Since(start).Seconds())
+	return jobs, t0
+}
+
+// listExecutionsScan is ListExecutions as it was before the history index:
+// a pass over the whole bucket, filtered and sorted in memory.
+func (c *Controller) listExecutionsScan(ctx context.Context, f ExecFilter) ([]protocol.Execution, string, error) {
+	limit, err := pageSize(f.Limit)
+	if err != nil {
+		return nil, "", err
+	}
+	var all []protocol.Execution
+	err = c.scanExecs(ctx, func(r *execRecord, _ uint64) {
+		if f.After != "" && r.ExecID <= f.After || f.State != "" && r.State != f.State ||
+			f.JobID != "" && r.JobID != f.JobID || f.Agent != "" && r.Agent != f.Agent ||
+			!f.From.IsZero() && r.ScheduledAt.Before(f.From) || !f.To.IsZero() && !r.ScheduledAt.Before(f.To) {
+			return
+		}
+		all = append(all, r.Execution)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	sort.Slice(all, func(i, k int) bool { return all[i].ExecID < all[k].ExecID })
+	if len(all) > limit {
+		return all[:limit], all[limit-1].ExecID, nil
+	}
+	return all, "", nil
+}
+
+// BenchmarkRestartWithHistory measures a controller restart (after an
+// untimed Close: New and Start until ready, the embedded server's recovery
+// and the reload of the executions included) with
+// AX_BENCH_RESTART (default 20,000) terminal executions stored: "kept",
+// with the sweeper off, so they stay in ax_execs as they did before
+// retention (the reload scans them all), and "swept", after the sweeper
+// removed them from ax_execs (they are in history only). AX_EVT holds
+// their events in both. The two controllers restart in alternating rounds.
+func BenchmarkRestartWithHistory(b *testing.B) {
+	n := 20_000
+	if v, err := strconv.Atoi(os.Getenv("AX_BENCH_RESTART")); err == nil && v > 0 {
+		n = v
+	}
+	start := func(sweep time.Duration) (*Controller, Config) {
+		cfg := testConfig(b, b.TempDir())
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.historySweep = sweep
+		c := startController(b, cfg)
+		populateHistory(b, c, n)
+		return c, cfg
+	}
+	kept, keptCfg := start(24 * time.Hour)
+	swept, sweptCfg := start(20 * time.Millisecond)
+	ctx := context.Background()
+	sweepStart := time.Now()
+	deadline := sweepStart.Add(10 * time.Minute)
+	for {
+		st, err := swept.js.Stream(ctx, kvStream(protocol.BucketExecs))
+		if err != nil {
+			b.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("sweeper left %d messages in ax_execs", info.State.Msgs)
+		}
+		time.Sleep(100 * time.Millisecond) // benchmark setup, not a test: wait for the sweeper
+	}
+	b.Logf("sweeper removed %d executions from ax_execs in %s (%.0f/s, marker purges included)", n,
+		time.Since(sweepStart).Round(time.Millisecond), float64(n)/time.Since(sweepStart).Seconds())
+	restart := func(name string, c **Controller, cfg Config) {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				_ = (*c).Close()
+				cfg.Registry = nil
+				b.StartTimer()
+				*c = startController(b, cfg) // to ready: reload included
+			}
+		})
+	}
+	for range 3 {
+		restart("kept", &kept, keptCfg)
+		restart("swept", &swept, sweptCfg)
+	}
+}
+
+// BenchmarkHistoryIndexApply measures the history index's writes alone:
+// batches of 1,000 new execution snapshots into a SQLite file (one
+// transaction each, the cursor with them). Metric rows/s.
+func BenchmarkHistoryIndexApply(b *testing.B) {
+	ctx := context.Background()
+	idx, err := openHistoryIndex(ctx, b.TempDir()+"/"+historyFile, 16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer idx.close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	jobs := make([]string, 1000)
+	for i := range jobs {
+		jobs[i] = protocol.NewJobID("bench", t0, rand.Uint32())
+	}
+	items := make([]histItem, 1000)
+	seq := uint64(0)
+	start := time.Now()
+	for b.Loop() {
+		for i := range items {
+			seq++
+			at := t0.Add(time.Duration(seq) * time.Second)
+			e := &protocol.Execution{ExecID: protocol.ExecID(jobs[i], at), JobID: jobs[i], Attempt: 1, State: protocol.StateSuccess,
+				Agent: "bench-" + strconv.Itoa(i%16), ScheduledAt: at, UpdatedAt: at, Outcome: retry.OutcomeSuccess}
+			items[i] = histItem{exec: e}
+		}
+		if err := idx.apply(ctx, items, seq); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(seq)/time.Since(start).Seconds(), "rows/s")
+}

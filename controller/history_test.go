@@ -1,0 +1,188 @@
+package controller
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// historyFixture runs fires of two pinned periodic jobs: job a on edge-1
+// (five fires: three SUCCESS, one FAILED, one left TRIGGERED) and job b on
+// edge-2 (two SUCCESS). It returns the exec ids of each job in fire order.
+func historyFixture(t *testing.T, c *Controller) (a, b []string, sched map[string]time.Time) {
+	t.Helper()
+	ctx := tctx(t)
+	sched = map[string]time.Time{}
+	fire := func(agent string, n int, outcome func(i int) (retry.Outcome, retry.Result, bool)) []string {
+		ag := newTestAgent(t, c.NATSURL(), agent, nil).start()
+		job, err := c.CreateJob(ctx, everyJob(agent, "1s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ag.waitCommand("assign", isAssign(job.ID, 1))
+		s, err := schedule.Parse(job.Schedule, job.CreatedAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		at := job.CreatedAt
+		for i := range n {
+			at, _ = s.Next(at)
+			id := protocol.ExecID(job.ID, at)
+			ids, sched[id] = append(ids, id), at
+			o, res, done := outcome(i)
+			if !done {
+				ag.publish(ag.rep(job.ID, id, 1, protocol.ReportTriggered, at), "")
+				waitExec(t, c, id, "TRIGGERED", inState(protocol.StateTriggered))
+				continue
+			}
+			ag.runAttempt(job.ID, id, 1, at, o, res)
+			waitExec(t, c, id, "terminal", func(e protocol.Execution) bool { return e.State.Terminal() })
+		}
+		return ids
+	}
+	a = fire("edge-1", 5, func(i int) (retry.Outcome, retry.Result, bool) {
+		switch i {
+		case 3:
+			return retry.OutcomeFailure, permanent, true
+		case 4:
+			return "", retry.Result{}, false
+		}
+		return retry.OutcomeSuccess, ok, true
+	})
+	b = fire("edge-2", 2, func(int) (retry.Outcome, retry.Result, bool) { return retry.OutcomeSuccess, ok, true })
+	return a, b, sched
+}
+
+func execIDs(es []protocol.Execution) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.ExecID
+	}
+	return out
+}
+
+// listIDs lists with f and returns the exec ids of the page.
+func listIDs(t *testing.T, c *Controller, f ExecFilter) []string {
+	t.Helper()
+	es, _, err := c.ListExecutions(tctx(t), f)
+	if err != nil {
+		t.Fatalf("ListExecutions(%+v): %v", f, err)
+	}
+	return execIDs(es)
+}
+
+func sorted(ids ...[]string) []string {
+	out := slices.Concat(ids...)
+	slices.Sort(out)
+	return out
+}
+
+// TestHistoryListFilters: ListExecutions answers from the history index
+// with the filters job, agent, state and the scheduled time range
+// [from, to), ordered by exec id, paged by limit and after.
+func TestHistoryListFilters(t *testing.T) {
+	c := newTestController(t)
+	a, b, sched := historyFixture(t, c)
+	if got, want := listIDs(t, c, ExecFilter{}), sorted(a, b); !slices.Equal(got, want) {
+		t.Fatalf("all = %v, want %v", got, want)
+	}
+	jobA, _, _ := protocol.ParseExecID("exec_id", a[0])
+	if got := listIDs(t, c, ExecFilter{JobID: jobA}); !slices.Equal(got, sorted(a)) {
+		t.Errorf("job %s = %v, want %v", jobA, got, a)
+	}
+	if got := listIDs(t, c, ExecFilter{Agent: "edge-2"}); !slices.Equal(got, sorted(b)) {
+		t.Errorf("agent edge-2 = %v, want %v", got, b)
+	}
+	if got, want := listIDs(t, c, ExecFilter{State: protocol.StateSuccess}), sorted(a[:3], b); !slices.Equal(got, want) {
+		t.Errorf("SUCCESS = %v, want %v", got, want)
+	}
+	if got := listIDs(t, c, ExecFilter{State: protocol.StateTriggered}); !slices.Equal(got, a[4:]) {
+		t.Errorf("TRIGGERED = %v, want %v", got, a[4:])
+	}
+	if got := listIDs(t, c, ExecFilter{State: protocol.StateFailed, Agent: "edge-1"}); !slices.Equal(got, a[3:4]) {
+		t.Errorf("FAILED on edge-1 = %v, want %v", got, a[3:4])
+	}
+	// [from, to) on scheduled_at.
+	f := ExecFilter{JobID: jobA, From: sched[a[1]], To: sched[a[3]]}
+	if got := listIDs(t, c, f); !slices.Equal(got, a[1:3]) {
+		t.Errorf("from %s to %s = %v, want %v", f.From, f.To, got, a[1:3])
+	}
+	if got := listIDs(t, c, ExecFilter{From: sched[a[4]].Add(time.Millisecond), JobID: jobA}); len(got) != 0 {
+		t.Errorf("from after the last fire = %v, want none", got)
+	}
+	// Paging: pages of two, in exec id order, cover everything once.
+	var paged []string
+	after := ""
+	for range 10 {
+		es, next, err := c.ListExecutions(tctx(t), ExecFilter{Limit: 2, After: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paged = append(paged, execIDs(es)...)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if want := sorted(a, b); !slices.Equal(paged, want) {
+		t.Errorf("paged = %v, want %v", paged, want)
+	}
+	var fe *protocol.FieldError
+	if _, _, err := c.ListExecutions(tctx(t), ExecFilter{From: sched[a[2]], To: sched[a[1]]}); !errors.As(err, &fe) || fe.Field != "to" {
+		t.Errorf("to before from: err = %v, want a field error on to", err)
+	}
+}
+
+// TestHistoryIndexRebuiltAndResumed: the index lives in DataDir; deleted,
+// it is rebuilt from AX_EVT at the next start with the same content; kept,
+// the next start resumes at the sequence stored with it.
+func TestHistoryIndexRebuiltAndResumed(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	c := startController(t, cfg)
+	a, b, _ := historyFixture(t, c)
+	want, _, err := c.ListExecutions(tctx(t), ExecFilter{})
+	if err != nil || len(want) != len(a)+len(b) {
+		t.Fatalf("list = %d, %v", len(want), err)
+	}
+	_ = c.Close()
+	path := filepath.Join(dir, historyFile)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("history index file: %v", err)
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+
+	c = startController(t, cfg)
+	got, _, err := c.ListExecutions(tctx(t), ExecFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(got, want, func(x, y protocol.Execution) bool {
+		return x.ExecID == y.ExecID && x.State == y.State && x.Agent == y.Agent && x.ScheduledAt.Equal(y.ScheduledAt) &&
+			x.Attempt == y.Attempt && x.Outcome == y.Outcome && x.Duration == y.Duration
+	}) {
+		t.Fatalf("rebuilt index lists %+v, want %+v", got, want)
+	}
+	last := c.hist.appliedSeq()
+	_ = c.Close()
+
+	c = startController(t, cfg)
+	if seq := c.hist.appliedSeq(); seq != last {
+		t.Fatalf("restart resumed at sequence %d, want %d (stored with the rows)", seq, last)
+	}
+	if got := listIDs(t, c, ExecFilter{}); !slices.Equal(got, execIDs(want)) {
+		t.Fatalf("after restart = %v", got)
+	}
+}

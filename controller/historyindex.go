@@ -1,0 +1,494 @@
+package controller
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// historyIndex is the SQLite file behind the execution history
+// (history.go): one row per execution (its latest snapshot from AX_EVT),
+// the retired one-shot jobs, and the AX_EVT sequence applied last, written
+// in the same transaction as the rows it applied. One writer connection
+// (the history follower), several readers (the API); WAL mode, so readers
+// never wait for the writer.
+type historyIndex struct {
+	wdb, rdb *sql.DB
+	shards   int
+}
+
+const historySchema = `
+CREATE TABLE IF NOT EXISTS execs (
+	exec_id      TEXT PRIMARY KEY,
+	job_id       TEXT NOT NULL,
+	agent        TEXT NOT NULL,
+	state        TEXT NOT NULL,
+	scheduled_at INTEGER NOT NULL,
+	updated_at   INTEGER NOT NULL,
+	terminal     INTEGER NOT NULL,
+	shard        INTEGER NOT NULL,
+	live         INTEGER NOT NULL DEFAULT 1
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bodies (
+	exec_id TEXT PRIMARY KEY,
+	body    BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS execs_job ON execs (job_id, exec_id);
+CREATE INDEX IF NOT EXISTS execs_agent ON execs (agent, exec_id);
+CREATE INDEX IF NOT EXISTS execs_state ON execs (state, exec_id);
+CREATE INDEX IF NOT EXISTS execs_sched ON execs (scheduled_at);
+CREATE INDEX IF NOT EXISTS execs_ended ON execs (terminal, live, updated_at);
+CREATE TABLE IF NOT EXISTS jobs (
+	job_id     TEXT PRIMARY KEY,
+	retired_at INTEGER NOT NULL,
+	body       BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_retired ON jobs (retired_at);
+CREATE TABLE IF NOT EXISTS cursor (
+	id  INTEGER PRIMARY KEY CHECK (id = 1),
+	seq INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO cursor (id, seq) VALUES (1, 0);
+`
+
+// openHistoryIndex opens (creating if needed) the index at path; an empty
+// path keeps it in memory (one connection for reads and writes).
+func openHistoryIndex(ctx context.Context, path string, shards int) (*historyIndex, error) {
+	h := &historyIndex{shards: shards}
+	var err error
+	if path == "" {
+		if h.wdb, err = sql.Open("sqlite", "file::memory:"); err != nil {
+			return nil, fmt.Errorf("open history index: %w", err)
+		}
+		h.wdb.SetMaxOpenConns(1)
+		h.wdb.SetConnMaxLifetime(0)
+		h.rdb = h.wdb
+	} else {
+		if h.wdb, err = sql.Open("sqlite", historyDSN(path, false)); err != nil {
+			return nil, fmt.Errorf("open history index %s: %w", path, err)
+		}
+		h.wdb.SetMaxOpenConns(1)
+		h.wdb.SetConnMaxLifetime(0)
+		if h.rdb, err = sql.Open("sqlite", historyDSN(path, true)); err != nil {
+			_ = h.wdb.Close()
+			return nil, fmt.Errorf("open history index %s: %w", path, err)
+		}
+		h.rdb.SetMaxOpenConns(4)
+	}
+	if _, err := h.wdb.ExecContext(ctx, historySchema); err != nil {
+		_ = h.close()
+		return nil, fmt.Errorf("open history index %s: schema: %w", path, err)
+	}
+	return h, nil
+}
+
+func historyDSN(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "temp_store(MEMORY)")
+	// Inserts land all over six b-trees: a page cache that holds their
+	// upper levels saves a read per page (32 MiB writer, 8 MiB each reader).
+	if readOnly {
+		q.Add("_pragma", "cache_size(-8192)")
+	} else {
+		q.Add("_pragma", "cache_size(-32768)")
+	}
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+func (h *historyIndex) close() error {
+	err := h.wdb.Close()
+	if h.rdb != h.wdb {
+		err = errors.Join(err, h.rdb.Close())
+	}
+	return err
+}
+
+// cursor returns the AX_EVT sequence applied last (0: none).
+func (h *historyIndex) cursor(ctx context.Context) (uint64, error) {
+	var seq uint64
+	if err := h.wdb.QueryRowContext(ctx, "SELECT seq FROM cursor WHERE id = 1").Scan(&seq); err != nil {
+		return 0, fmt.Errorf("history index: read cursor: %w", err)
+	}
+	return seq, nil
+}
+
+// reset empties the index (the stream was recreated: rebuild from it).
+func (h *historyIndex) reset(ctx context.Context) error {
+	_, err := h.wdb.ExecContext(ctx, "DELETE FROM execs; DELETE FROM bodies; DELETE FROM jobs; UPDATE cursor SET seq = 0 WHERE id = 1")
+	if err != nil {
+		return fmt.Errorf("history index: reset: %w", err)
+	}
+	return nil
+}
+
+// histItem is one AX_EVT message decoded: an execution snapshot or a
+// retired job (exactly one is set).
+type histItem struct {
+	exec *protocol.Execution
+	job  *protocol.JobRetired
+}
+
+// apply stores items and moves the cursor to seq, in one transaction. A
+// snapshot replaces the row only when it is not older than the row's
+// (updated_at), so events re-published out of order change nothing.
+func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) error {
+	tx, err := h.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("history index: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	upExec, err := tx.PrepareContext(ctx, `INSERT INTO execs (exec_id, job_id, agent, state, scheduled_at, updated_at, terminal, shard)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (exec_id) DO UPDATE SET job_id = excluded.job_id, agent = excluded.agent, state = excluded.state,
+			scheduled_at = excluded.scheduled_at, updated_at = excluded.updated_at, terminal = excluded.terminal
+		WHERE excluded.updated_at >= execs.updated_at`)
+	if err != nil {
+		return fmt.Errorf("history index: prepare: %w", err)
+	}
+	defer upExec.Close()
+	// The body follows the row: written when the row was (changes() = 1).
+	upBody, err := tx.PrepareContext(ctx, "INSERT OR REPLACE INTO bodies (exec_id, body) SELECT ?, ? WHERE changes() > 0")
+	if err != nil {
+		return fmt.Errorf("history index: prepare: %w", err)
+	}
+	defer upBody.Close()
+	// Of the snapshots of one execution in the batch (the steps of one
+	// report come together) only the newest counts; the later in stream
+	// order of equals, as the upsert's rule has it.
+	last := make(map[string]int, len(items))
+	for i, it := range items {
+		if it.exec == nil {
+			continue
+		}
+		if j, ok := last[it.exec.ExecID]; !ok || !it.exec.UpdatedAt.Before(items[j].exec.UpdatedAt) {
+			last[it.exec.ExecID] = i
+		}
+	}
+	for i, it := range items {
+		switch {
+		case it.exec != nil:
+			if last[it.exec.ExecID] != i {
+				continue
+			}
+			e := it.exec
+			body, err := json.Marshal(e)
+			if err != nil {
+				return fmt.Errorf("history index: encode %s: %w", e.ExecID, err)
+			}
+			if _, err := upExec.ExecContext(ctx, e.ExecID, e.JobID, e.Agent, string(e.State), e.ScheduledAt.UnixNano(),
+				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards)); err != nil {
+				return fmt.Errorf("history index: store %s: %w", e.ExecID, err)
+			}
+			if _, err := upBody.ExecContext(ctx, e.ExecID, body); err != nil {
+				return fmt.Errorf("history index: store %s: %w", e.ExecID, err)
+			}
+		case it.job != nil:
+			body, err := json.Marshal(it.job.Job)
+			if err != nil {
+				return fmt.Errorf("history index: encode job %s: %w", it.job.Job.ID, err)
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO jobs (job_id, retired_at, body) VALUES (?, ?, ?)",
+				it.job.Job.ID, it.job.At.UnixNano(), body); err != nil {
+				return fmt.Errorf("history index: store job %s: %w", it.job.Job.ID, err)
+			}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE cursor SET seq = ? WHERE id = 1", seq); err != nil {
+		return fmt.Errorf("history index: store cursor: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("history index: commit: %w", err)
+	}
+	return nil
+}
+
+// list returns up to limit executions matching f (f.Limit ignored),
+// ordered by exec id.
+func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]protocol.Execution, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if f.After != "" {
+		add("exec_id > ?", f.After)
+	}
+	if f.JobID != "" {
+		add("job_id = ?", f.JobID)
+	}
+	if f.Agent != "" {
+		add("agent = ?", f.Agent)
+	}
+	if f.State != "" {
+		add("state = ?", string(f.State))
+	}
+	if !f.From.IsZero() || !f.To.IsZero() {
+		from, to := int64(math.MinInt64), int64(math.MaxInt64)
+		if !f.From.IsZero() {
+			from = f.From.UnixNano()
+		}
+		if !f.To.IsZero() {
+			to = f.To.UnixNano()
+		}
+		// A range alone: a narrow one is read from the scheduled_at index
+		// and sorted (few rows); a wide one (rangeDense rows or more) by
+		// exec id, filtered, which finds a page of them after reading
+		// about limit × rows/rangeDense.
+		col := "scheduled_at"
+		if len(where) == 0 || (len(where) == 1 && f.After != "") {
+			dense, err := h.rangeDense(ctx, from, to)
+			if err != nil {
+				return nil, err
+			}
+			if dense {
+				col = "+scheduled_at" // not the index: keeps the exec id order
+			}
+		}
+		add(col+" >= ?", from)
+		add(col+" < ?", to)
+	}
+	// Two steps: the page's exec ids from an index alone (SQLite keeps the
+	// first limit of them in exec id order, without reading the rows),
+	// then the rows of that page.
+	q := "SELECT exec_id FROM execs"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY exec_id LIMIT ?"
+	args = append(args, limit)
+	ids, err := h.strings(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("history index: list: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	in := make([]any, len(ids))
+	for i, id := range ids {
+		in[i] = id
+	}
+	rows, err := h.rdb.QueryContext(ctx, "SELECT body FROM bodies WHERE exec_id IN ("+
+		strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+") ORDER BY exec_id", in...)
+	if err != nil {
+		return nil, fmt.Errorf("history index: list: %w", err)
+	}
+	defer rows.Close()
+	out := make([]protocol.Execution, 0, len(ids))
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("history index: list: %w", err)
+		}
+		var e protocol.Execution
+		if err := json.Unmarshal(body, &e); err != nil {
+			return nil, fmt.Errorf("history index: list: decode: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history index: list: %w", err)
+	}
+	return out, nil
+}
+
+// rangeDense is the number of rows in a scheduled range from which a list
+// scans by exec id instead of sorting the range.
+const rangeDense = 5000
+
+// rangeDense reports whether [from, to) holds rangeDense rows or more
+// (counted on the index, at most rangeDense of them).
+func (h *historyIndex) rangeDense(ctx context.Context, from, to int64) (bool, error) {
+	var n int
+	err := h.rdb.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM execs WHERE scheduled_at >= ? AND scheduled_at < ? LIMIT ?)",
+		from, to, rangeDense).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("history index: list: %w", err)
+	}
+	return n >= rangeDense, nil
+}
+
+// strings runs a query of one text column.
+func (h *historyIndex) strings(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := h.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// get returns the indexed snapshot of an execution (false: none).
+func (h *historyIndex) get(ctx context.Context, id string) (protocol.Execution, bool, error) {
+	var body []byte
+	err := h.rdb.QueryRowContext(ctx, "SELECT body FROM bodies WHERE exec_id = ?", id).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return protocol.Execution{}, false, nil
+	}
+	if err != nil {
+		return protocol.Execution{}, false, fmt.Errorf("history index: get %s: %w", id, err)
+	}
+	var e protocol.Execution
+	if err := json.Unmarshal(body, &e); err != nil {
+		return protocol.Execution{}, false, fmt.Errorf("history index: get %s: decode: %w", id, err)
+	}
+	return e, true, nil
+}
+
+// ended is an execution the index saw terminal and not yet removed from
+// live state.
+type ended struct{ execID, jobID string }
+
+// endedBefore returns up to n executions of the given shards that were
+// terminal as of updated_at before cutoff and are still marked live.
+func (h *historyIndex) endedBefore(ctx context.Context, cutoff time.Time, shards []int, n int) ([]ended, error) {
+	if len(shards) == 0 {
+		return nil, nil
+	}
+	in := strings.TrimSuffix(strings.Repeat("?,", len(shards)), ",")
+	args := []any{cutoff.UnixNano()}
+	for _, s := range shards {
+		args = append(args, s)
+	}
+	args = append(args, n)
+	rows, err := h.rdb.QueryContext(ctx, "SELECT exec_id, job_id FROM execs WHERE terminal = 1 AND live = 1 AND updated_at < ? AND shard IN ("+in+") ORDER BY updated_at LIMIT ?", args...)
+	if err != nil {
+		return nil, fmt.Errorf("history index: ended executions: %w", err)
+	}
+	defer rows.Close()
+	var out []ended
+	for rows.Next() {
+		var e ended
+		if err := rows.Scan(&e.execID, &e.jobID); err != nil {
+			return nil, fmt.Errorf("history index: ended executions: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// markGone records that executions left live state (ax_execs), in one
+// transaction.
+func (h *historyIndex) markGone(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	tx, err := h.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("history index: mark gone: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	st, err := tx.PrepareContext(ctx, "UPDATE execs SET live = 0 WHERE exec_id = ?")
+	if err != nil {
+		return fmt.Errorf("history index: mark gone: %w", err)
+	}
+	defer st.Close()
+	for _, id := range ids {
+		if _, err := st.ExecContext(ctx, id); err != nil {
+			return fmt.Errorf("history index: mark %s gone: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("history index: mark gone: %w", err)
+	}
+	return nil
+}
+
+// jobDone reports whether job id has executions in the index and all of
+// them are terminal and gone from live state.
+func (h *historyIndex) jobDone(ctx context.Context, id string) (bool, error) {
+	var total, open sql.NullInt64
+	err := h.rdb.QueryRowContext(ctx, "SELECT count(*), sum(terminal = 0 OR live = 1) FROM execs WHERE job_id = ?", id).Scan(&total, &open)
+	if err != nil {
+		return false, fmt.Errorf("history index: executions of job %s: %w", id, err)
+	}
+	return total.Int64 > 0 && open.Int64 == 0, nil
+}
+
+// prune removes terminal executions last updated before cutoff, and jobs
+// retired before jobCutoff, at most n rows of each per call; it returns
+// how many rows went. Rows of the owned shards still marked live stay:
+// this replica's sweeper has not removed them from ax_execs yet, and
+// finds them here.
+func (h *historyIndex) prune(ctx context.Context, cutoff, jobCutoff time.Time, owned []int, n int) (int64, error) {
+	tx, err := h.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("history index: prune executions: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	old := "SELECT exec_id FROM execs WHERE terminal = 1 AND live IN (0, 1) AND updated_at < ?"
+	args := []any{cutoff.UnixNano()}
+	if len(owned) > 0 {
+		old += " AND (live = 0 OR shard NOT IN (" + strings.TrimSuffix(strings.Repeat("?,", len(owned)), ",") + "))"
+		for _, s := range owned {
+			args = append(args, s)
+		}
+	}
+	old += " LIMIT ?"
+	args = append(args, n)
+	if _, err := tx.ExecContext(ctx, "DELETE FROM bodies WHERE exec_id IN ("+old+")", args...); err != nil {
+		return 0, fmt.Errorf("history index: prune executions: %w", err)
+	}
+	r, err := tx.ExecContext(ctx, "DELETE FROM execs WHERE exec_id IN ("+old+")", args...)
+	if err != nil {
+		return 0, fmt.Errorf("history index: prune executions: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("history index: prune executions: %w", err)
+	}
+	gone, _ := r.RowsAffected()
+	r, err = h.wdb.ExecContext(ctx, "DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM jobs WHERE retired_at < ? LIMIT ?)", jobCutoff.UnixNano(), n)
+	if err != nil {
+		return gone, fmt.Errorf("history index: prune jobs: %w", err)
+	}
+	jobs, _ := r.RowsAffected()
+	return gone + jobs, nil
+}
+
+// retiredJobs returns retired jobs with id > after, ordered by id, for
+// which keep is true, up to limit.
+func (h *historyIndex) retiredJobs(ctx context.Context, after string, limit int, keep func(protocol.Job) bool) ([]protocol.Job, error) {
+	rows, err := h.rdb.QueryContext(ctx, "SELECT body FROM jobs WHERE job_id > ? ORDER BY job_id", after)
+	if err != nil {
+		return nil, fmt.Errorf("history index: retired jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []protocol.Job
+	for rows.Next() && len(out) < limit {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("history index: retired jobs: %w", err)
+		}
+		var j protocol.Job
+		if err := json.Unmarshal(body, &j); err != nil {
+			return nil, fmt.Errorf("history index: retired jobs: decode: %w", err)
+		}
+		if keep(j) {
+			out = append(out, j)
+		}
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,313 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Lifecycle and retention (DESIGN §4).
+//
+// A terminal execution leaves live state — its key in ax_execs — LiveGrace
+// (2h, AX_RPT's de-duplication window) after its last change; a one-shot
+// job whose executions have all left it leaves the live job set (ax_jobs,
+// every replica's job cache) in the same pass, and its idempotency key is
+// released. Both stay in every replica's history index (history.go) for
+// history.retention after they left live state (an execution's rows go
+// LiveGrace + history.retention after its last change, on every replica
+// alike, whichever swept it); the index serves them
+// (GetExecution, ListExecutions, ListJobs with Retired) and refuses the
+// reports of an execution it holds that left live state (lanes.go), so a
+// late or replayed report never makes a new record of it.
+//
+// The removal is an explicit sweeper, run by the owner of each shard for
+// the executions of its jobs, not KV per-message TTLs:
+//   - a job leaves when all its executions have: a condition, not an age,
+//     which no TTL expresses;
+//   - a TTL would have to be put on every terminal write (the report
+//     lanes' raw publishes, and kv.Update, which drops a per-key TTL) and
+//     taken off again by an operator's retry of a FAILED execution; the
+//     sweeper decides when it removes, with compare-and-set on the
+//     revision it read, so a record changed meanwhile stays;
+//   - the grace runs on the controller's clock (Config.Clock), the one
+//     the records' updated_at are written with, and tests step it;
+//   - the buckets stay as they are: AllowMsgTTL cannot be turned off once
+//     set and needs nats-server ≥ 2.11 on an external cluster.
+//
+// The sweeper finds its candidates in the history index (terminal, ended
+// before the grace, of a shard this replica works), not by scanning the
+// bucket. Each removal is a purge marker published with the revision read
+// (KV-Operation PURGE, rollup of the subject: the record goes) and, one
+// pass later (so that the replicas' watchers of ax_jobs have seen the
+// marker), a purge of the subject up to the marker: nothing is left in
+// the stream, so ax_execs and ax_jobs hold only live work and a restart
+// or a shard takeover reads only that. A marker whose purge a crash cut
+// off stays (one small message per key).
+
+// defaultHistorySweep is how often the sweeper runs.
+const defaultHistorySweep = time.Minute
+
+// sweepBatch bounds the executions read from the index at once; a pass
+// handles at most sweepBatches of them.
+const (
+	sweepBatch   = 500
+	sweepBatches = 40
+	// sweepParallel bounds the KV requests of a sweep in flight at once.
+	sweepParallel = 32
+)
+
+// marker is a purge marker whose subject is purged up to it on the next pass.
+type marker struct {
+	stream, subject string
+	seq             uint64
+}
+
+// sweeper is the state of retentionLoop.
+type sweeper struct {
+	markers []marker
+	streams map[string]jetstream.Stream
+}
+
+// retentionLoop runs a sweep every historySweep until ctx ends.
+func (c *Controller) retentionLoop(ctx context.Context) {
+	every := c.cfg.historySweep
+	if every <= 0 {
+		every = defaultHistorySweep
+	}
+	s := &sweeper{streams: map[string]jetstream.Stream{}}
+	t := c.clk.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		if err := c.sweep(ctx, s); err != nil && ctx.Err() == nil {
+			c.log.Warn("history sweep", "err", err)
+		}
+		t.Reset(every)
+	}
+}
+
+// sweep is one pass: purge the markers of the last pass, remove the
+// executions and one-shot jobs past the grace, prune the index.
+func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
+	c.purgeMarkers(ctx, s)
+	now := c.now()
+	shards := c.ownedShards()
+	jobs := map[string]bool{}
+	removed := 0
+	for range sweepBatches {
+		batch, err := c.hist.idx.endedBefore(ctx, now.Add(-LiveGrace), shards, sweepBatch)
+		if err != nil {
+			return err
+		}
+		// The KV requests of a batch run sweepParallel at a time; the
+		// index learns of the removals in one transaction.
+		gone := make([]bool, len(batch))
+		var mu sync.Mutex
+		parallel(len(batch), sweepParallel, func(i int) {
+			ok, m, err := c.retireExec(ctx, batch[i].execID, now)
+			if err != nil {
+				c.log.Warn("history sweep: remove execution", "exec", batch[i].execID, "err", err)
+				return
+			}
+			gone[i] = ok
+			if m != nil {
+				mu.Lock()
+				s.markers = append(s.markers, *m)
+				mu.Unlock()
+			}
+		})
+		var ids []string
+		for i, e := range batch {
+			if gone[i] {
+				ids, jobs[e.jobID] = append(ids, e.execID), true
+			}
+		}
+		if err := c.hist.idx.markGone(ctx, ids); err != nil {
+			return err
+		}
+		removed += len(ids)
+		if len(batch) < sweepBatch || len(ids) == 0 {
+			break
+		}
+	}
+	retired := 0
+	for id := range jobs {
+		ok, err := c.retireJob(ctx, s, id, now)
+		if err != nil {
+			c.log.Warn("history sweep: retire job", "job", id, "err", err)
+		}
+		if ok {
+			retired++
+		}
+	}
+	pruned := int64(0)
+	for {
+		n, err := c.hist.idx.prune(ctx, now.Add(-LiveGrace-c.cfg.History.Retention), now.Add(-c.cfg.History.Retention), shards, 5000)
+		if err != nil {
+			return err
+		}
+		if pruned += n; n < 5000 {
+			break
+		}
+	}
+	c.jobs.pruneTombstones(c.now().Add(-tombstoneKeep))
+	if removed+retired > 0 || pruned > 0 {
+		c.log.Info("history sweep", "executions_removed", removed, "jobs_retired", retired, "history_pruned", pruned)
+	}
+	return nil
+}
+
+// retireExec removes a terminal execution whose grace has passed from
+// ax_execs; true when it is gone (or was already), with the purge marker
+// to remove on the next pass.
+func (c *Controller) retireExec(ctx context.Context, id string, now time.Time) (bool, *marker, error) {
+	v, err := c.readExec(ctx, id)
+	if err != nil {
+		return false, nil, err
+	}
+	if v.rec == nil {
+		return true, nil, nil
+	}
+	if !v.rec.State.Terminal() || now.Sub(v.rec.UpdatedAt) < LiveGrace {
+		return false, nil, nil // changed since the index saw it (an operator's retry)
+	}
+	seq, err := c.purgeKey(ctx, protocol.BucketExecs, id, v.rev)
+	if errors.Is(err, errCASConflict) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	return true, &marker{stream: kvStream(protocol.BucketExecs), subject: kvSubject(protocol.BucketExecs, id), seq: seq}, nil
+}
+
+// purgeMarkers purges the markers of the last pass, sweepParallel at a time.
+func (c *Controller) purgeMarkers(ctx context.Context, s *sweeper) {
+	for _, name := range []string{protocol.BucketExecs, protocol.BucketJobs, protocol.BucketIdem} {
+		if _, ok := s.streams[kvStream(name)]; !ok {
+			st, err := c.js.Stream(ctx, kvStream(name))
+			if err != nil {
+				c.log.Warn("history sweep: stream", "stream", kvStream(name), "err", err)
+				return
+			}
+			s.streams[kvStream(name)] = st
+		}
+	}
+	parallel(len(s.markers), sweepParallel, func(i int) {
+		m := s.markers[i]
+		if err := s.streams[m.stream].Purge(ctx, jetstream.WithPurgeSubject(m.subject), jetstream.WithPurgeSequence(m.seq+1)); err != nil {
+			c.log.Warn("history sweep: purge marker", "subject", m.subject, "err", err)
+		}
+	})
+	s.markers = s.markers[:0]
+}
+
+// parallel runs fn(0..n-1), at most k at a time, and waits for them.
+func parallel(n, k int, fn func(i int)) {
+	sem := make(chan struct{}, k)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// retireJob removes one-shot job id from the live job set when every
+// execution it has in the index ended and left live state; it records the
+// job in history first (protocol.JobRetired on AX_EVT).
+func (c *Controller) retireJob(ctx context.Context, s *sweeper, id string, now time.Time) (bool, error) {
+	j, rev, err := c.readJob(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if isPeriodic(j) || now.Sub(j.CreatedAt) < LiveGrace {
+		return false, nil
+	}
+	if done, err := c.hist.idx.jobDone(ctx, id); err != nil || !done {
+		return false, err
+	}
+	data, err := protocol.Encode(protocol.JobRetired{V: protocol.Version, Job: j, At: now})
+	if err != nil {
+		return false, fmt.Errorf("retire job %s: encode: %w", id, err)
+	}
+	msgID := "retired/" + id + "/" + strconv.FormatUint(j.Generation, 10)
+	if _, err := c.js.Publish(ctx, protocol.JobRetiredSubject(id), data, jetstream.WithMsgID(msgID)); err != nil {
+		return false, fmt.Errorf("retire job %s: record in history: %w", id, err)
+	}
+	seq, err := c.purgeKey(ctx, protocol.BucketJobs, id, rev)
+	if errors.Is(err, errCASConflict) {
+		return false, nil // updated meanwhile; its retirement in history is overwritten by the next one
+	}
+	if err != nil {
+		return false, fmt.Errorf("retire job %s: %w", id, err)
+	}
+	s.markers = append(s.markers, marker{stream: kvStream(protocol.BucketJobs), subject: kvSubject(protocol.BucketJobs, id), seq: seq})
+	c.jobs.remove(id, seq)
+	if j.IdempotencyKey != "" {
+		k := idemKey(j.IdempotencyKey)
+		if e, err := c.kv.Idem.Get(ctx, k); err == nil && string(e.Value()) == id {
+			if iseq, err := c.purgeKey(ctx, protocol.BucketIdem, k, e.Revision()); err == nil {
+				s.markers = append(s.markers, marker{stream: kvStream(protocol.BucketIdem), subject: kvSubject(protocol.BucketIdem, k), seq: iseq})
+			}
+		}
+	}
+	c.log.Info("job retired", "job", id, "name", j.Name)
+	return true, nil
+}
+
+func kvStream(bucket string) string       { return "KV_" + bucket }
+func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// purgeKey publishes a purge marker on key (the KV purge: the subject's
+// earlier messages go) with compare-and-set on rev, and returns its
+// sequence. A lost compare-and-set is errCASConflict.
+func (c *Controller) purgeKey(ctx context.Context, bucket, key string, rev uint64) (uint64, error) {
+	m := nats.NewMsg(kvSubject(bucket, key))
+	m.Header.Set("KV-Operation", "PURGE")
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	if isWrongLastSeq(err) {
+		return 0, errCASConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("purge %s/%s: %w", bucket, key, err)
+	}
+	return ack.Sequence, nil
+}
+
+// inHistory reports whether execution id, which has no record in
+// ax_execs, left live state (the history index holds it): its reports are
+// then refused. An execution scheduled less than half the grace ago
+// cannot have, and is not looked up.
+func (c *Controller) inHistory(ctx context.Context, id string) (protocol.Execution, bool) {
+	_, sched, err := protocol.ParseExecID("exec_id", id)
+	if err != nil || c.now().Sub(sched) < LiveGrace/2 {
+		return protocol.Execution{}, false
+	}
+	e, ok, err := c.hist.idx.get(ctx, id)
+	if err != nil {
+		c.log.Warn("history lookup", "exec", id, "err", err)
+		return protocol.Execution{}, false
+	}
+	return e, ok
+}

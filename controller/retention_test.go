@@ -1,0 +1,383 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// retentionFixture is a controller whose wall clock the test steps (timers
+// stay real) and whose sweeper runs every 20ms, with one agent.
+type retentionFixture struct {
+	c   *Controller
+	clk *steppedClock
+	a   *testAgent
+}
+
+func newRetentionFixture(t *testing.T) *retentionFixture {
+	clk := &steppedClock{}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock = clk
+	cfg.monoNow = time.Now
+	cfg.historySweep = 20 * time.Millisecond
+	c := startController(t, cfg)
+	return &retentionFixture{c: c, clk: clk, a: newTestAgent(t, c.NATSURL(), "edge-1", nil).start()}
+}
+
+// oneShot runs an asap job to SUCCESS and returns it and its exec id.
+func (f *retentionFixture) oneShot(t *testing.T) (protocol.Job, string) {
+	t.Helper()
+	j := asapJob("edge-1")
+	j.IdempotencyKey = "order-" + t.Name()
+	job, err := f.c.CreateJob(tctx(t), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := f.a.waitCommand("run", isRun(protocol.ExecID(job.ID, job.CreatedAt), 1)).Run
+	f.a.runAttempt(job.ID, run.ExecID, 1, run.RunAt, retry.OutcomeSuccess, ok)
+	waitExec(t, f.c, run.ExecID, "SUCCESS", inState(protocol.StateSuccess))
+	return job, run.ExecID
+}
+
+// fire makes the agent fire a periodic job once, to SUCCESS.
+func (f *retentionFixture) fire(t *testing.T, job protocol.Job) (string, time.Time) {
+	t.Helper()
+	s, err := schedule.Parse(job.Schedule, job.CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, _ := s.Next(job.CreatedAt)
+	id := protocol.ExecID(job.ID, at)
+	f.a.runAttempt(job.ID, id, 1, at, retry.OutcomeSuccess, ok)
+	waitExec(t, f.c, id, "SUCCESS", inState(protocol.StateSuccess))
+	return id, at
+}
+
+// indexed waits until the history index holds id in a terminal state.
+func (f *retentionFixture) indexed(t *testing.T, id string) {
+	t.Helper()
+	eventually(t, 10*time.Second, id+" terminal in the history index", func() bool {
+		e, ok, err := f.c.hist.idx.get(context.Background(), id)
+		return err == nil && ok && e.State.Terminal()
+	})
+}
+
+// leftLive waits until id has no record in ax_execs.
+func (f *retentionFixture) leftLive(t *testing.T, id string) {
+	t.Helper()
+	eventually(t, 10*time.Second, id+" gone from ax_execs", func() bool {
+		v, err := f.c.readExec(context.Background(), id)
+		return err == nil && v.rec == nil
+	})
+}
+
+// subjects returns the subjects a KV bucket's stream holds messages on.
+func subjects(t *testing.T, c *Controller, bucket string) map[string]uint64 {
+	t.Helper()
+	st, err := c.js.Stream(tctx(t), kvStream(bucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(tctx(t), jetstream.WithSubjectFilter(kvSubject(bucket, ">")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects
+}
+
+// TestRetentionRemovesEndedWork: a terminal execution stays in ax_execs
+// through the grace period (LiveGrace, AX_RPT's duplicate window) and then
+// leaves it without a trace in the stream; a one-shot job whose execution
+// left leaves ax_jobs, the job cache and its idempotency key; both stay
+// readable from history until history.retention, then go. Live work (a
+// PENDING delayed one-shot, a periodic job) stays.
+func TestRetentionRemovesEndedWork(t *testing.T) {
+	f := newRetentionFixture(t)
+	c, ctx := f.c, tctx(t)
+	job, execID := f.oneShot(t)
+	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	fired, _ := f.fire(t, per)
+	delayed := asapJob("edge-1")
+	delayed.Schedule = schedule.Spec{Delay: "30m"}
+	pending, err := c.CreateJob(ctx, delayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.indexed(t, execID)
+	f.indexed(t, fired)
+
+	// Within the grace nothing moves.
+	f.clk.step(LiveGrace - time.Minute)
+	for range 5 {
+		if err := c.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := c.readExec(ctx, execID); v.rec == nil {
+		t.Fatalf("%s left ax_execs before the grace ended", execID)
+	}
+
+	f.clk.step(2 * time.Minute)
+	f.leftLive(t, execID)
+	f.leftLive(t, fired)
+	eventually(t, 10*time.Second, "one-shot job gone from ax_jobs and the cache", func() bool {
+		_, err := c.kv.Jobs.Get(ctx, job.ID)
+		_, _, cached := c.jobs.get(job.ID)
+		return errors.Is(err, jetstream.ErrKeyNotFound) && !cached
+	})
+	eventually(t, 10*time.Second, "no message left on the subjects of what was removed", func() bool {
+		es, js, is := subjects(t, c, protocol.BucketExecs), subjects(t, c, protocol.BucketJobs), subjects(t, c, protocol.BucketIdem)
+		return es[kvSubject(protocol.BucketExecs, execID)] == 0 && es[kvSubject(protocol.BucketExecs, fired)] == 0 &&
+			js[kvSubject(protocol.BucketJobs, job.ID)] == 0 && is[kvSubject(protocol.BucketIdem, idemKey(job.IdempotencyKey))] == 0
+	})
+	// Live work stays.
+	for _, id := range []string{per.ID, pending.ID} {
+		if _, err := c.GetJob(ctx, id); err != nil {
+			t.Errorf("live job %s: %v", id, err)
+		}
+	}
+	if v, _ := c.readExec(ctx, protocol.ExecID(pending.ID, pending.CreatedAt.Add(30*time.Minute))); v.rec == nil || v.rec.State != protocol.StatePending {
+		t.Errorf("pending delayed execution: %+v", v.rec)
+	}
+	// History still has both, and the retired job.
+	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
+		t.Fatalf("GetExecution from history = %+v, %v", e, err)
+	}
+	if es, _, err := c.ListExecutions(ctx, ExecFilter{JobID: job.ID}); err != nil || len(es) != 1 || es[0].ExecID != execID {
+		t.Fatalf("ListExecutions of the retired job = %+v, %v", es, err)
+	}
+	if live, _, _ := c.ListJobs(ctx, JobFilter{}); len(live) != 2 {
+		t.Errorf("live jobs = %d, want 2 (periodic and pending)", len(live))
+	}
+	if r, _, err := c.ListJobs(ctx, JobFilter{Retired: true}); err != nil || len(r) != 1 || r[0].ID != job.ID {
+		t.Fatalf("retired jobs = %+v, %v", r, err)
+	}
+	if _, err := c.RetryExecution(ctx, execID); !errors.Is(err, ErrConflict) {
+		t.Errorf("retry of an execution in history: %v, want ErrConflict", err)
+	}
+	// The idempotency key is free again.
+	j := asapJob("edge-1")
+	j.IdempotencyKey = job.IdempotencyKey
+	if _, err := c.CreateJob(ctx, j); err != nil {
+		t.Errorf("create with the released idempotency key: %v", err)
+	}
+
+	// After history.retention, the history lets them go too.
+	f.clk.step(c.cfg.History.Retention + time.Minute)
+	eventually(t, 10*time.Second, "history pruned", func() bool {
+		_, err := c.GetExecution(ctx, execID)
+		r, _, _ := c.ListJobs(ctx, JobFilter{Retired: true})
+		return errors.Is(err, ErrNotFound) && len(r) == 0
+	})
+}
+
+// TestRetentionLateReportsNeverResurrect: the reports of executions that
+// left live state, replayed (new Msg-Ids, past the stream's duplicate
+// window), are refused as duplicates: no record comes back in ax_execs,
+// and history keeps what it had. A periodic fire would otherwise be made
+// again as a new execution.
+func TestRetentionLateReportsNeverResurrect(t *testing.T) {
+	f := newRetentionFixture(t)
+	c, ctx := f.c, tctx(t)
+	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	fired, at := f.fire(t, per)
+	job, execID := f.oneShot(t)
+	f.indexed(t, fired)
+	f.indexed(t, execID)
+	before, err := c.GetExecution(ctx, fired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clk.step(LiveGrace + time.Minute)
+	f.leftLive(t, fired)
+	f.leftLive(t, execID)
+
+	dup := val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))
+	replay := func(jobID, id string, sched time.Time) {
+		for _, k := range []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning} {
+			f.a.publish(f.a.rep(jobID, id, 1, k, sched), "replay/"+id+"/"+string(k))
+		}
+		r := finished(f.a.rep(jobID, id, 1, protocol.ReportFinished, sched), retry.OutcomeFailure, permanent, time.Millisecond)
+		f.a.publish(r, "replay/"+id+"/finished")
+	}
+	replay(per.ID, fired, at)
+	replay(job.ID, execID, job.CreatedAt)
+	eventually(t, 10*time.Second, "six replayed reports refused as duplicates", func() bool {
+		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))-dup == 6
+	})
+	for _, id := range []string{fired, execID} {
+		if v, err := c.readExec(ctx, id); err != nil || v.rec != nil {
+			t.Fatalf("%s is back in ax_execs: %+v, %v", id, v.rec, err)
+		}
+	}
+	after, err := c.GetExecution(ctx, fired)
+	if err != nil || after.State != protocol.StateSuccess || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Fatalf("history of %s changed: %+v (was %+v), %v", fired, after, before, err)
+	}
+}
+
+// TestRetentionRestartDoesNotRemakeEnded: a one-shot job still live
+// (a triggered execution of it runs on) whose scheduled execution left
+// live state does not get that execution made again by the reload at
+// restart, which recreates the execution of a one-shot job missing from
+// ax_execs (a creation cut short): the history index says it ended.
+func TestRetentionRestartDoesNotRemakeEnded(t *testing.T) {
+	f := newRetentionFixture(t)
+	c, ctx := f.c, tctx(t)
+	job, execID := f.oneShot(t)
+	f.indexed(t, execID)
+	trig, err := c.TriggerJob(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clk.step(LiveGrace + time.Minute)
+	f.leftLive(t, execID)
+	if _, err := c.GetJob(ctx, job.ID); err != nil {
+		t.Fatalf("job with a live execution (%s) left: %v", trig.ExecID, err)
+	}
+	cfg := c.cfg
+	cfg.Registry = nil
+	_ = c.Close()
+
+	c = startController(t, cfg)
+	if v, err := c.readExec(ctx, trig.ExecID); err != nil || v.rec == nil {
+		t.Fatalf("live execution %s after restart: %+v, %v", trig.ExecID, v.rec, err)
+	}
+	if v, err := c.readExec(ctx, execID); err != nil || v.rec != nil {
+		t.Fatalf("ended execution %s made again at restart: %+v, %v", execID, v.rec, err)
+	}
+	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
+		t.Fatalf("history of %s: %+v, %v", execID, e, err)
+	}
+}
+
+// TestRetentionKeysFlat is a retention soak on a stepped clock: each round
+// runs 20 one-shot jobs to SUCCESS and moves the clock 15 minutes on, with
+// history.retention 1h. Once the grace (2h, 8 rounds) and the retention
+// have passed, the messages in ax_execs and ax_jobs, the job cache (with
+// its tombstones) and the index rows stay flat instead of growing by 20 a
+// round.
+func TestRetentionKeysFlat(t *testing.T) {
+	clk := &steppedClock{}
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock, cfg.monoNow, cfg.historySweep = clk, time.Now, 20*time.Millisecond
+	cfg.History.Retention = time.Hour
+	c := startController(t, cfg)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	ctx := tctx(t)
+	msgs := func(bucket string) uint64 {
+		st, err := c.js.Stream(ctx, kvStream(bucket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	rows := func() int {
+		var n int
+		if err := c.hist.idx.rdb.QueryRowContext(ctx, "SELECT count(*) FROM execs").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const rounds, perRound = 16, 20
+	type sample struct{ execs, jobs uint64 }
+	var samples []sample
+	var cache, index []int
+	for r := range rounds {
+		var last string
+		for range perRound {
+			job, err := c.CreateJob(ctx, asapJob("edge-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := protocol.ExecID(job.ID, job.CreatedAt)
+			run := a.waitCommand("run", isRun(id, 1)).Run
+			a.runAttempt(job.ID, id, 1, run.RunAt, retry.OutcomeSuccess, ok)
+			last = id
+		}
+		waitExec(t, c, last, "SUCCESS", inState(protocol.StateSuccess))
+		eventually(t, 10*time.Second, "round's executions indexed", func() bool {
+			e, ok, _ := c.hist.idx.get(ctx, last)
+			return ok && e.State.Terminal()
+		})
+		clk.step(15 * time.Minute)
+		// Let a sweep pass with the new time (and the next purge the markers).
+		mark := c.hist.appliedSeq()
+		eventually(t, 10*time.Second, "a sweep after the step", func() bool {
+			return r < 8 || msgs(protocol.BucketExecs) <= uint64(9*perRound) || c.hist.appliedSeq() > mark
+		})
+		samples = append(samples, sample{msgs(protocol.BucketExecs), msgs(protocol.BucketJobs)})
+		cache, index = append(cache, c.jobs.size()), append(index, rows())
+	}
+	// Wait for the last pass's markers to be purged, then look.
+	eventually(t, 10*time.Second, "ax_execs down to the executions within the grace", func() bool {
+		return msgs(protocol.BucketExecs) <= uint64(9*perRound)
+	})
+	for i, s := range samples {
+		t.Logf("round %2d: ax_execs %4d msgs, ax_jobs %4d msgs, job cache %4d, index rows %4d", i+1, s.execs, s.jobs, cache[i], index[i])
+	}
+	// Without retention round 16 holds 320 of each; with it, at most the
+	// executions of the last 2h (8 rounds, one round of slack for the
+	// markers a pass purges one pass later), and the index the last 1h+2h.
+	bound := uint64(10 * perRound)
+	for _, s := range samples[rounds-4:] {
+		if s.execs > bound || s.jobs > bound {
+			t.Errorf("keys not flat: %+v, bound %d", s, bound)
+		}
+	}
+	if n := cache[rounds-1]; n > int(bound) {
+		t.Errorf("job cache holds %d entries, want at most %d", n, bound)
+	}
+	if n := index[rounds-1]; n > 14*perRound {
+		t.Errorf("index rows %d, want at most %d (grace + retention)", n, 14*perRound)
+	}
+}
+
+// TestRetentionScanAfterPurge: once the sweeper has purged the last
+// messages of ax_execs (the record and its marker), a scan of the bucket
+// (the reload at restart and takeover) ends at the last message the
+// stream holds, instead of waiting for its stall timeout for a sequence
+// that is gone.
+func TestRetentionScanAfterPurge(t *testing.T) {
+	clk := &steppedClock{}
+	var logs testutil.Buffer
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock, cfg.monoNow, cfg.historySweep = clk, time.Now, 20*time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c := startController(t, cfg)
+	f := &retentionFixture{c: c, clk: clk, a: newTestAgent(t, c.NATSURL(), "edge-1", nil).start()}
+	_, execID := f.oneShot(t)
+	f.indexed(t, execID)
+	clk.step(LiveGrace + time.Minute)
+	f.leftLive(t, execID)
+	eventually(t, 10*time.Second, "ax_execs empty", func() bool { return len(subjects(t, c, protocol.BucketExecs)) == 0 })
+	n := 0
+	if err := c.scanExecs(tctx(t), func(*execRecord, uint64) { n++ }); err != nil || n != 0 {
+		t.Fatalf("scan = %d records, %v", n, err)
+	}
+	if strings.Contains(logs.String(), "stream position not reached") {
+		t.Fatalf("the scan waited for a purged sequence:\n%s", logs.String())
+	}
+}
