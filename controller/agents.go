@@ -452,56 +452,6 @@ func (c *Controller) refreshOnline() {
 	c.m.agentsKnown.Set(float64(known))
 }
 
-// setRevoked marks agent id revoked (or, after a new enrollment, no longer
-// revoked) in ax_agents and moves its group jobs accordingly. A revoked
-// agent's registrations and heartbeats are refused, it no longer counts in
-// ax_agents_known, and its per-agent gauges are deleted. An agent that
-// never registered has no record and nothing to mark. It works on the
-// controller's context, not a request's: a cancelled request must not stop
-// the reassignment half-way.
-func (c *Controller) setRevoked(id string, revoked bool) error {
-	ctx := c.ctx
-	defer c.agentLocks.lock(id)()
-	c.assignMu.Lock()
-	if revoked {
-		c.m.forgetAgent(id)
-	}
-	prev, rev, _, ok := c.agents.getRev(id)
-	if ok && prev.Revoked != revoked {
-		info := cloneAgent(prev)
-		info.Revoked = revoked
-		info.Online = info.Online && !revoked
-		// Memory first: the refusal holds on this controller even when
-		// the KV write fails.
-		c.agents.put(info)
-		c.reconcileAgent(ctx, &prev, info, false)
-		c.refreshOnline()
-	}
-	c.assignMu.Unlock()
-	if !ok {
-		return nil
-	}
-	// Compare-and-set (agentwrite.go): a registration or heartbeat another
-	// replica wrote meanwhile keeps its fields, and gets the mark.
-	w, err := c.writeAgentFrom(ctx, id, prev, rev, ok, func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
-		if !exists || cur.Revoked == revoked {
-			return cur, false, nil
-		}
-		cur.Revoked = revoked
-		cur.Online = cur.Online && !revoked
-		return cur, true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("store agent %s (revoked %t) in ax_agents: %w", id, revoked, err)
-	}
-	if w.written {
-		c.assignMu.Lock()
-		c.agents.putRev(w.info, w.rev)
-		c.assignMu.Unlock()
-	}
-	return nil
-}
-
 // livenessLoop marks agents offline when their heartbeats stop.
 func (c *Controller) livenessLoop(ctx context.Context) {
 	t := c.clk.NewTimer(c.cfg.HeartbeatInterval)
