@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,9 +28,9 @@ import (
 // ended, and a deleted index file is rebuilt from the stream (as far back
 // as AX_EVT keeps events, 7 days; history.retention may not exceed it).
 //
-// Staleness: the index lags AX_EVT by the time the follower takes to apply
-// a batch (milliseconds when it keeps up; after a restart with a deleted
-// file, until it has read the stream). ListExecutions first waits, for at
+// Staleness: the index lags AX_EVT by the time the follower gathers and
+// applies a batch (historyLinger, 10ms, and the commit, when it keeps up;
+// after a restart with a deleted file, until it has read the stream). ListExecutions first waits, for at
 // most historyReadWait, until the index has applied every event stored
 // when the call began; the events of a write the caller made through this
 // controller's API are stored before the call returned (afterTransition
@@ -44,6 +45,8 @@ const (
 	historyBatch = 1000
 	// historyReadWait bounds how long a list waits for the index to catch up.
 	historyReadWait = 2 * time.Second
+	// historyLinger is how long the follower gathers events before a commit.
+	historyLinger = 10 * time.Millisecond
 )
 
 // history follows AX_EVT into the index.
@@ -157,18 +160,23 @@ func (h *history) follow(ctx context.Context) error {
 	for m := range msgs {
 		batch = batch[:0]
 		last, pending := h.decode(m, &batch)
+		// Gather for up to historyLinger: a commit per message would cost
+		// more than the rows (the events of live traffic come one by one).
+		linger := time.NewTimer(historyLinger)
+		lingering := linger.C
 	fill:
-		for len(batch) < historyBatch {
+		for len(batch) < historyBatch && (pending > 0 || lingering != nil) {
 			select {
 			case m, ok := <-msgs:
 				if !ok {
 					break fill
 				}
 				last, pending = h.decode(m, &batch)
-			default:
-				break fill
+			case <-lingering:
+				lingering = nil // a nil channel: the select waits for messages only
 			}
 		}
+		linger.Stop()
 		if err := h.idx.apply(ctx, latestOnly(batch), last); err != nil {
 			return err
 		}
@@ -192,8 +200,11 @@ func (h *history) decode(m jetstream.Msg, batch *[]histItem) (seq, pending uint6
 		*batch = append(*batch, histItem{job: &r})
 		return seq, pending
 	}
-	ev, err := protocol.DecodeEvent(m.Data())
-	if err != nil {
+	// Not protocol.DecodeEvent: its strict checks cost more than the row,
+	// and only the controllers publish on ax.evt (the fields the index
+	// keys on are checked here).
+	var ev protocol.Event
+	if err := json.Unmarshal(m.Data(), &ev); err != nil || ev.ExecID == "" || ev.JobID == "" || !ev.To.Valid() {
 		h.c.log.Warn("history: bad event skipped", "subject", m.Subject(), "seq", seq, "err", err)
 		return seq, pending
 	}

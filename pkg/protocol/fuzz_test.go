@@ -46,6 +46,9 @@ func FuzzDecodeReport(f *testing.F)    { fuzzDecoder(f, "report", DecodeReport) 
 func FuzzDecodeRegister(f *testing.F)  { fuzzDecoder(f, "register", DecodeRegister) }
 func FuzzDecodeHeartbeat(f *testing.F) { fuzzDecoder(f, "heartbeat", DecodeHeartbeat) }
 func FuzzDecodeEvent(f *testing.F)     { fuzzDecoder(f, "event", DecodeEvent) }
+
+// FuzzDecodeJobRetired: the retirement record the history index reads.
+func FuzzDecodeJobRetired(f *testing.F) { fuzzDecoder(f, "job_retired", DecodeJobRetired) }
 func FuzzDecodeRegisterReply(f *testing.F) {
 	fuzzDecoder(f, "register_reply", DecodeRegisterReply)
 }

@@ -35,7 +35,10 @@ func sampleMessages() map[string]interface{ Validate() error } {
 		"heartbeat":       Heartbeat{V: Version, Agent: "edge-7", SentAt: t0, Stats: Stats{Pending: 3, LagP99: Duration(time.Millisecond)}},
 		"heartbeat_reply": HeartbeatReply{V: Version, ControllerTime: t0, Renewed: []Lease{{JobID: jobID, Epoch: 1, TTL: Duration(time.Second)}}},
 		"event": Event{V: Version, JobID: jobID, ExecID: execID, Attempt: 1, From: StateRunning, To: StateRetryWaiting,
-			Reason: "retryable", At: t0, Agent: "edge-7", NextAttemptAt: t0.Add(time.Second)},
+			Reason: "retryable", At: t0, Agent: "edge-7", NextAttemptAt: t0.Add(time.Second),
+			Execution: &Execution{ExecID: execID, JobID: jobID, Attempt: 1, State: StateRetryWaiting, Agent: "edge-7",
+				ScheduledAt: sched, CreatedAt: t0, UpdatedAt: t0, NextAttemptAt: t0.Add(time.Second), Outcome: retry.OutcomeFailure}},
+		"job_retired": JobRetired{V: Version, Job: job, At: t0},
 	}
 }
 
@@ -53,6 +56,8 @@ func decodeAny(kind string, b []byte) (any, error) {
 		return DecodeHeartbeatReply(b)
 	case "event":
 		return DecodeEvent(b)
+	case "job_retired":
+		return DecodeJobRetired(b)
 	default:
 		return DecodeCommand(b)
 	}
