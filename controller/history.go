@@ -278,6 +278,20 @@ func (h *history) catchUp(ctx context.Context) {
 	}
 }
 
+// upToDate waits, for at most historyReadWait, until the index has
+// applied every event AX_EVT held when it was called, and reports whether
+// it has. Decisions that need every event (a job's executions all ended)
+// wait for true.
+func (h *history) upToDate(ctx context.Context) bool {
+	wctx, cancel := context.WithTimeout(ctx, historyReadWait)
+	defer cancel()
+	info, err := h.evt.Info(wctx)
+	if err != nil {
+		return false
+	}
+	return h.waitFor(wctx, info.State.LastSeq)
+}
+
 func (h *history) close() {
 	if err := h.idx.close(); err != nil {
 		h.c.log.Warn("close history index", "err", err)

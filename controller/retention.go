@@ -74,6 +74,9 @@ type marker struct {
 type sweeper struct {
 	markers []marker
 	streams map[string]jetstream.Stream
+	// jobs are one-shot jobs some of whose executions left live state,
+	// still to be looked at for retirement (retireJob).
+	jobs map[string]bool
 }
 
 // retentionLoop runs a sweep every historySweep until ctx ends.
@@ -82,7 +85,7 @@ func (c *Controller) retentionLoop(ctx context.Context) {
 	if every <= 0 {
 		every = defaultHistorySweep
 	}
-	s := &sweeper{streams: map[string]jetstream.Stream{}}
+	s := &sweeper{streams: map[string]jetstream.Stream{}, jobs: map[string]bool{}}
 	t := c.clk.NewTimer(every)
 	defer t.Stop()
 	for {
@@ -142,14 +145,28 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 			break
 		}
 	}
-	retired := 0
+	// A job is retired only once the index holds every event stored so
+	// far: an execution made a moment ago (a trigger of the job) must be
+	// in it before "all its executions ended" can be believed. Jobs not
+	// decided in this pass wait for the next one.
+	if s.jobs == nil {
+		s.jobs = map[string]bool{}
+	}
 	for id := range jobs {
-		ok, err := c.retireJob(ctx, s, id, now)
-		if err != nil {
-			c.log.Warn("history sweep: retire job", "job", id, "err", err)
-		}
-		if ok {
-			retired++
+		s.jobs[id] = true
+	}
+	retired := 0
+	if len(s.jobs) > 0 && c.hist.upToDate(ctx) {
+		for id := range s.jobs {
+			ok, err := c.retireJob(ctx, s, id, now)
+			if err != nil {
+				c.log.Warn("history sweep: retire job", "job", id, "err", err)
+				continue
+			}
+			delete(s.jobs, id)
+			if ok {
+				retired++
+			}
 		}
 	}
 	pruned := int64(0)
