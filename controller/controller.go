@@ -208,7 +208,7 @@ func (c *Controller) start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.kv = b
-	if err := c.openHistory(ctx); err != nil {
+	if err := c.retryStart(ctx, "open history", c.openHistory); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	if err := c.retryStart(ctx, "load jobs", func(ctx context.Context) error {
