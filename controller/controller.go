@@ -37,6 +37,8 @@ type Controller struct {
 	kv      streams.Buckets
 	natsURL string
 	nauth   *natsAuth // identities on the embedded server (enroll.go)
+	// kvGuard keeps server reloads apart from KV reads (kvguard.go).
+	kvGuard reloadGuard
 
 	jobs      *jobCache
 	agents    *agentRegistry
@@ -207,7 +209,7 @@ func (c *Controller) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	c.kv = b
+	c.kv = c.kvGuard.guard(b)
 	if err := c.retryStart(ctx, "open history", c.openHistory); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}

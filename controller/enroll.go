@@ -28,6 +28,8 @@ type natsAuth struct {
 	connOpt nats.Option
 	srv     *server.Server
 	opts    *server.Options
+	// guard keeps reloads apart from KV reads (kvguard.go).
+	guard *reloadGuard
 }
 
 // openAuth loads (or creates) the controller's identity and the registry
@@ -44,7 +46,7 @@ func (c *Controller) openAuth() error {
 	if err != nil {
 		return fmt.Errorf("controller identity: %w", err)
 	}
-	c.nauth = &natsAuth{reg: reg, ctlPub: pub, connOpt: opt}
+	c.nauth = &natsAuth{reg: reg, ctlPub: pub, connOpt: opt, guard: &c.kvGuard}
 	c.log.Info("nats auth: nkeys, one account per agent", "controller_key", pub, "enrolled_agents", len(reg.List()))
 	return nil
 }
@@ -78,7 +80,11 @@ func (a *natsAuth) connectOptions() []nats.Option {
 // applyLocked reloads the server's accounts and users from the registry;
 // a.mu is held.
 func (a *natsAuth) applyLocked() error {
-	return auth.Apply(a.srv, a.opts, a.ctlPub, a.reg.List())
+	apply := func() error { return auth.Apply(a.srv, a.opts, a.ctlPub, a.reg.List()) }
+	if a.guard == nil {
+		return apply()
+	}
+	return a.guard.reload(apply)
 }
 
 // authReady returns the auth state, or an error when the controller is not

@@ -35,6 +35,11 @@ func TestCoalescedSkippedReport(t *testing.T) {
 	if e.SkippedCount != 100 || !e.FirstScheduledAt.Equal(first) || e.Fires() != 100 || e.Reason != "overlap" {
 		t.Fatalf("execution %+v: want 100 fires from %s, reason overlap", e, first)
 	}
+	// The counter moves after the record is stored: wait for it, then
+	// check that it moved by the count, not by one.
+	eventually(t, 10*time.Second, "ax_executions_total{state=SKIPPED} grown", func() bool {
+		return val(t, c.m.executions.WithLabelValues("SKIPPED"))-before > 0
+	})
 	if got := val(t, c.m.executions.WithLabelValues("SKIPPED")) - before; got != 100 {
 		t.Fatalf("ax_executions_total{state=SKIPPED} grew by %v, want 100", got)
 	}
