@@ -224,7 +224,7 @@ func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execut
 // remembers those waiting for an agent, and creates the execution of a
 // one-shot job whose creation was cut short by a crash.
 func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) error {
-	var pending []*execRecord
+	var pending, live []*execRecord
 	seen := map[string]bool{}
 	retries := 0
 	in := func(jobID string) bool { n := c.shardOfJob(jobID); return shards[n] && c.owns(n) }
@@ -233,6 +233,7 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 			return
 		}
 		seen[r.ExecID] = true
+		live = append(live, r)
 		switch {
 		case r.State == protocol.StateRetryWaiting:
 			c.retries.schedule(r.ExecID, r.JobID, r.Attempt, r.NextAttemptAt)
@@ -286,7 +287,11 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
 		}
 	}
+	restored, err := c.repairHistory(ctx, shards, live)
+	if err != nil {
+		c.log.Warn("restore events missing from the history", "err", err)
+	}
 	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", retries, "pending_resent", len(pending),
-		"one_shot_recreated", missing)
+		"one_shot_recreated", missing, "events_restored", restored)
 	return nil
 }

@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A transition's event is published after its record is written; a
+// controller killed between the two leaves the record ahead of AX_EVT. A
+// report-driven transition gets its event back when the report is
+// redelivered (doc.go), but a transition the controller made on its own
+// (an operator's cancel or retry, a retry scheduled for a lost agent)
+// would stay missing from the history index, which the API lists from.
+// So when a replica acquires shards (at start, or by takeover) it compares
+// the live records of those shards with the index, once the index holds
+// every stored event, and publishes the event of each record the index
+// does not have at its revision. The Msg-Id of an event is the same as the
+// lost one's, so an event that was in fact stored is dropped by the
+// stream's de-duplication.
+
+// stamps returns, for the rows of the given shards still marked live, the
+// exec id → updated_at (Unix ns) the index holds.
+func (h *historyIndex) stamps(ctx context.Context, shards []int) (map[string]int64, error) {
+	out := map[string]int64{}
+	if len(shards) == 0 {
+		return out, nil
+	}
+	in := strings.TrimSuffix(strings.Repeat("?,", len(shards)), ",")
+	args := make([]any, len(shards))
+	for i, s := range shards {
+		args[i] = s
+	}
+	rows, err := h.rdb.QueryContext(ctx, "SELECT exec_id, updated_at FROM execs WHERE live = 1 AND shard IN ("+in+")", args...)
+	if err != nil {
+		return nil, fmt.Errorf("history index: stamps: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var at int64
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, fmt.Errorf("history index: stamps: %w", err)
+		}
+		out[id] = at
+	}
+	return out, rows.Err()
+}
+
+// repairHistory publishes the events the history index lacks for recs,
+// the live records of shards. It does nothing (and says so) while the
+// index is behind AX_EVT: a record it lacks then may only be on its way.
+func (c *Controller) repairHistory(ctx context.Context, shards map[int]bool, recs []*execRecord) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	if !c.hist.upToDate(ctx) {
+		c.log.Warn("history index behind AX_EVT at shard acquisition; events lost to a crash are not restored this time")
+		return 0, nil
+	}
+	var list []int
+	for s := range shards {
+		list = append(list, s)
+	}
+	have, err := c.hist.idx.stamps(ctx, list)
+	if err != nil {
+		return 0, err
+	}
+	var futs []jetstream.PubAckFuture
+	for _, r := range recs {
+		if at, ok := have[r.ExecID]; ok && at >= r.UpdatedAt.UnixNano() {
+			continue
+		}
+		if fut := c.publishEvent(r, transition{to: r.State, reason: r.Reason}); fut != nil {
+			futs = append(futs, fut)
+		}
+	}
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return len(futs), fmt.Errorf("restore event: %w", err)
+		case <-ctx.Done():
+			return len(futs), ctx.Err()
+		}
+	}
+	return len(futs), nil
+}
