@@ -119,7 +119,11 @@
 // for an execution that left live state. The index lags AX_EVT by the
 // follower's batch (milliseconds); a list waits, at most 2s, for the
 // events stored when it began, and the API's own writes wait for their
-// event's ack, so a caller sees its own changes.
+// event's ack, so a caller sees its own changes. A record written just
+// before a crash may lack its event; a replica acquiring shards compares
+// their live records with the index (once it holds every stored event)
+// and publishes the missing events under their usual Msg-Ids
+// (historyrepair.go).
 //
 // retention.go: the owner of a shard removes, once a minute, the terminal
 // executions of its jobs whose last change is LiveGrace (2h, AX_RPT's
