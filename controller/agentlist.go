@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -24,22 +25,10 @@ type AgentFilter struct {
 }
 
 // AgentCounts counts the agents matching a filter (all pages), by state.
-type AgentCounts struct {
-	Total   int `json:"total"`
-	Online  int `json:"online"`
-	Offline int `json:"offline"`
-	Revoked int `json:"revoked"`
-	// NoCommands are online agents without a command consumer (consumers.go).
-	NoCommands int `json:"no_commands"`
-}
+type AgentCounts = apiv1.AgentCounts
 
-// AgentPage is one page of ListAgentPage.
-type AgentPage struct {
-	Agents []protocol.AgentInfo `json:"agents"`
-	// Next is the After of the next page; empty on the last.
-	Next   string      `json:"next"`
-	Counts AgentCounts `json:"counts"`
-}
+// AgentPage is one page of the agents list with the counts of all that match.
+type AgentPage = apiv1.AgentPage
 
 // ListAgentPage returns one page of the agents matching f, ordered by id,
 // as ListAgents shows them, with the counts of all matching agents. Only

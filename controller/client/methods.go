@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -277,22 +278,11 @@ func (f AgentFilter) values() url.Values {
 	return q
 }
 
-// AgentCounts are the agents matching a filter (all pages) per state.
-type AgentCounts struct {
-	Total      int `json:"total"`
-	Online     int `json:"online"`
-	Offline    int `json:"offline"`
-	Revoked    int `json:"revoked"`
-	NoCommands int `json:"no_commands"`
-}
+// AgentCounts counts the agents matching a filter (all pages), by state.
+type AgentCounts = apiv1.AgentCounts
 
-// AgentPage is one page of GET /v1/agents.
-type AgentPage struct {
-	Agents []protocol.AgentInfo `json:"agents"`
-	// Next is the After of the next page; empty on the last.
-	Next   string      `json:"next"`
-	Counts AgentCounts `json:"counts"`
-}
+// AgentPage is one page of the agents list with the counts of all that match.
+type AgentPage = apiv1.AgentPage
 
 // ListAgentPage returns one page of the agents matching f with the counts
 // per state of all that match.
