@@ -454,15 +454,8 @@ func (c *Controller) refreshOnline() {
 
 // livenessLoop marks agents offline when their heartbeats stop.
 func (c *Controller) livenessLoop(ctx context.Context) {
-	t := c.clk.NewTimer(c.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			c.refreshOnline()
-			t.Reset(c.cfg.HeartbeatInterval)
-		}
-	}
+	c.every(ctx, c.cfg.HeartbeatInterval, c.cfg.HeartbeatInterval, "liveness", func(context.Context) error {
+		c.refreshOnline()
+		return nil
+	})
 }

@@ -96,17 +96,5 @@ func (c *Controller) checkConsumers(ctx context.Context) error {
 
 // consumerLoop runs checkConsumers every consumerCheckInterval.
 func (c *Controller) consumerLoop(ctx context.Context) {
-	t := c.clk.NewTimer(consumerCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			if err := c.checkConsumers(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("command consumer check failed", "err", err)
-			}
-			t.Reset(consumerCheckInterval)
-		}
-	}
+	c.every(ctx, consumerCheckInterval, consumerCheckInterval, "command consumer check failed", c.checkConsumers)
 }

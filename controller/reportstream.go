@@ -34,19 +34,7 @@ func (c *Controller) reportStreamLoop(ctx context.Context) {
 	if every <= 0 {
 		every = defaultReportSweep
 	}
-	t := c.clk.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			if err := c.reportStreamStep(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("report stream upkeep", "err", err)
-			}
-			t.Reset(every)
-		}
-	}
+	c.every(ctx, 0, every, "report stream upkeep", c.reportStreamStep)
 }
 
 // reportStreamStep updates the gauges and, on the owner of shard 0,

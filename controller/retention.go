@@ -86,19 +86,7 @@ func (c *Controller) retentionLoop(ctx context.Context) {
 		every = defaultHistorySweep
 	}
 	s := &sweeper{streams: map[string]jetstream.Stream{}, jobs: map[string]bool{}}
-	t := c.clk.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		if err := c.sweep(ctx, s); err != nil && ctx.Err() == nil {
-			c.log.Warn("history sweep", "err", err)
-		}
-		t.Reset(every)
-	}
+	c.every(ctx, every, every, "history sweep", func(ctx context.Context) error { return c.sweep(ctx, s) })
 }
 
 // sweep is one pass: purge the markers of the last pass, remove the
