@@ -223,7 +223,7 @@ func (c *Controller) execsLastSeq(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("scan executions: %w", err)
 	}
-	m, err := st.GetLastMsgForSubject(ctx, kvSubject(protocol.BucketExecs, ">"))
+	m, err := c.kvGuard.lastMsg(ctx, st, kvSubject(protocol.BucketExecs, ">"))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}

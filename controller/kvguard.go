@@ -16,8 +16,9 @@ import (
 // answers a direct get (stream.go, getDirectRequest: s.opts.MaxPending),
 // and a reload replaces them (setOpts): a data race inside the server
 // that -race reports whenever a KV Get meets a reload. KV Get and
-// GetRevision hold the read side, a reload the write side; reloads are
-// rare (enrollment, revocation) and short.
+// GetRevision, and the controller's last-message reads (lastMsg), hold
+// the read side, a reload the write side; reloads are rare (enrollment,
+// revocation) and short.
 type reloadGuard struct{ mu sync.RWMutex }
 
 // guardedKV is a KeyValue whose reads hold the guard's read side.
@@ -57,4 +58,12 @@ func (g *reloadGuard) reload(f func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return f()
+}
+
+// lastMsg is st.GetLastMsgForSubject (a direct get on KV streams) outside
+// any reload.
+func (g *reloadGuard) lastMsg(ctx context.Context, st jetstream.Stream, subject string) (*jetstream.RawStreamMsg, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return st.GetLastMsgForSubject(ctx, subject)
 }

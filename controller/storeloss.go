@@ -43,7 +43,7 @@ func (c *Controller) lastCommandSeq(ctx context.Context, agent string) (uint64, 
 	if err != nil {
 		return 0, fmt.Errorf("last command of %s: %w", agent, err)
 	}
-	m, err := s.GetLastMsgForSubject(ctx, protocol.CommandSubject(agent))
+	m, err := c.kvGuard.lastMsg(ctx, s, protocol.CommandSubject(agent))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
