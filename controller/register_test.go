@@ -118,38 +118,7 @@ func BenchmarkRegisterWithJobs(b *testing.B) {
 				c.jobs.put(protocol.Job{ID: fmt.Sprintf("job-%06d", i), Schedule: schedule.Spec{Every: "1h"},
 					Target: protocol.Target{Agent: fmt.Sprintf("other-%03d", i%500)}}, uint64(i+1))
 			}
-			nc, err := nats.Connect(c.NATSURL())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nc.Close()
-			replies := make(chan *nats.Msg, 1)
-			sub, err := nc.ChanSubscribe(protocol.InboxPrefix("*")+".r", replies)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sub.Unsubscribe()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				id := fmt.Sprintf("edge-%d", i)
-				data, err := protocol.Encode(protocol.Register{V: protocol.Version, Agent: id, Handlers: []string{"noop"},
-					Version: "test", OS: "linux", Arch: "arm64", SentAt: time.Now()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := nc.PublishRequest(protocol.RegisterSubject(id), protocol.InboxPrefix(id)+".r", data); err != nil {
-					b.Fatal(err)
-				}
-				var m *nats.Msg
-				select {
-				case m = <-replies:
-				case <-time.After(10 * time.Second):
-					b.Fatal("no registration reply")
-				}
-				if rr, err := protocol.DecodeRegisterReply(m.Data); err != nil || rr.Error != "" {
-					b.Fatalf("%+v %v", rr, err)
-				}
-			}
+			benchRegistrations(b, c)
 		})
 	}
 }
@@ -206,34 +175,44 @@ func BenchmarkRegisterInFleet(b *testing.B) {
 			for i := range n {
 				c.agents.put(protocol.AgentInfo{Agent: fmt.Sprintf("fleet-%05d", i), Online: true, RegisteredAt: now, LastSeen: now})
 			}
-			nc, err := nats.Connect(c.NATSURL())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nc.Close()
-			replies := make(chan *nats.Msg, 1)
-			sub, err := nc.ChanSubscribe(protocol.InboxPrefix("*")+".r", replies)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sub.Unsubscribe()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				id := fmt.Sprintf("edge-%d", i)
-				data, err := protocol.Encode(protocol.Register{V: protocol.Version, Agent: id, Handlers: []string{"noop"},
-					Version: "test", OS: "linux", Arch: "arm64", SentAt: time.Now()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := nc.PublishRequest(protocol.RegisterSubject(id), protocol.InboxPrefix(id)+".r", data); err != nil {
-					b.Fatal(err)
-				}
-				select {
-				case <-replies:
-				case <-time.After(10 * time.Second):
-					b.Fatal("no registration reply")
-				}
-			}
+			benchRegistrations(b, c)
 		})
+	}
+}
+
+// benchRegistrations registers a new agent per benchmark op with c, over
+// plain NATS, and checks each reply.
+func benchRegistrations(b *testing.B, c *Controller) {
+	nc, err := nats.Connect(c.NATSURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	replies := make(chan *nats.Msg, 1)
+	sub, err := nc.ChanSubscribe(protocol.InboxPrefix("*")+".r", replies)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprintf("edge-%d", i)
+		data, err := protocol.Encode(protocol.Register{V: protocol.Version, Agent: id, Handlers: []string{"noop"},
+			Version: "test", OS: "linux", Arch: "arm64", SentAt: time.Now()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := nc.PublishRequest(protocol.RegisterSubject(id), protocol.InboxPrefix(id)+".r", data); err != nil {
+			b.Fatal(err)
+		}
+		var m *nats.Msg
+		select {
+		case m = <-replies:
+		case <-time.After(10 * time.Second):
+			b.Fatal("no registration reply")
+		}
+		if rr, err := protocol.DecodeRegisterReply(m.Data); err != nil || rr.Error != "" {
+			b.Fatalf("%+v %v", rr, err)
+		}
 	}
 }
