@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,6 +261,7 @@ func BenchmarkHistoryIndexApply(b *testing.B) {
 	items := make([]histItem, 1000)
 	seq := uint64(0)
 	start := time.Now()
+	w0 := wchar(b)
 	for b.Loop() {
 		for i := range items {
 			seq++
@@ -273,4 +275,21 @@ func BenchmarkHistoryIndexApply(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(seq)/time.Since(start).Seconds(), "rows/s")
+	b.ReportMetric(float64(wchar(b)-w0)/float64(seq), "written-B/row")
+}
+
+// wchar returns the bytes this process has passed to write system calls
+// (/proc/self/io), or 0 where that file is missing.
+func wchar(tb testing.TB) int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "wchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -25,11 +25,28 @@ import (
 type historyIndex struct {
 	wdb, rdb *sql.DB
 	shards   int
+	rebuilt  bool // opened on an index of another version, emptied
 }
 
+// historyVersion is the schema's version (PRAGMA user_version). An index
+// of another version is emptied and rebuilt from AX_EVT when opened: it
+// holds nothing the stream does not.
+const historyVersion = 2
+
+// The execution rows and their bodies are keyed by an integer assigned in
+// insertion order (id), not by exec id: a batch of new executions then
+// appends to the two largest b-trees instead of touching a random page of
+// each per row, and the later steps of an execution (seconds after its
+// first) update rows near the end. Exec ids are random across jobs; the
+// per-row page writes of the first version made a commit of 1,000 rows
+// write about 16 MB of WAL. An exec id starts with its job's id
+// (protocol.ExecID), so the exec id index also finds a job's executions
+// (jobRange); there is no index by job. The indexes by exec id, agent and
+// state stay random by nature.
 const historySchema = `
 CREATE TABLE IF NOT EXISTS execs (
-	exec_id      TEXT PRIMARY KEY,
+	id           INTEGER PRIMARY KEY,
+	exec_id      TEXT NOT NULL UNIQUE,
 	job_id       TEXT NOT NULL,
 	agent        TEXT NOT NULL,
 	state        TEXT NOT NULL,
@@ -38,16 +55,16 @@ CREATE TABLE IF NOT EXISTS execs (
 	terminal     INTEGER NOT NULL,
 	shard        INTEGER NOT NULL,
 	live         INTEGER NOT NULL DEFAULT 1
-) WITHOUT ROWID;
+);
 CREATE TABLE IF NOT EXISTS bodies (
-	exec_id TEXT PRIMARY KEY,
-	body    BLOB NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS execs_job ON execs (job_id, exec_id);
+	id   INTEGER PRIMARY KEY,
+	body BLOB NOT NULL
+);
 CREATE INDEX IF NOT EXISTS execs_agent ON execs (agent, exec_id);
 CREATE INDEX IF NOT EXISTS execs_state ON execs (state, exec_id);
 CREATE INDEX IF NOT EXISTS execs_sched ON execs (scheduled_at);
 CREATE INDEX IF NOT EXISTS execs_ended ON execs (terminal, live, updated_at);
+CREATE INDEX IF NOT EXISTS execs_live ON execs (shard, exec_id, updated_at) WHERE live = 1;
 CREATE TABLE IF NOT EXISTS jobs (
 	job_id     TEXT PRIMARY KEY,
 	retired_at INTEGER NOT NULL,
@@ -59,6 +76,14 @@ CREATE TABLE IF NOT EXISTS cursor (
 	seq INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO cursor (id, seq) VALUES (1, 0);
+`
+
+// historyDrop removes the tables of an index of another version.
+const historyDrop = `
+DROP TABLE IF EXISTS execs;
+DROP TABLE IF EXISTS bodies;
+DROP TABLE IF EXISTS jobs;
+DROP TABLE IF EXISTS cursor;
 `
 
 // openHistoryIndex opens (creating if needed) the index at path; an empty
@@ -85,11 +110,36 @@ func openHistoryIndex(ctx context.Context, path string, shards int) (*historyInd
 		}
 		h.rdb.SetMaxOpenConns(4)
 	}
-	if _, err := h.wdb.ExecContext(ctx, historySchema); err != nil {
+	if err := h.migrate(ctx); err != nil {
 		_ = h.close()
 		return nil, fmt.Errorf("open history index %s: schema: %w", path, err)
 	}
 	return h, nil
+}
+
+// migrate creates the schema, first dropping the tables of an index of
+// another version (its cursor goes with them, so the follower rebuilds it
+// from the stream).
+func (h *historyIndex) migrate(ctx context.Context) error {
+	var v int
+	if err := h.wdb.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	var tables int
+	if err := h.wdb.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil {
+		return err
+	}
+	if v != historyVersion && tables > 0 {
+		h.rebuilt = true
+		if _, err := h.wdb.ExecContext(ctx, historyDrop); err != nil {
+			return err
+		}
+	}
+	if _, err := h.wdb.ExecContext(ctx, historySchema); err != nil {
+		return err
+	}
+	_, err := h.wdb.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", historyVersion))
+	return err
 }
 
 func historyDSN(path string, readOnly bool) string {
@@ -98,6 +148,10 @@ func historyDSN(path string, readOnly bool) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "temp_store(MEMORY)")
+	// Checkpoint every 64 MiB of WAL instead of 4: the pages a batch
+	// touches in the random indexes are touched again by the next ones,
+	// and are copied to the file once per checkpoint.
+	q.Add("_pragma", "wal_autocheckpoint(16384)")
 	// Inserts land all over six b-trees: a page cache that holds their
 	// upper levels saves a read per page (32 MiB writer, 8 MiB each reader).
 	if readOnly {
@@ -155,17 +209,19 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 		return fmt.Errorf("history index: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	// RETURNING gives the row's id when the row was written (no row when
+	// the stored snapshot is newer); the body follows it.
 	upExec, err := tx.PrepareContext(ctx, `INSERT INTO execs (exec_id, job_id, agent, state, scheduled_at, updated_at, terminal, shard)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (exec_id) DO UPDATE SET job_id = excluded.job_id, agent = excluded.agent, state = excluded.state,
 			scheduled_at = excluded.scheduled_at, updated_at = excluded.updated_at, terminal = excluded.terminal
-		WHERE excluded.updated_at >= execs.updated_at`)
+		WHERE excluded.updated_at >= execs.updated_at
+		RETURNING id`)
 	if err != nil {
 		return fmt.Errorf("history index: prepare: %w", err)
 	}
 	defer upExec.Close()
-	// The body follows the row: written when the row was (changes() = 1).
-	upBody, err := tx.PrepareContext(ctx, "INSERT OR REPLACE INTO bodies (exec_id, body) SELECT ?, ? WHERE changes() > 0")
+	upBody, err := tx.PrepareContext(ctx, "INSERT OR REPLACE INTO bodies (id, body) VALUES (?, ?)")
 	if err != nil {
 		return fmt.Errorf("history index: prepare: %w", err)
 	}
@@ -193,11 +249,16 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 			if err != nil {
 				return fmt.Errorf("history index: encode %s: %w", e.ExecID, err)
 			}
-			if _, err := upExec.ExecContext(ctx, e.ExecID, e.JobID, e.Agent, string(e.State), e.ScheduledAt.UnixNano(),
-				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards)); err != nil {
+			var id int64
+			err = upExec.QueryRowContext(ctx, e.ExecID, e.JobID, e.Agent, string(e.State), e.ScheduledAt.UnixNano(),
+				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards)).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // the index holds a newer snapshot
+			}
+			if err != nil {
 				return fmt.Errorf("history index: store %s: %w", e.ExecID, err)
 			}
-			if _, err := upBody.ExecContext(ctx, e.ExecID, body); err != nil {
+			if _, err := upBody.ExecContext(ctx, id, body); err != nil {
 				return fmt.Errorf("history index: store %s: %w", e.ExecID, err)
 			}
 		case it.job != nil:
@@ -230,6 +291,9 @@ func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]pro
 		add("exec_id > ?", f.After)
 	}
 	if f.JobID != "" {
+		lo, hi := jobRange(f.JobID)
+		add("exec_id >= ?", lo)
+		add("exec_id < ?", hi)
 		add("job_id = ?", f.JobID)
 	}
 	if f.Agent != "" {
@@ -283,8 +347,8 @@ func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]pro
 	for i, id := range ids {
 		in[i] = id
 	}
-	rows, err := h.rdb.QueryContext(ctx, "SELECT body FROM bodies WHERE exec_id IN ("+
-		strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+") ORDER BY exec_id", in...)
+	rows, err := h.rdb.QueryContext(ctx, "SELECT b.body FROM execs e JOIN bodies b ON b.id = e.id WHERE e.exec_id IN ("+
+		strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+") ORDER BY e.exec_id", in...)
 	if err != nil {
 		return nil, fmt.Errorf("history index: list: %w", err)
 	}
@@ -306,6 +370,11 @@ func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]pro
 	}
 	return out, nil
 }
+
+// jobRange returns the exec ids [lo, hi) among which those of job id lie:
+// every one is id + "-" + a number (protocol.ExecID), and '.' follows '-'.
+// Another job's id may start with id + "-", so a query also checks job_id.
+func jobRange(id string) (lo, hi string) { return id + "-", id + "." }
 
 // rangeDense is the number of rows in a scheduled range from which a list
 // scans by exec id instead of sorting the range.
@@ -344,7 +413,7 @@ func (h *historyIndex) strings(ctx context.Context, q string, args ...any) ([]st
 // get returns the indexed snapshot of an execution (false: none).
 func (h *historyIndex) get(ctx context.Context, id string) (protocol.Execution, bool, error) {
 	var body []byte
-	err := h.rdb.QueryRowContext(ctx, "SELECT body FROM bodies WHERE exec_id = ?", id).Scan(&body)
+	err := h.rdb.QueryRowContext(ctx, "SELECT b.body FROM execs e JOIN bodies b ON b.id = e.id WHERE e.exec_id = ?", id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return protocol.Execution{}, false, nil
 	}
@@ -421,7 +490,9 @@ func (h *historyIndex) markGone(ctx context.Context, ids []string) error {
 // them are terminal and gone from live state.
 func (h *historyIndex) jobDone(ctx context.Context, id string) (bool, error) {
 	var total, open sql.NullInt64
-	err := h.rdb.QueryRowContext(ctx, "SELECT count(*), sum(terminal = 0 OR live = 1) FROM execs WHERE job_id = ?", id).Scan(&total, &open)
+	lo, hi := jobRange(id)
+	err := h.rdb.QueryRowContext(ctx, "SELECT count(*), sum(terminal = 0 OR live = 1) FROM execs WHERE exec_id >= ? AND exec_id < ? AND job_id = ?",
+		lo, hi, id).Scan(&total, &open)
 	if err != nil {
 		return false, fmt.Errorf("history index: executions of job %s: %w", id, err)
 	}
@@ -439,7 +510,7 @@ func (h *historyIndex) prune(ctx context.Context, cutoff, jobCutoff time.Time, o
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	old := "SELECT exec_id FROM execs WHERE terminal = 1 AND live IN (0, 1) AND updated_at < ?"
+	old := "SELECT id FROM execs WHERE terminal = 1 AND live IN (0, 1) AND updated_at < ?"
 	args := []any{cutoff.UnixNano()}
 	if len(owned) > 0 {
 		old += " AND (live = 0 OR shard NOT IN (" + strings.TrimSuffix(strings.Repeat("?,", len(owned)), ",") + "))"
@@ -449,10 +520,10 @@ func (h *historyIndex) prune(ctx context.Context, cutoff, jobCutoff time.Time, o
 	}
 	old += " LIMIT ?"
 	args = append(args, n)
-	if _, err := tx.ExecContext(ctx, "DELETE FROM bodies WHERE exec_id IN ("+old+")", args...); err != nil {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM bodies WHERE id IN ("+old+")", args...); err != nil {
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
 	}
-	r, err := tx.ExecContext(ctx, "DELETE FROM execs WHERE exec_id IN ("+old+")", args...)
+	r, err := tx.ExecContext(ctx, "DELETE FROM execs WHERE id IN ("+old+")", args...)
 	if err != nil {
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
 	}

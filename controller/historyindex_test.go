@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"database/sql"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,13 @@ func TestHistoryIndexListMatchesFilter(t *testing.T) {
 	var jobs []string
 	for i := range 20 {
 		jobs = append(jobs, protocol.NewJobID("idx", t0.Add(time.Duration(i)*time.Second), rnd.Uint32()))
+	}
+	// A job whose id starts with another's id and "-" (a node name may
+	// hold '-'): a job's executions are found by exec id prefix, and the
+	// other's must not be listed with them.
+	jobs = append(jobs, protocol.NewJobID(strings.TrimPrefix(jobs[0], "ax-"), t0, rnd.Uint32()))
+	if !strings.HasPrefix(jobs[len(jobs)-1], jobs[0]+"-") {
+		t.Fatalf("%s does not start with %s-", jobs[len(jobs)-1], jobs[0])
 	}
 	states := []protocol.State{protocol.StatePending, protocol.StateRunning, protocol.StateSuccess, protocol.StateFailed}
 	var all []protocol.Execution
@@ -117,5 +125,48 @@ func TestHistoryIndexListMatchesFilter(t *testing.T) {
 		if !slices.Equal(execIDs(got), want) {
 			t.Fatalf("case %d: list(%+v, %d) = %v, want %v", i, f, limit, execIDs(got), want)
 		}
+	}
+}
+
+// TestHistoryIndexOtherVersionRebuilt: an index file of another schema
+// version (the first one, keyed by exec id) is emptied when opened, its
+// cursor back at 0, so the follower rebuilds it from AX_EVT; a file of
+// the current version is kept.
+func TestHistoryIndexOtherVersionRebuilt(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), historyFile)
+	old, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.ExecContext(ctx, `CREATE TABLE execs (exec_id TEXT PRIMARY KEY, job_id TEXT NOT NULL) WITHOUT ROWID;
+		CREATE TABLE cursor (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL);
+		INSERT INTO cursor (id, seq) VALUES (1, 42)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = old.Close()
+	idx, err := openHistoryIndex(ctx, path, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := idx.cursor(ctx); err != nil || seq != 0 || !idx.rebuilt {
+		t.Fatalf("after opening a version-0 index: cursor %d, %v, rebuilt %v; want 0, rebuilt", seq, err, idx.rebuilt)
+	}
+	e := protocol.Execution{ExecID: protocol.ExecID("ax-n-20260101000000-abcdef", time.Unix(1, 0)), JobID: "ax-n-20260101000000-abcdef",
+		State: protocol.StateSuccess, UpdatedAt: time.Unix(2, 0)}
+	if err := idx.apply(ctx, []histItem{{exec: &e}}, 7); err != nil {
+		t.Fatal(err)
+	}
+	_ = idx.close()
+	idx, err = openHistoryIndex(ctx, path, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.close()
+	if seq, _ := idx.cursor(ctx); seq != 7 || idx.rebuilt {
+		t.Fatalf("reopened current index: cursor %d, rebuilt %v; want 7, kept", seq, idx.rebuilt)
+	}
+	if _, ok, err := idx.get(ctx, e.ExecID); !ok || err != nil {
+		t.Fatalf("reopened current index lost %s: %v, %v", e.ExecID, ok, err)
 	}
 }
