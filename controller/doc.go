@@ -241,10 +241,12 @@
 //
 // # Logs
 //
-// Per execution the controller logs "execution created" (PENDING) or
-// "execution triggered", "execution running" (with lag), and "execution
-// finished" (state, outcome, duration) or "execution retry scheduled"; one
-// line per rejected report with its reason. Every lease takeover is logged
+// Per execution the controller logs one line at info: "execution
+// finished" (state, outcome, reason, lag, duration), "execution skipped",
+// or "execution retry scheduled" for each attempt that will be retried. At
+// debug it also logs "execution created" (PENDING), "execution triggered"
+// and "execution running" (with lag). One line per rejected report with
+// its reason. Every lease takeover is logged
 // with the old and the new holder: "group lease taken over" (with
 // old_epoch and new_epoch) and "shard lease taken over".
 package controller

@@ -93,19 +93,28 @@ func (c *Controller) publishEvent(rec *execRecord, tr transition) jetstream.PubA
 }
 
 // logTransition writes the controller's side of an execution's log trail:
-// created/triggered, running (with lag), finished (with outcome).
+// at info one line per execution, when it ends (finished, skipped) or
+// waits for a retry; at debug also created, triggered and running (with
+// lag). Info is the level a busy controller runs at: the full trail cost
+// four lines per execution on the hot path.
 func (c *Controller) logTransition(rec *execRecord, tr transition) {
-	if !c.log.Enabled(context.Background(), slog.LevelInfo) {
+	level := slog.LevelInfo
+	switch tr.to {
+	case protocol.StatePending, protocol.StateTriggered, protocol.StateRunning:
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !c.log.Enabled(ctx, level) {
 		return // skip building the attributes (hot path at thousands per second)
 	}
 	base := []any{"exec", rec.ExecID, "job", rec.JobID, "attempt", rec.Attempt, "agent", rec.Agent, "from", string(tr.from)}
 	switch tr.to {
 	case protocol.StatePending:
-		c.log.Info("execution created", append(base, "state", tr.to, "scheduled_at", rec.ScheduledAt)...)
+		c.log.Debug("execution created", append(base, "state", tr.to, "scheduled_at", rec.ScheduledAt)...)
 	case protocol.StateTriggered:
-		c.log.Info("execution triggered", append(base, "state", tr.to, "scheduled_at", rec.ScheduledAt, "triggered_at", rec.TriggeredAt)...)
+		c.log.Debug("execution triggered", append(base, "state", tr.to, "scheduled_at", rec.ScheduledAt, "triggered_at", rec.TriggeredAt)...)
 	case protocol.StateRunning:
-		c.log.Info("execution running", append(base, "state", tr.to, "started_at", rec.StartedAt, "lag", rec.Lag.D())...)
+		c.log.Debug("execution running", append(base, "state", tr.to, "started_at", rec.StartedAt, "lag", rec.Lag.D())...)
 	case protocol.StateRetryWaiting:
 		c.log.Info("execution retry scheduled", append(base, "state", tr.to, "outcome", rec.Outcome, "reason", tr.reason,
 			"next_attempt_at", rec.NextAttemptAt, "duration", rec.Duration.D())...)
@@ -113,7 +122,7 @@ func (c *Controller) logTransition(rec *execRecord, tr transition) {
 		c.log.Info("execution skipped", append(base, "state", tr.to, "reason", tr.reason)...)
 	default:
 		c.log.Info("execution finished", append(base, "state", tr.to, "outcome", rec.Outcome, "reason", tr.reason,
-			"suspect", rec.Suspect, "duration", rec.Duration.D())...)
+			"suspect", rec.Suspect, "lag", rec.Lag.D(), "duration", rec.Duration.D())...)
 	}
 }
 

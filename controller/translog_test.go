@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// lineLog is a concurrency-safe buffer of JSON log lines.
+type lineLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// messages returns the msg of every line that names exec.
+func (l *lineLog) messages(t *testing.T, exec string) []string {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["exec"] == exec {
+			out = append(out, rec["msg"].(string))
+		}
+	}
+	return out
+}
+
+// TestOneLogLinePerExecutionAtInfo: at info the controller logs one line
+// for an execution that ran to SUCCESS ("execution finished"); at debug
+// the trail of its steps as well.
+func TestOneLogLinePerExecutionAtInfo(t *testing.T) {
+	for _, tc := range []struct {
+		level slog.Level
+		want  []string
+	}{
+		{slog.LevelInfo, []string{"execution finished"}},
+		{slog.LevelDebug, []string{"execution triggered", "execution running", "execution finished"}},
+	} {
+		t.Run(tc.level.String(), func(t *testing.T) {
+			logs := &lineLog{}
+			cfg := testConfig(t, t.TempDir())
+			cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: tc.level}))
+			c := startController(t, cfg)
+			ag := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+			job, err := c.CreateJob(tctx(t), everyJob("edge-1", "1s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ag.waitCommand("assign", isAssign(job.ID, 1))
+			s, err := schedule.Parse(job.Schedule, job.CreatedAt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at, _ := s.Next(job.CreatedAt)
+			id := protocol.ExecID(job.ID, at)
+			ag.runAttempt(job.ID, id, 1, at, retry.OutcomeSuccess, ok)
+			waitExec(t, c, id, "SUCCESS", inState(protocol.StateSuccess))
+			eventually(t, 10*time.Second, "the finished line", func() bool {
+				m := logs.messages(t, id)
+				return len(m) > 0 && m[len(m)-1] == "execution finished"
+			})
+			if got := logs.messages(t, id); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("lines for %s at %v = %q, want %q", id, tc.level, got, tc.want)
+			}
+		})
+	}
+}
