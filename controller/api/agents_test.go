@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/nats-io/nats.go"
 )
@@ -46,13 +46,13 @@ func TestAgentListPagesFiltersAndCounts(t *testing.T) {
 	for i, site := range []string{"a", "b", "a"} {
 		registerAgent(t, e, fmt.Sprintf("edge-%d", i), map[string]string{"site": site})
 	}
-	list := func(path string) api.AgentList {
+	list := func(path string) apiv1.AgentPage {
 		t.Helper()
 		r := e.do("GET", path, nil)
 		if r.status != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
 		}
-		var l api.AgentList
+		var l apiv1.AgentPage
 		if err := json.Unmarshal(r.body, &l); err != nil {
 			t.Fatalf("GET %s: %v: %s", path, err, r.body)
 		}

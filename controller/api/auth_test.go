@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -30,18 +31,18 @@ func TestAuth(t *testing.T) {
 		status                    int
 		code                      string
 	}{
-		{"no token GET", "", "GET", "/v1/jobs", nil, 401, api.CodeUnauthorized},
-		{"no token POST", "", "POST", "/v1/jobs", validJob("x"), 401, api.CodeUnauthorized},
-		{"wrong token", "not-the-token-0123456789", "GET", "/v1/jobs", nil, 401, api.CodeUnauthorized},
-		{"prefix of a token", adminSecret[:20], "GET", "/v1/jobs", nil, 401, api.CodeUnauthorized},
-		{"token plus suffix", adminSecret + "x", "GET", "/v1/jobs", nil, 401, api.CodeUnauthorized},
+		{"no token GET", "", "GET", "/v1/jobs", nil, 401, apiv1.CodeUnauthorized},
+		{"no token POST", "", "POST", "/v1/jobs", validJob("x"), 401, apiv1.CodeUnauthorized},
+		{"wrong token", "not-the-token-0123456789", "GET", "/v1/jobs", nil, 401, apiv1.CodeUnauthorized},
+		{"prefix of a token", adminSecret[:20], "GET", "/v1/jobs", nil, 401, apiv1.CodeUnauthorized},
+		{"token plus suffix", adminSecret + "x", "GET", "/v1/jobs", nil, 401, apiv1.CodeUnauthorized},
 		{"read token GET", readSecret, "GET", "/v1/jobs", nil, 200, ""},
 		{"read token agents", readSecret, "GET", "/v1/agents", nil, 200, ""},
-		{"read token POST", readSecret, "POST", "/v1/jobs", validJob("x"), 403, api.CodeForbidden},
-		{"read token DELETE", readSecret, "DELETE", "/v1/jobs/ax-t1-20260101000000-aaaaaa", nil, 403, api.CodeForbidden},
-		{"read token trigger", readSecret, "POST", "/v1/jobs/ax-t1-20260101000000-aaaaaa:trigger", nil, 403, api.CodeForbidden},
+		{"read token POST", readSecret, "POST", "/v1/jobs", validJob("x"), 403, apiv1.CodeForbidden},
+		{"read token DELETE", readSecret, "DELETE", "/v1/jobs/ax-t1-20260101000000-aaaaaa", nil, 403, apiv1.CodeForbidden},
+		{"read token trigger", readSecret, "POST", "/v1/jobs/ax-t1-20260101000000-aaaaaa:trigger", nil, 403, apiv1.CodeForbidden},
 		{"read token metrics", readSecret, "GET", "/metrics", nil, 200, ""},
-		{"no token metrics", "", "GET", "/metrics", nil, 401, api.CodeUnauthorized},
+		{"no token metrics", "", "GET", "/metrics", nil, 401, apiv1.CodeUnauthorized},
 		{"no token healthz", "", "GET", "/healthz", nil, 200, ""},
 		{"no token readyz", "", "GET", "/readyz", nil, 200, ""},
 		{"admin POST", adminSecret, "POST", "/v1/jobs", validJob("by-admin"), 201, ""},
@@ -65,7 +66,7 @@ func TestAuth(t *testing.T) {
 	}
 	e.tok = readSecret
 	r := e.do("GET", "/v1/jobs", nil)
-	l := decode[api.JobList](t, r)
+	l := decode[apiv1.JobList](t, r)
 	if len(l.Jobs) != 1 || l.Jobs[0].Name != "by-admin" {
 		t.Fatalf("want only the admin's job, got %s", r.body)
 	}
@@ -166,11 +167,11 @@ func TestValidateTokens(t *testing.T) {
 func TestNoRouteIsJSON(t *testing.T) {
 	e := newEnv(t)
 	r := e.do("GET", "/nope", nil)
-	if ae := r.apiErr(t); r.status != http.StatusNotFound || ae.Code != api.CodeNotFound {
+	if ae := r.apiErr(t); r.status != http.StatusNotFound || ae.Code != apiv1.CodeNotFound {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	r = e.do("PUT", "/v1/agents", nil)
-	if ae := r.apiErr(t); r.status != http.StatusMethodNotAllowed || ae.Code != api.CodeNotAllowed || r.header.Get("Allow") == "" {
+	if ae := r.apiErr(t); r.status != http.StatusMethodNotAllowed || ae.Code != apiv1.CodeNotAllowed || r.header.Get("Allow") == "" {
 		t.Fatalf("%d %v %s", r.status, r.header, r.body)
 	}
 }

@@ -18,7 +18,7 @@
 //	GET    /metrics                       Prometheus metrics (auth when enabled)
 //	GET    /v1/openapi.yaml               the OpenAPI 3 document of these routes (no auth)
 //
-// Every error is a protocol.APIError JSON body. Bearer tokens (constant-time
+// Every error is a apiv1.Error JSON body. Bearer tokens (constant-time
 // compared) carry a role: admin may call everything, read only GET. Every
 // mutating call writes one audit log line naming the token, never the token
 // itself. The handler depends on the Backend interface, which

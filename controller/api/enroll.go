@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -35,14 +36,14 @@ type Labeler interface {
 func (s *server) agentAction(w http.ResponseWriter, r *http.Request) {
 	id, action, ok := splitAction(r.PathValue("idaction"))
 	if !ok {
-		writeAPIError(w, http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound,
+		writeAPIError(w, http.StatusNotFound, apiv1.ErrorBody{Code: apiv1.CodeNotFound,
 			Message: "use POST /v1/agents/{id}:enroll, :revoke or :label"})
 		return
 	}
 	noteAudit(r, "agent."+action, "", "")
 	if action != "enroll" && action != "revoke" && action != "label" {
 		noteAudit(r, "agent.unknown_action", "", "")
-		writeAPIError(w, http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound, Field: "action",
+		writeAPIError(w, http.StatusNotFound, apiv1.ErrorBody{Code: apiv1.CodeNotFound, Field: "action",
 			Message: "action: unknown agent action " + strconv.Quote(action) + " (use :enroll, :revoke or :label)"})
 		return
 	}
@@ -56,7 +57,7 @@ func (s *server) agentAction(w http.ResponseWriter, r *http.Request) {
 	}
 	en, ok := s.b.(Enroller)
 	if !ok {
-		writeAPIError(w, http.StatusNotImplemented, protocol.APIErrorBody{Code: CodeInternal,
+		writeAPIError(w, http.StatusNotImplemented, apiv1.ErrorBody{Code: apiv1.CodeInternal,
 			Message: "this controller does not issue agent identities"})
 		return
 	}
@@ -112,7 +113,7 @@ func decodeEnroll(w http.ResponseWriter, r *http.Request) (auth.EnrollRequest, e
 func (s *server) labelAgent(w http.ResponseWriter, r *http.Request, id string) {
 	lb, ok := s.b.(Labeler)
 	if !ok {
-		writeAPIError(w, http.StatusNotImplemented, protocol.APIErrorBody{Code: CodeInternal,
+		writeAPIError(w, http.StatusNotImplemented, apiv1.ErrorBody{Code: apiv1.CodeInternal,
 			Message: "this controller does not change agent labels"})
 		return
 	}

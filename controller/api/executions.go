@@ -10,24 +10,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
-
-// ExecutionList is the body of GET /v1/executions.
-type ExecutionList struct {
-	Executions []protocol.Execution `json:"executions"`
-	// Next is the cursor of the next page (the after parameter); empty at the end.
-	Next string `json:"next"`
-}
-
-// AgentList is the body of GET /v1/agents.
-type AgentList struct {
-	Agents []protocol.AgentInfo `json:"agents"`
-	// Next is the cursor of the next page (the after parameter); empty at the end.
-	Next string `json:"next"`
-	// Counts are the agents matching the filters (all pages) per state.
-	Counts controller.AgentCounts `json:"counts"`
-}
 
 func (s *server) listExecutions(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r, "state", "job", "agent", "from", "to", "limit", "after")
@@ -48,7 +33,7 @@ func (s *server) listExecutions(w http.ResponseWriter, r *http.Request) {
 	if execs == nil {
 		execs = []protocol.Execution{}
 	}
-	writeJSON(w, http.StatusOK, ExecutionList{Executions: execs, Next: next})
+	writeJSON(w, http.StatusOK, apiv1.ExecutionList{Executions: execs, Next: next})
 }
 
 func execFilter(q url.Values) (controller.ExecFilter, error) {
@@ -118,7 +103,7 @@ func (s *server) execAction(w http.ResponseWriter, r *http.Request) {
 	id, action, ok := splitAction(r.PathValue("idaction"))
 	if !ok {
 		w.Header().Set("Allow", "GET")
-		writeAPIError(w, http.StatusMethodNotAllowed, protocol.APIErrorBody{Code: CodeNotAllowed,
+		writeAPIError(w, http.StatusMethodNotAllowed, apiv1.ErrorBody{Code: apiv1.CodeNotAllowed,
 			Message: "POST is not allowed on an execution; use POST /v1/executions/{id}:retry|:cancel"})
 		return
 	}
@@ -135,7 +120,7 @@ func (s *server) execAction(w http.ResponseWriter, r *http.Request) {
 		fn = s.b.CancelExecution
 	default:
 		noteAudit(r, "exec.unknown_action", "", id)
-		writeAPIError(w, http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound, Field: "action",
+		writeAPIError(w, http.StatusNotFound, apiv1.ErrorBody{Code: apiv1.CodeNotFound, Field: "action",
 			Message: "action: unknown execution action " + strconv.Quote(action) + " (use :retry or :cancel)"})
 		return
 	}
@@ -169,7 +154,7 @@ func (s *server) listAgents(w http.ResponseWriter, r *http.Request) {
 	if page.Agents == nil {
 		page.Agents = []protocol.AgentInfo{}
 	}
-	writeJSON(w, http.StatusOK, AgentList{Agents: page.Agents, Next: page.Next, Counts: page.Counts})
+	writeJSON(w, http.StatusOK, apiv1.AgentPage{Agents: page.Agents, Next: page.Next, Counts: page.Counts})
 }
 
 // agentFilter reads GET /v1/agents' parameters: label (a selector),

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/axsched/ax/controller/api"
-	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/apiv1"
 )
 
 // FuzzRequest sends arbitrary requests to the API over a real controller:
@@ -48,7 +48,7 @@ func FuzzRequest(f *testing.F) {
 			t.Fatalf("%s %s?%s: %d %s", method, path, rawQuery, rec.Code, rec.Body)
 		}
 		if rec.Code >= 400 {
-			var e protocol.APIError
+			var e apiv1.Error
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code == "" {
 				t.Fatalf("%s %s: %d is not an APIError: %s", method, path, rec.Code, rec.Body)
 			}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/axsched/ax/controller"
-	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -29,11 +29,11 @@ func TestHealthReadyMetrics(t *testing.T) {
 	}
 	// A closed controller is not ready, and its API says so with 503s.
 	r = e.do("GET", "/readyz", nil)
-	if ae := r.apiErr(t); r.status != 503 || ae.Code != api.CodeUnavailable {
+	if ae := r.apiErr(t); r.status != 503 || ae.Code != apiv1.CodeUnavailable {
 		t.Fatalf("readyz after close: %d %s", r.status, r.body)
 	}
 	r = e.do("GET", "/v1/jobs", nil)
-	if ae := r.apiErr(t); r.status != 503 || ae.Code != api.CodeUnavailable {
+	if ae := r.apiErr(t); r.status != 503 || ae.Code != apiv1.CodeUnavailable {
 		t.Fatalf("list after close: %d %s", r.status, r.body)
 	}
 	if r := e.do("GET", "/healthz", nil); r.status != 200 {
@@ -106,7 +106,7 @@ func TestInternalErrorIsGenericAndLoggedOnce(t *testing.T) {
 	r := e.do("GET", "/v1/jobs/ax-t1-20260101000000-aaaaaa", nil)
 	ae := r.apiErr(t)
 	rid := r.header.Get("X-Request-Id")
-	if r.status != http.StatusInternalServerError || ae.Code != api.CodeInternal || rid == "" {
+	if r.status != http.StatusInternalServerError || ae.Code != apiv1.CodeInternal || rid == "" {
 		t.Fatalf("%d %s (request id %q)", r.status, r.body, rid)
 	}
 	if strings.Contains(ae.Message, "disk") || !strings.Contains(ae.Message, rid) {
@@ -121,7 +121,7 @@ func TestInternalErrorIsGenericAndLoggedOnce(t *testing.T) {
 	}
 
 	r = e.do("GET", "/v1/agents", nil)
-	if ae := r.apiErr(t); r.status != 500 || ae.Code != api.CodeInternal || strings.Contains(ae.Message, "corrupted") {
+	if ae := r.apiErr(t); r.status != 500 || ae.Code != apiv1.CodeInternal || strings.Contains(ae.Message, "corrupted") {
 		t.Fatalf("panic: %d %s", r.status, r.body)
 	}
 	if !strings.Contains(e.logs.String(), "agents table corrupted") {

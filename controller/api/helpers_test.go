@@ -13,7 +13,7 @@ import (
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/internal/testutil"
-	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/apiv1"
 )
 
 // startController runs a real controller with an embedded NATS server on a
@@ -132,13 +132,13 @@ func (e *env) do(method, path string, body any, hdr ...string) resp {
 	return out
 }
 
-// apiErr decodes an error body, failing the test if it is not protocol.APIError JSON.
-func (r resp) apiErr(t *testing.T) protocol.APIErrorBody {
+// apiErr decodes an error body, failing the test if it is not apiv1.Error JSON.
+func (r resp) apiErr(t *testing.T) apiv1.ErrorBody {
 	t.Helper()
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("error Content-Type = %q, want application/json; body %s", ct, r.body)
 	}
-	var e protocol.APIError
+	var e apiv1.Error
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil || e.Error.Code == "" {

@@ -9,15 +9,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
-
-// JobList is the body of GET /v1/jobs.
-type JobList struct {
-	Jobs []protocol.Job `json:"jobs"`
-	// Next is the cursor of the next page (the after parameter); empty at the end.
-	Next string `json:"next"`
-}
 
 func (s *server) createJob(w http.ResponseWriter, r *http.Request) {
 	noteAudit(r, "job.create", "", "")
@@ -71,7 +65,7 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 	if jobs == nil {
 		jobs = []protocol.Job{}
 	}
-	writeJSON(w, http.StatusOK, JobList{Jobs: jobs, Next: next})
+	writeJSON(w, http.StatusOK, apiv1.JobList{Jobs: jobs, Next: next})
 }
 
 func jobFilter(q url.Values) (controller.JobFilter, error) {
@@ -178,7 +172,7 @@ func (s *server) jobAction(w http.ResponseWriter, r *http.Request) {
 	id, action, ok := splitAction(r.PathValue("idaction"))
 	if !ok {
 		w.Header().Set("Allow", "GET, PUT, DELETE")
-		writeAPIError(w, http.StatusMethodNotAllowed, protocol.APIErrorBody{Code: CodeNotAllowed,
+		writeAPIError(w, http.StatusMethodNotAllowed, apiv1.ErrorBody{Code: apiv1.CodeNotAllowed,
 			Message: "POST is not allowed on a job; use PUT to update or POST /v1/jobs/{id}:pause|:resume|:trigger"})
 		return
 	}
@@ -210,7 +204,7 @@ func (s *server) jobAction(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, e)
 	default:
 		noteAudit(r, "job.unknown_action", id, "")
-		writeAPIError(w, http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound, Field: "action",
+		writeAPIError(w, http.StatusNotFound, apiv1.ErrorBody{Code: apiv1.CodeNotFound, Field: "action",
 			Message: "action: unknown job action " + strconv.Quote(action) + " (use :pause, :resume or :trigger)"})
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -32,12 +32,12 @@ func TestJobLifecycle(t *testing.T) {
 	}
 
 	r = e.do("GET", "/v1/jobs?name=valve", nil)
-	list := decode[api.JobList](t, r)
+	list := decode[apiv1.JobList](t, r)
 	if r.status != 200 || len(list.Jobs) != 1 || list.Jobs[0].ID != job.ID || list.Next != "" {
 		t.Fatalf("list by name: %d %s", r.status, r.body)
 	}
 	r = e.do("GET", "/v1/jobs?name=other", nil)
-	if list := decode[api.JobList](t, r); len(list.Jobs) != 0 || string(r.body) == "" || !strings.Contains(string(r.body), `"jobs":[]`) {
+	if list := decode[apiv1.JobList](t, r); len(list.Jobs) != 0 || string(r.body) == "" || !strings.Contains(string(r.body), `"jobs":[]`) {
 		t.Fatalf("list other: %s", r.body)
 	}
 
@@ -53,7 +53,7 @@ func TestJobLifecycle(t *testing.T) {
 		t.Fatalf("pause: %d %s", r.status, r.body)
 	}
 	r = e.do("GET", "/v1/jobs?paused=true", nil)
-	if list := decode[api.JobList](t, r); len(list.Jobs) != 1 {
+	if list := decode[apiv1.JobList](t, r); len(list.Jobs) != 1 {
 		t.Fatalf("paused filter: %s", r.body)
 	}
 	r = e.do("POST", "/v1/jobs/"+job.ID+":resume", nil)
@@ -71,7 +71,7 @@ func TestJobLifecycle(t *testing.T) {
 		t.Fatalf("get exec: %d %s", r.status, r.body)
 	}
 	r = e.do("GET", "/v1/executions?job="+job.ID, nil)
-	if el := decode[api.ExecutionList](t, r); r.status != 200 || len(el.Executions) != 1 || el.Executions[0].ExecID != ex.ExecID {
+	if el := decode[apiv1.ExecutionList](t, r); r.status != 200 || len(el.Executions) != 1 || el.Executions[0].ExecID != ex.ExecID {
 		t.Fatalf("list execs: %d %s", r.status, r.body)
 	}
 	// from/to bound the scheduled time: [from, to).
@@ -86,7 +86,7 @@ func TestJobLifecycle(t *testing.T) {
 		{"from=" + at.Add(time.Millisecond).Format(time.RFC3339Nano), 0},
 	} {
 		r = e.do("GET", "/v1/executions?job="+job.ID+"&"+tc.q, nil)
-		if el := decode[api.ExecutionList](t, r); r.status != 200 || len(el.Executions) != tc.want {
+		if el := decode[apiv1.ExecutionList](t, r); r.status != 200 || len(el.Executions) != tc.want {
 			t.Fatalf("list execs %s: %d %s, want %d", tc.q, r.status, r.body, tc.want)
 		}
 	}
@@ -95,17 +95,17 @@ func TestJobLifecycle(t *testing.T) {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
 	r = e.do("GET", "/v1/executions?state=cancelled", nil)
-	if el := decode[api.ExecutionList](t, r); len(el.Executions) != 1 {
+	if el := decode[apiv1.ExecutionList](t, r); len(el.Executions) != 1 {
 		t.Fatalf("state filter (lower case): %s", r.body)
 	}
 	// A cancelled execution cannot be cancelled again: a conflict.
 	r = e.do("POST", "/v1/executions/"+ex.ExecID+":cancel", nil)
-	if ae := r.apiErr(t); r.status != http.StatusConflict || ae.Code != api.CodeConflict {
+	if ae := r.apiErr(t); r.status != http.StatusConflict || ae.Code != apiv1.CodeConflict {
 		t.Fatalf("second cancel: %d %s", r.status, r.body)
 	}
 
 	r = e.do("GET", "/v1/agents", nil)
-	if al := decode[api.AgentList](t, r); r.status != 200 || al.Agents == nil || len(al.Agents) != 0 {
+	if al := decode[apiv1.AgentPage](t, r); r.status != 200 || al.Agents == nil || len(al.Agents) != 0 {
 		t.Fatalf("agents: %d %s", r.status, r.body)
 	}
 
@@ -114,7 +114,7 @@ func TestJobLifecycle(t *testing.T) {
 		t.Fatalf("delete: %d %s", r.status, r.body)
 	}
 	r = e.do("GET", "/v1/jobs/"+job.ID, nil)
-	if ae := r.apiErr(t); r.status != 404 || ae.Code != api.CodeNotFound {
+	if ae := r.apiErr(t); r.status != 404 || ae.Code != apiv1.CodeNotFound {
 		t.Fatalf("get deleted: %d %s", r.status, r.body)
 	}
 	r = e.do("DELETE", "/v1/jobs/"+job.ID, nil)
@@ -134,11 +134,11 @@ func TestCreateIdempotencyKey(t *testing.T) {
 	first := decode[protocol.Job](t, r)
 	r = e.do("POST", "/v1/jobs", j)
 	ae := r.apiErr(t)
-	if r.status != http.StatusConflict || ae.Code != api.CodeExists || ae.ID != first.ID || ae.Field != "idempotency_key" {
+	if r.status != http.StatusConflict || ae.Code != apiv1.CodeExists || ae.ID != first.ID || ae.Field != "idempotency_key" {
 		t.Fatalf("second create: %d %s", r.status, r.body)
 	}
 	r = e.do("GET", "/v1/jobs", nil)
-	if l := decode[api.JobList](t, r); len(l.Jobs) != 1 {
+	if l := decode[apiv1.JobList](t, r); len(l.Jobs) != 1 {
 		t.Fatalf("want one job, got %s", r.body)
 	}
 }
@@ -157,7 +157,7 @@ func TestListPaging(t *testing.T) {
 	after, pages := "", 0
 	for {
 		r := e.do("GET", "/v1/jobs?limit=2&after="+after, nil)
-		l := decode[api.JobList](t, r)
+		l := decode[apiv1.JobList](t, r)
 		if r.status != 200 || len(l.Jobs) > 2 {
 			t.Fatalf("page: %d %s", r.status, r.body)
 		}

@@ -8,33 +8,9 @@ import (
 	"net/http"
 
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
-
-// MaxBatchBody is the largest body POST /v1/jobs:batch reads.
-const MaxBatchBody = 8 << 20
-
-// JobBatch is the body of POST /v1/jobs:batch.
-type JobBatch struct {
-	// Jobs are created each on its own, as POST /v1/jobs would
-	// (1 to controller.MaxBatchJobs).
-	Jobs []json.RawMessage `json:"jobs"`
-}
-
-// JobBatchResult is the answer of POST /v1/jobs:batch: one item per job,
-// in the order of the request.
-type JobBatchResult struct {
-	Results []JobBatchItem `json:"results"`
-}
-
-// JobBatchItem is one job's outcome: the status POST /v1/jobs would have
-// answered, and the created job or the error (its field prefixed with
-// jobs[i].).
-type JobBatchItem struct {
-	Status int                    `json:"status"`
-	Job    *protocol.Job          `json:"job,omitempty"`
-	Error  *protocol.APIErrorBody `json:"error,omitempty"`
-}
 
 // createJobs serves POST /v1/jobs:batch. The request is refused whole
 // (4xx) only when it is not a batch: not JSON, unknown fields, no jobs or
@@ -43,12 +19,12 @@ type JobBatchItem struct {
 // others are created.
 func (s *server) createJobs(w http.ResponseWriter, r *http.Request) {
 	noteAudit(r, "job.create_batch", "", "")
-	body, err := readBodyMax(w, r, MaxBatchBody)
+	body, err := readBodyMax(w, r, apiv1.MaxBatchBody)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	var b JobBatch
+	var b apiv1.JobBatch
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
@@ -59,11 +35,11 @@ func (s *server) createJobs(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, invalidf("body", "data after the batch object"))
 		return
 	}
-	if n := len(b.Jobs); n == 0 || n > controller.MaxBatchJobs {
-		s.fail(w, r, invalidf("jobs", "must hold 1 to %d jobs, got %d", controller.MaxBatchJobs, n))
+	if n := len(b.Jobs); n == 0 || n > apiv1.MaxBatchJobs {
+		s.fail(w, r, invalidf("jobs", "must hold 1 to %d jobs, got %d", apiv1.MaxBatchJobs, n))
 		return
 	}
-	items := make([]JobBatchItem, len(b.Jobs))
+	items := make([]apiv1.JobBatchItem, len(b.Jobs))
 	var valid []protocol.Job
 	var at []int
 	var created []string
@@ -91,20 +67,20 @@ func (s *server) createJobs(w http.ResponseWriter, r *http.Request) {
 				items[i] = s.batchError(i, jr.Err)
 				continue
 			}
-			items[i] = JobBatchItem{Status: http.StatusCreated, Job: &jr.Job}
+			items[i] = apiv1.JobBatchItem{Status: http.StatusCreated, Job: &jr.Job}
 			created = append(created, jr.Job.ID)
 		}
 	}
 	if rec := auditFrom(r.Context()); rec != nil {
 		rec.jobs = created
 	}
-	writeJSON(w, http.StatusOK, JobBatchResult{Results: items})
+	writeJSON(w, http.StatusOK, apiv1.JobBatchResult{Results: items})
 }
 
 // batchError is job i's error as a batch item: classified as POST
 // /v1/jobs would, its field prefixed with jobs[i]; an internal error's
 // detail is logged, not shown.
-func (s *server) batchError(i int, err error) JobBatchItem {
+func (s *server) batchError(i int, err error) apiv1.JobBatchItem {
 	status, body, ok := classify(err)
 	if !ok {
 		s.log.Error("api internal error in a job batch", "index", i, "err", err)
@@ -120,5 +96,5 @@ func (s *server) batchError(i int, err error) JobBatchItem {
 	if body.Message != "" {
 		body.Message = prefix + ": " + body.Message
 	}
-	return JobBatchItem{Status: status, Error: &body}
+	return apiv1.JobBatchItem{Status: status, Error: &body}
 }

@@ -6,15 +6,15 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/pkg/apiv1"
 )
 
-func decodeBatch(t *testing.T, r resp) api.JobBatchResult {
+func decodeBatch(t *testing.T, r resp) apiv1.JobBatchResult {
 	t.Helper()
 	if r.status != http.StatusOK {
 		t.Fatalf("batch: %d %s", r.status, r.body)
 	}
-	var out api.JobBatchResult
+	var out apiv1.JobBatchResult
 	if err := json.Unmarshal(r.body, &out); err != nil {
 		t.Fatalf("batch answer: %v: %s", err, r.body)
 	}

@@ -11,18 +11,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// Paging limits.
-const (
-	// DefaultListLimit is the page size when a list request gives no limit.
-	DefaultListLimit = 100
-	// MaxListLimit is the largest page a list request may ask for.
-	MaxListLimit = 1000
-	// maxCursorLen bounds the after cursor.
-	maxCursorLen = 512
-)
+// maxCursorLen bounds the after cursor (the page sizes are apiv1's).
+const maxCursorLen = 512
 
 func invalidf(field, format string, args ...any) error {
 	return &protocol.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: protocol.ErrInvalid}
@@ -57,11 +51,11 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 
 // paging reads limit and after.
 func paging(q url.Values) (limit int, after string, err error) {
-	limit = DefaultListLimit
+	limit = apiv1.DefaultListLimit
 	if s := q.Get("limit"); s != "" {
 		n, perr := strconv.Atoi(s)
-		if perr != nil || n < 1 || n > MaxListLimit {
-			return 0, "", invalidf("limit", "must be an integer between 1 and %d, got %q", MaxListLimit, s)
+		if perr != nil || n < 1 || n > apiv1.MaxListLimit {
+			return 0, "", invalidf("limit", "must be an integer between 1 and %d, got %q", apiv1.MaxListLimit, s)
 		}
 		limit = n
 	}

@@ -7,22 +7,8 @@ import (
 	"net/http"
 
 	"github.com/axsched/ax/controller"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
-)
-
-// Error codes of protocol.APIErrorBody.Code.
-const (
-	CodeInvalid       = "invalid"
-	CodeNotFound      = "not_found"
-	CodeExists        = "already_exists"
-	CodeConflict      = "conflict"
-	CodeTooLarge      = "too_large"
-	CodeUnauthorized  = "unauthorized"
-	CodeForbidden     = "forbidden"
-	CodeUnavailable   = "unavailable"
-	CodeInternal      = "internal"
-	CodeNotAllowed    = "method_not_allowed"
-	CodeUnsupportedCT = "unsupported_media_type"
 )
 
 // writeJSON writes v as the JSON body with status.
@@ -35,46 +21,46 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// writeAPIError writes a protocol.APIError.
-func writeAPIError(w http.ResponseWriter, status int, body protocol.APIErrorBody) {
+// writeAPIError writes a apiv1.Error.
+func writeAPIError(w http.ResponseWriter, status int, body apiv1.ErrorBody) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
 	}
-	writeJSON(w, status, protocol.APIError{Error: body})
+	writeJSON(w, status, apiv1.Error{Error: body})
 }
 
 // classify maps an error of the backend or of decoding to an HTTP status and
 // an error body. ok=false means an internal error whose detail must not be
 // shown to the caller.
-func classify(err error) (int, protocol.APIErrorBody, bool) {
+func classify(err error) (int, apiv1.ErrorBody, bool) {
 	fe, isField := AsFieldError(err)
 	var ee *controller.ExistsError
 	var me *mediaTypeError
 	switch {
 	case errors.As(err, &me):
-		return http.StatusUnsupportedMediaType, protocol.APIErrorBody{Code: CodeUnsupportedCT, Message: me.Error(), Field: "Content-Type"}, true
+		return http.StatusUnsupportedMediaType, apiv1.ErrorBody{Code: apiv1.CodeUnsupportedCT, Message: me.Error(), Field: "Content-Type"}, true
 	case isField && errors.Is(fe, protocol.ErrTooLarge):
-		return http.StatusRequestEntityTooLarge, protocol.APIErrorBody{Code: CodeTooLarge, Message: fieldMessage(fe), Field: fieldOr(fe.Field, "body")}, true
+		return http.StatusRequestEntityTooLarge, apiv1.ErrorBody{Code: apiv1.CodeTooLarge, Message: fieldMessage(fe), Field: fieldOr(fe.Field, "body")}, true
 	case isField:
-		return http.StatusBadRequest, protocol.APIErrorBody{Code: CodeInvalid, Message: fieldMessage(fe), Field: fieldOr(fe.Field, "body")}, true
+		return http.StatusBadRequest, apiv1.ErrorBody{Code: apiv1.CodeInvalid, Message: fieldMessage(fe), Field: fieldOr(fe.Field, "body")}, true
 	case errors.Is(err, protocol.ErrTooLarge):
-		return http.StatusRequestEntityTooLarge, protocol.APIErrorBody{Code: CodeTooLarge, Message: err.Error(), Field: "body"}, true
+		return http.StatusRequestEntityTooLarge, apiv1.ErrorBody{Code: apiv1.CodeTooLarge, Message: err.Error(), Field: "body"}, true
 	case errors.Is(err, protocol.ErrInvalid), errors.Is(err, protocol.ErrVersion):
-		return http.StatusBadRequest, protocol.APIErrorBody{Code: CodeInvalid, Message: err.Error()}, true
+		return http.StatusBadRequest, apiv1.ErrorBody{Code: apiv1.CodeInvalid, Message: err.Error()}, true
 	case errors.As(err, &ee):
-		return http.StatusConflict, protocol.APIErrorBody{Code: CodeExists, Message: err.Error(), Field: "idempotency_key", ID: ee.ID}, true
+		return http.StatusConflict, apiv1.ErrorBody{Code: apiv1.CodeExists, Message: err.Error(), Field: "idempotency_key", ID: ee.ID}, true
 	case errors.Is(err, controller.ErrExists):
-		return http.StatusConflict, protocol.APIErrorBody{Code: CodeExists, Message: err.Error()}, true
+		return http.StatusConflict, apiv1.ErrorBody{Code: apiv1.CodeExists, Message: err.Error()}, true
 	case errors.Is(err, controller.ErrNotFound):
-		return http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound, Message: err.Error()}, true
+		return http.StatusNotFound, apiv1.ErrorBody{Code: apiv1.CodeNotFound, Message: err.Error()}, true
 	case errors.Is(err, controller.ErrConflict):
-		return http.StatusConflict, protocol.APIErrorBody{Code: CodeConflict, Message: err.Error()}, true
+		return http.StatusConflict, apiv1.ErrorBody{Code: apiv1.CodeConflict, Message: err.Error()}, true
 	case errors.Is(err, controller.ErrNotReady):
-		return http.StatusServiceUnavailable, protocol.APIErrorBody{Code: CodeUnavailable, Message: err.Error()}, true
+		return http.StatusServiceUnavailable, apiv1.ErrorBody{Code: apiv1.CodeUnavailable, Message: err.Error()}, true
 	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, protocol.APIErrorBody{Code: CodeUnavailable, Message: "the controller did not answer in time; try again"}, true
+		return http.StatusServiceUnavailable, apiv1.ErrorBody{Code: apiv1.CodeUnavailable, Message: "the controller did not answer in time; try again"}, true
 	}
-	return http.StatusInternalServerError, protocol.APIErrorBody{Code: CodeInternal, Message: "internal error"}, false
+	return http.StatusInternalServerError, apiv1.ErrorBody{Code: apiv1.CodeInternal, Message: "internal error"}, false
 }
 
 // fieldMessage is "field: reason"; an error about no field in particular is

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/apiv1"
 )
 
 // Options configure the API handler.
@@ -123,14 +123,14 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "" {
 				msg = "the bearer token is not valid"
 			}
-			writeAPIError(sw, http.StatusUnauthorized, protocol.APIErrorBody{Code: CodeUnauthorized, Message: msg})
+			writeAPIError(sw, http.StatusUnauthorized, apiv1.ErrorBody{Code: apiv1.CodeUnauthorized, Message: msg})
 			return
 		}
 		if rec != nil {
 			rec.who = tok.Name
 		}
 		if tok.Role != RoleAdmin && mutating(r.Method) {
-			writeAPIError(sw, http.StatusForbidden, protocol.APIErrorBody{Code: CodeForbidden,
+			writeAPIError(sw, http.StatusForbidden, apiv1.ErrorBody{Code: apiv1.CodeForbidden,
 				Message: fmt.Sprintf("token %q has role %s, which may only read; %s needs role admin", tok.Name, tok.Role, r.Method)})
 			return
 		}
@@ -150,10 +150,10 @@ func (s *server) noRoute(w http.ResponseWriter, r *http.Request) {
 	switch cw.status {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", cw.header.Get("Allow"))
-		writeAPIError(w, http.StatusMethodNotAllowed, protocol.APIErrorBody{Code: CodeNotAllowed,
+		writeAPIError(w, http.StatusMethodNotAllowed, apiv1.ErrorBody{Code: apiv1.CodeNotAllowed,
 			Message: fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, cw.header.Get("Allow"))})
 	case http.StatusNotFound, 0:
-		writeAPIError(w, http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
+		writeAPIError(w, http.StatusNotFound, apiv1.ErrorBody{Code: apiv1.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	default: // a redirect to the cleaned path
 		for k, v := range cw.header {
 			w.Header()[k] = v
@@ -173,7 +173,7 @@ func (s *server) recoverPanic(w *statusWriter, r *http.Request) {
 	s.log.Error("api handler panic", "method", r.Method, "path", r.URL.Path, "request_id", requestID(r.Context()),
 		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	if w.status == 0 {
-		writeAPIError(w, http.StatusInternalServerError, protocol.APIErrorBody{Code: CodeInternal,
+		writeAPIError(w, http.StatusInternalServerError, apiv1.ErrorBody{Code: apiv1.CodeInternal,
 			Message: "internal error (request id " + requestID(r.Context()) + ")"})
 	}
 }
@@ -188,7 +188,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		if !ok || status != http.StatusServiceUnavailable {
 			// Whatever keeps the backend from being ready, the answer is "not ready".
 			s.log.Warn("api not ready", "err", err)
-			body = protocol.APIErrorBody{Code: CodeUnavailable, Message: "not ready"}
+			body = apiv1.ErrorBody{Code: apiv1.CodeUnavailable, Message: "not ready"}
 		}
 		writeAPIError(w, http.StatusServiceUnavailable, body)
 		return
@@ -198,7 +198,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	if s.metrics == nil {
-		writeAPIError(w, http.StatusNotFound, protocol.APIErrorBody{Code: CodeNotFound, Message: "metrics are not enabled"})
+		writeAPIError(w, http.StatusNotFound, apiv1.ErrorBody{Code: apiv1.CodeNotFound, Message: "metrics are not enabled"})
 		return
 	}
 	s.metrics.ServeHTTP(w, r)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/pkg/apiv1"
 )
 
 // with returns validJob with top-level keys replaced (nil deletes).
@@ -120,11 +120,11 @@ func TestCreateValidation(t *testing.T) {
 		t.Fatalf("only %d cases", len(tests))
 	}
 	r := e.do("GET", "/v1/jobs", nil)
-	if l := decode[api.JobList](t, r); len(l.Jobs) != 0 {
+	if l := decode[apiv1.JobList](t, r); len(l.Jobs) != 0 {
 		t.Fatalf("bad requests created jobs: %s", r.body)
 	}
 	r = e.do("GET", "/v1/executions", nil)
-	if l := decode[api.ExecutionList](t, r); len(l.Executions) != 0 {
+	if l := decode[apiv1.ExecutionList](t, r); len(l.Executions) != 0 {
 		t.Fatalf("bad requests created executions: %s", r.body)
 	}
 }

@@ -16,55 +16,21 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
 // RegistryFile is the enrolled-agent registry under the auth directory.
 const RegistryFile = "agents.json"
 
-// Agent is an enrolled agent: its id and NATS public key. The seed is
-// never stored by the controller.
-type Agent struct {
-	// ID is the agent id (protocol.ValidateName).
-	ID string `json:"id"`
-	// PublicKey is the agent's NKey user public key ("U…").
-	PublicKey string `json:"public_key"`
-	// Labels are recorded at enrollment (informational; the agent reports
-	// its own labels when it registers).
-	Labels map[string]string `json:"labels,omitempty"`
-	// EnrolledAt is when the current key was issued.
-	EnrolledAt time.Time `json:"enrolled_at"`
-}
+// Agent is an enrolled agent (apiv1.EnrolledAgent: the API's type).
+type Agent = apiv1.EnrolledAgent
 
 // EnrollRequest is the body of POST /v1/agents/{id}:enroll.
-type EnrollRequest struct {
-	// Labels are recorded with the enrollment.
-	Labels map[string]string `json:"labels,omitempty"`
-	// Rotate replaces the key of an enrolled agent (its live connection is
-	// closed); without it enrolling an enrolled id fails with ErrAlreadyEnrolled.
-	Rotate bool `json:"rotate,omitempty"`
-}
+type EnrollRequest = apiv1.EnrollRequest
 
-// Validate checks the request; the error names the field.
-func (r EnrollRequest) Validate() error {
-	if err := protocol.ValidateLabels("labels", r.Labels); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return nil
-}
-
-// Enrollment is the one-time answer to an enrollment: the agent and the
-// seed of its new key. It is returned once and stored nowhere.
-type Enrollment struct {
-	Agent
-	// Seed is the agent's NKey user seed ("SU…"), secret.
-	Seed string `json:"seed"`
-}
-
-// String hides the seed so that an Enrollment never reaches a log.
-func (e Enrollment) String() string {
-	return fmt.Sprintf("{%s %s seed:*****}", e.ID, e.PublicKey)
-}
+// Enrollment is an enrolled agent with its seed, shown once.
+type Enrollment = apiv1.Enrollment
 
 // registryDoc is the file format of the registry.
 type registryDoc struct {
@@ -161,7 +127,7 @@ func DecodeRegistry(data []byte) ([]Agent, error) {
 	}
 	seen := make(map[string]bool, len(doc.Agents))
 	for i, a := range doc.Agents {
-		if err := a.validate(); err != nil {
+		if err := validateAgent(a); err != nil {
 			return nil, fmt.Errorf("%w: agents[%d]: %w", ErrRegistry, i, err)
 		}
 		if seen[a.ID] {
@@ -172,7 +138,7 @@ func DecodeRegistry(data []byte) ([]Agent, error) {
 	return doc.Agents, nil
 }
 
-func (a Agent) validate() error {
+func validateAgent(a Agent) error {
 	if err := protocol.ValidateName("id", a.ID); err != nil {
 		return err
 	}
@@ -193,7 +159,7 @@ func (r *Registry) Enroll(id string, req EnrollRequest, now time.Time) (Enrollme
 		return Enrollment{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := req.Validate(); err != nil {
-		return Enrollment{}, err
+		return Enrollment{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	pub, seed, err := NewUserKey()
 	if err != nil {
@@ -215,7 +181,7 @@ func (r *Registry) Enroll(id string, req EnrollRequest, now time.Time) (Enrollme
 		}
 		return Enrollment{}, err
 	}
-	return Enrollment{Agent: a, Seed: string(seed)}, nil
+	return Enrollment{EnrolledAgent: a, Seed: string(seed)}, nil
 }
 
 // Revoke removes agent id and returns what it was.

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/axsched/ax/pkg/apiv1"
 )
 
 // DefaultTimeout bounds each request of a client made without WithHTTPClient.
@@ -121,12 +123,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 func decodeAPIError(resp *http.Response, data []byte) error {
 	e := &APIError{Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
 	var body struct {
-		Error *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-			Field   string `json:"field"`
-			ID      string `json:"id"`
-		} `json:"error"`
+		Error *apiv1.ErrorBody `json:"error"`
 	}
 	if json.Unmarshal(data, &body) == nil && body.Error != nil {
 		e.Code, e.Message, e.Field, e.ID = body.Error.Code, body.Error.Message, body.Error.Field, body.Error.ID
@@ -153,19 +150,19 @@ func decodeAPIError(resp *http.Response, data []byte) error {
 func codeOfStatus(status int) string {
 	switch status {
 	case http.StatusBadRequest:
-		return "invalid"
+		return apiv1.CodeInvalid
 	case http.StatusUnauthorized:
-		return "unauthorized"
+		return apiv1.CodeUnauthorized
 	case http.StatusForbidden:
-		return "forbidden"
+		return apiv1.CodeForbidden
 	case http.StatusNotFound:
-		return "not_found"
+		return apiv1.CodeNotFound
 	case http.StatusConflict:
-		return "conflict"
+		return apiv1.CodeConflict
 	case http.StatusRequestEntityTooLarge:
-		return "too_large"
+		return apiv1.CodeTooLarge
 	case http.StatusServiceUnavailable:
-		return "unavailable"
+		return apiv1.CodeUnavailable
 	}
-	return "internal"
+	return apiv1.CodeInternal
 }

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -15,15 +15,15 @@ func agentPath(id string) string { return "/v1/agents/" + url.PathEscape(id) }
 // holds the agent's seed: the only copy, to be written to a file of mode
 // 0600 on the agent. An enrolled id gives an *APIError matching ErrExists
 // unless req.Rotate is set.
-func (c *Client) EnrollAgent(ctx context.Context, id string, req auth.EnrollRequest) (auth.Enrollment, error) {
-	var out auth.Enrollment
+func (c *Client) EnrollAgent(ctx context.Context, id string, req apiv1.EnrollRequest) (apiv1.Enrollment, error) {
+	var out apiv1.Enrollment
 	err := c.do(ctx, http.MethodPost, agentPath(id)+":enroll", nil, req, &out)
 	return out, err
 }
 
 // RevokeAgent removes agent id's NATS identity and closes its connection.
-func (c *Client) RevokeAgent(ctx context.Context, id string) (auth.Agent, error) {
-	var out auth.Agent
+func (c *Client) RevokeAgent(ctx context.Context, id string) (apiv1.EnrolledAgent, error) {
+	var out apiv1.EnrolledAgent
 	err := c.do(ctx, http.MethodPost, agentPath(id)+":revoke", nil, nil, &out)
 	return out, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -66,9 +67,9 @@ func (e *APIError) Is(target error) bool {
 	case ErrNotFound:
 		return e.Status == http.StatusNotFound
 	case ErrExists:
-		return e.Code == "already_exists"
+		return e.Code == apiv1.CodeExists
 	case ErrConflict:
-		return e.Code == "conflict"
+		return e.Code == apiv1.CodeConflict
 	case ErrNotReady:
 		return e.Status == http.StatusServiceUnavailable
 	case ErrUnauthorized:
@@ -78,9 +79,9 @@ func (e *APIError) Is(target error) bool {
 	case ErrInternal:
 		return e.Status >= 500 && e.Status != http.StatusServiceUnavailable
 	case protocol.ErrInvalid:
-		return e.Code == "invalid" || e.Status == http.StatusUnsupportedMediaType
+		return e.Code == apiv1.CodeInvalid || e.Status == http.StatusUnsupportedMediaType
 	case protocol.ErrTooLarge:
-		return e.Code == "too_large"
+		return e.Code == apiv1.CodeTooLarge
 	}
 	return false
 }
@@ -92,7 +93,7 @@ func (e *APIError) FieldError() (*protocol.FieldError, bool) {
 		return nil, false
 	}
 	sentinel := protocol.ErrInvalid
-	if e.Code == "too_large" {
+	if e.Code == apiv1.CodeTooLarge {
 		sentinel = protocol.ErrTooLarge
 	}
 	reason := e.Message

@@ -100,18 +100,12 @@ type BatchResult struct {
 	Err error
 }
 
-// CreateJobs creates up to 1000 jobs in one request (POST
+// CreateJobs creates up to apiv1.MaxBatchJobs (1000) jobs in one request (POST
 // /v1/jobs:batch), each on its own: one result per job, in order. The
 // error is for the request as a whole (not a batch, too many jobs, the
 // controller not reachable); then nothing was created.
 func (c *Client) CreateJobs(ctx context.Context, jobs []protocol.Job) ([]BatchResult, error) {
-	var out struct {
-		Results []struct {
-			Status int                    `json:"status"`
-			Job    *protocol.Job          `json:"job"`
-			Error  *protocol.APIErrorBody `json:"error"`
-		} `json:"results"`
-	}
+	var out apiv1.JobBatchResult
 	if err := c.do(ctx, http.MethodPost, "/v1/jobs:batch", nil, map[string]any{"jobs": jobs}, &out); err != nil {
 		return nil, err
 	}
@@ -141,10 +135,7 @@ func (c *Client) GetJob(ctx context.Context, id string) (protocol.Job, error) {
 
 // ListJobs returns one page of jobs and the cursor of the next page ("" at the end).
 func (c *Client) ListJobs(ctx context.Context, f JobFilter) ([]protocol.Job, string, error) {
-	var out struct {
-		Jobs []protocol.Job `json:"jobs"`
-		Next string         `json:"next"`
-	}
+	var out apiv1.JobList
 	err := c.do(ctx, http.MethodGet, "/v1/jobs", f.values(), nil, &out)
 	return out.Jobs, out.Next, err
 }
@@ -220,10 +211,7 @@ func (c *Client) GetExecution(ctx context.Context, id string) (protocol.Executio
 
 // ListExecutions returns one page of executions and the cursor of the next page.
 func (c *Client) ListExecutions(ctx context.Context, f ExecFilter) ([]protocol.Execution, string, error) {
-	var out struct {
-		Executions []protocol.Execution `json:"executions"`
-		Next       string               `json:"next"`
-	}
+	var out apiv1.ExecutionList
 	err := c.do(ctx, http.MethodGet, "/v1/executions", f.values(), nil, &out)
 	return out.Executions, out.Next, err
 }

@@ -102,20 +102,3 @@ const (
 	// LabelsFromOperator: set by `agent label` (POST /v1/agents/{id}:label).
 	LabelsFromOperator = "operator"
 )
-
-// APIError is the body of every HTTP API error:
-// {"error":{"code":"invalid","message":"schedule.cron: ...","field":"schedule.cron"}}.
-type APIError struct {
-	Error APIErrorBody `json:"error"`
-}
-
-// APIErrorBody is the inside of APIError.
-type APIErrorBody struct {
-	// Code is a machine-readable word: invalid, not_found, already_exists,
-	// conflict, too_large, unauthorized, forbidden, unavailable, internal.
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-	// ID is the existing job's id on already_exists.
-	ID string `json:"id,omitempty"`
-}
