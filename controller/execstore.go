@@ -5,61 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// execRecord is an execution as stored in KV ax_execs: the public
-// Execution plus the report steps already applied to its current attempt,
-// which make every report idempotent by (exec_id, attempt, kind).
-type execRecord struct {
-	protocol.Execution
-	// Applied lists the report steps applied to attempt Execution.Attempt,
-	// in order; Path[i] is the state step Applied[i] moved the execution
-	// to, and From the state before the attempt's first step ("" for none).
-	// They let a duplicate report re-publish the events it caused.
-	Applied []protocol.ReportKind `json:"applied,omitempty"`
-	Path    []protocol.State      `json:"path,omitempty"`
-	From    protocol.State        `json:"from,omitempty"`
-	// Sent is the attempt whose run command the controller last sent for a
-	// retry (to Execution.Agent, under Execution.Epoch); 0 when none was
-	// sent since the record was written by a version without it. A new
-	// attempt is accepted only from that agent, for that attempt.
-	Sent int `json:"sent,omitempty"`
-}
+// execRecord is an execution as stored in KV ax_execs (execution.Record).
+type execRecord = execution.Record
 
-// clone returns a deep copy, so that a mutation never touches a cached value.
-func (r *execRecord) clone() *execRecord {
-	if r == nil {
-		return nil
-	}
-	n := *r
-	n.Applied = slices.Clone(r.Applied)
-	n.Path = slices.Clone(r.Path)
-	if r.Result != nil {
-		res := *r.Result
-		n.Result = &res
-	}
-	if r.Shard != nil {
-		s := *r.Shard
-		n.Shard = &s
-	}
-	return &n
-}
-
-func (r *execRecord) hasApplied(k protocol.ReportKind) bool { return slices.Contains(r.Applied, k) }
-
-func decodeExec(b []byte) (*execRecord, error) {
-	var r execRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
+func decodeExec(b []byte) (*execRecord, error) { return execution.Decode(b) }
 
 // execVersion is a record with the KV revision it was read at (0: absent).
 type execVersion struct {
@@ -109,31 +66,6 @@ func (c *Controller) writeExec(ctx context.Context, cur execVersion, next *execR
 		return 0, fmt.Errorf("write execution %s: %w", next.ExecID, err)
 	}
 	return rev, nil
-}
-
-// mutateExec applies fn to the current record of id (nil when absent) and
-// writes its result with compare-and-set, re-reading and re-applying on a
-// conflict. fn returns (nil, nil) for "no change" and an error to abort.
-// The result is the record before and after; after is nil when nothing
-// was written.
-func (c *Controller) mutateExec(ctx context.Context, id string, fn func(cur *execRecord) (*execRecord, error)) (before, after *execRecord, err error) {
-	for range 20 {
-		cur, err := c.readExec(ctx, id)
-		if err != nil {
-			return nil, nil, err
-		}
-		next, err := fn(cur.rec.clone())
-		if err != nil || next == nil {
-			return cur.rec, nil, err
-		}
-		if _, err := c.writeExec(ctx, cur, next); errors.Is(err, errCASConflict) {
-			continue
-		} else if err != nil {
-			return cur.rec, nil, err
-		}
-		return cur.rec, next, nil
-	}
-	return nil, nil, fmt.Errorf("execution %s: %w: too much contention", id, ErrConflict)
 }
 
 // scanExecs calls fn once for every execution in the bucket, with its

@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
-	"github.com/axsched/ax/pkg/retry"
 )
 
 // laneBatch bounds the report messages a lane applies together.
@@ -42,13 +41,17 @@ type pendingReport struct {
 	msg      jetstream.Msg
 	r        protocol.Report
 	mayDefer bool
-	res      applyResult
-	held     bool // ahead of its record in the current plan
+	// The outcome of execution.Apply in the current plan: the effects of
+	// the report (accepted) or its refusal (err, with the effects of a
+	// duplicate: its events again).
+	effs []execution.Effect
+	err  error
+	held bool // ahead of its record in the current plan
 	// create authorizes the report to create its execution's record
 	// (authorizeCreate, asked at most once).
-	create                     createCheck
-	createDone, createEarly    bool
-	createReason, createDetail string
+	create     func() error
+	createDone bool
+	createErr  error
 }
 
 // group is the reports of one execution in a batch, in stream order, and
@@ -130,12 +133,14 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			l.groups = append(l.groups, g)
 		}
 		p := &pendingReport{msg: m, r: r, mayDefer: l.mayDefer(m)}
-		p.create = func() (string, string, bool) {
+		p.create = func() error {
 			if !p.createDone {
 				p.createDone = true
-				p.createReason, p.createDetail, p.createEarly = c.authorizeCreate(ctx, p.r)
+				if reason, detail, early := c.authorizeCreate(ctx, p.r); reason != "" {
+					p.createErr = &execution.Rejection{Err: rejectReason(reason), Detail: detail, Early: early}
+				}
 			}
-			return p.createReason, p.createDetail, p.createEarly
+			return p.createErr
 		}
 		g.items = append(g.items, p)
 	}
@@ -222,17 +227,11 @@ func (l *lane) plan(g *group, cur execVersion) {
 	c := l.w.c
 	g.cur, g.next, g.err = cur, nil, nil
 	rec := cur.rec
-	now := c.now()
-	var policy func() retry.Policy
+	var env execution.Env
 	if len(g.items) > 0 {
-		jobID := g.items[0].r.JobID
-		policy = func() retry.Policy {
-			if j, _, ok := c.jobs.get(jobID); ok {
-				return j.Retry.Policy().WithDefaults()
-			}
-			return retry.DefaultPolicy()
-		}
+		env = c.jobEnv(g.items[0].r.JobID)
 	}
+	now := env.Now
 	for _, p := range g.items {
 		p.held = false
 	}
@@ -241,8 +240,8 @@ func (l *lane) plan(g *group, cur execVersion) {
 		// never made again by a late or replayed report.
 		if e, ok := c.inHistory(context.Background(), g.id); ok {
 			for _, p := range g.items {
-				p.res = rejected(rejectDuplicate, "execution left live state %s ago as %s; its history is final",
-					now.Sub(e.UpdatedAt).Round(time.Second), e.State)
+				p.effs, p.err = nil, &execution.Rejection{Err: execution.ErrDuplicate, Detail: fmt.Sprintf(
+					"execution left live state %s ago as %s; its history is final", now.Sub(e.UpdatedAt).Round(time.Second), e.State)}
 			}
 			return
 		}
@@ -253,10 +252,11 @@ func (l *lane) plan(g *group, cur execVersion) {
 			if pass > 0 && !p.held {
 				continue
 			}
-			res := applyReport(rec, p.r, policy, rand.Int64N, now, p.create)
-			p.res, p.held = res, res.reject != "" && res.early
-			if res.reject == "" {
-				rec, g.next, progress = res.next, res.next, true
+			env.AuthorizeCreate = p.create
+			next, effs, err := execution.Apply(rec, execution.Report{Report: p.r}, env)
+			p.effs, p.err, p.held = effs, err, execution.IsEarly(err)
+			if err == nil {
+				rec, g.next, progress = next, next, true
 			}
 		}
 		if !progress || !l.anyHeld(g) {
@@ -269,7 +269,7 @@ func (l *lane) plan(g *group, cur execVersion) {
 // newer record may change: held (ahead of it) or for another agent.
 func (l *lane) mayBeStale(g *group) bool {
 	for _, p := range g.items {
-		if p.held || p.res.reject == rejectWrongAgent {
+		if p.held || errors.Is(p.err, execution.ErrWrongAgent) {
 			return true
 		}
 	}
@@ -362,33 +362,25 @@ func (l *lane) commit(g *group) {
 		l.remember(g.id, g.cur)
 	}
 	for _, p := range g.items {
-		res := p.res
 		switch {
-		case res.reject == "":
-			for i := range res.steps {
-				st := &res.steps[i]
-				c.m.apply()
-				if f := c.transitionEffects(&st.rec, st.tr); f != nil {
-					g.evs = append(g.evs, f)
-				} else {
-					g.evErr = true
+		case p.err == nil:
+			for _, e := range p.effs {
+				if _, ok := e.(execution.Transitioned); ok {
+					c.m.apply()
 				}
 			}
 		case p.held && p.mayDefer:
-			// deferred in finish
+			continue // deferred in finish
 		default:
-			c.m.reject(res.reject)
-			c.log.Info("report rejected", "reason", res.reject, "detail", res.detail, "exec", p.r.ExecID,
+			reason := rejectLabel(p.err)
+			c.m.reject(reason)
+			c.log.Info("report rejected", "reason", reason, "detail", execution.DetailOf(p.err), "exec", p.r.ExecID,
 				"attempt", p.r.Attempt, "kind", p.r.Kind, "agent", p.r.Agent)
-			for i := range res.replay {
-				st := &res.replay[i]
-				if f := c.publishEvent(&st.rec, st.tr); f != nil {
-					g.evs = append(g.evs, f)
-				} else {
-					g.evErr = true
-				}
-			}
 		}
+		// Report effects are events and retry timers, never commands.
+		futs, evErr, _ := c.startEffects(context.Background(), g.next, nil, p.effs)
+		g.evs = append(g.evs, futs...)
+		g.evErr = g.evErr || evErr
 	}
 }
 
