@@ -106,6 +106,11 @@ func applyStep(cur *Record, r protocol.Report, env Env) (*Record, Transition, *R
 	if cur.State.Terminal() {
 		return nil, Transition{}, reject(ErrTerminal, "execution is already %s", cur.State)
 	}
+	if cur.State == protocol.StateRetryWaiting && r.Attempt == cur.Attempt {
+		// The attempt ended (finished, lost with its agent's lease, or
+		// dropped fenced): only the next one, sent by a retry, may come.
+		return nil, Transition{}, reject(ErrOldAttempt, "attempt %d ended; the execution waits to send attempt %d", r.Attempt, r.Attempt+1)
+	}
 	newAttempt := r.Attempt > cur.Attempt
 	next1 := cur.State == protocol.StateRetryWaiting && r.Attempt == cur.Attempt+1
 	if newAttempt && !(next1 && (r.Kind == protocol.ReportTriggered || r.Kind == protocol.ReportFenced)) {

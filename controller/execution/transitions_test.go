@@ -163,6 +163,10 @@ func TestApplyReport(t *testing.T) {
 		{name: "fenced under an older epoch", cur: func() *Record { r := leased(protocol.StateRetryWaiting, 1, 2); r.Epoch = 6; return r }(), r: fenced(2, 5), reject: ErrOldEpoch},
 		{name: "fenced retry re-pointed elsewhere", cur: func() *Record { r := leased(protocol.StateRetryWaiting, 1, 2); r.Agent = "a2"; return r }(), r: fenced(2, 5), reject: ErrWrongAgent},
 		{name: "fenced retry not sent", cur: leased(protocol.StateRetryWaiting, 2, 2), r: fenced(3, 5), reject: ErrFuture},
+		// An attempt waiting for its retry ended: only the next one may come.
+		{name: "lost attempt reported by the new holder", cur: func() *Record { r := leased(protocol.StateRetryWaiting, 1, 0); r.Agent = "a2"; return r }(),
+			r: func() protocol.Report { r := by("a2", rep(protocol.ReportTriggered, 1)); r.Epoch = 5; return r }(), reject: ErrOldAttempt},
+		{name: "interrupted after the attempt finished", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: rep(protocol.ReportInterrupted, 1), reject: ErrOldAttempt},
 	}
 	earlyCases := map[string]bool{
 		"running without record":                               true,
