@@ -32,7 +32,7 @@ func (c *Controller) applyExec(ctx context.Context, id string, ev execution.Even
 		if err != nil || next == nil {
 			return cur.rec, nil, effs, err
 		}
-		if _, err := c.writeExec(ctx, cur, next); errors.Is(err, errCASConflict) {
+		if _, err := c.execs().put(ctx, cur, next); errors.Is(err, errCASConflict) {
 			continue
 		} else if err != nil {
 			return cur.rec, nil, nil, err

@@ -2,13 +2,11 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/execution"
@@ -21,11 +19,19 @@ const laneBatch = 256
 // lane applies the reports given to it, in order per execution; it alone
 // owns its cache. It works in batches: it takes the messages waiting
 // (up to laneBatch), folds the reports of one execution into one record
-// write, issues the writes of all executions at once (asynchronous
-// compare-and-set publishes on the KV revision), publishes the events of
+// write (execution.Apply per report), issues the writes of all
+// executions at once through the execution store (execStore.putAsync:
+// pipelined compare-and-set on the KV revision), publishes the events of
 // the writes that succeeded, and acknowledges each message only after its
 // write and its events are stored. A lost compare-and-set or a failed
 // write is redone for that execution alone, reading the record again.
+//
+// Its cache may be stale: other code writes ax_execs too (the lease code,
+// retries, an operator's retry or cancel on any replica), through the
+// store but not through this lane. A stale record cannot be written over
+// (compare-and-set), but it can make a report look refused without a
+// write; so a refusal a newer record may change (ahead of the record, or
+// for another agent) reads the record again (mayBeStale).
 type lane struct {
 	w     *shardWorker
 	in    chan jetstream.Msg
@@ -61,7 +67,7 @@ type group struct {
 	items []*pendingReport
 	cur   execVersion
 	next  *execRecord // the record to write; nil when nothing applies
-	fut   jetstream.PubAckFuture
+	put   *pendingPut // its write in flight
 	err   error
 	rev   uint64
 	evs   []jetstream.PubAckFuture
@@ -170,21 +176,13 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			l.plan(g, cur)
 		}
 		if g.next != nil {
-			g.fut, g.err = l.writeAsync(g)
+			g.put = c.execs().putAsync(g.cur, g.next)
 		}
 	}
 	// Collect the writes; redo the failed ones one by one.
 	for _, g := range l.groups {
-		if g.fut != nil {
-			select {
-			case ack := <-g.fut.Ok():
-				g.rev = ack.Sequence
-			case err := <-g.fut.Err():
-				g.err = err
-				if isWrongLastSeq(err) {
-					g.err = errCASConflict
-				}
-			case <-ctx.Done():
+		if g.put != nil {
+			if g.rev, g.err = g.put.wait(ctx); ctx.Err() != nil {
 				return // shutting down: nothing acknowledged is redelivered
 			}
 		}
@@ -295,17 +293,6 @@ func (l *lane) anyHeld(g *group) bool {
 	return false
 }
 
-// writeAsync publishes the group's record to its KV key with
-// compare-and-set on the revision read (none: the key must not exist).
-func (l *lane) writeAsync(g *group) (jetstream.PubAckFuture, error) {
-	data, err := json.Marshal(g.next)
-	if err != nil {
-		return nil, fmt.Errorf("write execution %s: encode: %w", g.id, err)
-	}
-	m := &nats.Msg{Subject: "$KV." + protocol.BucketExecs + "." + g.id, Data: data, Header: nats.Header{}}
-	return l.w.c.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(g.cur.rev), jetstream.WithStallWait(asyncStallWait))
-}
-
 // settle redoes a group whose write failed: read, plan, write, one at a
 // time, until it is stored or ctx ends (false). A transient failure (KV
 // unreachable) is retried in place, keeping the messages in progress, so
@@ -345,7 +332,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 		if g.next == nil {
 			return true
 		}
-		if g.rev, g.err = c.writeExec(ctx, cur, g.next); g.err == nil {
+		if g.rev, g.err = c.execs().put(ctx, cur, g.next); g.err == nil {
 			return true
 		}
 	}

@@ -192,15 +192,15 @@ func (c *Controller) retireExec(ctx context.Context, id string, now time.Time) (
 	case err != nil:
 		return false, nil, err
 	}
-	// The one effect is execution.Retire, done here with the revision read.
-	seq, err := c.purgeKey(ctx, protocol.BucketExecs, id, v.rev)
+	// The one effect is execution.Retire, done with the revision read.
+	m, err := c.execs().retire(ctx, id, v.rev)
 	if errors.Is(err, errCASConflict) {
 		return false, nil, nil
 	}
 	if err != nil {
 		return false, nil, err
 	}
-	return true, &marker{stream: kvStream(protocol.BucketExecs), subject: kvSubject(protocol.BucketExecs, id), seq: seq}, nil
+	return true, m, nil
 }
 
 // purgeMarkers purges the markers of the last pass, sweepParallel at a time.
