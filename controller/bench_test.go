@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -174,7 +175,7 @@ func processCPU(b *testing.B) time.Duration {
 // adds to the controller's work per report (reportauth.go), next to the
 // work every report had before: decoding it and applying it to its record.
 //
-//   - decode+apply: protocol.DecodeReport and applyReport of a finished
+//   - decode+apply: protocol.DecodeReport and execution.Apply of a finished
 //     report standing for its three steps (a coalesced periodic fire);
 //   - checks-pinned: the shard check and the create check of that report
 //     (a pinned job, epoch 0);
@@ -213,15 +214,15 @@ func BenchmarkReportChecks(b *testing.B) {
 	}
 	pr, pdata, psubj := mk(pinned, 0)
 	gr, _, gsubj := mk(group, epoch)
-	policy := func() retry.Policy { return retry.DefaultPolicy() }
+	env := execution.Env{Now: now, Rand: rand.Int64N}
 	b.Run("decode+apply", func(b *testing.B) {
 		for b.Loop() {
 			r, err := protocol.DecodeReport(pdata)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if res := applyReport(nil, r, policy, rand.Int64N, now, nil); res.reject != "" {
-				b.Fatal(res.detail)
+			if _, _, err := execution.Apply(nil, execution.Report{Report: r}, env); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -95,50 +96,25 @@ func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled t
 				continue
 			}
 		}
-		now := c.now()
-		rec := &execRecord{Execution: protocol.Execution{
-			ExecID: p.execID, JobID: j.ID, Attempt: 1, State: protocol.StatePending, Agent: p.agent,
-			ScheduledAt: scheduled, CreatedAt: now, UpdatedAt: now, Shard: p.shard, Reason: reason,
-		}}
-		if p.agent == "" {
-			rec.Reason = "no_agent"
-		}
-		before, after, err := c.mutateExec(ctx, p.execID, func(cur *execRecord) (*execRecord, error) {
-			if cur != nil {
-				return nil, nil
-			}
-			if err := CheckTransition(stateNone, protocol.StatePending); err != nil {
-				return nil, err
-			}
-			return rec.clone(), nil
-		})
-		if err != nil {
-			return out, err
-		}
-		if after == nil { // exists already
+		ev := execution.Create{ExecID: p.execID, JobID: j.ID, Agent: p.agent, ScheduledAt: scheduled, Shard: p.shard, Reason: reason}
+		before, after, effs, err := c.applyExec(ctx, p.execID, ev, execution.Env{})
+		if errors.Is(err, execution.ErrExists) {
 			if fresh && i == 0 {
 				return nil, errExecExists
 			}
-			if before.State == protocol.StatePending && before.Agent != "" {
-				if err := c.sendRun(ctx, j, before, before.Attempt, before.ScheduledAt); err != nil {
-					return out, fmt.Errorf("re-send run %s: %w", before.ExecID, err)
-				}
+			if err := c.execEffects(ctx, before, &j, effs); err != nil { // the run of a PENDING one, again
+				return out, err
 			}
 			out = append(out, before.Execution)
 			continue
 		}
-		c.afterTransition(after, transition{from: stateNone, to: protocol.StatePending, reason: after.Reason})
+		if err != nil {
+			return out, err
+		}
+		if err := c.execEffects(ctx, after, &j, effs); err != nil {
+			return out, err
+		}
 		out = append(out, after.Execution)
-		if p.agent == "" {
-			c.assignMu.Lock()
-			c.unplaced[p.execID] = j.ID
-			c.assignMu.Unlock()
-			c.log.Warn("execution waits for an agent of its group", "exec", p.execID, "group", j.Target.Group)
-			continue
-		}
-		if err := c.sendRun(ctx, j, after, 1, scheduled); err != nil {
-			return out, fmt.Errorf("send run %s: %w", p.execID, err)
-		}
 	}
 	return out, nil
 }
@@ -155,22 +131,17 @@ func (c *Controller) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 		if len(groupMembers(j, []protocol.AgentInfo{a})) == 0 {
 			continue
 		}
-		_, after, err := c.mutateExec(ctx, execID, func(cur *execRecord) (*execRecord, error) {
-			if cur == nil || cur.State != protocol.StatePending || cur.Agent != "" {
-				return nil, nil
-			}
-			cur.Agent, cur.Reason, cur.UpdatedAt = a.Agent, "placed", c.now()
-			return cur, nil
-		})
+		_, after, effs, err := c.applyExec(ctx, execID, execution.Place{Agent: a.Agent}, execution.Env{})
+		if errors.Is(err, execution.ErrMovedOn) {
+			delete(c.unplaced, execID)
+			continue
+		}
 		if err != nil {
 			c.log.Warn("place execution", "exec", execID, "agent", a.Agent, "err", err)
 			continue
 		}
 		delete(c.unplaced, execID)
-		if after == nil {
-			continue
-		}
-		if err := c.sendRun(ctx, j, after, after.Attempt, after.ScheduledAt); err != nil {
+		if err := c.execEffects(ctx, after, &j, effs); err != nil {
 			c.log.Warn("send run of placed execution", "exec", execID, "agent", a.Agent, "err", err)
 			continue
 		}

@@ -61,8 +61,12 @@
 //
 // Live executions are in KV ax_execs (key: exec id); ended ones leave it
 // after a grace period for the history (see History and retention).
-// statemachine.go holds the
-// allowed transitions of DESIGN §3 in one table. Reports arrive on AX_RPT,
+// Package execution (controller/execution) is their state machine: the
+// record, the one table of allowed transitions of DESIGN §3, and Apply,
+// through which every change of an execution is decided (a run created,
+// each report, a retry due, an operator's retry or cancel, an agent lost,
+// a job deleted, an expiry); the controller stores its result with
+// compare-and-set and executes its effects (execapply.go). Reports arrive on AX_RPT,
 // one durable pull consumer per shard (ax-shard-<n>; with fewer shards
 // configured than protocol.DefaultShards, the shard subjects up to
 // DefaultShards get consumers too, because an agent reports there before

@@ -11,41 +11,20 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// afterTransition does what follows a stored transition of an execution:
-// the event on ax.evt.<STATE>.<job>, the metrics, the log line, and the
-// retry timer (set on RETRY_WAITING, cleared when leaving it).
-//
-// It waits (a bounded time) until the event is stored, so that the history
-// index can show the change to a list made after the caller's write returned.
-func (c *Controller) afterTransition(rec *execRecord, tr transition) {
-	fut := c.transitionEffects(rec, tr)
-	if fut == nil {
-		return
-	}
-	t := time.NewTimer(eventAckWait)
-	defer t.Stop()
-	select {
-	case <-fut.Ok():
-	case <-fut.Err():
-	case <-t.C:
-	}
+// transition is one state change of an execution, for events, metrics and logs.
+type transition struct {
+	from, to protocol.State
+	reason   string
 }
 
-// eventAckWait bounds how long afterTransition waits for its event's ack.
-const eventAckWait = 2 * time.Second
-
-// transitionEffects is afterTransition returning the event's publish
-// future (nil when it could not be published at all).
+// transitionEffects does what follows a stored transition of an
+// execution (execution.Transitioned): the event on ax.evt.<STATE>.<job>,
+// the metrics and the log line. It returns the event's publish future
+// (nil when it could not be published at all).
 func (c *Controller) transitionEffects(rec *execRecord, tr transition) jetstream.PubAckFuture {
 	c.m.executions.WithLabelValues(string(tr.to)).Add(float64(rec.Fires())) // a coalesced SKIPPED record counts its fires
 	fut := c.publishEvent(rec, tr)
 	c.logTransition(rec, tr)
-	switch {
-	case tr.to == protocol.StateRetryWaiting:
-		c.retries.schedule(rec.ExecID, rec.JobID, rec.Attempt, rec.NextAttemptAt)
-	case tr.from == protocol.StateRetryWaiting:
-		c.retries.cancel(rec.ExecID)
-	}
 	switch tr.to {
 	case protocol.StateRunning:
 		c.m.scheduleLag.Observe(max(rec.Lag.D(), 0).Seconds())

@@ -43,23 +43,3 @@ func (e *ExistsError) Error() string {
 
 // Is makes errors.Is(err, ErrExists) true.
 func (e *ExistsError) Is(target error) bool { return target == ErrExists }
-
-// TransitionError is a state change the state machine (statemachine.go)
-// does not allow; Reason explains why.
-type TransitionError struct {
-	From, To string
-	Reason   string
-}
-
-// Error returns "transition FROM → TO: reason".
-func (e *TransitionError) Error() string {
-	from := e.From
-	if from == "" {
-		from = "(none)"
-	}
-	return fmt.Sprintf("transition %s → %s: %s", from, e.To, e.Reason)
-}
-
-// Is makes errors.Is(err, ErrConflict) true: a refused transition is a
-// conflict with the current state.
-func (e *TransitionError) Is(target error) bool { return target == ErrConflict }

@@ -5,61 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// execRecord is an execution as stored in KV ax_execs: the public
-// Execution plus the report steps already applied to its current attempt,
-// which make every report idempotent by (exec_id, attempt, kind).
-type execRecord struct {
-	protocol.Execution
-	// Applied lists the report steps applied to attempt Execution.Attempt,
-	// in order; Path[i] is the state step Applied[i] moved the execution
-	// to, and From the state before the attempt's first step ("" for none).
-	// They let a duplicate report re-publish the events it caused.
-	Applied []protocol.ReportKind `json:"applied,omitempty"`
-	Path    []protocol.State      `json:"path,omitempty"`
-	From    protocol.State        `json:"from,omitempty"`
-	// Sent is the attempt whose run command the controller last sent for a
-	// retry (to Execution.Agent, under Execution.Epoch); 0 when none was
-	// sent since the record was written by a version without it. A new
-	// attempt is accepted only from that agent, for that attempt.
-	Sent int `json:"sent,omitempty"`
-}
+// execRecord is an execution as stored in KV ax_execs (execution.Record).
+type execRecord = execution.Record
 
-// clone returns a deep copy, so that a mutation never touches a cached value.
-func (r *execRecord) clone() *execRecord {
-	if r == nil {
-		return nil
-	}
-	n := *r
-	n.Applied = slices.Clone(r.Applied)
-	n.Path = slices.Clone(r.Path)
-	if r.Result != nil {
-		res := *r.Result
-		n.Result = &res
-	}
-	if r.Shard != nil {
-		s := *r.Shard
-		n.Shard = &s
-	}
-	return &n
-}
-
-func (r *execRecord) hasApplied(k protocol.ReportKind) bool { return slices.Contains(r.Applied, k) }
-
-func decodeExec(b []byte) (*execRecord, error) {
-	var r execRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
+func decodeExec(b []byte) (*execRecord, error) { return execution.Decode(b) }
 
 // execVersion is a record with the KV revision it was read at (0: absent).
 type execVersion struct {
@@ -67,9 +25,30 @@ type execVersion struct {
 	rev uint64
 }
 
+// execStore is the one writer of KV ax_execs. Every record written — by
+// the API, the retries, the lease code and the report lanes alike — goes
+// through put (a synchronous compare-and-set) or putAsync (a pipelined
+// one: an asynchronous publish with the expected last sequence of the
+// key's subject, whose acks a report lane collects per batch), and every
+// removal through retire. Nothing else publishes on $KV.ax_execs.>
+// (TestOneExecWriter). It is a value over the controller's current bucket
+// (execs), which a store reset may replace.
+type execStore struct {
+	kv jetstream.KeyValue // ax_execs
+	js jetstream.JetStream
+}
+
+// execs returns the execution store over the current ax_execs bucket.
+func (c *Controller) execs() execStore { return execStore{kv: c.kv.Execs, js: c.js} }
+
 // readExec reads an execution; a missing one is (nil, 0, nil).
 func (c *Controller) readExec(ctx context.Context, id string) (execVersion, error) {
-	e, err := c.kv.Execs.Get(ctx, id)
+	return c.execs().get(ctx, id)
+}
+
+// get reads an execution; a missing one is (nil, 0, nil).
+func (s execStore) get(ctx context.Context, id string) (execVersion, error) {
+	e, err := s.kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return execVersion{}, nil
 	}
@@ -83,24 +62,25 @@ func (c *Controller) readExec(ctx context.Context, id string) (execVersion, erro
 	return execVersion{rec: r, rev: e.Revision()}, nil
 }
 
-// errCASConflict is returned by writeExec when the record changed since it was read.
+// errCASConflict is returned by the store's writes when the record changed
+// since it was read.
 var errCASConflict = errors.New("execution changed concurrently")
 
-// writeExec stores next with compare-and-set against cur (create when
-// cur.rev is 0) and returns the new revision.
-func (c *Controller) writeExec(ctx context.Context, cur execVersion, next *execRecord) (uint64, error) {
+// put stores next with compare-and-set against cur (create when cur.rev
+// is 0) and returns the new revision.
+func (s execStore) put(ctx context.Context, cur execVersion, next *execRecord) (uint64, error) {
 	data, err := json.Marshal(next)
 	if err != nil {
 		return 0, fmt.Errorf("write execution %s: encode: %w", next.ExecID, err)
 	}
 	var rev uint64
 	if cur.rev == 0 {
-		rev, err = c.kv.Execs.Create(ctx, next.ExecID, data)
+		rev, err = s.kv.Create(ctx, next.ExecID, data)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return 0, errCASConflict
 		}
 	} else {
-		rev, err = c.kv.Execs.Update(ctx, next.ExecID, data, cur.rev)
+		rev, err = s.kv.Update(ctx, next.ExecID, data, cur.rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return 0, errCASConflict
 		}
@@ -111,29 +91,68 @@ func (c *Controller) writeExec(ctx context.Context, cur execVersion, next *execR
 	return rev, nil
 }
 
-// mutateExec applies fn to the current record of id (nil when absent) and
-// writes its result with compare-and-set, re-reading and re-applying on a
-// conflict. fn returns (nil, nil) for "no change" and an error to abort.
-// The result is the record before and after; after is nil when nothing
-// was written.
-func (c *Controller) mutateExec(ctx context.Context, id string, fn func(cur *execRecord) (*execRecord, error)) (before, after *execRecord, err error) {
-	for range 20 {
-		cur, err := c.readExec(ctx, id)
-		if err != nil {
-			return nil, nil, err
-		}
-		next, err := fn(cur.rec.clone())
-		if err != nil || next == nil {
-			return cur.rec, nil, err
-		}
-		if _, err := c.writeExec(ctx, cur, next); errors.Is(err, errCASConflict) {
-			continue
-		} else if err != nil {
-			return cur.rec, nil, err
-		}
-		return cur.rec, next, nil
+// pendingPut is a write of putAsync in flight.
+type pendingPut struct {
+	id  string
+	fut jetstream.PubAckFuture
+	err error
+}
+
+// putAsync publishes next to its key with compare-and-set on the revision
+// cur was read at (0: the key must have no message), without waiting: the
+// caller issues the writes of a batch, then waits for each (wait). A key
+// whose last message is a delete or purge marker fails as a conflict here;
+// put (a KV create) handles it.
+func (s execStore) putAsync(cur execVersion, next *execRecord) *pendingPut {
+	p := &pendingPut{id: next.ExecID}
+	data, err := json.Marshal(next)
+	if err != nil {
+		p.err = fmt.Errorf("write execution %s: encode: %w", next.ExecID, err)
+		return p
 	}
-	return nil, nil, fmt.Errorf("execution %s: %w: too much contention", id, ErrConflict)
+	m := &nats.Msg{Subject: kvSubject(protocol.BucketExecs, next.ExecID), Data: data, Header: nats.Header{}}
+	p.fut, p.err = s.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(cur.rev), jetstream.WithStallWait(asyncStallWait))
+	if p.err != nil {
+		p.err = fmt.Errorf("write execution %s: %w", next.ExecID, p.err)
+	}
+	return p
+}
+
+// wait returns the revision the write was stored at, errCASConflict when
+// the record changed since it was read, or why it failed.
+func (p *pendingPut) wait(ctx context.Context) (uint64, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	select {
+	case ack := <-p.fut.Ok():
+		return ack.Sequence, nil
+	case err := <-p.fut.Err():
+		if isWrongLastSeq(err) {
+			return 0, errCASConflict
+		}
+		return 0, fmt.Errorf("write execution %s: %w", p.id, err)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// retire removes execution id from ax_execs (execution.Retire): a purge
+// marker published with compare-and-set on rev (the record goes with it),
+// returned so that the sweeper purges the subject up to it on its next
+// pass. A lost compare-and-set is errCASConflict.
+func (s execStore) retire(ctx context.Context, id string, rev uint64) (*marker, error) {
+	m := nats.NewMsg(kvSubject(protocol.BucketExecs, id))
+	m.Header.Set("KV-Operation", "PURGE")
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	if isWrongLastSeq(err) {
+		return nil, errCASConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("retire execution %s: %w", id, err)
+	}
+	return &marker{stream: kvStream(protocol.BucketExecs), subject: m.Subject, seq: ack.Sequence}, nil
 }
 
 // scanExecs calls fn once for every execution in the bucket, with its

@@ -2,12 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
-	"github.com/axsched/ax/pkg/retry"
 )
 
 // ExecFilter selects executions in ListExecutions. Empty fields match everything.
@@ -96,6 +96,21 @@ func (c *Controller) notLive(ctx context.Context, execID string) error {
 	return fmt.Errorf("execution %s: %w", execID, ErrNotFound)
 }
 
+// refused is the error of an operator's change of an execution that
+// execution.Apply refused: not live (ErrNotFound, or ErrConflict when it
+// left live state), else ErrConflict with the state machine's reason.
+func (c *Controller) refused(ctx context.Context, op, execID string, err error) error {
+	var rej *execution.Rejection
+	switch {
+	case errors.Is(err, execution.ErrNoRecord):
+		return c.notLive(ctx, execID)
+	case errors.As(err, &rej):
+		return fmt.Errorf("%s execution %s: %w: %w", op, execID, ErrConflict, err)
+	default:
+		return fmt.Errorf("%s execution %s: %w", op, execID, err)
+	}
+}
+
 // RetryExecution gives a FAILED execution a new attempt now: it moves to
 // RETRY_WAITING (reason manual_retry) and the retry wheel sends the run
 // command of attempt+1 at once. Other states are ErrConflict.
@@ -106,27 +121,13 @@ func (c *Controller) RetryExecution(ctx context.Context, execID string) (protoco
 	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
 		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
 	}
-	_, after, err := c.mutateExec(ctx, execID, func(cur *execRecord) (*execRecord, error) {
-		if cur == nil {
-			return nil, c.notLive(ctx, execID)
-		}
-		if cur.State != protocol.StateFailed {
-			return nil, fmt.Errorf("retry execution %s: %w: it is %s; only FAILED executions can be retried", execID, ErrConflict, cur.State)
-		}
-		if cur.Attempt >= protocol.MaxAttempt {
-			return nil, fmt.Errorf("retry execution %s: %w: attempt %d is the last allowed", execID, ErrConflict, cur.Attempt)
-		}
-		if err := CheckTransition(cur.State, protocol.StateRetryWaiting); err != nil {
-			return nil, err
-		}
-		now := c.now()
-		cur.State, cur.Reason, cur.NextAttemptAt, cur.UpdatedAt = protocol.StateRetryWaiting, "manual_retry", now, now
-		return cur, nil
-	})
+	_, after, effs, err := c.applyExec(ctx, execID, execution.OperatorRetry{}, execution.Env{})
 	if err != nil {
-		return protocol.Execution{}, err
+		return protocol.Execution{}, c.refused(ctx, "retry", execID, err)
 	}
-	c.afterTransition(after, transition{from: protocol.StateFailed, to: protocol.StateRetryWaiting, reason: "manual_retry"})
+	if err := c.execEffects(ctx, after, nil, effs); err != nil {
+		return after.Execution, fmt.Errorf("retry execution %s: %w", execID, err)
+	}
 	return after.Execution, nil
 }
 
@@ -140,30 +141,12 @@ func (c *Controller) CancelExecution(ctx context.Context, execID string) (protoc
 	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
 		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
 	}
-	var from protocol.State
-	_, after, err := c.mutateExec(ctx, execID, func(cur *execRecord) (*execRecord, error) {
-		if cur == nil {
-			return nil, c.notLive(ctx, execID)
-		}
-		if err := CheckTransition(cur.State, protocol.StateCancelled); err != nil {
-			return nil, fmt.Errorf("cancel execution %s: %w", execID, err)
-		}
-		from = cur.State
-		cur.State, cur.Reason, cur.Outcome, cur.UpdatedAt = protocol.StateCancelled, "cancelled by operator", retry.OutcomeCancelled, c.now()
-		return cur, nil
-	})
+	_, after, effs, err := c.applyExec(ctx, execID, execution.OperatorCancel{}, execution.Env{})
 	if err != nil {
-		return protocol.Execution{}, err
+		return protocol.Execution{}, c.refused(ctx, "cancel", execID, err)
 	}
-	c.afterTransition(after, transition{from: from, to: protocol.StateCancelled, reason: after.Reason})
-	c.assignMu.Lock()
-	delete(c.unplaced, execID)
-	c.assignMu.Unlock()
-	if after.Agent != "" {
-		cmd := protocol.Command{Kind: protocol.CmdCancel, Agent: after.Agent, Cancel: &protocol.Cancel{ExecID: execID, Reason: "cancelled by operator"}}
-		if err := c.publishCommand(ctx, cmd, "cancel/"+execID+"/"+strconv.Itoa(after.Attempt)); err != nil {
-			return after.Execution, fmt.Errorf("cancel execution %s: state is CANCELLED but the cancel command was not sent: %w", execID, err)
-		}
+	if err := c.execEffects(ctx, after, nil, effs); err != nil {
+		return after.Execution, fmt.Errorf("cancel execution %s: state is CANCELLED but the cancel command was not sent: %w", execID, err)
 	}
 	return after.Execution, nil
 }

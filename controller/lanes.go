@@ -2,18 +2,15 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
-	"github.com/axsched/ax/pkg/retry"
 )
 
 // laneBatch bounds the report messages a lane applies together.
@@ -22,11 +19,19 @@ const laneBatch = 256
 // lane applies the reports given to it, in order per execution; it alone
 // owns its cache. It works in batches: it takes the messages waiting
 // (up to laneBatch), folds the reports of one execution into one record
-// write, issues the writes of all executions at once (asynchronous
-// compare-and-set publishes on the KV revision), publishes the events of
+// write (execution.Apply per report), issues the writes of all
+// executions at once through the execution store (execStore.putAsync:
+// pipelined compare-and-set on the KV revision), publishes the events of
 // the writes that succeeded, and acknowledges each message only after its
 // write and its events are stored. A lost compare-and-set or a failed
 // write is redone for that execution alone, reading the record again.
+//
+// Its cache may be stale: other code writes ax_execs too (the lease code,
+// retries, an operator's retry or cancel on any replica), through the
+// store but not through this lane. A stale record cannot be written over
+// (compare-and-set), but it can make a report look refused without a
+// write; so a refusal a newer record may change (ahead of the record, or
+// for another agent) reads the record again (mayBeStale).
 type lane struct {
 	w     *shardWorker
 	in    chan jetstream.Msg
@@ -42,13 +47,17 @@ type pendingReport struct {
 	msg      jetstream.Msg
 	r        protocol.Report
 	mayDefer bool
-	res      applyResult
-	held     bool // ahead of its record in the current plan
+	// The outcome of execution.Apply in the current plan: the effects of
+	// the report (accepted) or its refusal (err, with the effects of a
+	// duplicate: its events again).
+	effs []execution.Effect
+	err  error
+	held bool // ahead of its record in the current plan
 	// create authorizes the report to create its execution's record
 	// (authorizeCreate, asked at most once).
-	create                     createCheck
-	createDone, createEarly    bool
-	createReason, createDetail string
+	create     func() error
+	createDone bool
+	createErr  error
 }
 
 // group is the reports of one execution in a batch, in stream order, and
@@ -58,7 +67,7 @@ type group struct {
 	items []*pendingReport
 	cur   execVersion
 	next  *execRecord // the record to write; nil when nothing applies
-	fut   jetstream.PubAckFuture
+	put   *pendingPut // its write in flight
 	err   error
 	rev   uint64
 	evs   []jetstream.PubAckFuture
@@ -130,12 +139,14 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			l.groups = append(l.groups, g)
 		}
 		p := &pendingReport{msg: m, r: r, mayDefer: l.mayDefer(m)}
-		p.create = func() (string, string, bool) {
+		p.create = func() error {
 			if !p.createDone {
 				p.createDone = true
-				p.createReason, p.createDetail, p.createEarly = c.authorizeCreate(ctx, p.r)
+				if reason, detail, early := c.authorizeCreate(ctx, p.r); reason != "" {
+					p.createErr = &execution.Rejection{Err: rejectReason(reason), Detail: detail, Early: early}
+				}
 			}
-			return p.createReason, p.createDetail, p.createEarly
+			return p.createErr
 		}
 		g.items = append(g.items, p)
 	}
@@ -165,21 +176,13 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			l.plan(g, cur)
 		}
 		if g.next != nil {
-			g.fut, g.err = l.writeAsync(g)
+			g.put = c.execs().putAsync(g.cur, g.next)
 		}
 	}
 	// Collect the writes; redo the failed ones one by one.
 	for _, g := range l.groups {
-		if g.fut != nil {
-			select {
-			case ack := <-g.fut.Ok():
-				g.rev = ack.Sequence
-			case err := <-g.fut.Err():
-				g.err = err
-				if isWrongLastSeq(err) {
-					g.err = errCASConflict
-				}
-			case <-ctx.Done():
+		if g.put != nil {
+			if g.rev, g.err = g.put.wait(ctx); ctx.Err() != nil {
 				return // shutting down: nothing acknowledged is redelivered
 			}
 		}
@@ -222,17 +225,11 @@ func (l *lane) plan(g *group, cur execVersion) {
 	c := l.w.c
 	g.cur, g.next, g.err = cur, nil, nil
 	rec := cur.rec
-	now := c.now()
-	var policy func() retry.Policy
+	var env execution.Env
 	if len(g.items) > 0 {
-		jobID := g.items[0].r.JobID
-		policy = func() retry.Policy {
-			if j, _, ok := c.jobs.get(jobID); ok {
-				return j.Retry.Policy().WithDefaults()
-			}
-			return retry.DefaultPolicy()
-		}
+		env = c.jobEnv(g.items[0].r.JobID)
 	}
+	now := env.Now
 	for _, p := range g.items {
 		p.held = false
 	}
@@ -241,8 +238,8 @@ func (l *lane) plan(g *group, cur execVersion) {
 		// never made again by a late or replayed report.
 		if e, ok := c.inHistory(context.Background(), g.id); ok {
 			for _, p := range g.items {
-				p.res = rejected(rejectDuplicate, "execution left live state %s ago as %s; its history is final",
-					now.Sub(e.UpdatedAt).Round(time.Second), e.State)
+				p.effs, p.err = nil, &execution.Rejection{Err: execution.ErrDuplicate, Detail: fmt.Sprintf(
+					"execution left live state %s ago as %s; its history is final", now.Sub(e.UpdatedAt).Round(time.Second), e.State)}
 			}
 			return
 		}
@@ -253,10 +250,11 @@ func (l *lane) plan(g *group, cur execVersion) {
 			if pass > 0 && !p.held {
 				continue
 			}
-			res := applyReport(rec, p.r, policy, rand.Int64N, now, p.create)
-			p.res, p.held = res, res.reject != "" && res.early
-			if res.reject == "" {
-				rec, g.next, progress = res.next, res.next, true
+			env.AuthorizeCreate = p.create
+			next, effs, err := execution.Apply(rec, execution.Report{Report: p.r}, env)
+			p.effs, p.err, p.held = effs, err, execution.IsEarly(err)
+			if err == nil {
+				rec, g.next, progress = next, next, true
 			}
 		}
 		if !progress || !l.anyHeld(g) {
@@ -269,7 +267,7 @@ func (l *lane) plan(g *group, cur execVersion) {
 // newer record may change: held (ahead of it) or for another agent.
 func (l *lane) mayBeStale(g *group) bool {
 	for _, p := range g.items {
-		if p.held || p.res.reject == rejectWrongAgent {
+		if p.held || errors.Is(p.err, execution.ErrWrongAgent) {
 			return true
 		}
 	}
@@ -293,17 +291,6 @@ func (l *lane) anyHeld(g *group) bool {
 		}
 	}
 	return false
-}
-
-// writeAsync publishes the group's record to its KV key with
-// compare-and-set on the revision read (none: the key must not exist).
-func (l *lane) writeAsync(g *group) (jetstream.PubAckFuture, error) {
-	data, err := json.Marshal(g.next)
-	if err != nil {
-		return nil, fmt.Errorf("write execution %s: encode: %w", g.id, err)
-	}
-	m := &nats.Msg{Subject: "$KV." + protocol.BucketExecs + "." + g.id, Data: data, Header: nats.Header{}}
-	return l.w.c.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(g.cur.rev), jetstream.WithStallWait(asyncStallWait))
 }
 
 // settle redoes a group whose write failed: read, plan, write, one at a
@@ -345,7 +332,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 		if g.next == nil {
 			return true
 		}
-		if g.rev, g.err = c.writeExec(ctx, cur, g.next); g.err == nil {
+		if g.rev, g.err = c.execs().put(ctx, cur, g.next); g.err == nil {
 			return true
 		}
 	}
@@ -362,33 +349,25 @@ func (l *lane) commit(g *group) {
 		l.remember(g.id, g.cur)
 	}
 	for _, p := range g.items {
-		res := p.res
 		switch {
-		case res.reject == "":
-			for i := range res.steps {
-				st := &res.steps[i]
-				c.m.apply()
-				if f := c.transitionEffects(&st.rec, st.tr); f != nil {
-					g.evs = append(g.evs, f)
-				} else {
-					g.evErr = true
+		case p.err == nil:
+			for _, e := range p.effs {
+				if _, ok := e.(execution.Transitioned); ok {
+					c.m.apply()
 				}
 			}
 		case p.held && p.mayDefer:
-			// deferred in finish
+			continue // deferred in finish
 		default:
-			c.m.reject(res.reject)
-			c.log.Info("report rejected", "reason", res.reject, "detail", res.detail, "exec", p.r.ExecID,
+			reason := rejectLabel(p.err)
+			c.m.reject(reason)
+			c.log.Info("report rejected", "reason", reason, "detail", execution.DetailOf(p.err), "exec", p.r.ExecID,
 				"attempt", p.r.Attempt, "kind", p.r.Kind, "agent", p.r.Agent)
-			for i := range res.replay {
-				st := &res.replay[i]
-				if f := c.publishEvent(&st.rec, st.tr); f != nil {
-					g.evs = append(g.evs, f)
-				} else {
-					g.evErr = true
-				}
-			}
 		}
+		// Report effects are events and retry timers, never commands.
+		futs, evErr, _ := c.startEffects(context.Background(), g.next, nil, p.effs)
+		g.evs = append(g.evs, futs...)
+		g.evErr = g.evErr || evErr
 	}
 }
 

@@ -26,7 +26,7 @@ import (
 //     mode any, the holder of the report's epoch; else unknown_job or
 //     not_assigned;
 //   - a report of an execution that has a record comes from the agent the
-//     controller sent that attempt to (reports.go, wrong_agent).
+//     controller sent that attempt to (controller/execution, wrong_agent).
 //
 // A rejected report changes nothing; it is counted in
 // ax_reports_rejected_total{reason} and logged.

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -182,20 +183,24 @@ func (c *Controller) retireExec(ctx context.Context, id string, now time.Time) (
 	if err != nil {
 		return false, nil, err
 	}
-	if v.rec == nil {
+	_, _, err = execution.Apply(v.rec, execution.Expiry{Grace: LiveGrace}, execution.Env{Now: now})
+	switch {
+	case errors.Is(err, execution.ErrNoRecord):
 		return true, nil, nil
-	}
-	if !v.rec.State.Terminal() || now.Sub(v.rec.UpdatedAt) < LiveGrace {
+	case errors.Is(err, execution.ErrNotExpired):
 		return false, nil, nil // changed since the index saw it (an operator's retry)
+	case err != nil:
+		return false, nil, err
 	}
-	seq, err := c.purgeKey(ctx, protocol.BucketExecs, id, v.rev)
+	// The one effect is execution.Retire, done with the revision read.
+	m, err := c.execs().retire(ctx, id, v.rev)
 	if errors.Is(err, errCASConflict) {
 		return false, nil, nil
 	}
 	if err != nil {
 		return false, nil, err
 	}
-	return true, &marker{stream: kvStream(protocol.BucketExecs), subject: kvSubject(protocol.BucketExecs, id), seq: seq}, nil
+	return true, m, nil
 }
 
 // purgeMarkers purges the markers of the last pass, sweepParallel at a time.

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/wheel"
 )
 
@@ -152,88 +152,48 @@ func (r *retrier) run(ctx context.Context) {
 var errNoHolder = errors.New("the group job's lease has no holder now")
 
 // fireRetry sends the run command of the next attempt of an execution that
-// is still RETRY_WAITING after attempt it.Attempt. The execution stays
-// RETRY_WAITING until the agent reports the new attempt triggered. The
-// record says first which attempt is sent to whom (Sent, Agent): a retry
-// of a group job (epoch > 0) goes to the holder of the job's lease now,
-// under the lease's current epoch, whoever ran the attempts before.
+// is still RETRY_WAITING after attempt it.Attempt (execution.RetryDue):
+// the execution stays RETRY_WAITING until the agent reports the new
+// attempt triggered, and the record says first which attempt is sent to
+// whom. A retry of a group job goes to the holder of the job's lease now.
+// The retry of a job deleted meanwhile cancels the execution
+// (execution.JobDeleted).
 func (c *Controller) fireRetry(ctx context.Context, it retryItem) error {
-	cur, err := c.readExec(ctx, it.ExecID)
-	if err != nil {
-		return err
+	job, _, ok := c.jobs.get(it.JobID)
+	var ev execution.Event = execution.JobDeleted{Attempt: it.Attempt}
+	if ok {
+		due := execution.RetryDue{Attempt: it.Attempt, GroupAny: isGroupAny(job)}
+		if due.GroupAny {
+			due.Holder, due.HolderEpoch, due.Held = c.currentHolder(job.ID)
+		}
+		ev = due
 	}
-	rec := cur.rec
-	if rec == nil || rec.State != protocol.StateRetryWaiting || rec.Attempt != it.Attempt {
+	before, after, effs, err := c.applyExec(ctx, it.ExecID, ev, c.jobEnv(it.JobID))
+	switch {
+	case errors.Is(err, execution.ErrMovedOn):
 		return nil // moved on meanwhile (cancelled, already triggered)
-	}
-	job, _, ok := c.jobs.get(rec.JobID)
-	if !ok {
-		return c.cancelRetryOfDeleted(ctx, it)
-	}
-	agent, epoch := rec.Agent, rec.Epoch
-	if rec.Epoch > 0 {
-		if isGroupAny(job) {
-			var held bool
-			if agent, epoch, held = c.currentHolder(job.ID); !held {
-				return errNoHolder
-			}
-		} else {
-			epoch = 0 // no longer a group job: an unfenced run on its agent
-		}
-	}
-	if agent == "" {
-		c.log.Warn("retry has no agent to run on", "exec", rec.ExecID)
+	case errors.Is(err, execution.ErrNoHolder):
+		return errNoHolder
+	case errors.Is(err, execution.ErrNoAgent):
+		c.log.Warn("retry has no agent to run on", "exec", it.ExecID)
 		return nil
-	}
-	next := it.Attempt + 1
-	if rec.Sent != next || rec.Agent != agent || rec.Epoch != epoch {
-		_, after, err := c.mutateExec(ctx, rec.ExecID, func(cur *execRecord) (*execRecord, error) {
-			if cur == nil || cur.State != protocol.StateRetryWaiting || cur.Attempt != it.Attempt {
-				return nil, nil
-			}
-			cur.Sent, cur.Agent, cur.Epoch = next, agent, epoch
-			return cur, nil
-		})
-		if err != nil {
-			return err
-		}
-		if after == nil {
-			return nil // moved on meanwhile
-		}
-		if after.Agent != rec.Agent || after.Epoch != rec.Epoch {
-			c.log.Info("retry goes to the job's lease holder", "exec", rec.ExecID, "attempt", next,
-				"from_agent", rec.Agent, "from_epoch", rec.Epoch, "agent", after.Agent, "epoch", after.Epoch)
-		}
-		rec = after
-	}
-	runAt := rec.NextAttemptAt
-	if now := c.now(); runAt.After(now) {
-		runAt = now
-	}
-	if err := c.sendRun(ctx, job, rec, next, runAt); err != nil {
+	case err != nil:
 		return err
 	}
-	c.log.Info("retry sent", "exec", rec.ExecID, "job", rec.JobID, "attempt", next, "agent", rec.Agent, "epoch", rec.Epoch, "run_at", runAt)
-	return nil
-}
-
-// cancelRetryOfDeleted cancels a RETRY_WAITING execution whose job is gone.
-func (c *Controller) cancelRetryOfDeleted(ctx context.Context, it retryItem) error {
-	_, after, err := c.mutateExec(ctx, it.ExecID, func(cur *execRecord) (*execRecord, error) {
-		if cur == nil || cur.State != protocol.StateRetryWaiting || cur.Attempt != it.Attempt {
-			return nil, nil
-		}
-		if err := CheckTransition(cur.State, protocol.StateCancelled); err != nil {
-			return nil, err
-		}
-		cur.State, cur.Reason, cur.UpdatedAt = protocol.StateCancelled, "job_deleted", c.now()
-		return cur, nil
-	})
-	if err != nil {
-		return err
-	}
+	rec := before
 	if after != nil {
-		c.afterTransition(after, transition{from: protocol.StateRetryWaiting, to: protocol.StateCancelled, reason: "job_deleted"})
+		rec = after
+		if after.Agent != before.Agent || after.Epoch != before.Epoch {
+			c.log.Info("retry goes to the job's lease holder", "exec", rec.ExecID, "attempt", it.Attempt+1,
+				"from_agent", before.Agent, "from_epoch", before.Epoch, "agent", after.Agent, "epoch", after.Epoch)
+		}
 	}
+	if !ok {
+		return c.execEffects(ctx, rec, nil, effs)
+	}
+	if err := c.execEffects(ctx, rec, &job, effs); err != nil {
+		return err
+	}
+	c.log.Info("retry sent", "exec", rec.ExecID, "job", rec.JobID, "attempt", it.Attempt+1, "agent", rec.Agent, "epoch", rec.Epoch)
 	return nil
 }

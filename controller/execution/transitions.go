@@ -1,15 +1,13 @@
-package controller
+package execution
 
-import (
-	"github.com/axsched/ax/pkg/protocol"
-)
+import "github.com/axsched/ax/pkg/protocol"
 
-// stateNone is the "from" state of an execution that has no record yet.
-const stateNone protocol.State = ""
+// StateNone is the "from" state of an execution that has no record yet.
+const StateNone protocol.State = ""
 
 // transitions is the execution state machine of DESIGN §3, in one place:
 // the set of allowed (from, to) pairs, each with the cause that makes it.
-// Every state change of an execution goes through CheckTransition.
+// Every state change Apply makes is checked against it (CheckTransition).
 //
 //	PENDING ──► TRIGGERED ──► RUNNING ──► SUCCESS
 //	   │            │            ├──────► FAILED
@@ -20,7 +18,7 @@ const stateNone protocol.State = ""
 //	   └────────────┴────────────┴──────► CANCELLED (from any non-terminal state)
 //	SKIPPED: a fire dropped by overlap=forbid or misfire=skip, recorded.
 var transitions = map[protocol.State]map[protocol.State]string{
-	stateNone: {
+	StateNone: {
 		protocol.StatePending:   "controller-started run (asap/at/delay, trigger)",
 		protocol.StateTriggered: "periodic fire made by the agent",
 		protocol.StateSkipped:   "periodic fire dropped by the agent (overlap, misfire)",
@@ -52,33 +50,34 @@ var transitions = map[protocol.State]map[protocol.State]string{
 	},
 	protocol.StateFailed: {
 		// The only way out of a terminal state: an operator's retry
-		// (Controller.RetryExecution) gives a FAILED execution a new attempt.
+		// (OperatorRetry) gives a FAILED execution a new attempt.
 		protocol.StateRetryWaiting: "manual retry",
 	},
 }
 
 // CheckTransition reports whether an execution may move from one state to
-// another (from is "" for an execution without a record). A refused pair
-// is a *TransitionError with the reason.
+// another (from is StateNone for an execution without a record). A
+// refused pair is a *TransitionError with the reason (errors.Is
+// ErrTransition).
 func CheckTransition(from, to protocol.State) error {
-	if from != stateNone && !from.Valid() {
-		return &TransitionError{From: string(from), To: string(to), Reason: "unknown from state"}
+	if from != StateNone && !from.Valid() {
+		return &TransitionError{From: from, To: to, Reason: "unknown from state"}
 	}
 	if !to.Valid() {
-		return &TransitionError{From: string(from), To: string(to), Reason: "unknown to state"}
+		return &TransitionError{From: from, To: to, Reason: "unknown to state"}
 	}
 	if _, ok := transitions[from][to]; ok {
 		return nil
 	}
 	switch {
 	case from == to:
-		return &TransitionError{From: string(from), To: string(to), Reason: "already in this state"}
+		return &TransitionError{From: from, To: to, Reason: "already in this state"}
 	case from.Terminal():
-		return &TransitionError{From: string(from), To: string(to), Reason: "execution is terminal"}
-	case from == stateNone:
-		return &TransitionError{From: string(from), To: string(to), Reason: "an execution starts PENDING, TRIGGERED or SKIPPED"}
+		return &TransitionError{From: from, To: to, Reason: "execution is terminal"}
+	case from == StateNone:
+		return &TransitionError{From: from, To: to, Reason: "an execution starts PENDING, TRIGGERED or SKIPPED"}
 	default:
-		return &TransitionError{From: string(from), To: string(to), Reason: "not an edge of the state machine"}
+		return &TransitionError{From: from, To: to, Reason: "not an edge of the state machine"}
 	}
 }
 

@@ -1,4 +1,4 @@
-package controller
+package execution
 
 import (
 	"testing"
@@ -28,13 +28,13 @@ func TestApplyReportRetryAfter(t *testing.T) {
 		{"retry_after capped by retry.max", 1, 5 * time.Minute, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cur := &execRecord{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: tc.attempt, State: protocol.StateRunning, Agent: "a1"},
+			cur := &Record{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: tc.attempt, State: protocol.StateRunning, Agent: "a1"},
 				Applied: []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning}}
 			r := protocol.Report{V: protocol.Version, Agent: "a1", JobID: job, ExecID: exec, Attempt: tc.attempt, Kind: protocol.ReportFinished,
 				ScheduledAt: now, At: now, Outcome: retry.OutcomeFailure, Result: &retry.Result{Code: 503, Retryable: true},
 				RetryAfter: protocol.Duration(tc.retryAfter)}
-			res := applyReport(cur, r, func() retry.Policy { return pol }, nil, now, nil)
-			if res.reject != "" || res.next == nil || res.next.State != protocol.StateRetryWaiting {
+			res := applyR(cur, r, func() retry.Policy { return pol }, nil, now, nil)
+			if res.reject != nil || res.next == nil || res.next.State != protocol.StateRetryWaiting {
 				t.Fatalf("apply: reject %q %s, want RETRY_WAITING", res.reject, res.detail)
 			}
 			if got := res.next.NextAttemptAt.Sub(now); got != tc.want {

@@ -1,4 +1,4 @@
-package controller
+package execution
 
 import (
 	"errors"
@@ -54,8 +54,8 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.Errorf("%q → %s: got %v, want *TransitionError", from, to, err)
 				continue
 			}
-			if te.Reason == "" || !errors.Is(err, ErrConflict) {
-				t.Errorf("%q → %s: error %v lacks a reason or is not ErrConflict", from, to, err)
+			if te.Reason == "" || !errors.Is(err, ErrTransition) {
+				t.Errorf("%q → %s: error %v lacks a reason or is not ErrTransition", from, to, err)
 			}
 		}
 	}
@@ -95,11 +95,11 @@ func TestApplyReport(t *testing.T) {
 		r.Outcome, r.Result = o, &retry.Result{Code: 1, Retryable: retryable}
 		return r
 	}
-	rec := func(s protocol.State, attempt int, applied ...protocol.ReportKind) *execRecord {
-		return &execRecord{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: attempt, State: s, Agent: "a1"}, Applied: applied}
+	rec := func(s protocol.State, attempt int, applied ...protocol.ReportKind) *Record {
+		return &Record{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: attempt, State: s, Agent: "a1"}, Applied: applied}
 	}
 	// leased is rec under lease epoch 5, whose retry of attempt sent was sent.
-	leased := func(s protocol.State, attempt, sent int, applied ...protocol.ReportKind) *execRecord {
+	leased := func(s protocol.State, attempt, sent int, applied ...protocol.ReportKind) *Record {
 		r := rec(s, attempt, applied...)
 		r.Epoch, r.Sent = 5, sent
 		return r
@@ -115,25 +115,25 @@ func TestApplyReport(t *testing.T) {
 	pol := retry.Policy{MaxAttempts: 3, Base: time.Second, Max: time.Minute}
 	tests := []struct {
 		name    string
-		cur     *execRecord
+		cur     *Record
 		r       protocol.Report
 		policy  retry.Policy
 		want    protocol.State
-		reject  string
+		reject  error
 		suspect bool
 		next    time.Duration // NextAttemptAt - now
 	}{
 		{name: "periodic fire creates TRIGGERED", r: rep(protocol.ReportTriggered, 1), want: protocol.StateTriggered},
 		{name: "skipped fire creates SKIPPED", r: rep(protocol.ReportSkipped, 1), want: protocol.StateSkipped},
-		{name: "running without record", r: rep(protocol.ReportRunning, 1), reject: rejectUnknownExec},
-		{name: "triggered attempt 2 without record", r: rep(protocol.ReportTriggered, 2), reject: rejectUnknownExec},
+		{name: "running without record", r: rep(protocol.ReportRunning, 1), reject: ErrUnknownExec},
+		{name: "triggered attempt 2 without record", r: rep(protocol.ReportTriggered, 2), reject: ErrUnknownExec},
 		{name: "pending → triggered", cur: rec(protocol.StatePending, 1), r: rep(protocol.ReportTriggered, 1), want: protocol.StateTriggered},
 		{name: "pending → skipped", cur: rec(protocol.StatePending, 1), r: rep(protocol.ReportSkipped, 1), want: protocol.StateSkipped},
-		{name: "pending → running refused", cur: rec(protocol.StatePending, 1), r: rep(protocol.ReportRunning, 1), reject: rejectTransition},
+		{name: "pending → running refused", cur: rec(protocol.StatePending, 1), r: rep(protocol.ReportRunning, 1), reject: ErrTransition},
 		{name: "triggered → running", cur: rec(protocol.StateTriggered, 1, "triggered"), r: rep(protocol.ReportRunning, 1), want: protocol.StateRunning},
 		{name: "triggered → skipped (not started, misfire at restart)", cur: rec(protocol.StateTriggered, 1, "triggered"), r: rep(protocol.ReportSkipped, 1), want: protocol.StateSkipped},
-		{name: "triggered twice is a duplicate", cur: rec(protocol.StateTriggered, 1, "triggered"), r: rep(protocol.ReportTriggered, 1), reject: rejectDuplicate},
-		{name: "finished on triggered refused", cur: rec(protocol.StateTriggered, 1, "triggered"), r: fin(1, retry.OutcomeSuccess, false), reject: rejectTransition},
+		{name: "triggered twice is a duplicate", cur: rec(protocol.StateTriggered, 1, "triggered"), r: rep(protocol.ReportTriggered, 1), reject: ErrDuplicate},
+		{name: "finished on triggered refused", cur: rec(protocol.StateTriggered, 1, "triggered"), r: fin(1, retry.OutcomeSuccess, false), reject: ErrTransition},
 		{name: "success", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeSuccess, false), want: protocol.StateSuccess},
 		{name: "retryable failure", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeFailure, true), policy: pol, want: protocol.StateRetryWaiting, next: time.Second},
 		{name: "second retryable failure doubles", cur: rec(protocol.StateRunning, 2, "triggered", "running"), r: fin(2, retry.OutcomeFailure, true), policy: pol, want: protocol.StateRetryWaiting, next: 2 * time.Second},
@@ -144,25 +144,29 @@ func TestApplyReport(t *testing.T) {
 		{name: "interrupted retries", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: rep(protocol.ReportInterrupted, 1), policy: pol, want: protocol.StateRetryWaiting, suspect: true, next: time.Second},
 		{name: "cancelled outcome", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: fin(1, retry.OutcomeCancelled, false), want: protocol.StateCancelled},
 		{name: "next attempt triggered", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: rep(protocol.ReportTriggered, 2), want: protocol.StateTriggered},
-		{name: "old attempt is stale", cur: rec(protocol.StateTriggered, 2, "triggered"), r: fin(1, retry.OutcomeSuccess, false), reject: rejectOldAttempt},
-		{name: "report after cancel is stale", cur: rec(protocol.StateCancelled, 1, "triggered", "running"), r: fin(1, retry.OutcomeSuccess, false), reject: rejectTerminal},
-		{name: "report after success is stale", cur: rec(protocol.StateSuccess, 1, "triggered", "running", "finished"), r: rep(protocol.ReportSkipped, 1), reject: rejectTerminal},
-		{name: "attempt jump refused", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: rep(protocol.ReportTriggered, 3), reject: rejectFuture},
-		{name: "running of next attempt before its triggered refused", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: rep(protocol.ReportRunning, 2), reject: rejectFuture},
+		{name: "old attempt is stale", cur: rec(protocol.StateTriggered, 2, "triggered"), r: fin(1, retry.OutcomeSuccess, false), reject: ErrOldAttempt},
+		{name: "report after cancel is stale", cur: rec(protocol.StateCancelled, 1, "triggered", "running"), r: fin(1, retry.OutcomeSuccess, false), reject: ErrTerminal},
+		{name: "report after success is stale", cur: rec(protocol.StateSuccess, 1, "triggered", "running", "finished"), r: rep(protocol.ReportSkipped, 1), reject: ErrTerminal},
+		{name: "attempt jump refused", cur: rec(protocol.StateRunning, 1, "triggered", "running"), r: rep(protocol.ReportTriggered, 3), reject: ErrFuture},
+		{name: "running of next attempt before its triggered refused", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: rep(protocol.ReportRunning, 2), reject: ErrFuture},
 		// An attempt belongs to the agent it was sent to.
-		{name: "pending run of another agent", cur: rec(protocol.StatePending, 1), r: by("a2", rep(protocol.ReportTriggered, 1)), reject: rejectWrongAgent},
-		{name: "unplaced pending run", cur: unplaced, r: rep(protocol.ReportTriggered, 1), reject: rejectWrongAgent},
-		{name: "next attempt by another agent", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: by("a2", rep(protocol.ReportTriggered, 2)), reject: rejectWrongAgent},
+		{name: "pending run of another agent", cur: rec(protocol.StatePending, 1), r: by("a2", rep(protocol.ReportTriggered, 1)), reject: ErrWrongAgent},
+		{name: "unplaced pending run", cur: unplaced, r: rep(protocol.ReportTriggered, 1), reject: ErrWrongAgent},
+		{name: "next attempt by another agent", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: by("a2", rep(protocol.ReportTriggered, 2)), reject: ErrWrongAgent},
 		{name: "next attempt sent", cur: leased(protocol.StateRetryWaiting, 1, 2, "finished"), r: func() protocol.Report { r := rep(protocol.ReportTriggered, 2); r.Epoch = 5; return r }(), want: protocol.StateTriggered},
-		{name: "next attempt not sent yet", cur: leased(protocol.StateRetryWaiting, 2, 2), r: func() protocol.Report { r := rep(protocol.ReportTriggered, 3); r.Epoch = 5; return r }(), reject: rejectFuture},
+		{name: "next attempt not sent yet", cur: leased(protocol.StateRetryWaiting, 2, 2), r: func() protocol.Report { r := rep(protocol.ReportTriggered, 3); r.Epoch = 5; return r }(), reject: ErrFuture},
 		// fenced: the agent dropped an attempt unrun; it counts as lost.
 		{name: "fenced retry counts", cur: leased(protocol.StateRetryWaiting, 1, 2, "finished"), r: fenced(2, 5), policy: pol, want: protocol.StateRetryWaiting, next: 2 * time.Second},
 		{name: "fenced retry with attempts spent", cur: leased(protocol.StateRetryWaiting, 2, 3, "finished"), r: fenced(3, 5), policy: pol, want: protocol.StateFailed},
 		{name: "fenced fire counts", cur: leased(protocol.StateTriggered, 1, 0, "triggered"), r: fenced(1, 5), policy: pol, want: protocol.StateRetryWaiting, next: time.Second},
-		{name: "fenced after it ran refused", cur: leased(protocol.StateRunning, 1, 0, "triggered", "running"), r: fenced(1, 5), reject: rejectTransition},
-		{name: "fenced under an older epoch", cur: func() *execRecord { r := leased(protocol.StateRetryWaiting, 1, 2); r.Epoch = 6; return r }(), r: fenced(2, 5), reject: rejectOldEpoch},
-		{name: "fenced retry re-pointed elsewhere", cur: func() *execRecord { r := leased(protocol.StateRetryWaiting, 1, 2); r.Agent = "a2"; return r }(), r: fenced(2, 5), reject: rejectWrongAgent},
-		{name: "fenced retry not sent", cur: leased(protocol.StateRetryWaiting, 2, 2), r: fenced(3, 5), reject: rejectFuture},
+		{name: "fenced after it ran refused", cur: leased(protocol.StateRunning, 1, 0, "triggered", "running"), r: fenced(1, 5), reject: ErrTransition},
+		{name: "fenced under an older epoch", cur: func() *Record { r := leased(protocol.StateRetryWaiting, 1, 2); r.Epoch = 6; return r }(), r: fenced(2, 5), reject: ErrOldEpoch},
+		{name: "fenced retry re-pointed elsewhere", cur: func() *Record { r := leased(protocol.StateRetryWaiting, 1, 2); r.Agent = "a2"; return r }(), r: fenced(2, 5), reject: ErrWrongAgent},
+		{name: "fenced retry not sent", cur: leased(protocol.StateRetryWaiting, 2, 2), r: fenced(3, 5), reject: ErrFuture},
+		// An attempt waiting for its retry ended: only the next one may come.
+		{name: "lost attempt reported by the new holder", cur: func() *Record { r := leased(protocol.StateRetryWaiting, 1, 0); r.Agent = "a2"; return r }(),
+			r: func() protocol.Report { r := by("a2", rep(protocol.ReportTriggered, 1)); r.Epoch = 5; return r }(), reject: ErrOldAttempt},
+		{name: "interrupted after the attempt finished", cur: rec(protocol.StateRetryWaiting, 1, "triggered", "running", "finished"), r: rep(protocol.ReportInterrupted, 1), reject: ErrOldAttempt},
 	}
 	earlyCases := map[string]bool{
 		"running without record":                               true,
@@ -180,20 +184,20 @@ func TestApplyReport(t *testing.T) {
 			if p.MaxAttempts == 0 {
 				p = retry.DefaultPolicy()
 			}
-			res := applyReport(tt.cur, tt.r, func() retry.Policy { return p }, nil, now, nil)
+			res := applyR(tt.cur, tt.r, func() retry.Policy { return p }, nil, now, nil)
 			if res.reject != tt.reject {
 				t.Fatalf("reject = %q (%s), want %q", res.reject, res.detail, tt.reject)
 			}
 			if wantEarly := earlyCases[tt.name]; res.early != wantEarly {
 				t.Fatalf("early = %v, want %v (a report ahead of its record is deferred, others are final)", res.early, wantEarly)
 			}
-			if tt.reject != "" {
+			if tt.reject != nil {
 				if res.next != nil || res.detail == "" {
 					t.Fatalf("rejected report gave a record or no detail: %+v", res)
 				}
 				return
 			}
-			if res.next.State != tt.want || len(res.steps) != 1 || res.steps[0].tr.to != tt.want {
+			if res.next.State != tt.want || len(res.steps) != 1 || res.steps[0].T.To != tt.want {
 				t.Fatalf("state = %s, want %s", res.next.State, tt.want)
 			}
 			if tt.r.Kind == protocol.ReportFenced && (res.next.Outcome != retry.OutcomeAgentLost || res.next.Result == nil || res.next.Result.Message == "") {
@@ -205,15 +209,15 @@ func TestApplyReport(t *testing.T) {
 			if got := res.next.NextAttemptAt.Sub(now); tt.next != 0 && got != tt.next {
 				t.Errorf("next attempt in %s, want %s", got, tt.next)
 			}
-			if res.next.Attempt != tt.r.Attempt || !res.next.hasApplied(tt.r.Kind) {
+			if res.next.Attempt != tt.r.Attempt || !res.next.HasApplied(tt.r.Kind) {
 				t.Errorf("attempt %d applied %v, want attempt %d with %s", res.next.Attempt, res.next.Applied, tt.r.Attempt, tt.r.Kind)
 			}
 			if tt.cur != nil && tt.cur.State == protocol.StateRetryWaiting && len(res.next.Applied) != 1 {
 				t.Errorf("new attempt kept old markers: %v", res.next.Applied)
 			}
 			// Applying the same report again is a duplicate.
-			again := applyReport(res.next, tt.r, func() retry.Policy { return p }, nil, now, nil)
-			if again.reject != rejectDuplicate && !(res.next.State.Terminal() && again.reject == rejectTerminal) {
+			again := applyR(res.next, tt.r, func() retry.Policy { return p }, nil, now, nil)
+			if again.reject != ErrDuplicate && !(res.next.State.Terminal() && again.reject == ErrTerminal) {
 				t.Errorf("second apply: reject %q, want duplicate", again.reject)
 			}
 		})
@@ -229,26 +233,32 @@ func TestApplyReportCreateCheck(t *testing.T) {
 	r := protocol.Report{V: 1, Agent: "a1", JobID: job, ExecID: exec, Attempt: 1, Kind: protocol.ReportTriggered, ScheduledAt: now, At: now}
 	pol := func() retry.Policy { return retry.DefaultPolicy() }
 	asked := 0
-	check := func(reason string, early bool) createCheck {
-		return func() (string, string, bool) { asked++; return reason, "because", early }
+	check := func(reason error, early bool) func() error {
+		return func() error {
+			asked++
+			if reason == nil {
+				return nil
+			}
+			return &Rejection{Err: reason, Detail: "because", Early: early}
+		}
 	}
-	if res := applyReport(nil, r, pol, nil, now, check(rejectNotAssigned, false)); res.reject != rejectNotAssigned || res.early || res.next != nil {
+	if res := applyR(nil, r, pol, nil, now, check(errNotAssigned, false)); res.reject != errNotAssigned || res.early || res.next != nil {
 		t.Fatalf("refused creation: %+v", res)
 	}
-	if res := applyReport(nil, r, pol, nil, now, check(rejectUnknownJob, true)); res.reject != rejectUnknownJob || !res.early {
+	if res := applyR(nil, r, pol, nil, now, check(errUnknownJob, true)); res.reject != errUnknownJob || !res.early {
 		t.Fatalf("creation not decided yet: %+v", res)
 	}
-	if res := applyReport(nil, r, pol, nil, now, check("", false)); res.reject != "" || res.next == nil {
+	if res := applyR(nil, r, pol, nil, now, check(nil, false)); res.reject != nil || res.next == nil {
 		t.Fatalf("allowed creation: %+v", res)
 	}
 	asked = 0
-	cur := &execRecord{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: 1, State: protocol.StatePending, Agent: "a1"}}
-	if res := applyReport(cur, r, pol, nil, now, check(rejectNotAssigned, false)); res.reject != "" || asked != 0 {
+	cur := &Record{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: 1, State: protocol.StatePending, Agent: "a1"}}
+	if res := applyR(cur, r, pol, nil, now, check(errNotAssigned, false)); res.reject != nil || asked != 0 {
 		t.Fatalf("a report of a recorded execution asked createCheck (%d) or was refused: %+v", asked, res)
 	}
 	run := r
 	run.Kind = protocol.ReportRunning
-	if res := applyReport(nil, run, pol, nil, now, check(rejectNotAssigned, false)); res.reject != rejectUnknownExec || !res.early || asked != 0 {
+	if res := applyR(nil, run, pol, nil, now, check(errNotAssigned, false)); res.reject != ErrUnknownExec || !res.early || asked != 0 {
 		t.Fatalf("running without a record: %+v (asked %d)", res, asked)
 	}
 }
@@ -275,8 +285,8 @@ func TestApplyCoalescedReport(t *testing.T) {
 		}
 		return r
 	}
-	rec := func(s protocol.State, attempt int, applied ...protocol.ReportKind) *execRecord {
-		r := &execRecord{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: attempt, State: s, Agent: "a1"}, Applied: applied}
+	rec := func(s protocol.State, attempt int, applied ...protocol.ReportKind) *Record {
+		r := &Record{Execution: protocol.Execution{ExecID: exec, JobID: job, Attempt: attempt, State: s, Agent: "a1"}, Applied: applied}
 		for _, k := range applied {
 			switch k {
 			case protocol.ReportTriggered:
@@ -296,12 +306,12 @@ func TestApplyCoalescedReport(t *testing.T) {
 	)
 	tests := []struct {
 		name    string
-		cur     *execRecord
+		cur     *Record
 		r       protocol.Report
 		path    []protocol.State // from of the first step, then the to of each step
 		attempt int
 		next    time.Duration
-		reject  string
+		reject  error
 		early   bool
 	}{
 		{name: "periodic fire never seen", r: co(protocol.ReportFinished, 1, retry.OutcomeSuccess, false, true),
@@ -322,23 +332,23 @@ func TestApplyCoalescedReport(t *testing.T) {
 		{name: "cancelled before it started", cur: rec(P, 1), r: co(protocol.ReportFinished, 1, retry.OutcomeCancelled, false, false),
 			path: []protocol.State{P, T, C}, attempt: 1},
 		{name: "next attempt while the last still runs", cur: rec(R, 1, "triggered", "running"),
-			r: co(protocol.ReportFinished, 2, retry.OutcomeSuccess, false, true), reject: rejectFuture, early: true},
+			r: co(protocol.ReportFinished, 2, retry.OutcomeSuccess, false, true), reject: ErrFuture, early: true},
 		{name: "without triggered_at for an unknown execution", r: func() protocol.Report {
 			r := co(protocol.ReportFinished, 1, retry.OutcomeSuccess, false, true)
 			r.TriggeredAt = time.Time{}
 			return r
-		}(), reject: rejectUnknownExec, early: true},
+		}(), reject: ErrUnknownExec, early: true},
 		{name: "after the execution ended", cur: rec(S, 1, "triggered", "running", "finished"),
-			r: co(protocol.ReportFinished, 1, retry.OutcomeSuccess, false, true), reject: rejectDuplicate},
+			r: co(protocol.ReportFinished, 1, retry.OutcomeSuccess, false, true), reject: ErrDuplicate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			policy := func() retry.Policy { return pol }
-			res := applyReport(tt.cur, tt.r, policy, nil, now, nil)
+			res := applyR(tt.cur, tt.r, policy, nil, now, nil)
 			if res.reject != tt.reject || res.early != tt.early {
 				t.Fatalf("reject = %q early %v (%s), want %q early %v", res.reject, res.early, res.detail, tt.reject, tt.early)
 			}
-			if tt.reject != "" {
+			if tt.reject != nil {
 				if res.next != nil || len(res.steps) != 0 {
 					t.Fatalf("rejected report changed the record: %+v", res)
 				}
@@ -347,11 +357,11 @@ func TestApplyCoalescedReport(t *testing.T) {
 			var got []protocol.State
 			for i, st := range res.steps {
 				if i == 0 {
-					got = append(got, st.tr.from)
+					got = append(got, st.T.From)
 				}
-				got = append(got, st.tr.to)
-				if st.rec.State != st.tr.to {
-					t.Errorf("step %d: snapshot state %s, transition to %s", i, st.rec.State, st.tr.to)
+				got = append(got, st.T.To)
+				if st.Snapshot.State != st.T.To {
+					t.Errorf("step %d: snapshot state %s, transition to %s", i, st.Snapshot.State, st.T.To)
 				}
 			}
 			if !slices.Equal(got, tt.path) {
@@ -364,7 +374,7 @@ func TestApplyCoalescedReport(t *testing.T) {
 			if len(n.Applied) != len(n.Path) || n.Applied[len(n.Applied)-1] != tt.r.Kind {
 				t.Fatalf("markers %v %v", n.Applied, n.Path)
 			}
-			if (tt.cur == nil || !tt.cur.hasApplied(protocol.ReportTriggered) || tt.cur.State == W) && !n.TriggeredAt.Equal(tAt) {
+			if (tt.cur == nil || !tt.cur.HasApplied(protocol.ReportTriggered) || tt.cur.State == W) && !n.TriggeredAt.Equal(tAt) {
 				t.Errorf("triggered_at %s, want %s", n.TriggeredAt, tAt)
 			}
 			if !tt.r.StartedAt.IsZero() && (!n.StartedAt.Equal(sAt) || n.Lag.D() != 3*time.Millisecond) {
@@ -375,20 +385,20 @@ func TestApplyCoalescedReport(t *testing.T) {
 			}
 			// The same report again is a duplicate that replays the
 			// transitions it made (for its events), changing nothing.
-			again := applyReport(n, tt.r, policy, nil, now, nil)
-			if again.reject != rejectDuplicate || again.next != nil {
+			again := applyR(n, tt.r, policy, nil, now, nil)
+			if again.reject != ErrDuplicate || again.next != nil {
 				t.Fatalf("second apply: reject %q", again.reject)
 			}
-			var replayed []transition
+			var replayed []Transition
 			for _, st := range again.replay {
-				replayed = append(replayed, st.tr)
+				replayed = append(replayed, st.T)
 			}
-			var want []transition
+			var want []Transition
 			for _, st := range res.steps {
-				want = append(want, transition{from: st.tr.from, to: st.tr.to})
+				want = append(want, Transition{From: st.T.From, To: st.T.To})
 			}
 			for i := range replayed {
-				replayed[i].reason = ""
+				replayed[i].Reason = ""
 			}
 			if tt.cur == nil || len(tt.cur.Applied) == 0 || tt.cur.State == W {
 				if !slices.Equal(replayed, want) {
@@ -401,7 +411,7 @@ func TestApplyCoalescedReport(t *testing.T) {
 					continue
 				}
 				stray := protocol.Report{V: 1, Agent: "a1", JobID: job, ExecID: exec, Attempt: tt.r.Attempt, Kind: k, ScheduledAt: now, At: now}
-				if res := applyReport(n, stray, policy, nil, now, nil); res.reject != rejectDuplicate || res.next != nil {
+				if res := applyR(n, stray, policy, nil, now, nil); res.reject != ErrDuplicate || res.next != nil {
 					t.Errorf("stray %s: reject %q", k, res.reject)
 				}
 			}

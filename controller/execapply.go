@@ -1,0 +1,182 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// applyExec applies ev to the current record of execution id with
+// execution.Apply and writes the result with compare-and-set, reading and
+// applying again on a conflict. It returns the record before and after
+// (after is nil when nothing was written) and the effects to execute
+// (execEffects); err is Apply's refusal (a *execution.Rejection) or a
+// store error. env.Now is set to the controller's time of each try.
+func (c *Controller) applyExec(ctx context.Context, id string, ev execution.Event, env execution.Env) (before, after *execRecord, effs []execution.Effect, err error) {
+	for range 20 {
+		cur, err := c.readExec(ctx, id)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		env.Now = c.now()
+		next, effs, err := execution.Apply(cur.rec, ev, env)
+		if err != nil || next == nil {
+			return cur.rec, nil, effs, err
+		}
+		if _, err := c.execs().put(ctx, cur, next); errors.Is(err, errCASConflict) {
+			continue
+		} else if err != nil {
+			return cur.rec, nil, nil, err
+		}
+		return cur.rec, next, effs, nil
+	}
+	return nil, nil, nil, fmt.Errorf("execution %s: %w: too much contention", id, ErrConflict)
+}
+
+// jobEnv is the Env of a change to an execution of job jobID: its retry
+// policy (from the job cache, defaults when the job is not known) and the
+// jitter source. Now is set by applyExec or the caller.
+func (c *Controller) jobEnv(jobID string) execution.Env {
+	return execution.Env{
+		Now: c.now(),
+		Policy: func() retry.Policy {
+			if j, _, ok := c.jobs.get(jobID); ok {
+				return j.Retry.Policy().WithDefaults()
+			}
+			return retry.DefaultPolicy()
+		},
+		Rand: rand.Int64N,
+	}
+}
+
+// startEffects executes effects of execution.Apply, in order, for record
+// rec (the record written, or the current one when nothing was). job is
+// the job of a SendRun (nil: from the job cache). Events are published
+// asynchronously: their futures are returned, and evErr is true when one
+// could not be sent at all. A command that could not be sent stops the
+// effects after it and is the error.
+func (c *Controller) startEffects(ctx context.Context, rec *execRecord, job *protocol.Job, effs []execution.Effect) (futs []jetstream.PubAckFuture, evErr bool, err error) {
+	for _, e := range effs {
+		switch e := e.(type) {
+		case execution.Transitioned:
+			if f := c.transitionEffects(&e.Snapshot, transition{from: e.T.From, to: e.T.To, reason: e.T.Reason}); f != nil {
+				futs = append(futs, f)
+			} else {
+				evErr = true
+			}
+		case execution.ReplayEvent:
+			if f := c.publishEvent(&e.Snapshot, transition{from: e.T.From, to: e.T.To, reason: e.T.Reason}); f != nil {
+				futs = append(futs, f)
+			} else {
+				evErr = true
+			}
+		case execution.ScheduleRetry:
+			c.retries.schedule(e.ExecID, e.JobID, e.Attempt, e.At)
+		case execution.CancelRetry:
+			c.retries.cancel(e.ExecID)
+		case execution.WaitForAgent:
+			c.assignMu.Lock()
+			c.unplaced[e.ExecID] = e.JobID
+			c.assignMu.Unlock()
+			group := ""
+			if job != nil {
+				group = job.Target.Group
+			}
+			c.log.Warn("execution waits for an agent of its group", "exec", e.ExecID, "job", e.JobID, "group", group)
+		case execution.ForgetWaiting:
+			c.assignMu.Lock()
+			delete(c.unplaced, e.ExecID)
+			c.assignMu.Unlock()
+		case execution.SendRun:
+			j := job
+			if j == nil {
+				cj, _, ok := c.jobs.get(rec.JobID)
+				if !ok {
+					return futs, evErr, fmt.Errorf("send run %s: job %s: %w", rec.ExecID, rec.JobID, ErrNotFound)
+				}
+				j = &cj
+			}
+			if err := c.sendRun(ctx, *j, rec, e.Attempt, e.RunAt); err != nil {
+				if e.Resend {
+					return futs, evErr, fmt.Errorf("re-send run %s: %w", rec.ExecID, err)
+				}
+				return futs, evErr, fmt.Errorf("send run %s: %w", rec.ExecID, err)
+			}
+		case execution.SendCancel:
+			cmd := protocol.Command{Kind: protocol.CmdCancel, Agent: e.Agent, Cancel: &protocol.Cancel{ExecID: e.ExecID, Reason: e.Reason}}
+			if err := c.publishCommand(ctx, cmd, "cancel/"+e.ExecID+"/"+strconv.Itoa(e.Attempt)); err != nil {
+				return futs, evErr, fmt.Errorf("send cancel %s: %w", e.ExecID, err)
+			}
+		case execution.Retire:
+			// Done by the caller, which holds the revision read (retireExec).
+		}
+	}
+	return futs, evErr, nil
+}
+
+// execEffects is startEffects that then waits (at most eventAckWait) until
+// the events are stored, so that the history index can show the change to
+// a list made after the caller's write returned.
+func (c *Controller) execEffects(ctx context.Context, rec *execRecord, job *protocol.Job, effs []execution.Effect) error {
+	futs, _, err := c.startEffects(ctx, rec, job, effs)
+	if len(futs) == 0 {
+		return err
+	}
+	t := time.NewTimer(eventAckWait)
+	defer t.Stop()
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case <-f.Err():
+		case <-t.C:
+			return err
+		}
+	}
+	return err
+}
+
+// eventAckWait bounds how long execEffects waits for its events' acks.
+const eventAckWait = 2 * time.Second
+
+// rejectReason is a report refusal decided by the controller rather than
+// by the state machine (authorizeCreate, the history): its metric label.
+type rejectReason string
+
+// Error returns the label.
+func (r rejectReason) Error() string { return string(r) }
+
+// rejectLabel returns the ax_reports_rejected_total reason of a refusal.
+func rejectLabel(err error) string {
+	var rr rejectReason
+	switch {
+	case errors.As(err, &rr):
+		return string(rr)
+	case errors.Is(err, execution.ErrDuplicate):
+		return rejectDuplicate
+	case errors.Is(err, execution.ErrOldAttempt):
+		return rejectOldAttempt
+	case errors.Is(err, execution.ErrOldEpoch):
+		return rejectOldEpoch
+	case errors.Is(err, execution.ErrWrongAgent):
+		return rejectWrongAgent
+	case errors.Is(err, execution.ErrTerminal):
+		return rejectTerminal
+	case errors.Is(err, execution.ErrFuture):
+		return rejectFuture
+	case errors.Is(err, execution.ErrUnknownExec):
+		return rejectUnknownExec
+	case errors.Is(err, execution.ErrTransition):
+		return rejectTransition
+	default:
+		return rejectInvalid
+	}
+}

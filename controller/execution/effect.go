@@ -1,0 +1,92 @@
+package execution
+
+import (
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Effect is something the controller does after the record Apply returned
+// is stored (or, on a refusal, instead of storing anything). Effects are
+// values; the controller executes them in order.
+type Effect interface {
+	effect()
+}
+
+// Transition is one state change, for events, metrics and logs.
+type Transition struct {
+	From, To protocol.State
+	Reason   string
+}
+
+// Transitioned: the execution made transition T; Snapshot is the record
+// right after it (a report standing for several steps makes one per
+// step). The controller publishes its event, counts and logs it.
+type Transitioned struct {
+	Snapshot Record
+	T        Transition
+}
+
+// ReplayEvent: a duplicate report's transition, made when it was first
+// applied; its event is published again (the stream drops it by Msg-Id if
+// it was stored), which closes the gap of a controller that crashed
+// between its record write and its events.
+type ReplayEvent struct {
+	Snapshot Record
+	T        Transition
+}
+
+// ScheduleRetry arms the retry timer of Attempt of an execution at At.
+type ScheduleRetry struct {
+	ExecID, JobID string
+	Attempt       int
+	At            time.Time
+}
+
+// CancelRetry drops the retry timer of an execution.
+type CancelRetry struct {
+	ExecID string
+}
+
+// SendRun sends the run command of Attempt (to the record's agent, under
+// its epoch), to run at RunAt. Resend marks a run sent before (an
+// existing PENDING execution created again).
+type SendRun struct {
+	Attempt int
+	RunAt   time.Time
+	Resend  bool
+}
+
+// SendCancel sends a cancel command for attempt Attempt to Agent.
+type SendCancel struct {
+	Agent, ExecID string
+	Attempt       int
+	Reason        string
+}
+
+// WaitForAgent remembers a PENDING execution without an agent; the next
+// agent of its job's group that registers gets it (Place).
+type WaitForAgent struct {
+	ExecID, JobID string
+}
+
+// ForgetWaiting forgets a waiting execution (it no longer waits).
+type ForgetWaiting struct {
+	ExecID string
+}
+
+// Retire removes the record from live state (Expiry): with compare-and-set
+// on the revision read, so a record changed meanwhile stays.
+type Retire struct {
+	ExecID string
+}
+
+func (Transitioned) effect()  {}
+func (ReplayEvent) effect()   {}
+func (ScheduleRetry) effect() {}
+func (CancelRetry) effect()   {}
+func (SendRun) effect()       {}
+func (SendCancel) effect()    {}
+func (WaitForAgent) effect()  {}
+func (ForgetWaiting) effect() {}
+func (Retire) effect()        {}

@@ -1,0 +1,60 @@
+package execution
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Record is an execution as stored in KV ax_execs: the public Execution
+// plus the report steps already applied to its current attempt, which make
+// every report idempotent by (exec_id, attempt, kind). Its JSON form is the
+// one stored since the first release; fields are only ever added.
+type Record struct {
+	protocol.Execution
+	// Applied lists the report steps applied to attempt Execution.Attempt,
+	// in order; Path[i] is the state step Applied[i] moved the execution
+	// to, and From the state before the attempt's first step ("" for none).
+	// They let a duplicate report re-publish the events it caused.
+	Applied []protocol.ReportKind `json:"applied,omitempty"`
+	Path    []protocol.State      `json:"path,omitempty"`
+	From    protocol.State        `json:"from,omitempty"`
+	// Sent is the attempt whose run command the controller last sent for a
+	// retry (to Execution.Agent, under Execution.Epoch); 0 when none was
+	// sent since the record was written by a version without it. A new
+	// attempt is accepted only from that agent, for that attempt.
+	Sent int `json:"sent,omitempty"`
+}
+
+// Clone returns a deep copy, so that a change never touches a shared value.
+func (r *Record) Clone() *Record {
+	if r == nil {
+		return nil
+	}
+	n := *r
+	n.Applied = slices.Clone(r.Applied)
+	n.Path = slices.Clone(r.Path)
+	if r.Result != nil {
+		res := *r.Result
+		n.Result = &res
+	}
+	if r.Shard != nil {
+		s := *r.Shard
+		n.Shard = &s
+	}
+	return &n
+}
+
+// HasApplied reports whether report step k was applied to the current attempt.
+func (r *Record) HasApplied(k protocol.ReportKind) bool { return slices.Contains(r.Applied, k) }
+
+// Decode parses a stored record.
+func Decode(b []byte) (*Record, error) {
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode execution record: %w", err)
+	}
+	return &r, nil
+}
