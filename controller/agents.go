@@ -31,11 +31,11 @@ type agentRegistry struct {
 	// live: agents whose liveness in memory is still to be written to
 	// ax_agents (agentstore.go).
 	live *livenessQueue
-	// kv is ax_agents as the heartbeats' liveness writes use it, set at
-	// start: wrapKV(c.kv.Agents) when a test set wrapKV (to delay them),
-	// else c.kv.Agents.
-	kv     jetstream.KeyValue
-	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
+	// kv and leaseKV are ax_agents and ax_leases as the heartbeat path
+	// writes them (liveness, lease renewals), set at start: wrapKV of the
+	// bucket when a test set wrapKV (to delay the writes), else the bucket.
+	kv, leaseKV jetstream.KeyValue
+	wrapKV      func(jetstream.KeyValue) jetstream.KeyValue
 }
 
 type agentEntry struct {
@@ -231,9 +231,9 @@ func (c *Controller) followAgents(ctx context.Context) error {
 // startResponders subscribes the registration and heartbeat responders.
 func (c *Controller) startResponders() error {
 	c.startRegisterWorkers()
-	c.agents.kv = c.kv.Agents
+	c.agents.kv, c.agents.leaseKV = c.kv.Agents, c.kv.Leases
 	if c.agents.wrapKV != nil {
-		c.agents.kv = c.agents.wrapKV(c.kv.Agents)
+		c.agents.kv, c.agents.leaseKV = c.agents.wrapKV(c.kv.Agents), c.agents.wrapKV(c.kv.Leases)
 	}
 	c.startLivenessWriters()
 	for _, s := range []struct {

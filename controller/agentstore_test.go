@@ -146,7 +146,13 @@ func TestHeartbeatNotHeldUpByLivenessWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := &gatedKV{open: make(chan struct{})}
-	c.agents.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue { gate.KeyValue = kv; return gate }
+	c.agents.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue {
+		if kv.Bucket() != protocol.BucketAgents {
+			return kv
+		}
+		gate.KeyValue = kv
+		return gate
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := c.Start(ctx); err != nil {
