@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +58,55 @@ func TestBusyRegistrationWaitsRetryAfter(t *testing.T) {
 	for i := 1; i < 3; i++ {
 		if d := at[i].Sub(at[i-1]); d < retryAfter {
 			t.Fatalf("registration %d came %s after a busy answer with retry_after %s", i+1, d, retryAfter)
+		}
+	}
+}
+
+// retryLog records the retry_in of the agent's "registration failed;
+// retrying" log records.
+type retryLog struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (h *retryLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *retryLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *retryLog) WithGroup(string) slog.Handler            { return h }
+func (h *retryLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "registration failed; retrying" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "retry_in" {
+			h.mu.Lock()
+			h.waits = append(h.waits, a.Value.Duration())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (h *retryLog) snapshot() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.waits)
+}
+
+// While no controller answers registrations at all ("no responders": one
+// is starting), the agent's backoff stays within noResponderWaits
+// heartbeat intervals however often it failed, so that it registers soon
+// after the controller is ready (it used to grow to 30 s).
+func TestNoResponderRegistrationBackoffCapped(t *testing.T) {
+	srv := natstest.Start(t)
+	cfg := testConfig(t, "edge-early", srv.URL()) // heartbeat 100ms, reconnect_wait 50ms
+	limit := noResponderWaits * cfg.NATS.Heartbeat
+	rl := &retryLog{}
+	startAgent(t, cfg, WithLogger(slog.New(rl)))
+	waitFor(t, 30*time.Second, "10 registrations without a controller", func() bool { return len(rl.snapshot()) >= 10 })
+	for i, d := range rl.snapshot() {
+		if d > limit {
+			t.Fatalf("retry %d without a controller in %s, want at most %s", i+1, d, limit)
 		}
 	}
 }

@@ -210,7 +210,9 @@ func (l *link) run(ctx context.Context) {
 		if !l.reg.Load() {
 			if l.spread.Swap(false) {
 				// Reconnected, likely with every other agent (a controller
-				// restart): the registrations are spread over a random wait.
+				// restart): the registrations are spread over a random wait,
+				// and the backoff starts again.
+				regFails = 0
 				d := fullJitter(1, min(time.Duration(l.hb.Load()), 4*l.a.cfg.NATS.ReconnectWait), maxRetryBackoff, randInt64N)
 				regAt = l.a.clk.Now().Add(d)
 				hbTimer.Reset(d)
@@ -222,7 +224,7 @@ func (l *link) run(ctx context.Context) {
 			}
 			retry := func(what string, err error) {
 				regFails++
-				d := fullJitter(regFails, 2*l.a.cfg.NATS.ReconnectWait, maxRetryBackoff, randInt64N) + time.Duration(l.busyFor.Swap(0))
+				d := l.retryIn(regFails, err)
 				log.Warn(what+"; retrying", "err", err, "retry_in", d, "failures", regFails)
 				regAt = l.a.clk.Now().Add(d)
 				hbTimer.Reset(d)
@@ -251,6 +253,29 @@ func (l *link) run(ctx context.Context) {
 		hbTimer.Reset(time.Duration(l.hb.Load()))
 	}
 }
+
+// retryIn is the wait before the next registration after the n-th
+// failure in a row (err): full jitter, capped (backoff.go). A busy answer
+// names its own wait (the controller's slot, regpool.go), plus up to a
+// quarter of it at random. "No responders" means no controller is
+// subscribed yet (one is starting): NATS answers at once and the
+// controller bears none of it, so the backoff is capped at
+// noResponderWaits heartbeat intervals, and the agents register within
+// that of the controller being ready instead of up to maxRetryBackoff.
+func (l *link) retryIn(n int, err error) time.Duration {
+	base := 2 * l.a.cfg.NATS.ReconnectWait
+	if busy := time.Duration(l.busyFor.Swap(0)); busy > 0 {
+		return busy + fullJitter(1, busy/4, maxRetryBackoff, randInt64N)
+	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fullJitter(n, base, max(base, noResponderWaits*time.Duration(l.hb.Load())), randInt64N)
+	}
+	return fullJitter(n, base, maxRetryBackoff, randInt64N)
+}
+
+// noResponderWaits caps the backoff of registrations that found no
+// controller, in heartbeat intervals.
+const noResponderWaits = 2
 
 func (l *link) wait(ctx context.Context, d time.Duration) bool {
 	t := l.a.clk.NewTimer(d)

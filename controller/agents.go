@@ -28,6 +28,14 @@ type agentRegistry struct {
 	mu     sync.RWMutex
 	agents map[string]*agentEntry
 	n      agentCounts // kept current by putRev and sweep (agentcounts.go)
+	// live: agents whose liveness in memory is still to be written to
+	// ax_agents (agentstore.go).
+	live *livenessQueue
+	// kv and leaseKV are ax_agents and ax_leases as the heartbeat path
+	// writes them (liveness, lease renewals), set at start: wrapKV of the
+	// bucket when a test set wrapKV (to delay the writes), else the bucket.
+	kv, leaseKV jetstream.KeyValue
+	wrapKV      func(jetstream.KeyValue) jetstream.KeyValue
 }
 
 type agentEntry struct {
@@ -39,7 +47,9 @@ type agentEntry struct {
 	kvSeen time.Time
 }
 
-func newAgentRegistry() *agentRegistry { return &agentRegistry{agents: map[string]*agentEntry{}} }
+func newAgentRegistry() *agentRegistry {
+	return &agentRegistry{agents: map[string]*agentEntry{}, live: newLivenessQueue()}
+}
 
 func cloneAgent(a protocol.AgentInfo) protocol.AgentInfo {
 	if a.Labels != nil {
@@ -108,6 +118,28 @@ func (r *agentRegistry) putRev(info protocol.AgentInfo, rev uint64) (wasOnline, 
 	if rev != 0 {
 		e.rev, e.kvSeen = rev, kvSeen
 	}
+	return wasOnline, true
+}
+
+// putLive records the liveness of heartbeat info (last seen, heartbeat
+// time, stats, clock offset, online, not stopped) on agent info.Agent's
+// current record, whatever else changed in it since info was read (a
+// label change or registration seen meanwhile stays, with its revision).
+// It returns whether the agent was online before; ok is false when the
+// agent is not known.
+func (r *agentRegistry) putLive(info protocol.AgentInfo) (wasOnline, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.agents[info.Agent]
+	if !ok {
+		return false, false
+	}
+	wasOnline = e.online
+	r.n.add(e, -1)
+	e.info.LastSeen, e.info.HeartbeatAt, e.info.Stats, e.info.ClockOffset = info.LastSeen, info.HeartbeatAt, info.Stats, info.ClockOffset
+	e.info.Online, e.info.StoppedAt = info.Online, info.StoppedAt
+	e.online = info.Online
+	r.n.add(e, 1)
 	return wasOnline, true
 }
 
@@ -199,6 +231,11 @@ func (c *Controller) followAgents(ctx context.Context) error {
 // startResponders subscribes the registration and heartbeat responders.
 func (c *Controller) startResponders() error {
 	c.startRegisterWorkers()
+	c.agents.kv, c.agents.leaseKV = c.kv.Agents, c.kv.Leases
+	if c.agents.wrapKV != nil {
+		c.agents.kv, c.agents.leaseKV = c.agents.wrapKV(c.kv.Agents), c.agents.wrapKV(c.kv.Leases)
+	}
+	c.startLivenessWriters()
 	for _, s := range []struct {
 		subj string
 		h    nats.MsgHandler
@@ -386,39 +423,42 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	} else {
 		info.ClockOffset = protocol.Duration(now.Sub(hb.SentAt))
 	}
-	var wasOnline, replied bool
-	if c.heartbeatWrite(prev, info, kvSeen, now) {
-		if !hb.Stopping && len(hb.Leases) == 0 {
-			// Nothing in the reply depends on the write: answer first, so
-			// that the round trip does not include it. A record revoked
-			// or removed by another replica meanwhile is told at the next.
-			wasOnline = c.agents.put(info)
-			c.m.agentStats(hb.Agent, hb.Stats)
-			respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now()})
-			replied = true
+	var wasOnline bool
+	switch {
+	case !hb.Stopping && len(hb.Leases) == 0 && len(prev.Leases) == 0:
+		// Nothing in the reply depends on a write: answered from memory,
+		// written by the liveness writers when due (agentstore.go). A
+		// record revoked or removed by another replica meanwhile is told
+		// at the next heartbeat.
+		wasOnline, _ = c.agents.putLive(info)
+		c.m.agentStats(hb.Agent, hb.Stats)
+		unlock()
+		respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now()})
+		if c.heartbeatWrite(prev, info, kvSeen, now) {
+			c.agents.live.mark(hb.Agent)
 		}
+		if !wasOnline {
+			c.log.Info("agent online", "agent", hb.Agent)
+			c.agentGauges()
+		}
+		return
+	case c.heartbeatWrite(prev, info, kvSeen, now):
 		stored, nrev, err := c.storeLiveness(c.ctx, info, rev)
 		switch {
 		case errors.Is(err, errAgentGone):
 			c.agents.putRev(stored, nrev)
 			unlock()
-			if !replied {
-				respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
-			}
+			respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
 			return
 		case err != nil:
 			c.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
-			if !replied {
-				wasOnline = c.agents.put(info)
-			}
+			wasOnline = c.agents.put(info)
 		default:
 			info = stored
-			if was, _ := c.agents.putRev(info, nrev); !replied {
-				wasOnline = was
-			}
+			wasOnline, _ = c.agents.putRev(info, nrev)
 		}
-	} else {
-		wasOnline = c.agents.put(info)
+	default: // the same leases, online: only the liveness changed
+		wasOnline, _ = c.agents.putLive(info)
 	}
 	c.m.agentStats(hb.Agent, hb.Stats)
 	unlock()
@@ -436,9 +476,6 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 	}
 	if len(hb.Leases) > 0 && !hb.Stopping {
 		renewed, lost = c.renewLeases(c.ctx, info, hb.Leases)
-	}
-	if replied {
-		return
 	}
 	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Renewed: renewed, Lost: lost})
 }

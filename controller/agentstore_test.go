@@ -1,11 +1,15 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/pkg/protocol"
@@ -107,4 +111,101 @@ func TestHeartbeatWithoutChangeIsNotWritten(t *testing.T) {
 	if !after.LastSeen.After(before.LastSeen) {
 		t.Fatalf("last seen %s not after %s", after.LastSeen, before.LastSeen)
 	}
+}
+
+// gatedKV is ax_agents whose Updates wait while the gate is closed (a
+// slow JetStream, as under a 10,000-agent load), then go to the real
+// bucket.
+type gatedKV struct {
+	jetstream.KeyValue
+	closed atomic.Bool
+	open   chan struct{}
+}
+
+func (k *gatedKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if k.closed.Load() {
+		select {
+		case <-k.open:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return k.KeyValue.Update(ctx, key, value, rev)
+}
+
+// A heartbeat never waits for the write of an earlier heartbeat's
+// liveness to ax_agents: with the write stalled, the agent's next
+// heartbeats are answered at once (they were held up behind it, up to the
+// write's 5 s timeout, on the agent's heartbeat worker), and the latest
+// liveness is written once the write goes through.
+func TestHeartbeatNotHeldUpByLivenessWrite(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.AgentOfflineAfter = cfg.HeartbeatInterval // livenessRefresh 0: every heartbeat is due to be written
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedKV{open: make(chan struct{})}
+	c.agents.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue {
+		if kv.Bucket() != protocol.BucketAgents {
+			return kv
+		}
+		gate.KeyValue = kv
+		return gate
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate.open)
+		}
+	}
+	t.Cleanup(release)
+	ag := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	stored := func() protocol.AgentInfo {
+		e, err := c.kv.Agents.Get(ctx, "edge-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info protocol.AgentInfo
+		if err := json.Unmarshal(e.Value(), &info); err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	ag.heartbeat()
+	eventually(t, 10*time.Second, "the first heartbeat written", func() bool { return !stored().HeartbeatAt.IsZero() })
+
+	gate.closed.Store(true)
+	hb := func() (protocol.HeartbeatReply, error) {
+		data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: "edge-1", SentAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := ag.nc.Request(protocol.HeartbeatSubject("edge-1"), data, 2*time.Second)
+		if err != nil {
+			return protocol.HeartbeatReply{}, err
+		}
+		return protocol.DecodeHeartbeatReply(msg.Data)
+	}
+	for i := range 3 {
+		r, err := hb()
+		if err != nil {
+			t.Fatalf("heartbeat %d with the ax_agents write stalled: %v (held up behind the write)", i+2, err)
+		}
+		if r.Error != "" {
+			t.Fatalf("heartbeat %d: %s", i+2, r.Error)
+		}
+	}
+	last, _ := c.agents.get("edge-1")
+	release()
+	eventually(t, 10*time.Second, "the last heartbeat's liveness written", func() bool {
+		return !stored().LastSeen.Before(last.LastSeen)
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -336,6 +337,10 @@ func (c *Controller) sendUnassign(ctx context.Context, jobID, agent string, gen 
 	c.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
 }
 
+// leaseRenewBatch is how many lease renewals of one heartbeat are in
+// flight at once.
+const leaseRenewBatch = 32
+
 // renewLeases answers the lease claims of a heartbeat from agent a: each
 // lease the agent still holds in ax_leases, for a job whose group it is
 // still in, is renewed (compare-and-set) and granted for LeaseTTL×0.9 from
@@ -345,14 +350,35 @@ func (c *Controller) renewLeases(ctx context.Context, a protocol.AgentInfo, clai
 	ttl := c.cfg.LeaseTTL - c.cfg.LeaseTTL/10
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/2)
 	defer cancel()
-	for _, cl := range claims {
+	// The claims are renewed together (up to leaseRenewBatch writes in
+	// flight): a heartbeat claiming n leases waits for about one round
+	// trip to ax_leases, not n.
+	type outcome struct {
+		member, held bool
+		err          error
+	}
+	out := make([]outcome, len(claims))
+	sem := make(chan struct{}, leaseRenewBatch)
+	var wg sync.WaitGroup
+	for i, cl := range claims {
 		j, _, ok := c.jobs.get(cl.JobID)
-		member := ok && isGroupAny(j) && len(groupMembers(j, []protocol.AgentInfo{a})) == 1
-		if !member {
+		if out[i].member = ok && isGroupAny(j) && len(groupMembers(j, []protocol.AgentInfo{a})) == 1; !out[i].member {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i].held, out[i].err = c.renewLease(ctx, a.Agent, cl)
+		}()
+	}
+	wg.Wait()
+	for i, cl := range claims {
+		if !out[i].member {
 			lost = append(lost, cl)
 			continue
 		}
-		switch held, err := c.renewLease(ctx, a.Agent, cl); {
+		switch held, err := out[i].held, out[i].err; {
 		case errors.Is(err, errLeaseRaced):
 		case err != nil:
 			c.log.Warn("renew group lease", "job", cl.JobID, "agent", a.Agent, "err", err)
@@ -377,7 +403,7 @@ func (c *Controller) renewLease(ctx context.Context, agent string, cl protocol.H
 		if err != nil {
 			return false, err
 		}
-		newRev, err := c.kv.Leases.Update(ctx, key, data, rev)
+		newRev, err := c.agents.leaseKV.Update(ctx, key, data, rev)
 		if err != nil {
 			return false, err
 		}

@@ -1,9 +1,14 @@
 package controller
 
 import (
+	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -369,5 +374,79 @@ func TestStaleStoppingHeartbeatIgnored(t *testing.T) {
 	f.notMovedUntil(t, holderEnd, "a stopping heartbeat of an earlier run of the agent")
 	if as, _ := f.c.ListAgents(tctx(t)); !slices.ContainsFunc(as, func(a protocol.AgentInfo) bool { return a.Agent == f.h.id && a.Online }) {
 		t.Fatalf("a stale stopping heartbeat took %s offline: %+v", f.h.id, as)
+	}
+}
+
+// barrierKV is ax_leases whose Updates, once armed, each wait until want
+// of them are in flight together (or their context ends), then go to the
+// real bucket.
+type barrierKV struct {
+	jetstream.KeyValue
+	armed   atomic.Bool
+	want    int
+	mu      sync.Mutex
+	waiting int
+	all     chan struct{}
+}
+
+func (k *barrierKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if k.armed.Load() {
+		k.mu.Lock()
+		if k.waiting++; k.waiting == k.want {
+			close(k.all)
+		}
+		k.mu.Unlock()
+		select {
+		case <-k.all:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return k.KeyValue.Update(ctx, key, value, rev)
+}
+
+// The lease claims of one heartbeat are renewed together, not one after
+// another: with every renewal of ax_leases waiting until all of the
+// heartbeat's are in flight, both of an agent's leases are renewed (one
+// at a time, the first waited for the second until the heartbeat's
+// deadline and neither was).
+func TestHeartbeatRenewsLeasesTogether(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	cfg.AgentOfflineAfter = 3 * time.Second
+	cfg.LeaseTTL = 2 * time.Second
+	cfg.LeaseRenewInterval = 200 * time.Millisecond
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := &barrierKV{want: 2, all: make(chan struct{})}
+	c.agents.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue {
+		if kv.Bucket() != protocol.BucketLeases {
+			return kv
+		}
+		leases.KeyValue = kv
+		return leases
+	}
+	ctx := tctx(t)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ag := newTestAgent(t, c.NATSURL(), "g1", map[string]string{"role": "pump"}).start()
+	var claims []protocol.HeldLease
+	for _, name := range []string{"pump-a", "pump-b"} {
+		job, err := c.CreateJob(ctx, protocol.Job{Name: name, Handler: "noop", Schedule: schedule.Spec{Every: "1h"},
+			Target: protocol.Target{Group: "role=pump"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := ag.waitCommand("lease of "+name, assignWithEpoch(job.ID, 0))
+		claims = append(claims, protocol.HeldLease{JobID: job.ID, Epoch: cmd.Assign.Epoch})
+	}
+	leases.armed.Store(true)
+	hr := ag.heartbeatClaims(claims...)
+	if len(hr.Renewed) != 2 || len(hr.Lost) != 0 {
+		t.Fatalf("heartbeat claiming 2 leases: renewed %+v, lost %+v; want both renewed", hr.Renewed, hr.Lost)
 	}
 }

@@ -15,14 +15,26 @@ import (
 // "busy" with a RetryAfter at once instead of letting the request time out;
 // a request that waited in the queue longer than the agents' request
 // timeout is dropped unprocessed (its agent gave up and will retry).
+//
+// The RetryAfter of a busy answer is a slot: the time the queue takes to
+// drain at the rate registrations are handled (registerWorkers over the
+// mean handling time), and each further busy answer a slot later, so that
+// the agents told "busy" come back spread over the time the controller
+// needs for them instead of together after a fixed pause (at 10,000 agents
+// that made most of a storm's retries busy again).
 const (
 	registerWorkers = 16
 	registerQueue   = 1024
 	// registerMaxWait is how long a registration may wait in the queue:
 	// below the agents' default nats.request_timeout (3s).
 	registerMaxWait = 2 * time.Second
-	// registerBusyRetry is the RetryAfter of a "busy" answer.
-	registerBusyRetry = 2 * time.Second
+	// registerBusyMin and registerBusyMax bound the RetryAfter of a
+	// "busy" answer.
+	registerBusyMin = time.Second
+	registerBusyMax = 60 * time.Second
+	// registerCostStart is the handling time assumed before any was
+	// measured.
+	registerCostStart = 20 * time.Millisecond
 	// Reasons of ax_agent_requests_refused_total for registrations.
 	refuseBusy = "busy"
 	refuseLate = "late"
@@ -42,6 +54,45 @@ type regPool struct {
 	mu      sync.Mutex
 	first   uint64
 	firstAt time.Time // c.mono() when the read of first started
+
+	// smu guards the admission slots of busy answers: cost is the mean
+	// handling time of a registration (moving average), next the next
+	// free slot (c.mono()).
+	smu  sync.Mutex
+	cost time.Duration
+	next time.Time
+}
+
+// handled records that a registration took d to handle.
+func (p *regPool) handled(d time.Duration) {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	if p.cost == 0 {
+		p.cost = d
+		return
+	}
+	p.cost += (d - p.cost) / 16
+}
+
+// retryAfter returns the RetryAfter of a busy answer given at now with
+// queued registrations waiting: the next free slot after the queue drains
+// at registerWorkers/cost a second, within registerBusyMin..registerBusyMax.
+func (p *regPool) retryAfter(now time.Time, queued int) time.Duration {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	cost := p.cost
+	if cost <= 0 {
+		cost = registerCostStart
+	}
+	per := cost / registerWorkers // one slot
+	if drained := now.Add(time.Duration(queued) * per); p.next.Before(drained) {
+		p.next = drained
+	}
+	d := p.next.Sub(now)
+	if d < registerBusyMax {
+		p.next = p.next.Add(per)
+	}
+	return min(max(d, registerBusyMin), registerBusyMax)
 }
 
 // firstSeq returns AX_CMD's first sequence as read after received: one
@@ -71,7 +122,7 @@ func (c *Controller) enqueueRegister(msg *nats.Msg) {
 	default:
 		c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy).Inc()
 		respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later",
-			RetryAfter: protocol.Duration(registerBusyRetry)})
+			RetryAfter: protocol.Duration(c.regs.retryAfter(c.mono(), len(c.regs.q)))})
 	}
 }
 
@@ -93,7 +144,9 @@ func (c *Controller) registerWorker(ctx context.Context) {
 				c.m.agentRefused.WithLabelValues(endpointRegister, refuseLate).Inc()
 				continue
 			}
+			t0 := c.mono()
 			c.handleRegister(r.msg, r.at)
+			c.regs.handled(c.mono().Sub(t0))
 		}
 	}
 }

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,12 +40,17 @@ func TestRegistrationBusyWhenQueueFull(t *testing.T) {
 	}
 	defer nc.Close()
 	var busy, ok atomic.Int64
+	var mu sync.Mutex
+	var after []time.Duration // RetryAfter of the busy answers
 	sub, err := nc.Subscribe(protocol.InboxPrefix("*")+".r", func(m *nats.Msg) {
 		r, err := protocol.DecodeRegisterReply(m.Data)
 		switch {
 		case err != nil:
 			t.Errorf("reply: %v", err)
 		case r.Error != "" && r.RetryAfter > 0:
+			mu.Lock()
+			after = append(after, r.RetryAfter.D())
+			mu.Unlock()
 			busy.Add(1)
 		case r.Error == "":
 			ok.Add(1)
@@ -78,6 +85,17 @@ func TestRegistrationBusyWhenQueueFull(t *testing.T) {
 	}
 	if got := val(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy)); got != float64(busy.Load()) {
 		t.Fatalf("refused{busy} = %v, want %d", got, busy.Load())
+	}
+	// The busy answers, given in a burst, name successive slots: their
+	// agents come back spread at the rate registrations are handled, not
+	// all after the same pause.
+	mu.Lock()
+	defer mu.Unlock()
+	slot := registerCostStart / registerWorkers
+	lo, hi := slices.Min(after), slices.Max(after)
+	if hi-lo < time.Duration(len(after)/2)*slot || lo < registerBusyMin {
+		t.Fatalf("%d busy answers with retry_after %s..%s, want at least %s and spread over %s (a slot of %s each)",
+			len(after), lo, hi, registerBusyMin, time.Duration(len(after)/2)*slot, slot)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,7 @@ type config struct {
 	hb, settle, meas time.Duration
 	kill, runs       bool
 	pprof            string
+	cpuprofile       string
 }
 
 func main() {
@@ -52,6 +54,7 @@ func main() {
 	flag.IntVar(&c.jobs, "jobs", 0, "periodic jobs (every 1h) pinned to the agents round robin, created before the steady window")
 	flag.BoolVar(&c.runs, "runs", true, "send a run to every agent (steady, and after the kill -9 storm) and check it arrives")
 	flag.StringVar(&c.pprof, "pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
+	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the simulator's own CPU profile over the steady window to this file")
 	flag.DurationVar(&c.hb, "heartbeat", 5*time.Second, "heartbeat interval")
 	flag.DurationVar(&c.settle, "settle", 10*time.Second, "wait after all registered before measuring")
 	flag.DurationVar(&c.meas, "measure", 30*time.Second, "steady-state measurement time")
@@ -82,8 +85,12 @@ func (k *ctl) start() error {
 }
 
 // usage returns the child's CPU time (user+system) and RSS.
-func (k *ctl) usage() (time.Duration, int64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", k.cmd.Process.Pid))
+func (k *ctl) usage() (time.Duration, int64) { return procUsage(strconv.Itoa(k.cmd.Process.Pid)) }
+
+// procUsage returns process pid's CPU time (user+system) and RSS from
+// /proc/<pid>/stat ("self": the simulator's own).
+func procUsage(pid string) (time.Duration, int64) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0, 0
 	}
@@ -101,27 +108,37 @@ type conn struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	mu      sync.Mutex
-	waiting map[string]chan *nats.Msg
+	waiting map[string]chan reply
 	seq     atomic.Int64
+	agents  []*agent // the agents using it (under mu)
 }
 
-func (c *conn) request(ctx context.Context, id, subj string, data []byte) (*nats.Msg, error) {
-	reply := protocol.InboxPrefix(id) + ".r" + strconv.FormatInt(c.seq.Add(1), 10)
-	ch := make(chan *nats.Msg, 1)
+// reply is a reply and when the connection's reply subscription got it.
+type reply struct {
+	m  *nats.Msg
+	at time.Time
+}
+
+// request sends a request and waits for its reply (3 s, as ax-agent's
+// default nats.request_timeout); it returns the reply and when the reply
+// subscription received it.
+func (c *conn) request(ctx context.Context, id, subj string, data []byte) (*nats.Msg, time.Time, error) {
+	inbox := protocol.InboxPrefix(id) + ".r" + strconv.FormatInt(c.seq.Add(1), 10)
+	ch := make(chan reply, 1)
 	c.mu.Lock()
-	c.waiting[reply] = ch
+	c.waiting[inbox] = ch
 	c.mu.Unlock()
-	defer func() { c.mu.Lock(); delete(c.waiting, reply); c.mu.Unlock() }()
-	if err := c.nc.PublishRequest(subj, reply, data); err != nil {
-		return nil, err
+	defer func() { c.mu.Lock(); delete(c.waiting, inbox); c.mu.Unlock() }()
+	if err := c.nc.PublishRequest(subj, inbox, data); err != nil {
+		return nil, time.Time{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	select {
-	case m := <-ch:
-		return m, nil
+	case r := <-ch:
+		return r.m, r.at, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, time.Time{}, ctx.Err()
 	}
 }
 
@@ -129,9 +146,13 @@ type agent struct {
 	id     string
 	c      *conn
 	reg    atomic.Bool
+	spread atomic.Bool   // its connection reconnected: register again, spread
+	wake   chan struct{} // cap 1: ends the agent's current wait (a reconnect)
 	cons   atomic.Bool   // its command consumer is started
 	cursor atomic.Uint64 // last AX_CMD sequence read
 	runs   atomic.Int64  // run commands received
+	// lastExec is the exec_id of the last run received (string).
+	lastExec atomic.Value
 }
 
 type sim struct {
@@ -139,35 +160,63 @@ type sim struct {
 	agents        []*agent
 	mu            sync.Mutex
 	regRTT, hbRTT []time.Duration
+	// hbWake: of each heartbeat's round trip, the time from the reply
+	// subscription's receipt to the agent's goroutine running.
+	hbWake []time.Duration
+	// hbOut: of each heartbeat's round trip, the time from sending to the
+	// controller's reply time (controller and simulator share the clock):
+	// the request's way to the controller, its queue and the handler.
+	hbOut         []time.Duration
 	regErr, hbErr atomic.Int64
 	consErr       atomic.Int64 // command consumers that failed to start
 	badCmds       atomic.Int64
+	// shards is the report shard count of the registration reply.
+	shards atomic.Int64
+	// reports counts runs whose running and finished reports were
+	// acknowledged, reportErr those whose publication failed.
+	reports, reportErr atomic.Int64
 }
 
-func (s *sim) do(ctx context.Context, a *agent, subj string, v interface{ Validate() error }) (*nats.Msg, time.Duration, error) {
+// do sends a request for agent a and returns the reply, the round trip
+// to the agent's goroutine and the part of it spent in the simulator
+// after the reply subscription received it (scheduling delay).
+func (s *sim) do(ctx context.Context, a *agent, subj string, v interface{ Validate() error }) (*nats.Msg, time.Duration, time.Duration, error) {
 	data, err := protocol.Encode(v)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	t0 := time.Now()
-	m, err := a.c.request(ctx, a.id, subj, data)
-	return m, time.Since(t0), err
+	m, at, err := a.c.request(ctx, a.id, subj, data)
+	t1 := time.Now()
+	if err != nil {
+		return nil, t1.Sub(t0), 0, err
+	}
+	return m, t1.Sub(t0), t1.Sub(at), nil
 }
 
+// register sends agent a's registration; after a failure it returns the
+// RetryAfter of a busy answer (0: none) and the error, ErrNoResponders
+// when no controller is subscribed.
 func (s *sim) register(ctx context.Context, a *agent) (time.Duration, error) {
-	m, d, err := s.do(ctx, a, protocol.RegisterSubject(a.id), protocol.Register{V: protocol.Version, Agent: a.id,
+	m, d, _, err := s.do(ctx, a, protocol.RegisterSubject(a.id), protocol.Register{V: protocol.Version, Agent: a.id,
 		Handlers: []string{"noop"}, Version: "sim", OS: "linux", Arch: "arm64", SentAt: time.Now().UTC(), Boot: "sim",
 		Cursor: a.cursor.Load()})
+	var busy time.Duration
+	if err == nil && m.Header.Get("Status") == "503" {
+		err = nats.ErrNoResponders
+	}
 	if err == nil {
 		var r protocol.RegisterReply
 		if r, err = protocol.DecodeRegisterReply(m.Data); err == nil && r.Error != "" {
 			err = errors.New(r.Error)
-			d = max(d, r.RetryAfter.D())
+			busy = r.RetryAfter.D()
+		} else if err == nil {
+			s.shards.Store(int64(r.Shards))
 		}
 	}
 	if err != nil {
 		s.regErr.Add(1)
-		return d, err
+		return busy, err
 	}
 	s.mu.Lock()
 	s.regRTT = append(s.regRTT, d)
@@ -188,8 +237,9 @@ func (s *sim) loop(ctx context.Context, a *agent) {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
-			return true
+		case <-a.wake:
 		}
+		return true
 	}
 	fails, hbFails := 0, 0
 	next := s.c.hb
@@ -198,9 +248,17 @@ func (s *sim) loop(ctx context.Context, a *agent) {
 	}
 	for ctx.Err() == nil {
 		if !a.reg.Load() {
-			if extra, err := s.register(ctx, a); err != nil {
+			if a.spread.Swap(false) {
+				// Reconnected: the backoff restarts, the first attempt is
+				// spread over min(heartbeat, 4 × reconnect wait).
+				fails = 0
+				if !sleep(jitter(1, min(s.c.hb, 4*reconnectWait), maxBackoff)) {
+					return
+				}
+			}
+			if busy, err := s.register(ctx, a); err != nil {
 				fails++
-				if !sleep(extra + time.Duration(rand.Int64N(int64(min(30*time.Second, time.Second<<min(fails, 5)))))) {
+				if !sleep(s.retryIn(fails, busy, err)) {
 					return
 				}
 				continue
@@ -213,7 +271,10 @@ func (s *sim) loop(ctx context.Context, a *agent) {
 		if !sleep(next) {
 			return
 		}
-		m, d, err := s.do(ctx, a, protocol.HeartbeatSubject(a.id), protocol.Heartbeat{V: protocol.Version, Agent: a.id,
+		if !a.reg.Load() {
+			continue // reconnected meanwhile: register first
+		}
+		m, d, wake, err := s.do(ctx, a, protocol.HeartbeatSubject(a.id), protocol.Heartbeat{V: protocol.Version, Agent: a.id,
 			SentAt: time.Now().UTC(), Boot: "sim"})
 		if err != nil { // no answer: back off, heartbeat again
 			s.hbErr.Add(1)
@@ -221,16 +282,61 @@ func (s *sim) loop(ctx context.Context, a *agent) {
 			next = time.Duration(rand.Int64N(int64(min(30*time.Second, s.c.hb<<min(hbFails-1, 5)))))
 			continue
 		}
-		if r, derr := protocol.DecodeHeartbeatReply(m.Data); derr != nil || r.Error != "" {
+		r, derr := protocol.DecodeHeartbeatReply(m.Data)
+		if derr != nil || r.Error != "" {
 			s.hbErr.Add(1)
 			a.reg.Store(false) // refused: register again
 			continue
 		}
 		hbFails, next = 0, s.c.hb
+		sent := time.Now().Add(-d)
 		s.mu.Lock()
+		// Same clock: the controller's reply time splits the round trip.
+		s.hbOut = append(s.hbOut, r.ControllerTime.Sub(sent))
 		s.hbRTT = append(s.hbRTT, d)
+		s.hbWake = append(s.hbWake, wake)
 		s.mu.Unlock()
 	}
+}
+
+// loadavg returns the machine's load averages (/proc/loadavg).
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "load ?"
+	}
+	f := strings.Fields(string(b))
+	return "load " + strings.Join(f[:3], " ")
+}
+
+// As ax-agent's defaults (agent/config.go, backoff.go).
+const (
+	reconnectWait = 500 * time.Millisecond
+	maxBackoff    = 30 * time.Second
+)
+
+// jitter is ax-agent's fullJitter: uniform in [0, min(limit, base·2^(n-1))].
+func jitter(n int, base, limit time.Duration) time.Duration {
+	d := limit
+	if n <= 32 && base<<(n-1) > 0 && base<<(n-1) < limit {
+		d = base << (n - 1)
+	}
+	return time.Duration(rand.Int64N(int64(d) + 1))
+}
+
+// retryIn is ax-agent's wait after the n-th failed registration in a row
+// (agent/link.go retryIn): a busy answer's RetryAfter plus up to a quarter
+// of it; without a controller (no responders) full jitter capped at two
+// heartbeat intervals; otherwise full jitter capped at 30 s.
+func (s *sim) retryIn(n int, busy time.Duration, err error) time.Duration {
+	base := 2 * reconnectWait
+	switch {
+	case busy > 0:
+		return busy + jitter(1, busy/4, maxBackoff)
+	case errors.Is(err, nats.ErrNoResponders):
+		return jitter(n, base, max(base, 2*s.c.hb))
+	}
+	return jitter(n, base, maxBackoff)
 }
 
 func pct(ds []time.Duration, p float64) time.Duration {
@@ -275,7 +381,7 @@ func (s *sim) waitAll(d time.Duration) (time.Duration, bool) {
 
 func (s *sim) reset() {
 	s.mu.Lock()
-	s.regRTT, s.hbRTT = nil, nil
+	s.regRTT, s.hbRTT, s.hbWake, s.hbOut = nil, nil, nil, nil
 	s.mu.Unlock()
 	s.regErr.Store(0)
 	s.hbErr.Store(0)
@@ -284,9 +390,11 @@ func (s *sim) reset() {
 func (s *sim) report(what string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fmt.Printf("%s: registrations %d (errors %d) RTT p50 %s p99 %s; heartbeats %d (errors %d) RTT p50 %s p99 %s\n", what,
+	fmt.Printf("%s: registrations %d (errors %d) RTT p50 %s p99 %s; heartbeats %d (errors %d) RTT p50 %s p99 %s "+
+		"(of which until the controller replied p50 %s p99 %s, in the simulator after receipt p50 %s p99 %s)\n", what,
 		len(s.regRTT), s.regErr.Load(), pct(s.regRTT, .5), pct(s.regRTT, .99),
-		len(s.hbRTT), s.hbErr.Load(), pct(s.hbRTT, .5), pct(s.hbRTT, .99))
+		len(s.hbRTT), s.hbErr.Load(), pct(s.hbRTT, .5), pct(s.hbRTT, .99),
+		pct(s.hbOut, .5), pct(s.hbOut, .99), pct(s.hbWake, .5), pct(s.hbWake, .99))
 }
 
 func run(c config) error {
@@ -304,8 +412,29 @@ func run(c config) error {
 	s := &sim{c: c}
 	var conns []*conn
 	for range c.conns {
-		cn := &conn{waiting: map[string]chan *nats.Msg{}}
-		cn.nc, err = nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond), nats.RetryOnFailedConnect(true))
+		cn := &conn{waiting: map[string]chan reply{}}
+		cn.nc, err = nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(reconnectWait), nats.RetryOnFailedConnect(true),
+			nats.DisconnectErrHandler(func(*nats.Conn, error) {
+				cn.mu.Lock()
+				for _, a := range cn.agents {
+					a.reg.Store(false) // as ax-agent: registered again after the reconnect
+				}
+				cn.mu.Unlock()
+			}),
+			nats.ReconnectHandler(func(*nats.Conn) {
+				// As ax-agent: a reconnect makes every agent of the
+				// connection register again, spread (agent/link.go).
+				cn.mu.Lock()
+				for _, a := range cn.agents {
+					a.spread.Store(true)
+					a.reg.Store(false)
+					select {
+					case a.wake <- struct{}{}:
+					default:
+					}
+				}
+				cn.mu.Unlock()
+			}))
 		if err != nil {
 			return err
 		}
@@ -314,12 +443,13 @@ func run(c config) error {
 			return err
 		}
 		if _, err := cn.nc.Subscribe(protocol.InboxPrefix("*")+".*", func(m *nats.Msg) {
+			at := time.Now()
 			cn.mu.Lock()
 			ch := cn.waiting[m.Subject]
 			cn.mu.Unlock()
 			if ch != nil {
 				select {
-				case ch <- m:
+				case ch <- reply{m: m, at: at}:
 				default:
 				}
 			}
@@ -332,8 +462,11 @@ func run(c config) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range c.agents {
-		a := &agent{id: fmt.Sprintf("sim-%05d", i), c: conns[i%c.conns]}
+		a := &agent{id: fmt.Sprintf("sim-%05d", i), c: conns[i%c.conns], wake: make(chan struct{}, 1)}
 		s.agents = append(s.agents, a)
+		a.c.mu.Lock()
+		a.c.agents = append(a.c.agents, a)
+		a.c.mu.Unlock()
 		wg.Add(1)
 		go func() { defer wg.Done(); s.loop(ctx, a) }()
 	}
@@ -356,11 +489,27 @@ func run(c config) error {
 	time.Sleep(c.settle)
 	s.reset()
 	cpu0, _ := k.usage()
+	self0, _ := procUsage("self")
 	t0 := time.Now()
-	time.Sleep(c.meas)
+	if c.cpuprofile != "" {
+		f, err := os.Create(c.cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		time.Sleep(c.meas)
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	} else {
+		time.Sleep(c.meas)
+	}
 	cpu1, rss := k.usage()
-	fmt.Printf("steady %s: controller CPU %.1f%% of a core, RSS %d MiB\n", c.meas,
-		100*float64(cpu1-cpu0)/float64(time.Since(t0)), rss>>20)
+	self1, selfRSS := procUsage("self")
+	el := float64(time.Since(t0))
+	fmt.Printf("steady %s: controller CPU %.1f%% of a core, RSS %d MiB; simulator CPU %.1f%%, RSS %d MiB; %s\n", c.meas,
+		100*float64(cpu1-cpu0)/el, rss>>20, 100*float64(self1-self0)/el, selfRSS>>20, loadavg())
 	s.report("steady")
 	if c.runs {
 		if err := s.runsPhase(ctx, "steady", api); err != nil {
@@ -372,10 +521,10 @@ func run(c config) error {
 	}
 	_ = k.cmd.Process.Kill() // SIGKILL
 	_ = k.cmd.Wait()
-	for _, a := range s.agents {
-		a.reg.Store(false) // the simulated agents re-register as after a reconnect
+	for t0 := time.Now(); s.registered() > 0 && time.Since(t0) < 10*time.Second; {
+		time.Sleep(10 * time.Millisecond) // the connections see the server gone
 	}
-	s.reset()
+	s.reset() // the agents register again when their connection is back (spread)
 	if err := k.start(); err != nil {
 		return err
 	}
