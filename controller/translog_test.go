@@ -1,38 +1,23 @@
 package controller
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
 )
 
-// lineLog is a concurrency-safe buffer of JSON log lines.
-type lineLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// messages returns the msg of every line that names exec.
-func (l *lineLog) messages(t *testing.T, exec string) []string {
+// logMessages returns the msg of every JSON line in logs that names exec.
+func logMessages(t *testing.T, logs *testutil.Buffer, exec string) []string {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -56,7 +41,7 @@ func TestOneLogLinePerExecutionAtInfo(t *testing.T) {
 		{slog.LevelDebug, []string{"execution triggered", "execution running", "execution finished"}},
 	} {
 		t.Run(tc.level.String(), func(t *testing.T) {
-			logs := &lineLog{}
+			logs := &testutil.Buffer{}
 			cfg := testConfig(t, t.TempDir())
 			cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: tc.level}))
 			c := startController(t, cfg)
@@ -75,10 +60,10 @@ func TestOneLogLinePerExecutionAtInfo(t *testing.T) {
 			ag.runAttempt(job.ID, id, 1, at, retry.OutcomeSuccess, ok)
 			waitExec(t, c, id, "SUCCESS", inState(protocol.StateSuccess))
 			eventually(t, 10*time.Second, "the finished line", func() bool {
-				m := logs.messages(t, id)
+				m := logMessages(t, logs, id)
 				return len(m) > 0 && m[len(m)-1] == "execution finished"
 			})
-			if got := logs.messages(t, id); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			if got := logMessages(t, logs, id); strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("lines for %s at %v = %q, want %q", id, tc.level, got, tc.want)
 			}
 		})
