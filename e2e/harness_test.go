@@ -14,6 +14,7 @@ import (
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/internal/agenttest"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -34,16 +35,7 @@ func ctlConfig(dir string, port int) controller.Config {
 // twice is harmless).
 func startCtl(tb testing.TB, cfg controller.Config) *controller.Controller {
 	tb.Helper()
-	c, err := controller.New(cfg)
-	if err != nil {
-		tb.Fatalf("controller.New: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		tb.Fatalf("controller Start: %v", err)
-	}
-	tb.Cleanup(func() { _ = c.Close() })
+	c := apitest.Start(tb, cfg)
 	return c
 }
 

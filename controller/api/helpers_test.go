@@ -12,6 +12,7 @@ import (
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/apiv1"
 )
@@ -20,19 +21,7 @@ import (
 // random port and a temp store.
 func startController(t testing.TB) *controller.Controller {
 	t.Helper()
-	cfg := controller.DefaultConfig()
-	cfg.Node = "t1"
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.Port = -1
-	c, err := controller.New(cfg)
-	if err != nil {
-		t.Fatalf("controller.New: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatalf("controller.Start: %v", err)
-	}
-	return c
+	return apitest.Start(t, apitest.Config(t))
 }
 
 // logBuf is a concurrency-safe log sink.

@@ -22,18 +22,26 @@ func Config(tb testing.TB) controller.Config {
 	return cfg
 }
 
+// Start starts a controller with cfg (within a minute) and closes it when
+// the test ends.
+func Start(tb testing.TB, cfg controller.Config) *controller.Controller {
+	tb.Helper()
+	ctrl, err := controller.New(cfg)
+	if err != nil {
+		tb.Fatalf("controller.New: %v", err)
+	}
+	tb.Cleanup(func() { _ = ctrl.Close() })
+	if err := ctrl.Start(testutil.Context(tb, 60*time.Second)); err != nil {
+		tb.Fatalf("controller Start: %v", err)
+	}
+	return ctrl
+}
+
 // Serve starts a controller with cfg and serves the API over it with
 // tokens (none: no auth); both stop when the test ends.
 func Serve(tb testing.TB, cfg controller.Config, tokens ...api.Token) (*httptest.Server, *controller.Controller) {
 	tb.Helper()
-	ctrl, err := controller.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = ctrl.Close() })
-	if err := ctrl.Start(testutil.Context(tb, 60*time.Second)); err != nil {
-		tb.Fatal(err)
-	}
+	ctrl := Start(tb, cfg)
 	h, err := api.NewHandler(api.Options{Backend: ctrl, Tokens: tokens, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		tb.Fatal(err)

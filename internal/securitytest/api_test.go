@@ -15,6 +15,7 @@ import (
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/controller/client"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/internal/testutil"
 )
 
@@ -31,14 +32,7 @@ func TestEnrollAPI(t *testing.T) {
 	cfg.NATS.Port = -1
 	cfg.NATS.Auth = auth.ModeNKeys
 	cfg.Logger = log
-	ctl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
+	ctl := apitest.Start(t, cfg)
 	const adminTok, readTok = "admin-token-0123456789", "read-token-0123456789ab"
 	h, err := api.NewHandler(api.Options{Backend: ctl, Logger: log, Tokens: []api.Token{
 		{Name: "ops", Token: adminTok, Role: api.RoleAdmin}, {Name: "viewer", Token: readTok, Role: api.RoleRead}}})

@@ -18,6 +18,7 @@ import (
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/controller/client"
 	"github.com/axsched/ax/internal/agenttest"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -38,14 +39,7 @@ func startStack(t *testing.T, dir string, port int) *stack {
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 2 * time.Second
 	cfg.Logger = testutil.Logger()
-	ctl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() { _ = ctl.Close() })
+	ctl := apitest.Start(t, cfg)
 	h, err := api.NewHandler(api.Options{Backend: ctl, Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
@@ -193,14 +187,7 @@ func TestEnrollWithoutAuthRefused(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.NATS.Port = -1
 	cfg.Logger = testutil.Logger()
-	ctl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
+	ctl := apitest.Start(t, cfg)
 	if _, err := ctl.EnrollAgent(testutil.Context(t, 60*time.Second), "edge-x", auth.EnrollRequest{}); !errors.Is(err, controller.ErrConflict) {
 		t.Fatalf("enroll without auth: %v, want ErrConflict", err)
 	}

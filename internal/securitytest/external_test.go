@@ -14,6 +14,7 @@ import (
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -89,14 +90,7 @@ func TestExternalServerFromSampleConfig(t *testing.T) {
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 2 * time.Second
 	cfg.Logger = testutil.Logger()
-	ctl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
-		t.Fatalf("controller on the sample config: %v", err)
-	}
-	t.Cleanup(func() { _ = ctl.Close() })
+	ctl := apitest.Start(t, cfg)
 	s := &stack{ctl: ctl}
 
 	runAgent(t, "edge-a", srv.ClientURL(), aSeed)

@@ -15,6 +15,7 @@ import (
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/internal/agenttest"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -55,14 +56,7 @@ func TestRespondersAnswerOnlyTheAgentsInbox(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.NATS.Port = -1
 	cfg.Logger = testutil.Logger()
-	ctl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
+	ctl := apitest.Start(t, cfg)
 	nc, err := nats.Connect(ctl.NATSURL(), nats.CustomInboxPrefix(protocol.InboxPrefix("edge-z")))
 	if err != nil {
 		t.Fatal(err)
@@ -212,13 +206,7 @@ func TestStoreFollowsAuthMode(t *testing.T) {
 		cfg.NATS.Port = -1
 		cfg.NATS.Auth = mode
 		cfg.Logger = testutil.Logger()
-		ctl, err := controller.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
-			t.Fatalf("start with nats.auth %q: %v", mode, err)
-		}
+		ctl := apitest.Start(t, cfg)
 		return ctl
 	}
 	ctl := start(auth.ModeNone)

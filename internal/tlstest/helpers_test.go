@@ -13,6 +13,7 @@ import (
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/internal/agenttest"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -29,14 +30,7 @@ func startController(t *testing.T, tc controller.TLSConfig) *controller.Controll
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 2 * time.Second
 	cfg.Logger = testutil.Logger()
-	ctl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ctl.Start(testutil.Context(t, 60*time.Second)); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() { _ = ctl.Close() })
+	ctl := apitest.Start(t, cfg)
 	return ctl
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/internal/apitest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -28,14 +29,7 @@ func authAPIServer(t *testing.T) (string, *controller.Controller) {
 	cfg.DataDir = t.TempDir()
 	cfg.NATS.Port = -1
 	cfg.NATS.Auth = auth.ModeNKeys
-	ctrl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ctrl.Close() })
-	if err := ctrl.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	ctrl := apitest.Start(t, cfg)
 	h, err := api.NewHandler(api.Options{Backend: ctrl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -158,14 +152,7 @@ func TestExecWatchWithAuth(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.NATS.Port = testutil.FreePort(t)
 	cfg.NATS.Auth = auth.ModeNKeys
-	ctrl, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ctrl.Close() })
-	if err := ctrl.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	ctrl := apitest.Start(t, cfg)
 	j, err := ctrl.CreateJob(t.Context(), protocol.Job{Name: "w", Handler: "noop", Schedule: schedule.Spec{Asap: true},
 		Target: protocol.Target{Agent: "edge-w"}})
 	if err != nil {
