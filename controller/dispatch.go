@@ -191,7 +191,7 @@ func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execut
 // reloadExecutions runs when this replica acquires shards: for the
 // executions of their jobs, it re-arms the retry timer of every
 // RETRY_WAITING execution (overdue ones fire at once), re-sends the run
-// command of PENDING ones (de-duplicated by the stream or the agent),
+// command of PENDING ones that AX_CMD does not hold (sentruns.go),
 // remembers those waiting for an agent, and creates the execution of a
 // one-shot job whose creation was cut short by a crash.
 func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) error {
@@ -220,11 +220,25 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 	if err != nil {
 		return err
 	}
+	var sent map[string]bool
+	if len(pending) > 0 {
+		oldest := pending[0].UpdatedAt
+		for _, r := range pending {
+			if r.UpdatedAt.Before(oldest) {
+				oldest = r.UpdatedAt
+			}
+		}
+		if sent, err = c.sentRuns(ctx, oldest); err != nil {
+			c.log.Warn("reading the run commands AX_CMD holds failed; re-sending every PENDING run", "err", err)
+		}
+	}
+	resent := 0
 	for _, r := range pending {
 		j, _, ok := c.jobs.get(r.JobID)
-		if !ok {
+		if !ok || sent[runMsgID(r, r.Attempt)] {
 			continue
 		}
+		resent++
 		if err := c.sendRun(ctx, j, r, r.Attempt, r.ScheduledAt); err != nil {
 			return fmt.Errorf("re-send run %s: %w", r.ExecID, err)
 		}
@@ -262,7 +276,7 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 	if err != nil {
 		c.log.Warn("restore events missing from the history", "err", err)
 	}
-	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", retries, "pending_resent", len(pending),
+	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", retries, "pending", len(pending), "pending_resent", resent,
 		"one_shot_recreated", missing, "events_restored", restored)
 	return nil
 }

@@ -132,11 +132,5 @@ func (c *Controller) sendRun(ctx context.Context, job protocol.Job, rec *execRec
 	cmd := protocol.Command{Kind: protocol.CmdRun, Agent: rec.Agent, Run: &protocol.Run{
 		Job: job, ExecID: rec.ExecID, Attempt: attempt, RunAt: runAt, Epoch: rec.Epoch,
 	}}
-	// The stream drops a re-send of the same run to the same agent; a run
-	// pointed at another agent or epoch (a group job whose lease moved) is new.
-	msgID := "run/" + rec.ExecID + "/" + strconv.Itoa(attempt) + "/" + rec.Agent
-	if rec.Epoch > 0 {
-		msgID += "/" + strconv.FormatUint(rec.Epoch, 10)
-	}
-	return c.publishCommand(ctx, cmd, msgID)
+	return c.publishCommand(ctx, cmd, runMsgID(rec, attempt))
 }

@@ -1,0 +1,91 @@
+package controller
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// TestRestartResendsOnlyMissingRuns: after a restart the controller
+// re-sends the run command of a PENDING execution only when AX_CMD does
+// not hold it (its creation was cut short between the record and the
+// command); the run of the other one, which its agent already holds, is
+// not published again.
+func TestRestartResendsOnlyMissingRuns(t *testing.T) {
+	srv := natstest.Start(t)
+	cfg := testConfig(t, "")
+	cfg.NATS.URL = srv.URL()
+	c1 := startController(t, cfg)
+	ctx := tctx(t)
+	a := newTestAgent(t, srv.URL(), "edge-1", nil).start()
+	var runs []*protocol.Run
+	for range 2 {
+		j, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
+			Target: protocol.Target{Agent: "edge-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, a.waitCommand("run", func(c protocol.Command) bool { return c.Kind == protocol.CmdRun && c.Run.Job.ID == j.ID }).Run)
+	}
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The second run's command is lost, as if the controller had died
+	// between its record and its command.
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, protocol.StreamCommands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := false
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err == nil && strings.HasPrefix(m.Header.Get(jetstream.MsgIDHeader), "run/"+runs[1].ExecID+"/") {
+			if err := st.DeleteMsg(ctx, seq); err != nil {
+				t.Fatal(err)
+			}
+			lost = true
+		}
+	}
+	if !lost {
+		t.Fatalf("no run command of %s in %s", runs[1].ExecID, protocol.StreamCommands)
+	}
+
+	logs := &testutil.Buffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	cfg.Registry = nil
+	c2 := startController(t, cfg)
+	var reload map[string]any
+	eventually(t, 20*time.Second, "executions reloaded", func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "executions reloaded" && rec["pending"] == float64(2) {
+				reload = rec
+				return true
+			}
+		}
+		return false
+	})
+	if reload["pending_resent"] != float64(1) {
+		t.Errorf("reload %v: want 1 of the 2 PENDING runs re-sent", reload)
+	}
+	if got := val(t, c2.m.commands.WithLabelValues(string(protocol.CmdRun))); got != 1 {
+		t.Errorf("run commands published after the restart: %v, want 1 (only the lost one)", got)
+	}
+}
