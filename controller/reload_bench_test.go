@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// BenchmarkRestartWithPending measures a restart with many delayed
+// one-shot jobs pending on one agent (the "close the order 30 minutes
+// later" case): AX_BENCH_PENDING jobs (default 20,000, `delay: 30m`),
+// created through CreateJobs, then the controller is closed and started
+// again on the same store, and timed from New to its log line "executions
+// reloaded" (the shards worked again, every PENDING run checked). Metrics:
+// ready-ms (Start returned), reloaded-ms, and resent (runs published again).
+func BenchmarkRestartWithPending(b *testing.B) {
+	n := 20_000
+	if v, err := strconv.Atoi(os.Getenv("AX_BENCH_PENDING")); err == nil && v > 0 {
+		n = v
+	}
+	srv := natstest.Start(b)
+	cfg := testConfig(b, b.TempDir())
+	cfg.NATS.URL = srv.URL()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	c := startController(b, cfg)
+	a := newTestAgent(b, srv.URL(), "edge-1", nil).start()
+	_ = a
+	ctx := tctx(b)
+	spec := protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "30m"}, Target: protocol.Target{Agent: "edge-1"}}
+	for done := 0; done < n; {
+		k := min(MaxBatchJobs, n-done)
+		jobs := make([]protocol.Job, k)
+		for i := range jobs {
+			jobs[i] = spec
+		}
+		res, err := c.CreateJobs(ctx, jobs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+		done += k
+	}
+	var ready, reloaded, resent float64
+	for b.Loop() {
+		b.StopTimer()
+		_ = c.Close()
+		logs := &testutil.Buffer{}
+		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		cfg.Registry = nil
+		b.StartTimer()
+		t0 := time.Now()
+		c = startController(b, cfg)
+		ready += float64(time.Since(t0).Milliseconds())
+		eventually(b, 5*time.Minute, "executions reloaded", func() bool {
+			for _, line := range strings.Split(logs.String(), "\n") {
+				var rec map[string]any
+				if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "executions reloaded" && rec["pending"] == float64(n) {
+					resent += rec["pending_resent"].(float64)
+					return true
+				}
+			}
+			return false
+		})
+		reloaded += float64(time.Since(t0).Milliseconds())
+	}
+	b.ReportMetric(ready/float64(b.N), "ready-ms")
+	b.ReportMetric(reloaded/float64(b.N), "reloaded-ms")
+	b.ReportMetric(resent/float64(b.N), "resent")
+}
