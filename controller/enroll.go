@@ -168,15 +168,6 @@ func (c *Controller) RevokeAgent(_ context.Context, id string) (auth.Agent, erro
 	return prev, nil
 }
 
-// EnrolledAgents lists the enrolled agents (public keys only).
-func (c *Controller) EnrolledAgents(_ context.Context) ([]auth.Agent, error) {
-	a, err := c.authReady("enrolled agents")
-	if err != nil {
-		return nil, err
-	}
-	return a.reg.List(), nil
-}
-
 // authErr maps the auth package's sentinels to the controller's.
 func authErr(op string, err error) error {
 	switch {

@@ -153,7 +153,7 @@ func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*v
 	v.SetDefault("reports.max_age", d.Reports.MaxAge)
 	v.SetDefault("history.retention", d.History.Retention)
 	v.SetDefault("log.level", "info")
-	v.SetDefault("log.format", "text")
+	v.SetDefault("log.format", "json")
 	v.SetDefault("nats.url", "")
 	v.SetDefault("nats.host", d.NATS.Host)
 	v.SetDefault("nats.port", d.NATS.Port)
