@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -62,7 +61,7 @@ func (c *Controller) publishEvent(rec *execRecord, tr transition) jetstream.PubA
 		c.log.Error("encode event", "exec", rec.ExecID, "to", tr.to, "err", err)
 		return nil
 	}
-	msgID := "evt/" + rec.ExecID + "/" + strconv.Itoa(ev.Attempt) + "/" + string(tr.to)
+	msgID := protocol.EventMsgID(rec.ExecID, ev.Attempt, tr.to)
 	fut, err := c.js.PublishAsync(protocol.EventSubject(tr.to, rec.JobID), data, jetstream.WithMsgID(msgID), jetstream.WithStallWait(asyncStallWait))
 	if err != nil {
 		c.log.Warn("publish event", "exec", rec.ExecID, "to", tr.to, "err", err)

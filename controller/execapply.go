@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -113,7 +112,7 @@ func (c *Controller) startEffects(ctx context.Context, rec *execRecord, job *pro
 			}
 		case execution.SendCancel:
 			cmd := protocol.Command{Kind: protocol.CmdCancel, Agent: e.Agent, Cancel: &protocol.Cancel{ExecID: e.ExecID, Reason: e.Reason}}
-			if err := c.publishCommand(ctx, cmd, "cancel/"+e.ExecID+"/"+strconv.Itoa(e.Attempt)); err != nil {
+			if err := c.publishCommand(ctx, cmd, protocol.CancelMsgID(e.ExecID, e.Attempt)); err != nil {
 				return futs, evErr, fmt.Errorf("send cancel %s: %w", e.ExecID, err)
 			}
 		case execution.Retire:

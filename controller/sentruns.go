@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,15 +25,9 @@ import (
 // older: the cost follows the live commands, not the stream's seven
 // days), and re-sends only the runs it does not find.
 
-// runMsgID is the Msg-Id of the run command of attempt of rec: the stream
-// drops a re-send of the same run to the same agent; a run pointed at
-// another agent or epoch (a group job whose lease moved) is new.
+// runMsgID is the Msg-Id of the run command of attempt of rec.
 func runMsgID(rec *execRecord, attempt int) string {
-	id := "run/" + rec.ExecID + "/" + strconv.Itoa(attempt) + "/" + rec.Agent
-	if rec.Epoch > 0 {
-		id += "/" + strconv.FormatUint(rec.Epoch, 10)
-	}
-	return id
+	return protocol.RunMsgID(rec.ExecID, attempt, rec.Agent, rec.Epoch)
 }
 
 // sentRunsSkew is how much earlier than a record's UpdatedAt (controller

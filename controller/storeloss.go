@@ -91,7 +91,7 @@ func (c *Controller) resendRuns(ctx context.Context, agent string, after uint64)
 		cmd := protocol.Command{Kind: protocol.CmdRun, Agent: agent, Run: &protocol.Run{
 			Job: j, ExecID: r.ExecID, Attempt: attempt, RunAt: runAt, Epoch: r.Epoch,
 		}}
-		msgID := fmt.Sprintf("run/%s/%d/%s/after/%d", r.ExecID, attempt, agent, after)
+		msgID := protocol.RunAgainMsgID(r.ExecID, attempt, agent, after)
 		if err := c.publishCommand(ctx, cmd, msgID); err != nil {
 			c.log.Error("agent store lost its state: send run again", "agent", agent, "exec", r.ExecID, "err", err)
 			continue

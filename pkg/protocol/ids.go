@@ -118,3 +118,38 @@ func ParseExecID(field, execID string) (jobID string, scheduled time.Time, err e
 func ReportMsgID(execID string, attempt int, kind ReportKind) string {
 	return execID + "/" + strconv.Itoa(attempt) + "/" + string(kind)
 }
+
+// RunMsgID returns the JetStream message id of the run command of attempt
+// of execID for agent (and epoch, for a group job's lease holder):
+// run/<exec_id>/<attempt>/<agent>[/<epoch>]. The stream drops a re-send of
+// the same run to the same agent; a run pointed at another agent or epoch
+// (a group job whose lease moved) is new.
+func RunMsgID(execID string, attempt int, agent string, epoch uint64) string {
+	id := "run/" + execID + "/" + strconv.Itoa(attempt) + "/" + agent
+	if epoch > 0 {
+		id += "/" + strconv.FormatUint(epoch, 10)
+	}
+	return id
+}
+
+// RunAgainMsgID returns the message id of a run sent again to an agent
+// whose store lost its state, after the command sequence it registered
+// with: RunMsgID without epoch + "/after/<seq>", so that it is not dropped
+// as a duplicate of the run the agent lost.
+func RunAgainMsgID(execID string, attempt int, agent string, after uint64) string {
+	return RunMsgID(execID, attempt, agent, 0) + "/after/" + strconv.FormatUint(after, 10)
+}
+
+// CancelMsgID returns the message id of the cancel command of attempt of
+// execID: cancel/<exec_id>/<attempt>.
+func CancelMsgID(execID string, attempt int) string {
+	return "cancel/" + execID + "/" + strconv.Itoa(attempt)
+}
+
+// EventMsgID returns the message id of the event of an execution's
+// transition into state: evt/<exec_id>/<attempt>/<STATE>, so that the
+// event of a transition published again (a report redelivered after a
+// crash) is dropped by AX_EVT.
+func EventMsgID(execID string, attempt int, to State) string {
+	return "evt/" + execID + "/" + strconv.Itoa(attempt) + "/" + string(to)
+}

@@ -130,3 +130,20 @@ func TestShardStableAndInRange(t *testing.T) {
 		t.Fatal("one shard must be shard 0")
 	}
 }
+
+// TestCommandAndEventMsgIDs: the Msg-Ids of runs, runs sent again, cancels
+// and events, as the streams de-duplicate them.
+func TestCommandAndEventMsgIDs(t *testing.T) {
+	const x = "ax-n-20260101000000-abcdef-1767225600000"
+	for _, tc := range []struct{ got, want string }{
+		{RunMsgID(x, 1, "edge-1", 0), "run/" + x + "/1/edge-1"},
+		{RunMsgID(x, 2, "edge-1", 7), "run/" + x + "/2/edge-1/7"},
+		{RunAgainMsgID(x, 2, "edge-1", 42), "run/" + x + "/2/edge-1/after/42"},
+		{CancelMsgID(x, 3), "cancel/" + x + "/3"},
+		{EventMsgID(x, 1, StateSuccess), "evt/" + x + "/1/SUCCESS"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
