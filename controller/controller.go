@@ -320,20 +320,6 @@ func (c *Controller) shutdown() {
 	}
 }
 
-// abandon drops the controller the way a crash would, for tests: the NATS
-// connection is closed at once (unacknowledged reports are redelivered to
-// the next controller after the ack wait) and nothing is flushed.
-func (c *Controller) abandon() {
-	c.lifeMu.Lock()
-	c.state = lifeClosed
-	c.lifeMu.Unlock()
-	c.crashed.Store(true)
-	if c.nc != nil {
-		c.nc.Close()
-	}
-	c.shutdown()
-}
-
 // ready returns ErrNotReady unless Start has completed and Close has not run.
 func (c *Controller) ready() error {
 	c.lifeMu.Lock()
