@@ -30,7 +30,7 @@ type historyIndex struct {
 // historyVersion is the schema's version (PRAGMA user_version). An index
 // of another version is emptied and rebuilt from AX_EVT when opened: it
 // holds nothing the stream does not.
-const historyVersion = 2
+const historyVersion = 3
 
 // The execution rows and their bodies are keyed by an integer assigned in
 // insertion order (id), not by exec id: a batch of new executions then
@@ -63,7 +63,7 @@ CREATE INDEX IF NOT EXISTS execs_agent ON execs (agent, exec_id);
 CREATE INDEX IF NOT EXISTS execs_state ON execs (state, exec_id);
 CREATE INDEX IF NOT EXISTS execs_sched ON execs (scheduled_at);
 CREATE INDEX IF NOT EXISTS execs_ended ON execs (terminal, live, updated_at);
-CREATE INDEX IF NOT EXISTS execs_live ON execs (shard, exec_id, updated_at) WHERE live = 1;
+CREATE INDEX IF NOT EXISTS execs_live ON execs (shard, exec_id, updated_at, state) WHERE live = 1;
 CREATE TABLE IF NOT EXISTS jobs (
 	job_id     TEXT PRIMARY KEY,
 	retired_at INTEGER NOT NULL,

@@ -14,6 +14,18 @@ import (
 // restart's reload finds the record ahead of the history index and
 // publishes its event, so the list shows the record as stored.
 func TestHistoryRepairedAtRestart(t *testing.T) {
+	// later: the lost transition's record is newer than the index's row;
+	// same: as newer, but with the same updated_at (the steps of one
+	// coalesced report share theirs), so only the state tells them apart.
+	for _, tc := range []struct {
+		name string
+		skew time.Duration
+	}{{"later", time.Second}, {"same updated_at", 0}} {
+		t.Run(tc.name, func(t *testing.T) { testHistoryRepaired(t, tc.skew) })
+	}
+}
+
+func testHistoryRepaired(t *testing.T, skew time.Duration) {
 	cfg := testConfig(t, t.TempDir())
 	c := startController(t, cfg)
 	ctx := tctx(t)
@@ -37,7 +49,7 @@ func TestHistoryRepairedAtRestart(t *testing.T) {
 		t.Fatalf("read %s: %+v %v", execID, v.rec, err)
 	}
 	rec := *v.rec
-	rec.State, rec.Reason, rec.UpdatedAt = protocol.StateCancelled, "cancelled", rec.UpdatedAt.Add(time.Second)
+	rec.State, rec.Reason, rec.UpdatedAt = protocol.StateCancelled, "cancelled", rec.UpdatedAt.Add(skew)
 	data, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
