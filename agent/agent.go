@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -52,12 +51,9 @@ type Agent struct {
 	clk      clock.Clock
 	log      *slog.Logger
 	version  string
-	handlers map[string]HandlerFunc
+	handlers *handler.Registry
 	names    []string
 	st       *store.Store
-
-	execH *handler.Exec
-	httpH *handler.HTTP
 
 	shards     atomic.Int64
 	offset     atomic.Int64 // controller minus agent, ns
@@ -88,31 +84,16 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for name := range o.handlers {
-		if err := protocol.ValidateName("handler", name); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		if name == "exec" || name == "http" {
-			return nil, cfgErr("handler", "%q is built in", name)
-		}
-	}
 	if o.log == nil {
 		o.log = NewLogger(cfg.Log, os.Stderr)
 	}
 	a := &Agent{cfg: cfg, clk: o.clk, log: o.log.With("agent", cfg.ID), version: o.version,
-		handlers: o.handlers, outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1), boot: newBootID(), msgSalt: newBootID()}
+		outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1), boot: newBootID(), msgSalt: newBootID()}
 	var err error
-	if a.execH, err = handler.NewExec(handler.ExecConfig{Allow: cfg.Exec.Allow, EnvAllow: cfg.Exec.EnvAllow, PermanentExitCodes: cfg.Exec.PermanentExitCodes}); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	if a.handlers, err = newRegistry(cfg, a.clk, o.handlers); err != nil {
+		return nil, err
 	}
-	if a.httpH, err = handler.NewHTTP(handler.HTTPConfig{Allow: cfg.HTTP.Allow, Now: a.clk.Now}); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	a.names = []string{"exec", "http"}
-	for n := range o.handlers {
-		a.names = append(a.names, n)
-	}
-	slices.Sort(a.names)
+	a.names = a.handlers.Names()
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data_dir %s: %w", cfg.DataDir, err)
 	}

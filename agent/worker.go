@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/axsched/ax/agent/handler"
 	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -65,8 +64,7 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 	if e.ShardTotal > 0 {
 		task.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
 	}
-	hres := a.invoke(ctx, job.Handler, task)
-	res, outcome := hres.Result, hres.Outcome
+	res, outcome, hintAfter := a.invoke(ctx, job.Handler, task)
 	// An attempt whose context ended is a timeout, a cancel or a shutdown,
 	// whatever the handler returned.
 	if outcome != retry.OutcomePanic && ctx.Err() != nil {
@@ -83,7 +81,7 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 	// Retry-After is a hint for the next attempt of a retryable failure only.
 	var retryAfter time.Duration
 	if outcome == retry.OutcomeFailure && res.Retryable {
-		retryAfter = hres.RetryAfter
+		retryAfter = hintAfter
 	}
 	finished := a.clk.Now()
 	dur := finished.Sub(started)
@@ -131,36 +129,23 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 	}
 }
 
-// invoke runs the handler, recovering a panic with its stack. The
-// built-in handlers say their outcome; a Go handler's Code 0 is a success,
-// any other code a failure.
-func (a *Agent) invoke(ctx context.Context, name string, t Task) (res handler.Result) {
+// invoke runs the registered handler, recovering a panic with its stack.
+// It returns the result's record and outcome (handler.Result.Verdict).
+func (a *Agent) invoke(ctx context.Context, name string, t Task) (res retry.Result, outcome retry.Outcome, retryAfter time.Duration) {
 	defer func() {
 		if p := recover(); p != nil {
 			stack := debug.Stack()
 			if len(stack) > maxStack {
 				stack = stack[:maxStack]
 			}
-			res = handler.Result{Outcome: retry.OutcomePanic, Result: retry.Result{Code: -1, Message: fmt.Sprintf("panic: %v\n%s", p, stack)}}
+			res, outcome, retryAfter = retry.Result{Code: -1, Message: fmt.Sprintf("panic: %v\n%s", p, stack)}, retry.OutcomePanic, 0
 		}
 	}()
-	req := handler.Request{JobID: t.JobID, ExecID: t.ExecID, Attempt: t.Attempt, ScheduledAt: t.ScheduledAt, Payload: t.Payload, Epoch: t.Epoch}
-	switch name {
-	case "exec":
-		res, _ = a.execH.Run(ctx, req)
-		return res
-	case "http":
-		return a.httpH.Run(ctx, req)
-	}
-	fn, ok := a.handlers[name]
+	fn, ok := a.handlers.Lookup(name)
 	if !ok {
-		return handler.Result{Outcome: retry.OutcomeFailure,
-			Result: retry.Result{Code: -1, Message: fmt.Sprintf("%v: %q is not registered on agent %s", ErrNoHandler, name, a.cfg.ID)}}
+		return retry.Result{Code: -1, Message: fmt.Sprintf("%v: %q is not registered on agent %s", ErrNoHandler, name, a.cfg.ID)},
+			retry.OutcomeFailure, 0
 	}
 	r := fn(ctx, t)
-	res = handler.Result{Outcome: retry.OutcomeFailure, Result: retry.Result{Code: r.Code, Message: r.Message, Retryable: r.Retryable}}
-	if r.Code == 0 {
-		res.Outcome = retry.OutcomeSuccess
-	}
-	return res
+	return r.Record(), r.Verdict(), r.RetryAfter
 }
