@@ -148,6 +148,35 @@ func decodeJobRow(row store.Job) (protocol.Job, schedule.Schedule, error) {
 	return j, sc, nil
 }
 
+// assigned runs after an assign command is durable.
+func (s *Scheduler) assigned(row store.Job) {
+	log := s.env.cfg.Log
+	if err := s.jobs.load(row); err != nil {
+		log.Error("assigned job is invalid; not planned", "job_id", row.ID, "err", err)
+		return
+	}
+	j := s.jobs.byID[row.ID]
+	log.Info("job assigned", "job_id", row.ID, "generation", row.Generation, "epoch", row.Epoch,
+		"schedule", j.assigned.job.Schedule, "paused", j.assigned.job.Paused)
+	s.trig.replan(j, false)
+	if row.Epoch > 0 && !s.trig.canFire(j) {
+		s.kickHeartbeat() // claim the lease of the new epoch now
+	}
+}
+
+// unassigned runs after an unassign command is durable.
+func (s *Scheduler) unassigned(id string) {
+	j := s.jobs.byID[id]
+	if j == nil || j.assigned == nil {
+		return
+	}
+	s.trig.flushSkip(j)
+	delete(s.jobs.byRef, j.assigned.ref)
+	j.assigned = nil
+	s.env.cfg.Log.Info("job unassigned", "job_id", id)
+	s.jobs.gc(j)
+}
+
 // runFence is what a run under a group lease needs to fire: its job's
 // lease at its epoch.
 type runFence struct {

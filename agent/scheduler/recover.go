@@ -273,18 +273,3 @@ func withMisfireDefaults(m schedule.Misfire) schedule.Misfire {
 	m.Grace = max(m.Grace, 0)
 	return m
 }
-
-// catchesUp reports whether the job's re-plan at start (replan with
-// misfire) will run a fire of its own: it is assigned, may fire, and a
-// fire is due after its last one.
-func (t *trigger) catchesUp(j *jobRef, now time.Time) bool {
-	if j == nil || j.assigned == nil || !j.fireable() || !t.canFire(j) {
-		return false
-	}
-	aj := j.assigned
-	from := aj.lastFire
-	if from.IsZero() || from.After(now) {
-		from = now
-	}
-	return len(schedule.Plan(aj.sched, aj.job.Misfire.Misfire(), from, now).Run) > 0
-}

@@ -307,3 +307,12 @@ func (t *trigger) runTriggered(m runTriggered) {
 	j.active++
 	t.runs.triggered(j, &row, true, nil)
 }
+
+// planRun puts a PENDING run attempt on its wheel.
+func (t *trigger) planRun(e store.Exec) {
+	if e.Epoch > 0 {
+		t.runs.fenced[e.ID] = runFence{jobID: e.JobID, epoch: e.Epoch}
+	}
+	t.pending++
+	t.lane(e.Fine == 1).Add(t.deadline(e.RunAt), wheelItem{id: e.ID, prio: uint8(e.Priority)})
+}
