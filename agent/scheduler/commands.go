@@ -66,7 +66,7 @@ func (a *applier) apply(seq uint64, data []byte, done func(error)) {
 		a.leaseGrant(c, cmd.Lease)
 	case protocol.CmdLeaseRevoke:
 		l := cmd.Lease
-		a.submit(c, c.setCursor, func() message { return leaseRevoked{jobID: l.JobID, epoch: l.Epoch} })
+		a.submit(c, c.setCursor, func() message { return leaseLost{jobID: l.JobID, epoch: l.Epoch} })
 	default:
 		err = fmt.Errorf("kind: unknown command kind %q", cmd.Kind)
 	}

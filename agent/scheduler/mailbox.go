@@ -51,7 +51,7 @@ type (
 		it       *item // the queued attempt it was, if any
 	}
 	// jobAssigned, jobUnassigned, runStored, attemptCancelled,
-	// leaseEpochSet, leaseRevoked: a command is durable (commands.go).
+	// leaseEpochSet, leaseLost: a command is durable (commands.go).
 	jobAssigned   struct{ row store.Job }
 	jobUnassigned struct{ id string }
 	runStored     struct {
@@ -63,7 +63,7 @@ type (
 		jobID string
 		epoch uint64
 	}
-	leaseRevoked struct {
+	leaseLost struct {
 		jobID string
 		epoch uint64
 	}
@@ -91,7 +91,7 @@ func (jobUnassigned) message()    {}
 func (runStored) message()        {}
 func (attemptCancelled) message() {}
 func (leaseEpochSet) message()    {}
-func (leaseRevoked) message()     {}
+func (leaseLost) message()        {}
 func (heartbeatReplied) message() {}
 func (skewCheck) message()        {}
 

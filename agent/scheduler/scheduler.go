@@ -57,8 +57,12 @@ func New(cfg Config, host Host) (*Scheduler, error) {
 	return s, nil
 }
 
-// Apply applies command seq of AX_CMD (see applier.apply). It never
-// waits for the scheduler goroutine.
+// Apply applies command seq of AX_CMD idempotently: the command's effect
+// and the cursor are written in one transaction, and the scheduler learns
+// of it once that is durable. A malformed command (or one for another
+// agent) is logged with its reason and skipped: the cursor advances. done,
+// if set, is called when the write is durable (or failed). Apply runs on
+// the caller's goroutine and never waits for the scheduler's.
 func (s *Scheduler) Apply(seq uint64, data []byte, done func(error)) { s.cmds.apply(seq, data, done) }
 
 // CheckSkew asks the scheduler to apply clock.max_skew to the current
@@ -167,7 +171,7 @@ func (s *Scheduler) handle(m message) {
 		s.runs.cancelled(m.rowID)
 	case leaseEpochSet:
 		s.leaseEpoch(m.jobID, m.epoch)
-	case leaseRevoked:
+	case leaseLost:
 		s.leaseRevoked(m.jobID, m.epoch)
 	case heartbeatReplied:
 		s.heartbeatReplied(m)
