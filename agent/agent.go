@@ -238,7 +238,7 @@ func (a *Agent) kickOutbox() {
 // controller-corrected time.
 func (a *Agent) encodeReport(r protocol.Report) (scheduler.Report, error) {
 	return scheduler.EncodeReport(r, scheduler.Origin{Agent: a.cfg.ID, MsgSalt: a.msgSalt, Shards: int(a.shards.Load()),
-		Offset: time.Duration(a.offset.Load()), Now: a.clk.Now()})
+		Offset: time.Duration(a.offset.Load()), Now: a.clk.Now})
 }
 
 // newBootID returns a random name for this run of the process.

@@ -73,7 +73,7 @@ func (h *testHost) ClockOffset() time.Duration { return time.Duration(h.offset.L
 
 func (h *testHost) EncodeReport(r protocol.Report) (Report, error) {
 	h.encoded.Add(1)
-	return EncodeReport(r, Origin{Agent: h.id, MsgSalt: "test", Shards: 4, Offset: h.ClockOffset(), Now: h.clk.Now()})
+	return EncodeReport(r, Origin{Agent: h.id, MsgSalt: "test", Shards: 4, Offset: h.ClockOffset(), Now: h.clk.Now})
 }
 
 func (h *testHost) KickOutbox() { h.kicks.Add(1) }

@@ -90,19 +90,19 @@ type Origin struct {
 	Shards int
 	// Offset is the controller's clock minus the agent's.
 	Offset time.Duration
-	// Now is the agent's clock reading (the report's At when zero).
-	Now time.Time
+	// Now reads the agent's clock (for the report's At when it is zero).
+	Now func() time.Time
 }
 
 // EncodeReport completes and encodes a report from o: version, agent, At
-// (o.Now unless set) and the step times, all on controller-corrected
+// (o.Now() unless set) and the step times, all on controller-corrected
 // time; a result message is cut to protocol.MaxMessageLen.
 func EncodeReport(r protocol.Report, o Origin) (Report, error) {
 	at := func(t time.Time) time.Time { return t.Round(0).Add(o.Offset).UTC() }
 	r.V = protocol.Version
 	r.Agent = o.Agent
 	if r.At.IsZero() {
-		r.At = at(o.Now)
+		r.At = at(o.Now())
 	}
 	if !r.TriggeredAt.IsZero() {
 		r.TriggeredAt = at(r.TriggeredAt)
