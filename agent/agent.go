@@ -9,13 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/axsched/ax/agent/handler"
+	"github.com/axsched/ax/agent/scheduler"
 	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
@@ -52,12 +52,9 @@ type Agent struct {
 	clk      clock.Clock
 	log      *slog.Logger
 	version  string
-	handlers map[string]HandlerFunc
+	handlers *handler.Registry
 	names    []string
 	st       *store.Store
-
-	execH *handler.Exec
-	httpH *handler.HTTP
 
 	shards     atomic.Int64
 	offset     atomic.Int64 // controller minus agent, ns
@@ -74,7 +71,7 @@ type Agent struct {
 	// it first and have this agent's report dropped as a duplicate.
 	msgSalt string
 
-	sched *scheduler
+	sched *scheduler.Scheduler
 	ran   atomic.Bool
 }
 
@@ -88,31 +85,16 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for name := range o.handlers {
-		if err := protocol.ValidateName("handler", name); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		if name == "exec" || name == "http" {
-			return nil, cfgErr("handler", "%q is built in", name)
-		}
-	}
 	if o.log == nil {
 		o.log = NewLogger(cfg.Log, os.Stderr)
 	}
 	a := &Agent{cfg: cfg, clk: o.clk, log: o.log.With("agent", cfg.ID), version: o.version,
-		handlers: o.handlers, outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1), boot: newBootID(), msgSalt: newBootID()}
+		outboxKick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1), boot: newBootID(), msgSalt: newBootID()}
 	var err error
-	if a.execH, err = handler.NewExec(handler.ExecConfig{Allow: cfg.Exec.Allow, EnvAllow: cfg.Exec.EnvAllow, PermanentExitCodes: cfg.Exec.PermanentExitCodes}); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	if a.handlers, err = newRegistry(cfg, a.clk, o.handlers); err != nil {
+		return nil, err
 	}
-	if a.httpH, err = handler.NewHTTP(handler.HTTPConfig{Allow: cfg.HTTP.Allow, Now: a.clk.Now}); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	a.names = []string{"exec", "http"}
-	for n := range o.handlers {
-		a.names = append(a.names, n)
-	}
-	slices.Sort(a.names)
+	a.names = a.handlers.Names()
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data_dir %s: %w", cfg.DataDir, err)
 	}
@@ -124,7 +106,10 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		_ = a.st.Close()
 		return nil, err
 	}
-	a.sched = newScheduler(a)
+	if a.sched, err = scheduler.New(a.schedConfig(), host{a}); err != nil {
+		_ = a.st.Close()
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -174,7 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.st.Close()
 	a.log.Info("agent starting", "version", a.version, "store", a.cfg.StorePath(), "workers", a.cfg.Workers,
 		"nats", a.cfg.NATS.URL, "handlers", a.names, "go", runtime.Version())
-	if err := a.recover(context.WithoutCancel(ctx)); err != nil {
+	if err := a.sched.Recover(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	// Reports committed from now on are published from memory; those
@@ -190,7 +175,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	schedDone := make(chan struct{})
-	go func() { defer close(schedDone); a.sched.run(runCtx) }()
+	go func() { defer close(schedDone); a.sched.Run(runCtx) }()
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	defer stopFlush()
 	l := newLink(a)
@@ -227,7 +212,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		fcancel()
 		// The scheduler has stopped firing: hand the group leases back so
 		// that they move to another agent now, not after their TTL.
-		l.release(a.sched.claimedLeases())
+		l.release(a.sched.ClaimedLeases())
 	}
 	stopLink()
 	<-linkDone
@@ -241,21 +226,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	return runErr
 }
 
-// kickHeartbeat asks the link for a heartbeat now: a group job's lease is
-// granted and renewed only by heartbeat replies (valid from when the
-// heartbeat was sent), so a new grant is claimed without waiting a period.
-func (a *Agent) kickHeartbeat() {
-	// Once the scheduler published the view with the new claim; safe from
-	// any goroutine.
-	a.sched.postUrgent(func() {
-		a.sched.publishView()
-		select {
-		case a.hbKick <- struct{}{}:
-		default:
-		}
-	})
-}
-
 func (a *Agent) kickOutbox() {
 	select {
 	case a.outboxKick <- struct{}{}:
@@ -263,79 +233,12 @@ func (a *Agent) kickOutbox() {
 	}
 }
 
-// prune deletes final executions older than store.retention (in the
-// background; the scheduler calls it every store.prune_interval).
-func (a *Agent) prune(now time.Time) {
-	before := now.Round(0).Add(-a.cfg.Store.Retention)
-	var n int64
-	a.st.Submit(func(tx *store.Tx) error {
-		var err error
-		n, err = tx.Prune(before)
-		return err
-	}, func(err error) {
-		switch {
-		case err != nil:
-			a.log.Error("prune finished executions", "err", err)
-		case n > 0:
-			a.log.Info("pruned finished executions", "rows", n, "finished_before", before)
-		}
-	})
-}
-
-// now is the agent's clock.
-func (a *Agent) now() time.Time { return a.clk.Now() }
-
-// reportTime is the agent's clock corrected by the controller offset.
-func (a *Agent) reportTime() time.Time { return a.reportTimeAt(a.clk.Now()) }
-
-// reportTimeAt corrects an agent clock reading by the controller offset.
-func (a *Agent) reportTimeAt(t time.Time) time.Time {
-	return t.Round(0).Add(time.Duration(a.offset.Load())).UTC()
-}
-
-// encodedReport is a report ready for the outbox (encoded outside the
-// store's writer where its content is known beforehand).
-type encodedReport struct {
-	msgID, subject string
-	data           []byte
-}
-
-func (e encodedReport) enqueue(tx *store.Tx) error { return tx.Enqueue(e.msgID, e.subject, e.data) }
-
-// encodeReport completes and encodes a report: version, agent, At (now
-// unless set) and the step times, all on controller-corrected time.
-func (a *Agent) encodeReport(r protocol.Report) (encodedReport, error) {
-	r.V = protocol.Version
-	r.Agent = a.cfg.ID
-	if r.At.IsZero() {
-		r.At = a.reportTime()
-	}
-	if !r.TriggeredAt.IsZero() {
-		r.TriggeredAt = a.reportTimeAt(r.TriggeredAt)
-	}
-	if !r.StartedAt.IsZero() {
-		r.StartedAt = a.reportTimeAt(r.StartedAt)
-	}
-	if r.Result != nil && len(r.Result.Message) > protocol.MaxMessageLen {
-		rr := *r.Result
-		rr.Message = rr.Message[:protocol.MaxMessageLen-len("…")] + "…"
-		r.Result = &rr
-	}
-	data, err := protocol.Encode(r)
-	if err != nil {
-		return encodedReport{}, fmt.Errorf("encode %s report of %s: %w", r.Kind, r.ExecID, err)
-	}
-	subject := protocol.ReportSubject(protocol.Shard(r.JobID, int(a.shards.Load())), a.cfg.ID)
-	return encodedReport{msgID: a.msgSalt + "/" + r.MsgID(), subject: subject, data: data}, nil
-}
-
-// enqueue writes a report into the outbox (inside tx).
-func (a *Agent) enqueue(tx *store.Tx, r protocol.Report) error {
-	e, err := a.encodeReport(r)
-	if err != nil {
-		return err
-	}
-	return e.enqueue(tx)
+// encodeReport completes and encodes a report (scheduler.EncodeReport):
+// version, agent, At (now unless set) and the step times, all on
+// controller-corrected time.
+func (a *Agent) encodeReport(r protocol.Report) (scheduler.Report, error) {
+	return scheduler.EncodeReport(r, scheduler.Origin{Agent: a.cfg.ID, MsgSalt: a.msgSalt, Shards: int(a.shards.Load()),
+		Offset: time.Duration(a.offset.Load()), Now: a.clk.Now})
 }
 
 // newBootID returns a random name for this run of the process.

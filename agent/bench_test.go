@@ -76,7 +76,7 @@ func BenchmarkThroughput(b *testing.B) {
 			cpu0 := cpuTime()
 			start := time.Now()
 			for i, data := range cmds {
-				a.applyCommand(uint64(i+1), data, nil)
+				a.sched.Apply(uint64(i+1), data, nil)
 			}
 			// Done when every attempt is final and the outbox is empty.
 			for {

@@ -19,8 +19,8 @@
 // Goroutines and what each owns:
 //
 //   - the store writer: the write connection (group commit);
-//   - the scheduler: jobs, leases, the ready queue, per-job counts, the
-//     worker slots, the skew state;
+//   - the scheduler (agent/scheduler): jobs, leases, the ready queue,
+//     per-job counts, the worker slots, the skew state;
 //   - two wheel drivers (10 ms normal, 1 ms fine): pending deadlines;
 //   - the workers: one attempt each at a time;
 //   - the flusher: the outbox cursor and outstanding publishes;
@@ -36,5 +36,6 @@
 // heartbeat (Stopping) after the scheduler stopped.
 //
 // An embedding program registers Go handlers with WithHandler; exec and http
-// are built in (see agent/handler) and run only what Config allows.
+// are built in (see agent/handler), registered in the same registry from
+// Config, and run only what Config allows.
 package agent

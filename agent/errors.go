@@ -1,6 +1,10 @@
 package agent
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/axsched/ax/agent/scheduler"
+)
 
 // Sentinel errors.
 var (
@@ -9,5 +13,5 @@ var (
 	// ErrStopped is returned by Run when it was already run.
 	ErrStopped = errors.New("agent already ran")
 	// ErrNoHandler marks a job whose handler is not registered on this agent.
-	ErrNoHandler = errors.New("no such handler")
+	ErrNoHandler = scheduler.ErrNoHandler
 )

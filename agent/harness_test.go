@@ -257,6 +257,18 @@ func startAgent(t testing.TB, cfg Config, opts ...Option) *Agent {
 	return a
 }
 
+// newStopped builds an agent that is not run (its store is closed when
+// the test ends).
+func newStopped(t testing.TB, cfg Config, opts ...Option) *Agent {
+	t.Helper()
+	a, err := New(cfg, append([]Option{WithLogger(testLogger(t))}, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = a.st.Close() })
+	return a
+}
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()

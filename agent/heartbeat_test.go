@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/agent/scheduler"
 	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
@@ -42,15 +43,14 @@ func TestHeartbeatNotBehindBacklog(t *testing.T) {
 		cmd.V, cmd.Agent, cmd.IssuedAt = protocol.Version, "edge-hb", start.UTC()
 		data, err := protocol.Encode(cmd)
 		must(t, err)
-		a.applyCommand(uint64(i+1), data, func(err error) { applied <- err })
+		a.sched.Apply(uint64(i+1), data, func(err error) { applied <- err })
 	}
 	for range runs {
 		must(t, <-applied)
 	}
 	waitFor(t, 20*time.Second, "runs planned on the wheel", func() bool {
-		a.sched.mu.Lock()
-		defer a.sched.mu.Unlock()
-		return len(a.sched.inbox) == 0 && a.sched.normal.Len()+a.sched.fine.Len() >= runs
+		b := a.sched.Backlog()
+		return b.Messages == 0 && b.OnWheels >= runs
 	})
 
 	// Stall the writer: the write below holds the batch open until released.
@@ -63,15 +63,11 @@ func TestHeartbeatNotBehindBacklog(t *testing.T) {
 
 	c.skew.Store(int64(time.Minute + 8*time.Second)) // the controller's clock moves with the agent's
 	clk.Advance(time.Minute + 8*time.Second)
-	inbox := func() int {
-		a.sched.mu.Lock()
-		defer a.sched.mu.Unlock()
-		return len(a.sched.inbox)
-	}
+	inbox := func() int { return a.sched.Backlog().Messages }
 	var last string
 	waitFor(t, 30*time.Second, "the scheduler behind the store", func() bool {
-		last = fmt.Sprintf("inbox %d, wheel fires waiting %d", inbox(), len(a.sched.fireSlots))
-		return len(a.sched.fireSlots) == maxQueuedFires
+		last = fmt.Sprintf("inbox %d, wheel fires waiting %d", inbox(), a.sched.Backlog().WheelFires)
+		return a.sched.Backlog().WheelFires == scheduler.MaxQueuedFires
 	})
 	t.Log(last)
 
@@ -87,8 +83,8 @@ func TestHeartbeatNotBehindBacklog(t *testing.T) {
 			return n >= h0+i
 		})
 	}
-	if n := inbox(); n > maxQueuedFires+64 {
-		t.Fatalf("scheduler inbox holds %d functions while the store is stalled, want at most %d", n, maxQueuedFires+64)
+	if n := inbox(); n > scheduler.MaxQueuedFires+64 {
+		t.Fatalf("scheduler mailbox holds %d messages while the store is stalled, want at most %d", n, scheduler.MaxQueuedFires+64)
 	}
 	_, hb := c.heartbeats()
 	if hb.Stats.Pending == 0 {
@@ -100,7 +96,7 @@ func TestHeartbeatNotBehindBacklog(t *testing.T) {
 	// ones that ran succeeded.
 	waitFor(t, 60*time.Second, "every run triggered", func() bool {
 		cnt, err := a.Store().Counts(ctx)
-		return err == nil && cnt.Pending == 0 && a.sched.normal.Len() == 0
+		return err == nil && cnt.Pending == 0 && a.sched.Backlog().OnWheels == 0
 	})
 	execs, err := a.Store().JobExecs(ctx, j.ID, runs+1)
 	must(t, err)

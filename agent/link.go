@@ -47,7 +47,7 @@ type link struct {
 	inflight map[*context.CancelFunc]struct{} // requests to cancel when the connection drops
 	cons     jetstream.ConsumeContext
 	stopped  bool
-	lastSeq  uint64 // last command handed to applyCommand
+	lastSeq  uint64 // last command handed to the scheduler (Apply)
 }
 
 func newLink(a *Agent) *link {
@@ -326,7 +326,7 @@ func (l *link) register(ctx context.Context) error {
 		return err
 	}
 	t0 := a.clk.Now()
-	leases := a.sched.view.Load().held(t0)
+	leases := a.sched.View().Held(t0)
 	req := protocol.Register{V: protocol.Version, Agent: a.cfg.ID, Labels: a.cfg.Labels, Handlers: a.names,
 		Version: truncate(a.version, 64), OS: runtime.GOOS, Arch: runtime.GOARCH, Cursor: cursor, SentAt: t0.Round(0).UTC(), Leases: leases, Boot: a.boot,
 		Fresh: !stored}
@@ -371,7 +371,7 @@ func (l *link) register(ctx context.Context) error {
 	}) {
 		l.savedOffset.Store(0)
 	}
-	a.sched.post(a.sched.checkSkew)
+	a.sched.CheckSkew()
 	if rep.ResumeAfter > cursor {
 		if err := l.resumeAfter(ctx, cursor, rep.ResumeAfter); err != nil {
 			return err
@@ -442,9 +442,9 @@ func (l *link) storedCursor(ctx context.Context) (uint64, bool, error) {
 func (l *link) heartbeat(ctx context.Context) error {
 	a := l.a
 	// The scheduler's view, not a call: a heartbeat never waits behind
-	// the scheduler's backlog (hbview.go).
-	v := a.sched.view.Load()
-	st, leases := v.stats, v.claims()
+	// the scheduler's backlog (scheduler.View).
+	v := a.sched.View()
+	st, leases := v.Stats, v.Claims()
 	if c, err := a.st.Counts(ctx); err == nil {
 		// From SQLite: the queue includes executions spilled out of memory.
 		st.OutboxDepth, st.QueueDepth, st.Pending = c.Outbox, c.Triggered, c.Pending
@@ -471,16 +471,7 @@ func (l *link) heartbeat(ctx context.Context) error {
 	off := l.offsets.add(t0.Round(0), rep.ControllerTime, t2.Round(0))
 	a.offset.Store(int64(off))
 	l.persistOffset(off)
-	s := a.sched
-	s.postUrgent(func() {
-		for _, r := range rep.Renewed {
-			s.leaseGranted(r.JobID, r.Epoch, t0, r.TTL.D())
-		}
-		for _, h := range rep.Lost {
-			s.leaseRevoked(h.JobID, h.Epoch)
-		}
-		s.checkSkew()
-	})
+	a.sched.HeartbeatReply(t0, rep.Renewed, rep.Lost)
 	return nil
 }
 
@@ -563,7 +554,7 @@ func (l *link) onCommand(m jetstream.Msg) {
 	}
 	l.lastSeq = seq
 	l.mu.Unlock()
-	l.a.applyCommand(seq, m.Data(), nil)
+	l.a.sched.Apply(seq, m.Data(), nil)
 }
 
 // stopCommands stops consuming commands (shutdown).

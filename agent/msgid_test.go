@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
 )
 
 // TestReportMsgIDSalted: the Msg-Id of a report in the outbox is not the
@@ -15,21 +16,20 @@ import (
 // agent's report dropped as its duplicate.
 func TestReportMsgIDSalted(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	a := newOffline(t, offlineConfig(t, "edge-s"), start).a
-	b := newOffline(t, offlineConfig(t, "edge-s"), start).a
-	j := groupJob("edge-s", "1s", protocol.ModeAny)
+	a, b := newStopped(t, testConfig(t, "edge-s", "nats://127.0.0.1:1")), newStopped(t, testConfig(t, "edge-s", "nats://127.0.0.1:1"))
+	j := newJob("edge-s", "noop", schedule.Spec{Every: "1s"}, nil)
 	r := protocol.Report{JobID: j.ID, ExecID: protocol.ExecID(j.ID, start), Attempt: 1, Kind: protocol.ReportTriggered, ScheduledAt: start}
 	ea, err := a.encodeReport(r)
 	must(t, err)
 	eb, err := b.encodeReport(r)
 	must(t, err)
-	if ea.msgID == r.MsgID() || !strings.HasSuffix(ea.msgID, "/"+r.MsgID()) {
-		t.Fatalf("msg id %q: want a salt before %q", ea.msgID, r.MsgID())
+	if ea.MsgID == r.MsgID() || !strings.HasSuffix(ea.MsgID, "/"+r.MsgID()) {
+		t.Fatalf("msg id %q: want a salt before %q", ea.MsgID, r.MsgID())
 	}
-	if ea.msgID == eb.msgID {
-		t.Fatalf("two agent processes gave the same msg id %q", ea.msgID)
+	if ea.MsgID == eb.MsgID {
+		t.Fatalf("two agent processes gave the same msg id %q", ea.MsgID)
 	}
-	if again, _ := a.encodeReport(r); again.msgID != ea.msgID {
-		t.Fatalf("the same report got msg ids %q and %q in one process", ea.msgID, again.msgID)
+	if again, _ := a.encodeReport(r); again.MsgID != ea.MsgID {
+		t.Fatalf("the same report got msg ids %q and %q in one process", ea.MsgID, again.MsgID)
 	}
 }

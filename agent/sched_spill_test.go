@@ -124,62 +124,6 @@ func TestOverlapAndConcurrencyHoldUnderSpill(t *testing.T) {
 	}
 }
 
-// TestActiveCountsSpilledAttempts: a job's live count includes the
-// attempts left in SQLite by a full ready queue, stays equal to the
-// store's count when one of them is cancelled and when they are reloaded
-// and run, and the job's record goes once none is left.
-func TestActiveCountsSpilledAttempts(t *testing.T) {
-	cfg := offlineConfig(t, "edge-c")
-	cfg.Queue.Size = 16
-	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	o := newOffline(t, cfg, start)
-	s := o.a.sched
-	j := newJob("edge-c", "noop", schedule.Spec{Asap: true}, nil)
-	j.Concurrency = 32 // the queue's bound, not the job's, leaves some in SQLite
-	const n = 20
-	for i := range n {
-		o.apply(runCmd(j, 1, start.Add(-time.Duration(n-i)*time.Second)))
-	}
-	check := func(when string) {
-		t.Helper()
-		live, err := o.a.st.LiveByJob(context.Background())
-		must(t, err)
-		want := live[j.ID].Triggered + live[j.ID].Running
-		got := 0
-		if jr := s.jobs[j.ID]; jr != nil {
-			got = jr.active
-		}
-		if got != want {
-			t.Fatalf("%s: job counts %d live attempts, the store has %d", when, got, want)
-		}
-	}
-	if !s.spilled || s.mem != cfg.Queue.Size {
-		t.Fatalf("spilled=%v mem=%d after %d runs with a queue of %d", s.spilled, s.mem, n, cfg.Queue.Size)
-	}
-	check("spilled")
-	// Cancel the newest run: it waits in SQLite.
-	o.apply(protocol.Command{Kind: protocol.CmdCancel, Cancel: &protocol.Cancel{ExecID: protocol.ExecID(j.ID, start.Add(-time.Second))}})
-	check("a spilled attempt cancelled")
-	// Run everything: dispatch, finish, reload, until none is left.
-	for range 4 * n {
-		s.pump()
-		o.sync()
-		for _, r := range s.running {
-			<-s.work
-			must(t, o.a.st.Do(context.Background(), func(tx *store.Tx) error {
-				_, err := tx.Finish(r.it.id, store.StateFinished, start, "success", nil)
-				return err
-			}))
-			s.freed()
-			s.done(r.it)
-		}
-		check("running")
-	}
-	if jr := s.jobs[j.ID]; jr != nil {
-		t.Fatalf("job record left with %d live attempts after every run finished", jr.active)
-	}
-}
-
 // TestBlockedJobDoesNotStarveOthers: an overlap=queue job whose handler
 // blocks fires every 20ms; its attempts wait for it, but no more of them
 // stay in memory than it may run at once, so the ready queue (16) does not
@@ -210,36 +154,4 @@ func TestBlockedJobDoesNotStarveOthers(t *testing.T) {
 	other := newJob("edge-h", "ok", schedule.Spec{Every: "100ms"}, nil)
 	c.send("edge-h", assignCmd(other))
 	waitFor(t, 20*time.Second, "3 runs of the other job while the blocked job's fires wait", func() bool { return ran.Load() >= 3 })
-}
-
-// TestStopWhileInboxNeverEmpties: when fires come faster than the store
-// takes their writes, the scheduler's inbox never empties; a stop must
-// still end the scheduler (it used to drain the inbox to empty first, and
-// so never returned while the overload lasted).
-func TestStopWhileInboxNeverEmpties(t *testing.T) {
-	o := newOffline(t, offlineConfig(t, "edge-x"), time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	s := o.a.sched
-	ctx, cancel := context.WithCancel(context.Background())
-	n := 0
-	var again func()
-	again = func() { // a fire that arrives as the previous one is handled
-		if s.stopped {
-			return
-		}
-		if n++; n == 1000 {
-			cancel()
-		}
-		s.post(again)
-	}
-	s.post(again)
-	done := make(chan struct{})
-	go func() { s.run(ctx); close(done) }()
-	waitFor(t, 20*time.Second, "the scheduler to stop", func() bool {
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
-	})
 }

@@ -1,7 +1,9 @@
-// Package handler holds the agent's built-in handlers, exec and http. Both
-// run only what the agent's own config allows — command paths (exact or
-// glob) and environment names for exec, URLs for http — so the controller
-// cannot make an agent run arbitrary code. Each returns a Result that says
+// Package handler holds what a handler is — a Func from a Task (one
+// attempt) to a Result — the Registry the agent runs attempts from, and
+// the built-in handlers, exec and http, registered there like any Go
+// handler. Both run only what the agent's own config allows — command
+// paths (exact or glob) and environment names for exec, URLs for http —
+// so the controller cannot make an agent run arbitrary code. Each returns a Result that says
 // its outcome (success or failure) explicitly; the code is information only.
 //
 // exec payload (JSON, unknown fields rejected):

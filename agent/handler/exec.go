@@ -20,18 +20,6 @@ import (
 	"github.com/axsched/ax/pkg/retry"
 )
 
-// Request is what a built-in handler gets for one attempt.
-type Request struct {
-	JobID       string
-	ExecID      string
-	Attempt     int
-	ScheduledAt time.Time
-	Payload     []byte
-	// Epoch is the group-job lease epoch the attempt fired under (0 for
-	// other jobs); exec passes it as AX_EPOCH.
-	Epoch uint64
-}
-
 // DefaultPath is the PATH given to exec'd commands.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -153,10 +141,16 @@ func (e *Exec) checkEnv(env map[string]string) error {
 	return nil
 }
 
-// Run runs one attempt. started reports whether a process was started.
-// Exit 0 is a success; a command outside exec.allow or an env name outside
-// exec.env_allow fails for good without starting anything.
-func (e *Exec) Run(ctx context.Context, req Request) (res Result, started bool) {
+// Run runs one attempt (a Func). Exit 0 is a success; a command outside
+// exec.allow or an env name outside exec.env_allow fails for good without
+// starting anything.
+func (e *Exec) Run(ctx context.Context, t Task) Result {
+	res, _ := e.run(ctx, t)
+	return res
+}
+
+// run is Run; started reports whether a process was started.
+func (e *Exec) run(ctx context.Context, req Task) (res Result, started bool) {
 	p, err := DecodeExecPayload(req.Payload)
 	if err != nil {
 		return refused("%s", err), false
@@ -185,7 +179,7 @@ func (e *Exec) Run(ctx context.Context, req Request) (res Result, started bool) 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = e.cfg.WaitDelay
 	if err := cmd.Start(); err != nil {
-		return Result{Outcome: retry.OutcomeFailure, Result: retry.Result{Code: 127, Message: fmt.Sprintf("start %s: %v", p.Command, err)}}, false
+		return Result{Outcome: retry.OutcomeFailure, Code: 127, Message: fmt.Sprintf("start %s: %v", p.Command, err)}, false
 	}
 	pgid := cmd.Process.Pid
 	waited := make(chan error, 1)
@@ -211,7 +205,7 @@ func (e *Exec) Run(ctx context.Context, req Request) (res Result, started bool) 
 		// Make sure nothing of the group survives.
 		_ = unix.Kill(-pgid, unix.SIGKILL)
 	}
-	res = Result{Outcome: retry.ExitOutcome(code), Result: retry.ClassifyExit(code, e.cfg.PermanentExitCodes)}
+	res = withRecord(retry.ExitOutcome(code), retry.ClassifyExit(code, e.cfg.PermanentExitCodes))
 	var msg strings.Builder
 	if res.Message != "" {
 		msg.WriteString(res.Message)

@@ -107,7 +107,7 @@ func TestExecEnvTricksDoNotRun(t *testing.T) {
 			}
 
 			p, _ := json.Marshal(ExecPayload{Command: tc.command, Env: tc.env, Stdin: tc.stdin})
-			res, started := e.Run(context.Background(), Request{JobID: "j", ExecID: "e", Attempt: 1, Payload: p})
+			res, started := e.run(context.Background(), Task{JobID: "j", ExecID: "e", Attempt: 1, Payload: p})
 			if started || res.Outcome != retry.OutcomeFailure || res.Retryable || res.Code != -1 {
 				t.Errorf("started %v, result %+v: want a failure, not retryable, nothing started", started, res)
 			}
@@ -121,14 +121,14 @@ func TestExecEnvTricksDoNotRun(t *testing.T) {
 	}
 	t.Run("allowed name", func(t *testing.T) {
 		p, _ := json.Marshal(ExecPayload{Command: filepath.Join(dir, "job.sh"), Env: map[string]string{"MODE": "fast"}})
-		res, started := e.Run(context.Background(), Request{JobID: "j", ExecID: "e", Attempt: 1, Payload: p})
+		res, started := e.run(context.Background(), Task{JobID: "j", ExecID: "e", Attempt: 1, Payload: p})
 		if !started || res.Outcome != retry.OutcomeSuccess || !strings.Contains(res.Message, "hello fast") {
 			t.Fatalf("started %v, result %+v: want success saying hello fast", started, res)
 		}
 	})
 	for name, value := range map[string]string{"MODE": "() { :; }; touch x", "MODE ": "x"} {
 		p, _ := json.Marshal(ExecPayload{Command: filepath.Join(dir, "job.sh"), Env: map[string]string{name: value}})
-		res, started := e.Run(context.Background(), Request{JobID: "j", ExecID: "e", Attempt: 1, Payload: p})
+		res, started := e.run(context.Background(), Task{JobID: "j", ExecID: "e", Attempt: 1, Payload: p})
 		if started || res.Outcome != retry.OutcomeFailure || res.Retryable || !strings.Contains(res.Message, "payload.env: "+name) {
 			t.Errorf("env %q=%q: started %v, result %+v: want refused naming it", name, value, started, res)
 		}

@@ -125,11 +125,11 @@ func DecodeHTTPPayload(b []byte) (HTTPPayload, error) {
 	return p, nil
 }
 
-// Run runs one attempt. 2xx is a success; otherwise retry.ClassifyHTTP
+// Run runs one attempt (a Func). 2xx is a success; otherwise retry.ClassifyHTTP
 // says whether a retry can help, and a retryable response's Retry-After
 // is returned as RetryAfter. A payload, URL, header or redirect target
 // that is refused fails for good, before or instead of the call.
-func (h *HTTP) Run(ctx context.Context, req Request) Result {
+func (h *HTTP) Run(ctx context.Context, req Task) Result {
 	p, err := DecodeHTTPPayload(req.Payload)
 	if err != nil {
 		return refused("%s", err)
@@ -159,12 +159,12 @@ func (h *HTTP) Run(ctx context.Context, req Request) Result {
 			}
 			return res
 		}
-		return Result{Outcome: retry.OutcomeFailure, Result: retry.Result{Code: -1, Message: "request failed: " + err.Error(), Retryable: true}}
+		return Result{Outcome: retry.OutcomeFailure, Code: -1, Message: "request failed: " + err.Error(), Retryable: true}
 	}
 	defer resp.Body.Close()
 	body := newTail(h.cfg.Tail)
 	_, _ = io.Copy(body, io.LimitReader(resp.Body, 16<<20))
-	res := Result{Outcome: retry.HTTPOutcome(resp.StatusCode), Result: retry.ClassifyHTTP(resp.StatusCode)}
+	res := withRecord(retry.HTTPOutcome(resp.StatusCode), retry.ClassifyHTTP(resp.StatusCode))
 	if res.Retryable {
 		res.RetryAfter = retryAfter(resp.Header, h.cfg.Now())
 	}

@@ -52,7 +52,7 @@ func TestHTTPHandler(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := calls.Load()
 			p, _ := json.Marshal(HTTPPayload{URL: tc.url})
-			res := h.Run(context.Background(), Request{ExecID: "e", Attempt: 1, Payload: p})
+			res := h.Run(context.Background(), Task{ExecID: "e", Attempt: 1, Payload: p})
 			if res.Code != tc.wantCode || res.Retryable != tc.wantRetryable {
 				t.Fatalf("result %+v, want code %d retryable %v", res, tc.wantCode, tc.wantRetryable)
 			}

@@ -79,7 +79,7 @@ func TestHTTPResultOutcome(t *testing.T) {
 		{"/gone", retry.OutcomeFailure, 410, false, 0},
 	} {
 		p, _ := json.Marshal(HTTPPayload{URL: srv.URL + tc.path})
-		res := h.Run(context.Background(), Request{ExecID: "e", Attempt: 1, Payload: p})
+		res := h.Run(context.Background(), Task{ExecID: "e", Attempt: 1, Payload: p})
 		if res.Outcome != tc.outcome || res.Code != tc.code || res.Retryable != tc.retryable || res.RetryAfter != tc.retryAfter {
 			t.Errorf("%s: %+v, want outcome %s code %d retryable %v retry after %s", tc.path, res, tc.outcome, tc.code, tc.retryable, tc.retryAfter)
 		}

@@ -199,9 +199,6 @@ func (s *Store) check(ctx context.Context) error {
 	return nil
 }
 
-// Path is the database file.
-func (s *Store) Path() string { return s.path }
-
 // Err returns the error that failed the store, or nil.
 func (s *Store) Err() error {
 	s.errMu.Lock()

@@ -1,4 +1,4 @@
-package agent
+package scheduler
 
 import (
 	"time"
@@ -28,22 +28,22 @@ type skipRun struct {
 }
 
 // skipFire counts a fire skipped by overlap into the job's run.
-func (s *scheduler) skipFire(j *jobRef, at time.Time) {
+func (t *trigger) skipFire(j *jobRef, at time.Time) {
 	aj := j.assigned
 	if k := j.skip; k != nil && k.epoch != aj.epoch {
-		s.flushSkip(j)
+		t.flushSkip(j)
 	}
 	if j.skip == nil {
 		j.skip = &skipRun{ref: aj.ref, first: at, epoch: aj.epoch, shard: aj.shard, prio: aj.job.Priority,
 			fine: aj.job.Precision == protocol.PrecisionFine, limit: j.limit}
-		s.skipping = append(s.skipping, j)
+		t.skipping = append(t.skipping, j)
 	}
 	j.skip.last = at
 	j.skip.n++
 }
 
 // flushSkip queues the job's skipped run, if any, with the batched fires.
-func (s *scheduler) flushSkip(j *jobRef) {
+func (t *trigger) flushSkip(j *jobRef) {
 	k := j.skip
 	if k == nil {
 		return
@@ -60,22 +60,22 @@ func (s *scheduler) flushSkip(j *jobRef) {
 	if k.n > 1 {
 		r.SkippedCount, r.FirstScheduledAt = k.n, k.first
 	}
-	rep, err := s.a.encodeReport(r)
+	rep, err := t.env.host.EncodeReport(r)
 	if err != nil {
-		s.log.Error("record skipped fires", "exec_id", execID, "fires", k.n, "err", err)
+		t.env.cfg.Log.Error("record skipped fires", "exec_id", execID, "fires", k.n, "err", err)
 		return
 	}
-	s.queueFire(&fireRec{j: j, ref: k.ref, rep: rep, row: &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id,
+	t.queueFire(&fireRec{j: j, ref: k.ref, rep: rep, row: &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id,
 		State: store.StateSkipped, Periodic: true, Priority: k.prio, Fine: b2i(k.fine), Concurrency: k.limit,
 		ScheduledAt: k.last, RunAt: k.last, Epoch: k.epoch, ShardIndex: si, ShardTotal: st,
-		FinishedAt: s.a.clk.Now().Round(0), Outcome: "skipped"}})
+		FinishedAt: t.env.now().Round(0), Outcome: "skipped"}})
 }
 
 // flushSkips queues every job's skipped run (each scheduler tick).
-func (s *scheduler) flushSkips() {
-	for _, j := range s.skipping {
-		s.flushSkip(j)
+func (t *trigger) flushSkips() {
+	for _, j := range t.skipping {
+		t.flushSkip(j)
 	}
-	clear(s.skipping)
-	s.skipping = s.skipping[:0]
+	clear(t.skipping)
+	t.skipping = t.skipping[:0]
 }

@@ -1,4 +1,4 @@
-package agent
+package scheduler
 
 import (
 	"context"
@@ -36,20 +36,12 @@ func FuzzApplyCommand(f *testing.F) {
 	f.Add([]byte(`not json`))
 	f.Add([]byte{})
 
-	cfg := DefaultConfig()
-	cfg.ID = "edge-f"
-	cfg.DataDir = f.TempDir()
-	cfg.Store.Synchronous = "normal"
-	a, err := New(cfg, WithLogger(testLogger(f)), WithHandler("noop", func(context.Context, Task) Result { return Result{} }))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = a.st.Close() })
+	o := newOffline(f, offlineConfig(f, "edge-f"), time.Now())
 	var seq uint64
 	f.Fuzz(func(t *testing.T, data []byte) {
 		seq++
 		done := make(chan error, 1)
-		a.applyCommand(seq, data, func(err error) { done <- err })
+		o.s.Apply(seq, data, func(err error) { done <- err })
 		select {
 		case err := <-done:
 			if err != nil {
@@ -59,10 +51,8 @@ func FuzzApplyCommand(f *testing.F) {
 			t.Fatal("command path wedged")
 		}
 		// Drop the scheduler's queued follow-ups: this test has no scheduler goroutine.
-		a.sched.mu.Lock()
-		a.sched.inbox = nil
-		a.sched.mu.Unlock()
-		v, _, err := a.st.Meta(context.Background(), store.MetaCursor)
+		o.s.env.mail.drop()
+		v, _, err := o.st.Meta(context.Background(), store.MetaCursor)
 		if err != nil || v != strconv.FormatUint(seq, 10) {
 			t.Fatalf("cursor = %q (%v), want %d", v, err, seq)
 		}

@@ -1,4 +1,4 @@
-package agent
+package scheduler
 
 import (
 	"context"
@@ -7,96 +7,9 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent/store"
-	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
-
-// offline is an agent that is not Run: the test goroutine owns the
-// scheduler and drives it on a fake clock. Commands go through
-// applyCommand and the real store; fires are made by calling fire with
-// the wheel item the wheel would deliver at the job's next fire time.
-type offline struct {
-	t   *testing.T
-	a   *Agent
-	clk *clock.Fake
-	seq uint64
-}
-
-func newOffline(t *testing.T, cfg Config, start time.Time) *offline {
-	t.Helper()
-	clk := clock.NewFake(start)
-	a, err := New(cfg, WithClock(clk), WithLogger(testLogger(t)),
-		WithHandler("noop", func(context.Context, Task) Result { return Result{} }))
-	must(t, err)
-	t.Cleanup(func() { _ = a.st.Close() })
-	return &offline{t: t, a: a, clk: clk}
-}
-
-// apply applies a command and runs what it posted to the scheduler.
-func (o *offline) apply(cmd protocol.Command) {
-	o.t.Helper()
-	cmd.V, cmd.Agent, cmd.IssuedAt = protocol.Version, o.a.cfg.ID, o.clk.Now().UTC()
-	data, err := protocol.Encode(cmd)
-	must(o.t, err)
-	o.seq++
-	done := make(chan error, 1)
-	o.a.applyCommand(o.seq, data, func(err error) { done <- err })
-	must(o.t, <-done)
-	o.a.sched.drainInbox()
-}
-
-// sync runs what is posted (the batched fires' write), waits until every
-// write submitted so far is durable and runs what their callbacks posted.
-func (o *offline) sync() {
-	o.t.Helper()
-	o.a.sched.drainInbox()
-	must(o.t, o.a.st.Do(context.Background(), func(*store.Tx) error { return nil }))
-	o.a.sched.drainInbox()
-}
-
-// fireNext moves the clock to the job's next fire and delivers its wheel
-// item; it returns the fire time.
-func (o *offline) fireNext(jobID string) time.Time {
-	o.t.Helper()
-	j := o.a.sched.jobs[jobID]
-	if j == nil || j.assigned == nil || j.assigned.next.IsZero() {
-		o.t.Fatalf("job %s has no planned fire", jobID)
-	}
-	aj := j.assigned
-	at := aj.next
-	o.clk.Set(o.a.sched.deadline(at))
-	o.a.sched.fire(wheelItem{id: aj.ref, seq: uint32(aj.planSeq), prio: uint8(aj.job.Priority)})
-	o.sync()
-	return at
-}
-
-// row returns the attempt of exec id (attempt 1), or false.
-func (o *offline) row(execID string) (store.Exec, bool) {
-	o.t.Helper()
-	e, err := o.a.st.ExecByID(context.Background(), execID, 1)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Exec{}, false
-	}
-	must(o.t, err)
-	return e, true
-}
-
-func offlineConfig(t *testing.T, id string) Config {
-	cfg := testConfig(t, id, "nats://127.0.0.1:1")
-	cfg.Store.Synchronous = "normal"
-	// One SKIPPED row per fire, written at once (these tests look at the
-	// rows of single fires; coalescing has its own test).
-	cfg.Outbox.CoalesceSkipped = false
-	return cfg
-}
-
-func groupJob(id string, every string, mode string) protocol.Job {
-	j := newJob(id, "noop", schedule.Spec{Every: every}, nil)
-	j.Target = protocol.Target{Group: "site=a", Mode: mode}
-	j.CreatedAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return j
-}
 
 // TestGroupJobLease: a group job (mode any) fires only while the agent
 // holds a lease of its epoch: not before the grant, up to (not at) the
@@ -106,7 +19,7 @@ func groupJob(id string, every string, mode string) protocol.Job {
 func TestGroupJobLease(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, offlineConfig(t, "edge-g"), start)
-	s := o.a.sched
+	s := o.s
 	j := groupJob("edge-g", "1s", protocol.ModeAny)
 	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
 
@@ -116,7 +29,7 @@ func TestGroupJobLease(t *testing.T) {
 	if at := o.fireNext(j.ID); fired(at) {
 		t.Fatalf("fired at %s without a lease", at)
 	}
-	if got := s.heldLeases(); len(got) != 0 {
+	if got := o.heldLeases(); len(got) != 0 {
 		t.Fatalf("held leases without a grant: %v", got)
 	}
 
@@ -124,18 +37,18 @@ func TestGroupJobLease(t *testing.T) {
 	// present (it may be hours old): it moves the epoch but grants no time,
 	// and asks the link for a heartbeat that claims the lease.
 	o.apply(protocol.Command{Kind: protocol.CmdLeaseGrant, Lease: &protocol.Lease{JobID: j.ID, Epoch: 4, TTL: protocol.Duration(time.Hour)}})
-	if s.canFire(s.jobs[j.ID]) {
+	if s.trig.canFire(s.jobs.byID[j.ID]) {
 		t.Fatal("a lease_grant command made the job fireable without a heartbeat reply")
 	}
-	if got := s.jobs[j.ID].assigned.epoch; got != 4 {
+	if got := s.jobs.byID[j.ID].assigned.epoch; got != 4 {
 		t.Fatalf("epoch after lease_grant = %d, want 4", got)
 	}
 	select {
-	case <-o.a.hbKick:
+	case <-o.host.hbKick:
 	default:
 		t.Fatal("lease_grant did not ask for a heartbeat")
 	}
-	if got := s.claimedLeases(); len(got) != 1 || got[0].Epoch != 4 {
+	if got := s.ClaimedLeases(); len(got) != 1 || got[0].Epoch != 4 {
 		t.Fatalf("claimed leases = %v, want the job at epoch 4", got)
 	}
 	if at := o.fireNext(j.ID); fired(at) {
@@ -144,15 +57,15 @@ func TestGroupJobLease(t *testing.T) {
 
 	// Granted by a heartbeat reply for 2.5 s from the send: the next fires run.
 	s.leaseGranted(j.ID, 4, o.clk.Now(), 2500*time.Millisecond)
-	until := s.jobs[j.ID].assigned.leaseUntil
+	until := s.jobs.byID[j.ID].assigned.leaseUntil
 	if want := o.clk.Now().Add(2500 * time.Millisecond); !until.Equal(want) {
 		t.Fatalf("lease until %s, want %s", until, want)
 	}
-	if got := s.heldLeases(); len(got) != 1 || got[0].JobID != j.ID || got[0].Epoch != 4 {
+	if got := o.heldLeases(); len(got) != 1 || got[0].JobID != j.ID || got[0].Epoch != 4 {
 		t.Fatalf("held leases = %v", got)
 	}
 	var last time.Time
-	for s.deadline(s.jobs[j.ID].assigned.next).Before(until) {
+	for s.trig.deadline(s.jobs.byID[j.ID].assigned.next).Before(until) {
 		last = o.fireNext(j.ID)
 		if !fired(last) {
 			t.Fatalf("fire at %s inside the lease did not run", last)
@@ -161,11 +74,11 @@ func TestGroupJobLease(t *testing.T) {
 	// The lease lapses on the monotonic clock: one nanosecond before its
 	// end it is valid, at its end it is not.
 	o.clk.Set(until.Add(-time.Nanosecond))
-	if !s.canFire(s.jobs[j.ID]) {
+	if !s.trig.canFire(s.jobs.byID[j.ID]) {
 		t.Fatal("lease not valid 1ns before its end")
 	}
 	o.clk.Set(until)
-	if s.canFire(s.jobs[j.ID]) {
+	if s.trig.canFire(s.jobs.byID[j.ID]) {
 		t.Fatal("lease still valid at its end")
 	}
 	if at := o.fireNext(j.ID); fired(at) {
@@ -175,7 +88,7 @@ func TestGroupJobLease(t *testing.T) {
 	// A heartbeat renewal: valid for TTL from when the heartbeat was sent.
 	sent := o.clk.Now().Add(-200 * time.Millisecond)
 	s.leaseGranted(j.ID, 4, sent, 2*time.Second)
-	if got := s.jobs[j.ID].assigned.leaseUntil; !got.Equal(sent.Add(2 * time.Second)) {
+	if got := s.jobs.byID[j.ID].assigned.leaseUntil; !got.Equal(sent.Add(2 * time.Second)) {
 		t.Fatalf("renewed until %s, want %s (from the send time)", got, sent.Add(2*time.Second))
 	}
 	if at := o.fireNext(j.ID); !fired(at) {
@@ -184,11 +97,11 @@ func TestGroupJobLease(t *testing.T) {
 
 	// A stale epoch neither renews nor revokes.
 	s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
-	if got := s.jobs[j.ID].assigned.leaseUntil; !got.Equal(sent.Add(2 * time.Second)) {
+	if got := s.jobs.byID[j.ID].assigned.leaseUntil; !got.Equal(sent.Add(2 * time.Second)) {
 		t.Fatalf("stale epoch changed the lease to %s", got)
 	}
 	s.leaseRevoked(j.ID, 3)
-	if !s.canFire(s.jobs[j.ID]) {
+	if !s.trig.canFire(s.jobs.byID[j.ID]) {
 		t.Fatal("stale epoch revoked the lease")
 	}
 
@@ -197,7 +110,7 @@ func TestGroupJobLease(t *testing.T) {
 	if at := o.fireNext(j.ID); fired(at) {
 		t.Fatalf("fired at %s after revoke", at)
 	}
-	if got := s.heldLeases(); len(got) != 0 {
+	if got := o.heldLeases(); len(got) != 0 {
 		t.Fatalf("held leases after revoke: %v", got)
 	}
 }
@@ -224,12 +137,12 @@ func TestMisfireAtStart(t *testing.T) {
 			j.Misfire = protocol.MisfireSpec{Policy: string(tc.policy), Grace: protocol.Duration(time.Second), Cap: 100}
 			j.Overlap, j.Concurrency = protocol.OverlapAllow, 20 // none is skipped as an overlap
 			o.apply(assignCmd(j))
-			first := o.a.sched.jobs[j.ID].assigned.next
-			must(t, o.a.st.Close())
+			first := o.s.jobs.byID[j.ID].assigned.next
+			must(t, o.st.Close())
 
 			// Back after 10½ minutes: fires first … first+9m were missed.
 			o2 := newOffline(t, cfg, first.Add(9*time.Minute+30*time.Second))
-			must(t, o2.a.recover(context.Background()))
+			must(t, o2.s.Recover(context.Background()))
 			o2.sync()
 			var ran []time.Time
 			skipped := 0
@@ -258,7 +171,7 @@ func TestMisfireAtStart(t *testing.T) {
 				t.Fatalf("%d SKIPPED records, want skipped=%v", skipped, tc.wantSkipped)
 			}
 			// The next fire is planned after now.
-			if next := o2.a.sched.jobs[j.ID].assigned.next; !next.Equal(first.Add(10 * time.Minute)) {
+			if next := o2.s.jobs.byID[j.ID].assigned.next; !next.Equal(first.Add(10 * time.Minute)) {
 				t.Fatalf("next fire %s, want %s", next, first.Add(10*time.Minute))
 			}
 		})
@@ -275,14 +188,14 @@ func TestOnSkewAdopt(t *testing.T) {
 			cfg.Clock.OnSkew = policy
 			start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 			o := newOffline(t, cfg, start)
-			s := o.a.sched
+			s := o.s
 			j := newJob("edge-a", "noop", schedule.Spec{Every: "1s"}, nil)
 			j.CreatedAt = start.Add(-time.Hour)
 			o.apply(assignCmd(j))
-			o.a.offset.Store(int64(time.Hour)) // the controller is an hour ahead (no RTC here)
-			s.checkSkew()
-			if s.adopt != (policy == SkewAdopt) || s.skewRefusing != (policy == SkewRefuse) {
-				t.Fatalf("adopt=%v refusing=%v", s.adopt, s.skewRefusing)
+			o.host.offset.Store(int64(time.Hour)) // the controller is an hour ahead (no RTC here)
+			s.trig.checkSkew()
+			if s.trig.adopt != (policy == SkewAdopt) || s.trig.skewRefusing != (policy == SkewRefuse) {
+				t.Fatalf("adopt=%v refusing=%v", s.trig.adopt, s.trig.skewRefusing)
 			}
 			ctlNow := o.clk.Now().Add(time.Hour)
 			if policy == SkewRefuse {
@@ -293,12 +206,12 @@ func TestOnSkewAdopt(t *testing.T) {
 				}
 				return
 			}
-			next := s.jobs[j.ID].assigned.next
+			next := s.jobs.byID[j.ID].assigned.next
 			if next.Before(ctlNow) || next.After(ctlNow.Add(time.Second)) {
 				t.Fatalf("next fire %s is not the next second of controller time %s", next, ctlNow)
 			}
 			// The wheel deadline is a second away on the agent's clock.
-			if d := s.deadline(next).Sub(o.clk.Now()); d < 0 || d > time.Second {
+			if d := s.trig.deadline(next).Sub(o.clk.Now()); d < 0 || d > time.Second {
 				t.Fatalf("deadline %s away", d)
 			}
 			at := o.fireNext(j.ID)
@@ -329,7 +242,7 @@ func TestBroadcastExecIDs(t *testing.T) {
 	if _, plain := o.row(protocol.ExecID(j.ID, at)); plain {
 		t.Fatal("a non-broadcast exec id was used too")
 	}
-	msgs, err := o.a.st.Outbox(context.Background(), 0, 10)
+	msgs, err := o.st.Outbox(context.Background(), 0, 10)
 	must(t, err)
 	var found bool
 	for _, m := range msgs {
@@ -352,21 +265,21 @@ func TestBroadcastExecIDs(t *testing.T) {
 func TestUnassignStopsFiring(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, offlineConfig(t, "edge-u"), start)
-	s := o.a.sched
+	s := o.s
 	j := newJob("edge-u", "noop", schedule.Spec{Every: "1s"}, nil)
 	o.apply(assignCmd(j))
-	aj := s.jobs[j.ID].assigned
+	aj := s.jobs.byID[j.ID].assigned
 	w := wheelItem{id: aj.ref, seq: uint32(aj.planSeq)}
 	at := aj.next
 	o.apply(protocol.Command{Kind: protocol.CmdUnassign, Unassign: &protocol.Unassign{JobID: j.ID}})
-	if _, err := o.a.st.Job(context.Background(), j.ID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := o.st.Job(context.Background(), j.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("job still stored: %v", err)
 	}
-	if _, ok := s.jobs[j.ID]; ok {
+	if _, ok := s.jobs.byID[j.ID]; ok {
 		t.Fatal("scheduler still knows the job")
 	}
-	o.clk.Set(s.deadline(at))
-	s.fire(w)
+	o.clk.Set(s.trig.deadline(at))
+	s.trig.fire(w)
 	o.sync()
 	if _, ok := o.row(protocol.ExecID(j.ID, at)); ok {
 		t.Fatal("an unassigned job fired")
@@ -387,40 +300,40 @@ func TestSlowStartAfterRestart(t *testing.T) {
 	for i := range 6 {
 		o.apply(runCmd(j, 1, start.Add(-time.Duration(i+1)*time.Second)))
 	}
-	must(t, o.a.st.Close())
+	must(t, o.st.Close())
 
 	o2 := newOffline(t, cfg, start.Add(time.Minute))
-	s := o2.a.sched
-	must(t, o2.a.recover(context.Background()))
-	if !s.slowStart || !s.spilled {
-		t.Fatalf("slowStart=%v spilled=%v after a restart with a backlog", s.slowStart, s.spilled)
+	s := o2.s
+	must(t, o2.s.Recover(context.Background()))
+	if !s.runs.slowStart || !s.runs.spilled {
+		t.Fatalf("slowStart=%v spilled=%v after a restart with a backlog", s.runs.slowStart, s.runs.spilled)
 	}
-	s.pump()
+	s.runs.pump()
 	o2.sync()
-	if s.busy != 2 {
-		t.Fatalf("%d dispatched during slow start, want 2 (workers/2)", s.busy)
+	if s.runs.busy != 2 {
+		t.Fatalf("%d dispatched during slow start, want 2 (workers/2)", s.runs.busy)
 	}
 	// Finish the two running ones: still slow start while 4 wait.
 	finish := func() {
-		for id, r := range s.running {
-			<-s.work
-			s.freed()
-			s.done(r.it)
-			delete(s.running, id)
+		for id, r := range s.runs.running {
+			<-s.runs.work
+			s.runs.busy--
+			s.runs.done(r.it)
+			delete(s.runs.running, id)
 		}
 	}
 	finish()
-	s.pump()
+	s.runs.pump()
 	o2.sync()
-	if s.busy != 2 || !s.slowStart {
-		t.Fatalf("busy=%d slowStart=%v with a backlog of %d", s.busy, s.slowStart, s.ready.len())
+	if s.runs.busy != 2 || !s.runs.slowStart {
+		t.Fatalf("busy=%d slowStart=%v with a backlog of %d", s.runs.busy, s.runs.slowStart, s.runs.ready.len())
 	}
 	finish()
-	s.pump()
+	s.runs.pump()
 	o2.sync()
 	finish()
-	s.pump() // backlog drained: all workers from now on
-	if s.slowStart {
+	s.runs.pump() // backlog drained: all workers from now on
+	if s.runs.slowStart {
 		t.Fatal("still in slow start after the backlog drained")
 	}
 }
@@ -445,7 +358,7 @@ func TestRetentionPrunes(t *testing.T) {
 		{"live", store.StateTriggered, time.Time{}, true},
 	}
 	ids := make([]string, len(rows))
-	must(t, o.a.st.Do(context.Background(), func(tx *store.Tx) error {
+	must(t, o.st.Do(context.Background(), func(tx *store.Tx) error {
 		for i, r := range rows {
 			at := start.Add(-3*time.Hour + time.Duration(i)*time.Minute)
 			ids[i] = protocol.ExecID(jobID, at)
@@ -456,7 +369,7 @@ func TestRetentionPrunes(t *testing.T) {
 		}
 		return nil
 	}))
-	o.a.sched.onTick() // the first tick prunes
+	o.s.onTick() // the first tick prunes
 	o.sync()
 	for i, r := range rows {
 		if _, ok := o.row(ids[i]); ok != r.kept {
@@ -464,40 +377,8 @@ func TestRetentionPrunes(t *testing.T) {
 		}
 	}
 	// The next prune waits for store.prune_interval.
-	if !o.a.sched.lastPrune.Equal(o.clk.Now()) {
-		t.Fatalf("lastPrune %s", o.a.sched.lastPrune)
-	}
-}
-
-// TestCoalesce: a triggered or running report is not sent when a later
-// report of the same attempt is in the window.
-func TestCoalesce(t *testing.T) {
-	msg := func(exec string, kind protocol.ReportKind) store.OutboxMsg {
-		return store.OutboxMsg{MsgID: protocol.ReportMsgID(exec, 1, kind)}
-	}
-	tests := []struct {
-		name string
-		msgs []store.OutboxMsg
-		want []bool
-	}{
-		{"whole attempt", []store.OutboxMsg{msg("a", "triggered"), msg("a", "running"), msg("a", "finished")}, []bool{true, true, false}},
-		{"still running", []store.OutboxMsg{msg("a", "triggered"), msg("a", "running")}, []bool{true, false}},
-		{"only triggered", []store.OutboxMsg{msg("a", "triggered")}, []bool{false}},
-		{"interleaved", []store.OutboxMsg{msg("a", "triggered"), msg("b", "triggered"), msg("a", "finished"), msg("b", "skipped")},
-			[]bool{true, false, false, false}},
-		{"interrupted", []store.OutboxMsg{msg("a", "running"), msg("a", "interrupted")}, []bool{true, false}},
-		{"other attempt", []store.OutboxMsg{{MsgID: protocol.ReportMsgID("a", 1, "triggered")}, {MsgID: protocol.ReportMsgID("a", 2, "finished")}},
-			[]bool{false, false}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := coalesce(tc.msgs)
-			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Fatalf("skip = %v, want %v", got, tc.want)
-				}
-			}
-		})
+	if !o.s.lastPrune.Equal(o.clk.Now()) {
+		t.Fatalf("lastPrune %s", o.s.lastPrune)
 	}
 }
 
@@ -508,13 +389,13 @@ func TestCoalesce(t *testing.T) {
 func TestRunFencedByGroupLease(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, offlineConfig(t, "edge-f"), start)
-	s := o.a.sched
+	s := o.s
 	j := groupJob("edge-f", "1h", protocol.ModeAny)
 	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
 	x := protocol.ExecID(j.ID, start.Add(-time.Minute))
 	runRow := func(attempt int) store.Exec {
 		t.Helper()
-		e, err := o.a.st.ExecByID(context.Background(), x, attempt)
+		e, err := o.st.ExecByID(context.Background(), x, attempt)
 		must(t, err)
 		return e
 	}
@@ -525,18 +406,18 @@ func TestRunFencedByGroupLease(t *testing.T) {
 	}
 
 	// No lease yet: the fire waits.
-	s.fire(wheelItem{id: e.ID})
+	s.trig.fire(wheelItem{id: e.ID})
 	o.sync()
 	if got := runRow(2).State; got != store.StatePending {
 		t.Fatalf("run fired without the lease: %s", got)
 	}
-	if _, ok := s.fenced[e.ID]; !ok {
+	if _, ok := s.runs.fenced[e.ID]; !ok {
 		t.Fatal("waiting run forgotten")
 	}
 
 	// Granted: it fires.
 	s.leaseGranted(j.ID, 3, o.clk.Now(), 2*time.Second)
-	s.fire(wheelItem{id: e.ID})
+	s.trig.fire(wheelItem{id: e.ID})
 	o.sync()
 	if got := runRow(2).State; got == store.StatePending {
 		t.Fatal("run did not fire under its lease")
@@ -547,12 +428,12 @@ func TestRunFencedByGroupLease(t *testing.T) {
 	e3 := runRow(3)
 	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
 	outbox := func() int {
-		c, err := o.a.st.Counts(context.Background())
+		c, err := o.st.Counts(context.Background())
 		must(t, err)
 		return c.Outbox
 	}
 	before := outbox()
-	s.fire(wheelItem{id: e3.ID})
+	s.trig.fire(wheelItem{id: e3.ID})
 	o.sync()
 	got := runRow(3)
 	if got.State != store.StateFinished || got.Outcome != "lease_lost" {
@@ -573,26 +454,26 @@ func TestQueuedAttemptDroppedWhenLeaseMovedOn(t *testing.T) {
 		t.Run(map[bool]string{false: "in memory", true: "reloaded"}[reloaded], func(t *testing.T) {
 			start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 			o := newOffline(t, offlineConfig(t, "edge-q"), start)
-			s := o.a.sched
+			s := o.s
 			j := groupJob("edge-q", "1s", protocol.ModeAny)
 			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
 			s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
-			s.busy = s.workers // every worker busy: the fire waits in the ready queue
+			s.runs.busy = s.runs.workers // every worker busy: the fire waits in the ready queue
 			at := o.fireNext(j.ID)
 			e, ok := o.row(protocol.ExecID(j.ID, at))
 			if !ok || e.State != store.StateTriggered || e.Epoch != 3 {
 				t.Fatalf("fired attempt %+v (found %t), want TRIGGERED at epoch 3", e, ok)
 			}
 			if reloaded {
-				it := s.inMem[e.ID]
+				it := s.runs.inMem[e.ID]
 				if it == nil {
 					t.Fatal("fired attempt not queued")
 				}
 				it.row = nil // as reloaded from SQLite
 			}
 			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
-			s.busy = 0
-			s.pump()
+			s.runs.busy = 0
+			s.runs.pump()
 			o.sync()
 			o.sync() // a reloaded attempt's drop is a second write, posted by the first one's callback
 			e, _ = o.row(e.ExecID)
@@ -600,12 +481,12 @@ func TestQueuedAttemptDroppedWhenLeaseMovedOn(t *testing.T) {
 				t.Fatalf("queued attempt of a lease that moved on: state %s outcome %q, want finished lease_lost", e.State, e.Outcome)
 			}
 			select {
-			case u := <-s.work:
+			case u := <-s.runs.work:
 				t.Fatalf("the attempt went to a worker: %d", u.it.id)
 			default:
 			}
-			if len(s.running) != 0 || s.busy != 0 {
-				t.Fatalf("dropped attempt still counted: running %d, busy %d", len(s.running), s.busy)
+			if len(s.runs.running) != 0 || s.runs.busy != 0 {
+				t.Fatalf("dropped attempt still counted: running %d, busy %d", len(s.runs.running), s.runs.busy)
 			}
 		})
 	}

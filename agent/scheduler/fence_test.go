@@ -1,4 +1,4 @@
-package agent
+package scheduler
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // fencedReports returns the fenced reports in the outbox.
 func fencedReports(t *testing.T, o *offline) []protocol.Report {
 	t.Helper()
-	msgs, err := o.a.st.Outbox(context.Background(), 0, 1000)
+	msgs, err := o.st.Outbox(context.Background(), 0, 1000)
 	must(t, err)
 	var out []protocol.Report
 	for _, m := range msgs {
@@ -38,16 +38,16 @@ func TestFencedDropsReported(t *testing.T) {
 	}{{"newer epoch", false}, {"unassigned", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newOffline(t, offlineConfig(t, "edge-f"), start)
-			s := o.a.sched
+			s := o.s
 			j := groupJob("edge-f", "1s", protocol.ModeAny)
 			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
 			s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
 			// A retry sent under epoch 3, and a fire queued behind busy workers.
 			x := protocol.ExecID(j.ID, start.Add(-time.Minute))
 			o.apply(protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: x, Attempt: 2, RunAt: start.Add(time.Hour), Epoch: 3}})
-			run, err := o.a.st.ExecByID(context.Background(), x, 2)
+			run, err := o.st.ExecByID(context.Background(), x, 2)
 			must(t, err)
-			s.busy = s.workers
+			s.runs.busy = s.runs.workers
 			at := o.fireNext(j.ID)
 			fire, ok := o.row(protocol.ExecID(j.ID, at))
 			if !ok || fire.State != store.StateTriggered {
@@ -58,9 +58,9 @@ func TestFencedDropsReported(t *testing.T) {
 			} else {
 				o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
 			}
-			s.busy = 0
-			s.pump()
-			s.fire(wheelItem{id: run.ID})
+			s.runs.busy = 0
+			s.runs.pump()
+			s.trig.fire(wheelItem{id: run.ID})
 			o.sync()
 			o.sync()
 			want := map[string]int{x: 2, fire.ExecID: 1}
@@ -74,7 +74,7 @@ func TestFencedDropsReported(t *testing.T) {
 				}
 			}
 			for _, id := range []int64{run.ID, fire.ID} {
-				e, err := o.a.st.Exec(context.Background(), id)
+				e, err := o.st.Exec(context.Background(), id)
 				must(t, err)
 				if e.State != store.StateFinished || e.Outcome != "lease_lost" {
 					t.Errorf("dropped attempt %s/%d: state %s outcome %q, want finished lease_lost", e.ExecID, e.Attempt, e.State, e.Outcome)

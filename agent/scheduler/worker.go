@@ -1,4 +1,4 @@
-package agent
+package scheduler
 
 import (
 	"bytes"
@@ -19,11 +19,17 @@ import (
 // maxStack bounds the panic stack kept in a result message.
 const maxStack = 8 << 10
 
-// worker runs attempts from work until it is closed.
-func (a *Agent) worker(work <-chan workUnit) {
+// worker runs attempts handed to it by the run queue: the handler, then
+// the FINISHED (or INTERRUPTED) write with its report.
+type worker struct {
+	env *env
+}
+
+// loop runs attempts from work until it is closed.
+func (w *worker) loop(work <-chan workUnit) {
 	var specs specCache
 	for u := range work {
-		a.runOne(u, &specs)
+		w.runOne(u, &specs)
 	}
 }
 
@@ -48,25 +54,24 @@ func (c *specCache) decode(raw []byte) protocol.Job {
 // runOne runs one attempt already marked RUNNING (durably, with its
 // running report): handler → FINISHED (submitted; the scheduler learns
 // when it is durable).
-func (a *Agent) runOne(u workUnit, specs *specCache) {
-	s := a.sched
+func (w *worker) runOne(u workUnit, specs *specCache) {
+	env := w.env
 	it := u.it
 	e := it.row
 	job := specs.decode(e.Spec)
-	started := a.clk.Now()
+	started := env.now()
 	ctx := u.ctx
 	if job.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, job.Timeout.D())
 		defer cancel()
 	}
-	task := Task{JobID: e.JobID, ExecID: e.ExecID, Attempt: e.Attempt, ScheduledAt: e.ScheduledAt,
+	task := handler.Task{JobID: e.JobID, ExecID: e.ExecID, Attempt: e.Attempt, ScheduledAt: e.ScheduledAt,
 		Payload: bytes.Clone(job.Payload), Epoch: e.Epoch}
 	if e.ShardTotal > 0 {
 		task.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
 	}
-	hres := a.invoke(ctx, job.Handler, task)
-	res, outcome := hres.Result, hres.Outcome
+	res, outcome, hintAfter := w.invoke(ctx, job.Handler, task)
 	// An attempt whose context ended is a timeout, a cancel or a shutdown,
 	// whatever the handler returned.
 	if outcome != retry.OutcomePanic && ctx.Err() != nil {
@@ -83,9 +88,9 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 	// Retry-After is a hint for the next attempt of a retryable failure only.
 	var retryAfter time.Duration
 	if outcome == retry.OutcomeFailure && res.Retryable {
-		retryAfter = hres.RetryAfter
+		retryAfter = hintAfter
 	}
-	finished := a.clk.Now()
+	finished := env.now()
 	dur := finished.Sub(started)
 	state := store.StateFinished
 	kind := protocol.ReportFinished
@@ -94,7 +99,7 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 	}
 	resJSON, _ := json.Marshal(res)
 	r := rowReport(*e, kind)
-	r.At = a.reportTimeAt(finished)
+	r.At = env.reportTime(finished)
 	if kind == protocol.ReportFinished {
 		rr := res
 		r.Outcome, r.Result, r.Duration = outcome, &rr, protocol.Duration(dur)
@@ -102,9 +107,9 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 	} else {
 		r.Reason = "shutdown"
 	}
-	rep, encErr := a.encodeReport(r)
-	s.post(s.freed)
-	a.st.Submit(func(tx *store.Tx) error {
+	rep, encErr := env.host.EncodeReport(r)
+	env.mail.post(slotFreed{})
+	env.cfg.Store.Submit(func(tx *store.Tx) error {
 		if encErr != nil {
 			return encErr
 		}
@@ -112,55 +117,42 @@ func (a *Agent) runOne(u workUnit, specs *specCache) {
 		if err != nil || !ok {
 			return err
 		}
-		return rep.enqueue(tx)
+		return rep.Enqueue(tx)
 	}, func(err error) {
 		if err != nil {
-			s.post(func() { a.log.Error("record finished", "exec_id", e.ExecID, "err", err) })
+			env.cfg.Log.Error("record finished", "exec_id", e.ExecID, "err", err)
 		} else {
-			a.kickOutbox()
+			env.host.KickOutbox()
 		}
-		s.post(func() { s.done(it) })
+		env.mail.post(attemptDone{it: it})
 	})
 	// The one line per execution at info (submitted and dispatched are at
 	// debug); logged by the worker, outside the scheduler goroutine.
-	if a.log.Enabled(context.Background(), slog.LevelInfo) {
-		a.log.LogAttrs(context.Background(), slog.LevelInfo, "finished", slog.String("job_id", e.JobID),
+	if env.cfg.Log.Enabled(context.Background(), slog.LevelInfo) {
+		env.cfg.Log.LogAttrs(context.Background(), slog.LevelInfo, "finished", slog.String("job_id", e.JobID),
 			slog.String("exec_id", e.ExecID), slog.Int("attempt", e.Attempt), slog.Duration("lag", max(it.started.Round(0).Sub(e.ScheduledAt), 0)),
 			slog.Duration("waited", it.started.Sub(it.enqueued)), slog.Duration("duration", dur), slog.String("outcome", string(outcome)),
 			slog.Int("code", res.Code), slog.Bool("retryable", res.Retryable), slog.Duration("retry_after", retryAfter))
 	}
 }
 
-// invoke runs the handler, recovering a panic with its stack. The
-// built-in handlers say their outcome; a Go handler's Code 0 is a success,
-// any other code a failure.
-func (a *Agent) invoke(ctx context.Context, name string, t Task) (res handler.Result) {
+// invoke runs the registered handler, recovering a panic with its stack.
+// It returns the result's record and outcome (handler.Result.Verdict).
+func (w *worker) invoke(ctx context.Context, name string, t handler.Task) (res retry.Result, outcome retry.Outcome, retryAfter time.Duration) {
 	defer func() {
 		if p := recover(); p != nil {
 			stack := debug.Stack()
 			if len(stack) > maxStack {
 				stack = stack[:maxStack]
 			}
-			res = handler.Result{Outcome: retry.OutcomePanic, Result: retry.Result{Code: -1, Message: fmt.Sprintf("panic: %v\n%s", p, stack)}}
+			res, outcome, retryAfter = retry.Result{Code: -1, Message: fmt.Sprintf("panic: %v\n%s", p, stack)}, retry.OutcomePanic, 0
 		}
 	}()
-	req := handler.Request{JobID: t.JobID, ExecID: t.ExecID, Attempt: t.Attempt, ScheduledAt: t.ScheduledAt, Payload: t.Payload, Epoch: t.Epoch}
-	switch name {
-	case "exec":
-		res, _ = a.execH.Run(ctx, req)
-		return res
-	case "http":
-		return a.httpH.Run(ctx, req)
-	}
-	fn, ok := a.handlers[name]
+	fn, ok := w.env.cfg.Handlers.Lookup(name)
 	if !ok {
-		return handler.Result{Outcome: retry.OutcomeFailure,
-			Result: retry.Result{Code: -1, Message: fmt.Sprintf("%v: %q is not registered on agent %s", ErrNoHandler, name, a.cfg.ID)}}
+		return retry.Result{Code: -1, Message: fmt.Sprintf("%v: %q is not registered on agent %s", ErrNoHandler, name, w.env.cfg.AgentID)},
+			retry.OutcomeFailure, 0
 	}
 	r := fn(ctx, t)
-	res = handler.Result{Outcome: retry.OutcomeFailure, Result: retry.Result{Code: r.Code, Message: r.Message, Retryable: r.Retryable}}
-	if r.Code == 0 {
-		res.Outcome = retry.OutcomeSuccess
-	}
-	return res
+	return r.Record(), r.Verdict(), r.RetryAfter
 }

@@ -1,4 +1,4 @@
-package agent
+package scheduler
 
 import (
 	"context"
@@ -62,16 +62,16 @@ func TestUnstartedFiresAtRestart(t *testing.T) {
 			for range tc.fires - 1 {
 				o.fireNext(j.ID)
 			}
-			must(t, o.a.st.Close())
+			must(t, o.st.Close())
 
 			o2 := newOffline(t, cfg, first.Add(tc.restart))
-			must(t, o2.a.recover(context.Background()))
+			must(t, o2.s.Recover(context.Background()))
 			o2.sync()
-			got := fireStates(t, o2.a, j.ID, first)
+			got := fireStates(t, o2.st, j.ID, first)
 			if !maps.Equal(got, tc.want) {
 				t.Fatalf("fires after the restart (by minute): %v, want %v", got, tc.want)
 			}
-			if live := o2.a.sched.jobs[j.ID].active; live != count(tc.want, run) {
+			if live := o2.s.jobs.byID[j.ID].active; live != count(tc.want, run) {
 				t.Fatalf("job counts %d live attempts, want %d", live, count(tc.want, run))
 			}
 		})
@@ -88,27 +88,27 @@ func TestUnstartedRunRunsAtRestart(t *testing.T) {
 	j := newJob("edge-u", "noop", schedule.Spec{Asap: true}, nil)
 	j.Misfire = protocol.MisfireSpec{Policy: string(schedule.Skip)}
 	o.apply(runCmd(j, 1, start))
-	must(t, o.a.st.Close())
+	must(t, o.st.Close())
 
 	o2 := newOffline(t, cfg, start.Add(24*time.Hour))
-	must(t, o2.a.recover(context.Background()))
+	must(t, o2.s.Recover(context.Background()))
 	o2.sync()
 	e, ok := o2.row(protocol.ExecID(j.ID, start))
 	if !ok || e.State != store.StateTriggered {
 		t.Fatalf("run after the restart: %+v (found %v), want TRIGGERED", e, ok)
 	}
-	if got := fireStates(t, o2.a, j.ID, start); len(got) != 1 {
+	if got := fireStates(t, o2.st, j.ID, start); len(got) != 1 {
 		t.Fatalf("reports and rows: %v", got)
 	}
 }
 
 // fireStates returns the job's attempts by minute after first: "TRIGGERED"
 // (or another live state), or the reason of the SKIPPED report in the outbox.
-func fireStates(t *testing.T, a *Agent, jobID string, first time.Time) map[int]string {
+func fireStates(t *testing.T, st *store.Store, jobID string, first time.Time) map[int]string {
 	t.Helper()
 	ctx := context.Background()
 	reasons := map[string]string{}
-	msgs, err := a.st.Outbox(ctx, 0, 100000)
+	msgs, err := st.Outbox(ctx, 0, 100000)
 	must(t, err)
 	for _, m := range msgs {
 		r, err := protocol.DecodeReport(m.Data)
@@ -117,7 +117,7 @@ func fireStates(t *testing.T, a *Agent, jobID string, first time.Time) map[int]s
 			reasons[r.ExecID] = r.Reason
 		}
 	}
-	rows, err := a.st.JobExecs(ctx, jobID, 1000)
+	rows, err := st.JobExecs(ctx, jobID, 1000)
 	must(t, err)
 	got := map[int]string{}
 	for _, e := range rows {

@@ -1,4 +1,4 @@
-package agent
+package scheduler
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ type fireRec struct {
 	j   *jobRef
 	ref int64 // the job's store ref
 	row *store.Exec
-	rep encodedReport
+	rep Report
 	// ins is set by the write: the row was inserted (not there already,
 	// and the job still assigned).
 	ins bool
@@ -22,10 +22,10 @@ type fireRec struct {
 // batch posts its write, which therefore runs after every fire handled in
 // the same pass over the inbox: one write function, so one transaction,
 // for all of them.
-func (s *scheduler) queueFire(f *fireRec) {
-	s.fires = append(s.fires, f)
-	if len(s.fires) == 1 {
-		s.post(s.flushFires)
+func (t *trigger) queueFire(f *fireRec) {
+	t.fires = append(t.fires, f)
+	if len(t.fires) == 1 {
+		t.env.mail.post(flushFires{})
 	}
 }
 
@@ -34,13 +34,13 @@ func (s *scheduler) queueFire(f *fireRec) {
 // job's last fire time. A fire whose job was deleted from the store
 // meanwhile (unassigned) is left out. Once the batch is durable, each
 // TRIGGERED fire enters the ready queue.
-func (s *scheduler) flushFires() {
-	batch := s.fires
-	s.fires = nil
+func (t *trigger) flushFires() {
+	batch := t.fires
+	t.fires = nil
 	if len(batch) == 0 {
 		return
 	}
-	s.a.st.Submit(func(tx *store.Tx) error {
+	t.env.cfg.Store.Submit(func(tx *store.Tx) error {
 		specs := make(map[int64][]byte, 4)
 		last := make(map[int64]*fireRec, 4)
 		for _, f := range batch {
@@ -68,7 +68,7 @@ func (s *scheduler) flushFires() {
 				continue
 			}
 			f.row.ID, f.ins = id, true
-			if err := f.rep.enqueue(tx); err != nil {
+			if err := f.rep.Enqueue(tx); err != nil {
 				return err
 			}
 			if l := last[f.ref]; l == nil || f.row.ScheduledAt.After(l.row.ScheduledAt) {
@@ -83,18 +83,22 @@ func (s *scheduler) flushFires() {
 		return nil
 	}, func(err error) {
 		if err == nil {
-			s.a.kickOutbox()
+			t.env.host.KickOutbox()
 		}
-		s.post(func() {
-			for _, f := range batch {
-				if f.row.State != store.StateTriggered {
-					if err != nil {
-						s.log.Error("record skipped fire", "exec_id", f.row.ExecID, "err", err)
-					}
-					continue
-				}
-				s.triggered(f.j, f.row, f.ins, err)
-			}
-		})
+		t.env.mail.post(firesWritten{batch: batch, err: err})
 	})
+}
+
+// firesWritten runs when a batch of fires is durable (or failed): each
+// TRIGGERED fire enters the ready queue.
+func (t *trigger) firesWritten(m firesWritten) {
+	for _, f := range m.batch {
+		if f.row.State != store.StateTriggered {
+			if m.err != nil {
+				t.env.cfg.Log.Error("record skipped fire", "exec_id", f.row.ExecID, "err", m.err)
+			}
+			continue
+		}
+		t.runs.triggered(f.j, f.row, f.ins, m.err)
+	}
 }

@@ -1,9 +1,8 @@
-package agent
+package scheduler
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/axsched/ax/agent/store"
@@ -12,27 +11,36 @@ import (
 	"github.com/axsched/ax/pkg/schedule"
 )
 
-// recover rebuilds the in-memory state from SQLite before anything runs:
+// Recover rebuilds the in-memory state from SQLite before anything runs:
 // attempts found RUNNING are reported interrupted (once: the state change
 // and the report share a transaction), pending runs go back on the wheels,
 // periodic fires found TRIGGERED but never started follow their job's
 // misfire policy (settleUnstarted), the attempts left TRIGGERED are counted
 // per job and go into the ready queue (through the spill path, with slow
 // start), and jobs are re-planned with their misfire policy.
-func (a *Agent) recover(ctx context.Context) error {
-	s := a.sched
+func (s *Scheduler) Recover(ctx context.Context) error {
+	rc := recovery{s: s}
+	return rc.run(ctx)
+}
+
+// recovery is the start-up pass of Recover.
+type recovery struct{ s *Scheduler }
+
+func (rc recovery) run(ctx context.Context) error {
+	s := rc.s
+	cfg := s.env.cfg
 	// 1. RUNNING → INTERRUPTED.
 	interrupted := 0
 	for {
-		rows, err := a.st.LiveExecs(ctx, store.StateRunning, 0, 256)
+		rows, err := cfg.Store.LiveExecs(ctx, store.StateRunning, 0, 256)
 		if err != nil {
 			return err
 		}
 		if len(rows) == 0 {
 			break
 		}
-		now := a.clk.Now().Round(0)
-		err = a.st.Do(ctx, func(tx *store.Tx) error {
+		now := cfg.Clock.Now().Round(0)
+		err = cfg.Store.Do(ctx, func(tx *store.Tx) error {
 			for _, e := range rows {
 				ok, err := tx.Finish(e.ID, store.StateInterrupted, now, string(retry.OutcomeInterrupted), nil)
 				if err != nil {
@@ -43,7 +51,7 @@ func (a *Agent) recover(ctx context.Context) error {
 				}
 				r := rowReport(e, protocol.ReportInterrupted)
 				r.Reason = "restart"
-				if err := a.enqueue(tx, r); err != nil {
+				if err := s.env.enqueue(tx, r); err != nil {
 					return err
 				}
 			}
@@ -54,78 +62,64 @@ func (a *Agent) recover(ctx context.Context) error {
 		}
 		interrupted += len(rows)
 		for _, e := range rows {
-			a.log.Warn("attempt was running when the agent stopped; reported interrupted", "job_id", e.JobID,
+			cfg.Log.Warn("attempt was running when the agent stopped; reported interrupted", "job_id", e.JobID,
 				"exec_id", e.ExecID, "attempt", e.Attempt)
 		}
 	}
 	// 2. Jobs.
-	jobs, err := a.st.Jobs(ctx)
+	jobs, err := cfg.Store.Jobs(ctx)
 	if err != nil {
 		return err
 	}
 	for _, row := range jobs {
-		if err := s.loadJob(row); err != nil {
-			a.log.Error("stored job is invalid; not planned", "job_id", row.ID, "err", err)
+		if err := s.jobs.load(row); err != nil {
+			cfg.Log.Error("stored job is invalid; not planned", "job_id", row.ID, "err", err)
 		}
 	}
 	// 3. Pending runs.
 	var after int64
 	pending := 0
 	for {
-		rows, err := a.st.LiveExecs(ctx, store.StatePending, after, 4096)
+		rows, err := cfg.Store.LiveExecs(ctx, store.StatePending, after, 4096)
 		if err != nil {
 			return err
 		}
 		for _, e := range rows {
 			after = e.ID
-			s.planRun(e)
+			s.trig.planRun(e)
 			pending++
 		}
 		if len(rows) < 4096 {
 			break
 		}
 	}
-	s.checkSkew()
+	s.trig.checkSkew()
 	// 4. Periodic fires triggered but never started: the job's misfire policy.
-	skipped, err := a.settleUnstarted(ctx)
+	skipped, err := rc.settleUnstarted(ctx)
 	if err != nil {
 		return err
 	}
 	// 5. Triggered: counted per job (overlap, concurrency) now, reloaded by
 	// the first pump.
-	live, err := a.st.LiveByJob(ctx)
+	live, err := cfg.Store.LiveByJob(ctx)
 	if err != nil {
 		return err
 	}
 	for id, l := range live {
-		s.job(id).active = l.Triggered
+		s.jobs.job(id).active = l.Triggered
 	}
-	c, err := a.st.Counts(ctx)
+	c, err := cfg.Store.Counts(ctx)
 	if err != nil {
 		return err
 	}
 	if c.Triggered > 0 {
-		s.spilled = true
-		s.slowStart = true
+		s.runs.spilled = true
+		s.runs.slowStart = true
 	}
-	s.replanAll(true)
-	a.log.Info("state recovered", "jobs", len(jobs), "pending", pending, "triggered", c.Triggered,
+	s.trig.replanAll(true)
+	cfg.Log.Info("state recovered", "jobs", len(jobs), "pending", pending, "triggered", c.Triggered,
 		"interrupted", interrupted, "unstarted_skipped", skipped, "outbox", c.Outbox)
 	return nil
-}
-
-// decodeJobRow parses a stored job.
-func decodeJobRow(row store.Job) (protocol.Job, schedule.Schedule, error) {
-	var j protocol.Job
-	if err := json.Unmarshal(row.Spec, &j); err != nil {
-		return j, nil, fmt.Errorf("decode job %s: %w", row.ID, err)
-	}
-	j = j.WithDefaults()
-	sc, err := schedule.Parse(j.Schedule, j.CreatedAt)
-	if err != nil {
-		return j, nil, fmt.Errorf("job %s: %w", row.ID, err)
-	}
-	return j, sc, nil
 }
 
 // unstarted is what settleUnstarted learns of one job's periodic fires
@@ -148,15 +142,16 @@ type unstarted struct {
 // is finished SKIPPED with reason "misfire" and reported, so that the
 // controller moves its TRIGGERED record on. Runs sent by the controller
 // (one-shot jobs, triggers, retries) are not fires: they always run.
-func (a *Agent) settleUnstarted(ctx context.Context) (int, error) {
-	s := a.sched
-	now := s.schedNow()
+func (rc recovery) settleUnstarted(ctx context.Context) (int, error) {
+	s := rc.s
+	cfg := s.env.cfg
+	now := s.trig.schedNow()
 	jobs := map[string]*unstarted{}
-	err := a.eachUnstarted(ctx, func(batch []store.Exec) error {
+	err := rc.eachUnstarted(ctx, func(batch []store.Exec) error {
 		for _, e := range batch {
 			u := jobs[e.JobID]
 			if u == nil {
-				u = &unstarted{m: a.misfireOf(ctx, e)}
+				u = &unstarted{m: rc.misfireOf(ctx, e)}
 				jobs[e.JobID] = u
 			}
 			switch {
@@ -176,14 +171,14 @@ func (a *Agent) settleUnstarted(ctx context.Context) (int, error) {
 		case schedule.FireAll:
 			u.keepLate = -1 // every one
 		case schedule.FireOnce:
-			if u.onTime == 0 && !s.catchesUp(s.jobs[id], now) {
+			if u.onTime == 0 && !s.trig.catchesUp(s.jobs.byID[id], now) {
 				u.keepLate = u.newestLate
 			}
 		}
 	}
 	skipped := 0
-	at := a.clk.Now().Round(0)
-	err = a.eachUnstarted(ctx, func(batch []store.Exec) error {
+	at := cfg.Clock.Now().Round(0)
+	err = rc.eachUnstarted(ctx, func(batch []store.Exec) error {
 		var skip []store.Exec
 		for _, e := range batch {
 			u := jobs[e.JobID]
@@ -195,7 +190,7 @@ func (a *Agent) settleUnstarted(ctx context.Context) (int, error) {
 		if len(skip) == 0 {
 			return nil
 		}
-		err := a.st.Do(ctx, func(tx *store.Tx) error {
+		err := cfg.Store.Do(ctx, func(tx *store.Tx) error {
 			for _, e := range skip {
 				ok, err := tx.Finish(e.ID, store.StateSkipped, at, "skipped", nil)
 				if err != nil {
@@ -206,7 +201,7 @@ func (a *Agent) settleUnstarted(ctx context.Context) (int, error) {
 				}
 				r := rowReport(e, protocol.ReportSkipped)
 				r.Reason = "misfire"
-				if err := a.enqueue(tx, r); err != nil {
+				if err := s.env.enqueue(tx, r); err != nil {
 					return err
 				}
 			}
@@ -217,7 +212,7 @@ func (a *Agent) settleUnstarted(ctx context.Context) (int, error) {
 		}
 		skipped += len(skip)
 		for _, e := range skip {
-			a.log.Warn("fire triggered before the agent stopped but never started: skipped by its misfire policy",
+			cfg.Log.Warn("fire triggered before the agent stopped but never started: skipped by its misfire policy",
 				"job_id", e.JobID, "exec_id", e.ExecID, "scheduled_at", e.ScheduledAt, "policy", jobs[e.JobID].m.Policy,
 				"grace", jobs[e.JobID].m.Grace)
 		}
@@ -228,11 +223,11 @@ func (a *Agent) settleUnstarted(ctx context.Context) (int, error) {
 
 // eachUnstarted calls fn with the TRIGGERED fires of periodic jobs, in
 // pages in row order.
-func (a *Agent) eachUnstarted(ctx context.Context, fn func([]store.Exec) error) error {
+func (rc recovery) eachUnstarted(ctx context.Context, fn func([]store.Exec) error) error {
 	const page = 4096
 	var after int64
 	for {
-		rows, err := a.st.LiveExecs(ctx, store.StateTriggered, after, page)
+		rows, err := rc.s.env.cfg.Store.LiveExecs(ctx, store.StateTriggered, after, page)
 		if err != nil {
 			return err
 		}
@@ -257,11 +252,11 @@ func (a *Agent) eachUnstarted(ctx context.Context, fn func([]store.Exec) error) 
 // misfireOf returns the misfire policy of an attempt's job: the assigned
 // job's, or the spec its row kept (a job unassigned meanwhile). Without
 // either, fire_all: the attempt runs, as it would have.
-func (a *Agent) misfireOf(ctx context.Context, e store.Exec) schedule.Misfire {
-	if j := a.sched.jobs[e.JobID]; j != nil && j.assigned != nil {
+func (rc recovery) misfireOf(ctx context.Context, e store.Exec) schedule.Misfire {
+	if j := rc.s.jobs.byID[e.JobID]; j != nil && j.assigned != nil {
 		return withMisfireDefaults(j.assigned.job.Misfire.Misfire())
 	}
-	full, err := a.st.Exec(ctx, e.ID)
+	full, err := rc.s.env.cfg.Store.Exec(ctx, e.ID)
 	if err == nil && full.Spec != nil {
 		var job protocol.Job
 		if json.Unmarshal(full.Spec, &job) == nil {
@@ -277,19 +272,4 @@ func withMisfireDefaults(m schedule.Misfire) schedule.Misfire {
 	}
 	m.Grace = max(m.Grace, 0)
 	return m
-}
-
-// catchesUp reports whether the job's re-plan at start (replan with
-// misfire) will run a fire of its own: it is assigned, may fire, and a
-// fire is due after its last one.
-func (s *scheduler) catchesUp(j *jobRef, now time.Time) bool {
-	if j == nil || j.assigned == nil || !j.fireable() || !s.canFire(j) {
-		return false
-	}
-	aj := j.assigned
-	from := aj.lastFire
-	if from.IsZero() || from.After(now) {
-		from = now
-	}
-	return len(schedule.Plan(aj.sched, aj.job.Misfire.Misfire(), from, now).Run) > 0
 }

@@ -1,4 +1,4 @@
-package agent
+package scheduler
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 func TestFiresOfOnePassShareOneWrite(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, offlineConfig(t, "edge-f"), start)
-	s := o.a.sched
+	s := o.s
 	const n = 50
 	jobs := make([]protocol.Job, n)
 	for i := range jobs {
@@ -24,27 +24,27 @@ func TestFiresOfOnePassShareOneWrite(t *testing.T) {
 		jobs[i].CreatedAt = start.Add(-time.Hour)
 		o.apply(assignCmd(jobs[i]))
 	}
-	at := s.jobs[jobs[0].ID].assigned.next
+	at := s.jobs.byID[jobs[0].ID].assigned.next
 	for _, j := range jobs {
-		if got := s.jobs[j.ID].assigned.next; !got.Equal(at) {
+		if got := s.jobs.byID[j.ID].assigned.next; !got.Equal(at) {
 			t.Fatalf("job %s next fire %s, want %s", j.ID, got, at)
 		}
 	}
-	before := o.a.st.Stats()
-	o.clk.Set(s.deadline(at))
+	before := o.st.Stats()
+	o.clk.Set(s.trig.deadline(at))
 	// What the wheel delivers in one pass: every due item.
 	for _, j := range jobs {
-		aj := s.jobs[j.ID].assigned
-		s.fire(wheelItem{id: aj.ref, seq: uint32(aj.planSeq), prio: uint8(aj.job.Priority)})
+		aj := s.jobs.byID[j.ID].assigned
+		s.trig.fire(wheelItem{id: aj.ref, seq: uint32(aj.planSeq), prio: uint8(aj.job.Priority)})
 	}
 	o.sync()
-	after := o.a.st.Stats()
+	after := o.st.Stats()
 	for _, j := range jobs {
 		e, ok := o.row(protocol.ExecID(j.ID, at))
 		if !ok || e.State != "TRIGGERED" {
 			t.Fatalf("fire of %s: row %+v (found %v), want TRIGGERED", j.ID, e, ok)
 		}
-		sj, err := o.a.st.Job(context.Background(), j.ID)
+		sj, err := o.st.Job(context.Background(), j.ID)
 		must(t, err)
 		if !sj.LastFire.Equal(at) {
 			t.Fatalf("job %s last fire %s, want %s", j.ID, sj.LastFire, at)
@@ -54,7 +54,7 @@ func TestFiresOfOnePassShareOneWrite(t *testing.T) {
 	if w := after.Writes - before.Writes - 1; w != 1 {
 		t.Fatalf("%d fires took %d write functions, want 1", n, w)
 	}
-	cnt, err := o.a.st.Counts(context.Background())
+	cnt, err := o.st.Counts(context.Background())
 	must(t, err)
 	if cnt.Outbox != n {
 		t.Fatalf("outbox has %d reports, want %d (one triggered report per fire)", cnt.Outbox, n)
