@@ -65,8 +65,7 @@ func (a *applier) apply(seq uint64, data []byte, done func(error)) {
 	case protocol.CmdLeaseGrant:
 		a.leaseGrant(c, cmd.Lease)
 	case protocol.CmdLeaseRevoke:
-		l := cmd.Lease
-		a.submit(c, c.setCursor, func() message { return leaseLost{jobID: l.JobID, epoch: l.Epoch} })
+		a.leaseRevoke(c, cmd.Lease)
 	default:
 		err = fmt.Errorf("kind: unknown command kind %q", cmd.Kind)
 	}
@@ -253,4 +252,10 @@ func (a *applier) leaseGrant(c command, l *protocol.Lease) {
 		}
 		return c.setCursor(tx)
 	}, func() message { return leaseEpochSet{jobID: l.JobID, epoch: l.Epoch} })
+}
+
+// leaseRevoke stops a group job (the controller moved its lease); only
+// the cursor is written.
+func (a *applier) leaseRevoke(c command, l *protocol.Lease) {
+	a.submit(c, c.setCursor, func() message { return leaseLost{jobID: l.JobID, epoch: l.Epoch} })
 }
