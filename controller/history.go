@@ -41,7 +41,7 @@ import (
 // ListExecutions first waits, for at
 // most historyReadWait, until the index has applied every event stored
 // when the call began; the events of a write the caller made through this
-// controller's API are stored before the call returned (afterTransition
+// controller's API are stored before the call returned (execEffects
 // waits for their acknowledgement), so the caller's own writes are seen.
 // GetExecution reads ax_execs first: an execution still in live state is
 // always read as stored, and the index answers only for one that left it.

@@ -97,7 +97,7 @@ const (
 //     on one agent that both ran, the later-triggered one was not
 //     triggered while the other was active, active meaning triggered and
 //     not finished, waiting in the ready queue or in SQLite included
-//     (agent/sched.go's jobRef.active; DESIGN's "while the last still
+//     (agent/scheduler/jobs.go's jobRef.active; DESIGN's "while the last still
 //     runs" read that way). Trigger times are read from the agents' own
 //     stores once the agents are stopped: the records carry them shifted
 //     by the agent's clock-offset estimate.

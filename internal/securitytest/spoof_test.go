@@ -24,7 +24,7 @@ import (
 // to the agent of its subject and to the agent of the execution.
 //
 // The controller rejects both (reason wrong_agent): controller/lanes.go
-// binds the body's agent to the subject, reports.go the report's agent to
+// binds the body's agent to the subject, controller/execution the report's agent to
 // the agent of the attempt.
 func TestReportForAnotherAgentsExecution(t *testing.T) {
 	dir := t.TempDir()
