@@ -74,6 +74,21 @@ func (p *regPool) handled(d time.Duration) {
 	p.cost += (d - p.cost) / 16
 }
 
+// admits returns how many registrations may wait in the queue: as many as
+// the workers handle within registerMaxWait at the measured rate (at least
+// registerWorkers, at most registerQueue). More would wait past it and be
+// dropped as late: their agents time out and back off, a storm's long tail.
+func (p *regPool) admits() int {
+	p.smu.Lock()
+	cost := p.cost
+	p.smu.Unlock()
+	if cost <= 0 {
+		return registerQueue
+	}
+	n := int(registerMaxWait * 3 / 4 * registerWorkers / cost)
+	return min(max(n, registerWorkers), registerQueue)
+}
+
 // retryAfter returns the RetryAfter of a busy answer given at now with
 // queued registrations waiting: the next free slot after the queue drains
 // at registerWorkers/cost a second, within registerBusyMin..registerBusyMax.
@@ -117,13 +132,22 @@ func (p *regPool) firstSeq(ctx context.Context, c *Controller, received time.Tim
 // enqueueRegister is the registration subscription's handler.
 func (c *Controller) enqueueRegister(msg *nats.Msg) {
 	c.regs.once.Do(func() { c.regs.q = make(chan regRequest, registerQueue) })
+	if n := len(c.regs.q); n >= c.regs.admits() {
+		c.regBusy(msg, n)
+		return
+	}
 	select {
 	case c.regs.q <- regRequest{msg: msg, at: c.mono()}:
 	default:
-		c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy).Inc()
-		respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later",
-			RetryAfter: protocol.Duration(c.regs.retryAfter(c.mono(), len(c.regs.q)))})
+		c.regBusy(msg, len(c.regs.q))
 	}
+}
+
+// regBusy answers a registration "busy" with its slot (queued waiting).
+func (c *Controller) regBusy(msg *nats.Msg, queued int) {
+	c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy).Inc()
+	respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later",
+		RetryAfter: protocol.Duration(c.regs.retryAfter(c.mono(), queued))})
 }
 
 // startRegisterWorkers starts the workers that handle queued registrations.

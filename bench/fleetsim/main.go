@@ -258,7 +258,11 @@ func (s *sim) loop(ctx context.Context, a *agent) {
 			}
 			if busy, err := s.register(ctx, a); err != nil {
 				fails++
-				if !sleep(s.retryIn(fails, busy, err)) {
+				d := s.retryIn(fails, busy, err)
+				if busy > 0 {
+					fails = 0 // an answer: the backoff starts again
+				}
+				if !sleep(d) {
 					return
 				}
 				continue
@@ -326,7 +330,7 @@ func jitter(n int, base, limit time.Duration) time.Duration {
 
 // retryIn is ax-agent's wait after the n-th failed registration in a row
 // (agent/link.go retryIn): a busy answer's RetryAfter plus up to a quarter
-// of it; without a controller (no responders) full jitter capped at two
+// of it (and the failures count from 0 again); without a controller (no responders) full jitter capped at two
 // heartbeat intervals; otherwise full jitter capped at 30 s.
 func (s *sim) retryIn(n int, busy time.Duration, err error) time.Duration {
 	base := 2 * reconnectWait
