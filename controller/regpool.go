@@ -35,6 +35,10 @@ const (
 	// registerCostStart is the handling time assumed before any was
 	// measured.
 	registerCostStart = 20 * time.Millisecond
+	// registerSlotMax bounds a slot (at least 40 registrations a second
+	// are assumed), so that a slow spell does not push a storm's slots
+	// minutes ahead.
+	registerSlotMax = 25 * time.Millisecond
 	// Reasons of ax_agent_requests_refused_total for registrations.
 	refuseBusy = "busy"
 	refuseLate = "late"
@@ -63,15 +67,17 @@ type regPool struct {
 	next time.Time
 }
 
-// handled records that a registration took d to handle.
+// handled records that a registration took d to handle. The average
+// starts from registerCostStart: the first registrations after a start
+// are slow (cold caches, the server busy loading), and one of them alone
+// would make the slots of a whole storm long.
 func (p *regPool) handled(d time.Duration) {
 	p.smu.Lock()
 	defer p.smu.Unlock()
 	if p.cost == 0 {
-		p.cost = d
-		return
+		p.cost = registerCostStart
 	}
-	p.cost += (d - p.cost) / 16
+	p.cost += (d - p.cost) / 8
 }
 
 // admits returns how many registrations may wait in the queue: as many as
@@ -99,7 +105,7 @@ func (p *regPool) retryAfter(now time.Time, queued int) time.Duration {
 	if cost <= 0 {
 		cost = registerCostStart
 	}
-	per := cost / registerWorkers // one slot
+	per := min(cost/registerWorkers, registerSlotMax) // one slot
 	if drained := now.Add(time.Duration(queued) * per); p.next.Before(drained) {
 		p.next = drained
 	}

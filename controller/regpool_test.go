@@ -181,3 +181,20 @@ func TestRegistrationQueueSizedToRate(t *testing.T) {
 		t.Fatalf("%d registrations queued, want at most %d", n, admits)
 	}
 }
+
+// One slow registration (the first after a start) does not push a
+// storm's slots far ahead: 100 busy answers after it end within 100
+// slots of at most registerSlotMax (it made each slot 125 ms, 12.5 s in
+// all).
+func TestBusySlotsAfterOneSlowRegistration(t *testing.T) {
+	var p regPool
+	p.handled(2 * time.Second)
+	now := time.Now()
+	var last time.Duration
+	for range 100 {
+		last = p.retryAfter(now, 0)
+	}
+	if limit := 100 * registerSlotMax; last > limit {
+		t.Fatalf("the 100th busy answer after one 2 s registration waits %s, want at most %s", last, limit)
+	}
+}
