@@ -2,11 +2,12 @@
 // process against an ax-controller started as a child process (embedded
 // NATS, nats.auth none): registrations and heartbeats, then optionally a
 // kill -9 of the controller, a restart on the same data directory, and the
-// time until every agent registered again. It prints the controller's CPU
-// and RSS and the request round trips. Each simulated agent reads its
-// commands with its own AX_CMD consumer (commands.go); with -runs a run is
-// sent to every agent through the API and its arrival checked. Simulated
-// agents send no reports.
+// time until every agent registered again. It prints the controller's and
+// its own CPU and RSS, the load and the request round trips. Each
+// simulated agent (agents.go) reads its commands with its own AX_CMD
+// consumer and reports each run it receives as started and succeeded
+// (commands.go); with -runs a run is sent to every agent through the API,
+// its arrival checked and its SUCCESS read back from the API.
 package main
 
 import (
