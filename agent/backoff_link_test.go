@@ -110,3 +110,37 @@ func TestNoResponderRegistrationBackoffCapped(t *testing.T) {
 		}
 	}
 }
+
+// A busy answer is an answer: the backoff starts again after it, so that
+// an agent told "busy" several times and then timing out once waits the
+// first step of its backoff, not one grown by the busy answers.
+func TestBusyAnswerRestartsBackoff(t *testing.T) {
+	const busyN = 6
+	srv := natstest.Start(t)
+	nc, err := nats.Connect(srv.URL())
+	must(t, err)
+	t.Cleanup(nc.Close)
+	var mu sync.Mutex
+	n := 0
+	_, err = nc.Subscribe(protocol.SubjectRegisterAll, func(m *nats.Msg) {
+		mu.Lock()
+		n++
+		k := n
+		mu.Unlock()
+		if k > busyN {
+			return // no answer: the agent times out
+		}
+		b, _ := protocol.Encode(protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later",
+			RetryAfter: protocol.Duration(20 * time.Millisecond)})
+		_ = m.Respond(b)
+	})
+	must(t, err)
+	must(t, nc.Flush())
+	cfg := testConfig(t, "edge-busy-reset", srv.URL()) // reconnect_wait 50ms, request_timeout 1s
+	rl := &retryLog{}
+	startAgent(t, cfg, WithLogger(slog.New(rl)))
+	waitFor(t, 30*time.Second, "a timeout after the busy answers", func() bool { return len(rl.snapshot()) > busyN })
+	if d, limit := rl.snapshot()[busyN], 2*cfg.NATS.ReconnectWait; d > limit {
+		t.Fatalf("retry after a timeout that followed %d busy answers in %s, want at most %s (the first step)", busyN, d, limit)
+	}
+}

@@ -224,7 +224,10 @@ func (l *link) run(ctx context.Context) {
 			}
 			retry := func(what string, err error) {
 				regFails++
-				d := l.retryIn(regFails, err)
+				d, answered := l.retryIn(regFails, err)
+				if answered {
+					regFails = 0 // the controller answered (busy): its slot, not a growing backoff
+				}
 				log.Warn(what+"; retrying", "err", err, "retry_in", d, "failures", regFails)
 				regAt = l.a.clk.Now().Add(d)
 				hbTimer.Reset(d)
@@ -262,15 +265,17 @@ func (l *link) run(ctx context.Context) {
 // controller bears none of it, so the backoff is capped at
 // noResponderWaits heartbeat intervals, and the agents register within
 // that of the controller being ready instead of up to maxRetryBackoff.
-func (l *link) retryIn(n int, err error) time.Duration {
+// A busy answer is an answer: the backoff starts again after it (busy).
+// busy reports a busy answer: the failures counted so far start again.
+func (l *link) retryIn(n int, err error) (d time.Duration, busy bool) {
 	base := 2 * l.a.cfg.NATS.ReconnectWait
-	if busy := time.Duration(l.busyFor.Swap(0)); busy > 0 {
-		return busy + fullJitter(1, busy/4, maxRetryBackoff, randInt64N)
+	if after := time.Duration(l.busyFor.Swap(0)); after > 0 {
+		return after + fullJitter(1, after/4, maxRetryBackoff, randInt64N), true
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
-		return fullJitter(n, base, max(base, noResponderWaits*time.Duration(l.hb.Load())), randInt64N)
+		return fullJitter(n, base, max(base, noResponderWaits*time.Duration(l.hb.Load())), randInt64N), false
 	}
-	return fullJitter(n, base, maxRetryBackoff, randInt64N)
+	return fullJitter(n, base, maxRetryBackoff, randInt64N), false
 }
 
 // noResponderWaits caps the backoff of registrations that found no

@@ -35,6 +35,10 @@ const (
 	// registerCostStart is the handling time assumed before any was
 	// measured.
 	registerCostStart = 20 * time.Millisecond
+	// registerSlotMax bounds a slot (at least 40 registrations a second
+	// are assumed), so that a slow spell does not push a storm's slots
+	// minutes ahead.
+	registerSlotMax = 25 * time.Millisecond
 	// Reasons of ax_agent_requests_refused_total for registrations.
 	refuseBusy = "busy"
 	refuseLate = "late"
@@ -63,15 +67,32 @@ type regPool struct {
 	next time.Time
 }
 
-// handled records that a registration took d to handle.
+// handled records that a registration took d to handle. The average
+// starts from registerCostStart: the first registrations after a start
+// are slow (cold caches, the server busy loading), and one of them alone
+// would make the slots of a whole storm long.
 func (p *regPool) handled(d time.Duration) {
 	p.smu.Lock()
 	defer p.smu.Unlock()
 	if p.cost == 0 {
-		p.cost = d
-		return
+		p.cost = registerCostStart
 	}
-	p.cost += (d - p.cost) / 16
+	p.cost += (d - p.cost) / 8
+}
+
+// admits returns how many registrations may wait in the queue: as many as
+// the workers handle within registerMaxWait at the measured rate (at least
+// registerWorkers, at most registerQueue). More would wait past it and be
+// dropped as late: their agents time out and back off, a storm's long tail.
+func (p *regPool) admits() int {
+	p.smu.Lock()
+	cost := p.cost
+	p.smu.Unlock()
+	if cost <= 0 {
+		return registerQueue
+	}
+	n := int(registerMaxWait * 3 / 4 * registerWorkers / cost)
+	return min(max(n, registerWorkers), registerQueue)
 }
 
 // retryAfter returns the RetryAfter of a busy answer given at now with
@@ -84,7 +105,7 @@ func (p *regPool) retryAfter(now time.Time, queued int) time.Duration {
 	if cost <= 0 {
 		cost = registerCostStart
 	}
-	per := cost / registerWorkers // one slot
+	per := min(cost/registerWorkers, registerSlotMax) // one slot
 	if drained := now.Add(time.Duration(queued) * per); p.next.Before(drained) {
 		p.next = drained
 	}
@@ -117,13 +138,22 @@ func (p *regPool) firstSeq(ctx context.Context, c *Controller, received time.Tim
 // enqueueRegister is the registration subscription's handler.
 func (c *Controller) enqueueRegister(msg *nats.Msg) {
 	c.regs.once.Do(func() { c.regs.q = make(chan regRequest, registerQueue) })
+	if n := len(c.regs.q); n >= c.regs.admits() {
+		c.regBusy(msg, n)
+		return
+	}
 	select {
 	case c.regs.q <- regRequest{msg: msg, at: c.mono()}:
 	default:
-		c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy).Inc()
-		respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later",
-			RetryAfter: protocol.Duration(c.regs.retryAfter(c.mono(), len(c.regs.q)))})
+		c.regBusy(msg, len(c.regs.q))
 	}
+}
+
+// regBusy answers a registration "busy" with its slot (queued waiting).
+func (c *Controller) regBusy(msg *nats.Msg, queued int) {
+	c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy).Inc()
+	respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later",
+		RetryAfter: protocol.Duration(c.regs.retryAfter(c.mono(), queued))})
 }
 
 // startRegisterWorkers starts the workers that handle queued registrations.

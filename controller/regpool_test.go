@@ -142,3 +142,59 @@ func TestLateRegistrationDropped(t *testing.T) {
 		return known+late() == registerWorkers+1
 	})
 }
+
+// When registrations take long (here 1 s each), no more are queued than
+// the workers handle within registerMaxWait: the others are answered
+// "busy" with a slot at once instead of waiting in the queue past it and
+// being dropped as late (their agents timed out and backed off).
+func TestRegistrationQueueSizedToRate(t *testing.T) {
+	c := newTestController(t)
+	c.regs.handled(time.Second) // as measured: 16 workers, 1 s each
+	admits := c.regs.admits()
+	if admits >= registerQueue {
+		t.Fatalf("admits %d with 1 s registrations, want fewer than %d", admits, registerQueue)
+	}
+	nc, err := nats.Connect(c.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var busy atomic.Int64
+	sub, err := nc.Subscribe(protocol.InboxPrefix("*")+".r", func(m *nats.Msg) {
+		if r, err := protocol.DecodeRegisterReply(m.Data); err == nil && r.Error != "" && r.RetryAfter > 0 {
+			busy.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c.assignMu.Lock() // the workers block on it: the queue fills
+	defer c.assignMu.Unlock()
+	const extra = 10
+	for i := range registerWorkers + admits + extra {
+		id := fmt.Sprintf("edge-%d", i)
+		sendRegister(t, nc, id, protocol.InboxPrefix(id)+".r")
+	}
+	eventually(t, 20*time.Second, fmt.Sprintf("%d busy answers", extra), func() bool { return busy.Load() >= extra })
+	if n := len(c.regs.q); n > admits {
+		t.Fatalf("%d registrations queued, want at most %d", n, admits)
+	}
+}
+
+// One slow registration (the first after a start) does not push a
+// storm's slots far ahead: 100 busy answers after it end within 100
+// slots of at most registerSlotMax (it made each slot 125 ms, 12.5 s in
+// all).
+func TestBusySlotsAfterOneSlowRegistration(t *testing.T) {
+	var p regPool
+	p.handled(2 * time.Second)
+	now := time.Now()
+	var last time.Duration
+	for range 100 {
+		last = p.retryAfter(now, 0)
+	}
+	if limit := 100 * registerSlotMax; last > limit {
+		t.Fatalf("the 100th busy answer after one 2 s registration waits %s, want at most %s", last, limit)
+	}
+}

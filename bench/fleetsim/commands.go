@@ -106,7 +106,8 @@ func (s *sim) reportRun(a *agent, r protocol.Run) {
 
 // sendRuns creates one asap job pinned to each agent through the HTTP API
 // (workers at a time) and waits until every agent received one more run
-// than before, or until wait passes. It returns the agents that did and
+// than before, or until wait passes (counted from the first request;
+// checked once at least). It returns the agents that did and
 // the time from the first request.
 func (s *sim) sendRuns(ctx context.Context, api string, workers int, wait time.Duration) (int, time.Duration, error) {
 	before := make([]int64, len(s.agents))
@@ -139,7 +140,7 @@ func (s *sim) sendRuns(ctx context.Context, api string, workers int, wait time.D
 		return 0, time.Since(t0), fmt.Errorf("%d job creations failed, first: %v", n, firstErr.Load())
 	}
 	got := 0
-	for time.Since(t0) < wait {
+	for first := true; first || time.Since(t0) < wait; first = false {
 		got = 0
 		for i, a := range s.agents {
 			if a.runs.Load() > before[i] {
