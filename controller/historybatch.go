@@ -1,7 +1,10 @@
 package controller
 
+import "github.com/axsched/ax/pkg/protocol"
+
 // latestOnly keeps, of the snapshots of one execution in batch, only the
-// newest (by updated_at; of equal ones the later in the stream), in place,
+// newest (supersedes: by updated_at, then progress, then the later in the
+// stream), in place,
 // and returns the shortened batch; job retirements are all kept. The
 // index would drop an older snapshot anyway (apply's upsert keeps the
 // newer row); this spares it the writes: under load one batch often holds
@@ -16,7 +19,7 @@ func latestOnly(batch []histItem) []histItem {
 		if it.exec == nil {
 			continue
 		}
-		if k, ok := last[it.exec.ExecID]; !ok || !it.exec.UpdatedAt.Before(batch[k].exec.UpdatedAt) {
+		if k, ok := last[it.exec.ExecID]; !ok || supersedes(it.exec, batch[k].exec) {
 			last[it.exec.ExecID] = i
 		}
 	}
@@ -30,4 +33,40 @@ func latestOnly(batch []histItem) []histItem {
 		}
 	}
 	return out
+}
+
+// progress orders the snapshots of one execution that share an
+// updated_at: the steps one report applies at once (triggered, running,
+// finished of a coalesced report) get the same updated_at, and their
+// events may reach AX_EVT out of order (a replay of an earlier step's
+// event after the last one's), so the attempt and how far the state is
+// along decide: PENDING, TRIGGERED, RUNNING, RETRY_WAITING, then the
+// terminal states.
+func progress(e *protocol.Execution) int64 {
+	rank := 0
+	switch e.State {
+	case protocol.StatePending:
+		rank = 1
+	case protocol.StateTriggered:
+		rank = 2
+	case protocol.StateRunning:
+		rank = 3
+	case protocol.StateRetryWaiting:
+		rank = 4
+	default:
+		if e.State.Terminal() {
+			rank = 5
+		}
+	}
+	return int64(e.Attempt)*8 + int64(rank)
+}
+
+// supersedes reports whether snapshot a is to replace b, its execution's
+// earlier one in the stream: a is newer, or as new and at least as far
+// along (progress).
+func supersedes(a, b *protocol.Execution) bool {
+	if !a.UpdatedAt.Equal(b.UpdatedAt) {
+		return a.UpdatedAt.After(b.UpdatedAt)
+	}
+	return progress(a) >= progress(b)
 }

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -40,5 +42,54 @@ func TestLatestOnly(t *testing.T) {
 	one := []histItem{ex("x", protocol.StateSuccess, 1)}
 	if got := latestOnly(one); len(got) != 1 {
 		t.Fatalf("single item: %+v", got)
+	}
+}
+
+// TestSameInstantStepsOutOfOrder: the steps one report applied at once
+// share their updated_at; their events reaching AX_EVT out of order (the
+// SUCCESS event first, a replayed RUNNING one after it), in one batch or
+// in two, leave the index at SUCCESS. Another attempt, or a later
+// updated_at, still replaces it.
+func TestSameInstantStepsOutOfOrder(t *testing.T) {
+	ctx := context.Background()
+	idx, err := openHistoryIndex(ctx, filepath.Join(t.TempDir(), historyFile), 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.close()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	snap := func(id string, attempt int, s protocol.State, updated time.Time) histItem {
+		return histItem{exec: &protocol.Execution{ExecID: id, JobID: "ax-n-20260101000000-abcdef", Attempt: attempt, State: s, UpdatedAt: updated}}
+	}
+	state := func(id string) protocol.State {
+		e, ok, err := idx.get(ctx, id)
+		if err != nil || !ok {
+			t.Fatalf("get %s: %v %v", id, ok, err)
+		}
+		return e.State
+	}
+	a, b := "ax-n-20260101000000-abcdef-1", "ax-n-20260101000000-abcdef-2"
+	// One batch: SUCCESS, then TRIGGERED and RUNNING of the same instant.
+	if err := idx.apply(ctx, latestOnly([]histItem{snap(a, 1, protocol.StateSuccess, at), snap(a, 1, protocol.StateTriggered, at),
+		snap(a, 1, protocol.StateRunning, at)}), 3); err != nil {
+		t.Fatal(err)
+	}
+	// Two batches.
+	for i, it := range []histItem{snap(b, 1, protocol.StateSuccess, at), snap(b, 1, protocol.StateRunning, at)} {
+		if err := idx.apply(ctx, []histItem{it}, uint64(4+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sa, sb := state(a), state(b); sa != protocol.StateSuccess || sb != protocol.StateSuccess {
+		t.Fatalf("after same-instant steps out of order: %s, %s; want SUCCESS, SUCCESS", sa, sb)
+	}
+	if err := idx.apply(ctx, []histItem{snap(b, 2, protocol.StatePending, at)}, 6); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.apply(ctx, []histItem{snap(a, 1, protocol.StateCancelled, at.Add(time.Millisecond))}, 7); err != nil {
+		t.Fatal(err)
+	}
+	if sa, sb := state(a), state(b); sa != protocol.StateCancelled || sb != protocol.StatePending {
+		t.Fatalf("after a later change and a new attempt: %s, %s; want CANCELLED, PENDING", sa, sb)
 	}
 }

@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS execs (
 	updated_at   INTEGER NOT NULL,
 	terminal     INTEGER NOT NULL,
 	shard        INTEGER NOT NULL,
-	live         INTEGER NOT NULL DEFAULT 1
+	live         INTEGER NOT NULL DEFAULT 1,
+	progress     INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS bodies (
 	id   INTEGER PRIMARY KEY,
@@ -200,8 +201,9 @@ type histItem struct {
 }
 
 // apply stores items and moves the cursor to seq, in one transaction. A
-// snapshot replaces the row only when it is not older than the row's
-// (updated_at), so events re-published out of order change nothing.
+// snapshot replaces the row only when it supersedes it (historybatch.go:
+// newer updated_at, or the same one and at least as far along), so events
+// re-published out of order change nothing.
 func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) error {
 	tx, err := h.wdb.BeginTx(ctx, nil)
 	if err != nil {
@@ -210,11 +212,13 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 	defer func() { _ = tx.Rollback() }()
 	// RETURNING gives the row's id when the row was written (no row when
 	// the stored snapshot is newer); the body follows it.
-	upExec, err := tx.PrepareContext(ctx, `INSERT INTO execs (exec_id, job_id, agent, state, scheduled_at, updated_at, terminal, shard)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	upExec, err := tx.PrepareContext(ctx, `INSERT INTO execs (exec_id, job_id, agent, state, scheduled_at, updated_at, terminal, shard, progress)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (exec_id) DO UPDATE SET job_id = excluded.job_id, agent = excluded.agent, state = excluded.state,
-			scheduled_at = excluded.scheduled_at, updated_at = excluded.updated_at, terminal = excluded.terminal
-		WHERE excluded.updated_at >= execs.updated_at
+			scheduled_at = excluded.scheduled_at, updated_at = excluded.updated_at, terminal = excluded.terminal,
+			progress = excluded.progress
+		WHERE excluded.updated_at > execs.updated_at
+			OR (excluded.updated_at = execs.updated_at AND excluded.progress >= execs.progress)
 		RETURNING id`)
 	if err != nil {
 		return fmt.Errorf("history index: prepare: %w", err)
@@ -233,7 +237,7 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 		if it.exec == nil {
 			continue
 		}
-		if j, ok := last[it.exec.ExecID]; !ok || !it.exec.UpdatedAt.Before(items[j].exec.UpdatedAt) {
+		if j, ok := last[it.exec.ExecID]; !ok || supersedes(it.exec, items[j].exec) {
 			last[it.exec.ExecID] = i
 		}
 	}
@@ -250,7 +254,7 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 			}
 			var id int64
 			err = upExec.QueryRowContext(ctx, e.ExecID, e.JobID, e.Agent, string(e.State), e.ScheduledAt.UnixNano(),
-				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards)).Scan(&id)
+				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards), progress(e)).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // the index holds a newer snapshot
 			}
