@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -251,7 +253,9 @@ func startAgent(t testing.TB, cfg Config, opts ...Option) *Agent {
 				t.Errorf("Run: %v", err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Errorf("agent did not stop")
+			var stacks strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			t.Errorf("agent did not stop; goroutines:\n%s", stacks.String())
 		}
 	})
 	return a

@@ -208,6 +208,7 @@ func (s *Scheduler) drainBatch(ctx context.Context) {
 		}
 		if ctx.Err() != nil {
 			mail.putBack(batch[i:])
+			mail.pending() // notify again: this batch's token is spent
 			return
 		}
 		s.handle(m)
@@ -233,9 +234,9 @@ func (s *Scheduler) drainAll() {
 func (s *Scheduler) shutdown() {
 	mail := s.env.mail
 	// Batches being marked RUNNING still hand their items to workers.
-	for s.runs.starting > 0 {
+	// What is queued now is handled first: its notify token may be spent.
+	for s.drainAll(); s.runs.starting > 0; s.drainAll() {
 		<-mail.notify
-		s.drainAll()
 	}
 	close(s.runs.work)
 	grace := s.env.cfg.Clock.NewTimer(s.env.cfg.Grace)
