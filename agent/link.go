@@ -3,10 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
-	"maps"
 	"math/rand/v2"
-	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -323,185 +319,6 @@ func (l *link) cancelInflight() {
 
 // errRefused marks a registration or heartbeat refused by the controller.
 var errRefused = errors.New("refused by controller")
-
-func (l *link) register(ctx context.Context) error {
-	a := l.a
-	cursor, stored, err := l.storedCursor(ctx)
-	if err != nil {
-		return err
-	}
-	t0 := a.clk.Now()
-	leases := a.sched.View().Held(t0)
-	req := protocol.Register{V: protocol.Version, Agent: a.cfg.ID, Labels: a.cfg.Labels, Handlers: a.names,
-		Version: truncate(a.version, 64), OS: runtime.GOOS, Arch: runtime.GOARCH, Cursor: cursor, SentAt: t0.Round(0).UTC(), Leases: leases, Boot: a.boot,
-		Fresh: !stored}
-	data, err := protocol.Encode(req)
-	if err != nil {
-		return err
-	}
-	msg, err := l.request(ctx, protocol.RegisterSubject(a.cfg.ID), data)
-	if err != nil {
-		return err
-	}
-	t2 := a.clk.Now()
-	rep, err := protocol.DecodeRegisterReply(msg.Data)
-	if err != nil {
-		return err
-	}
-	if rep.Error != "" {
-		l.busyFor.Store(int64(rep.RetryAfter))
-		return errors.Join(errRefused, errors.New(rep.Error))
-	}
-	l.offsets.reset()
-	off := l.offsets.add(t0.Round(0), rep.ControllerTime, t2.Round(0))
-	a.offset.Store(int64(off))
-	a.shards.Store(int64(rep.Shards))
-	if rep.HeartbeatInterval > 0 {
-		l.hb.Store(int64(rep.HeartbeatInterval))
-	}
-	// Stored for a restart without a controller, not waited for: a
-	// registration never queues behind a backlog of store writes (the
-	// values in memory are the ones used; a later registration or
-	// heartbeat stores them if this write does not happen).
-	l.savedOffset.Store(int64(off))
-	if !a.st.TrySubmit(func(tx *store.Tx) error {
-		if err := tx.SetMeta(store.MetaShards, strconv.Itoa(rep.Shards)); err != nil {
-			return err
-		}
-		return tx.SetMeta(store.MetaClockOffset, strconv.FormatInt(int64(off), 10))
-	}, func(err error) {
-		if err != nil {
-			l.savedOffset.Store(0)
-		}
-	}) {
-		l.savedOffset.Store(0)
-	}
-	a.sched.CheckSkew()
-	if rep.ResumeAfter > cursor {
-		if err := l.resumeAfter(ctx, cursor, rep.ResumeAfter); err != nil {
-			return err
-		}
-		cursor = rep.ResumeAfter
-	}
-	if !maps.Equal(rep.Labels, a.cfg.Labels) {
-		a.log.Warn("the controller's labels for this agent differ from the config's; the controller's count "+
-			"(ax-controller agent label changes them)", "controller_labels", rep.Labels, "config_labels", a.cfg.Labels)
-	}
-	a.log.Info("registered", "cursor", cursor, "shards", rep.Shards, "clock_offset", off,
-		"heartbeat", time.Duration(l.hb.Load()))
-	return nil
-}
-
-// resumeAfter moves the command cursor from cursor to seq, as the
-// controller says when this agent's store lost its state: the commands up
-// to seq were applied before (their runs ran) or are superseded, and the
-// controller sends the assignments and pending runs again after seq.
-func (l *link) resumeAfter(ctx context.Context, cursor, seq uint64) error {
-	v := strconv.FormatUint(seq, 10)
-	if err := l.a.st.Do(ctx, func(tx *store.Tx) error { return tx.SetMeta(store.MetaCursor, v) }); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	l.lastSeq = max(l.lastSeq, seq)
-	l.mu.Unlock()
-	l.a.log.Warn("the store lost its command history: commands already sent are skipped, not run again; "+
-		"the controller sends the assignments and pending runs again", "cursor", cursor, "resume_after", seq)
-	return nil
-}
-
-// persistOffset stores the clock offset measured by a heartbeat (so a
-// restart without a controller starts from it) when it moved by more than
-// a millisecond since it was last stored.
-func (l *link) persistOffset(off time.Duration) {
-	if d := off - time.Duration(l.savedOffset.Load()); d < time.Millisecond && d > -time.Millisecond {
-		return
-	}
-	l.savedOffset.Store(int64(off))
-	v := strconv.FormatInt(int64(off), 10)
-	// Not waiting for room in a full write queue: a later heartbeat stores it.
-	if !l.a.st.TrySubmit(func(tx *store.Tx) error { return tx.SetMeta(store.MetaClockOffset, v) }, func(err error) {
-		if err != nil {
-			l.savedOffset.Store(0)
-		}
-	}) {
-		l.savedOffset.Store(0)
-	}
-}
-
-func (l *link) cursor(ctx context.Context) (uint64, error) {
-	c, _, err := l.storedCursor(ctx)
-	return c, err
-}
-
-// storedCursor returns the command cursor and whether the store has one
-// (a new store, or one that lost its state, has none).
-func (l *link) storedCursor(ctx context.Context) (uint64, bool, error) {
-	v, ok, err := l.a.st.Meta(ctx, store.MetaCursor)
-	if err != nil || !ok {
-		return 0, false, err
-	}
-	c, err := strconv.ParseUint(v, 10, 64)
-	return c, err == nil, err
-}
-
-func (l *link) heartbeat(ctx context.Context) error {
-	a := l.a
-	// The scheduler's view, not a call: a heartbeat never waits behind
-	// the scheduler's backlog (scheduler.View).
-	v := a.sched.View()
-	st, leases := v.Stats, v.Claims()
-	if c, err := a.st.Counts(ctx); err == nil {
-		// From SQLite: the queue includes executions spilled out of memory.
-		st.OutboxDepth, st.QueueDepth, st.Pending = c.Outbox, c.Triggered, c.Pending
-	}
-	t0 := a.clk.Now()
-	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.cfg.ID, SentAt: t0.Round(0).UTC(), Stats: st, Leases: leases, Boot: a.boot})
-	if err != nil {
-		return err
-	}
-	msg, err := l.request(ctx, protocol.HeartbeatSubject(a.cfg.ID), data)
-	if err != nil {
-		return err
-	}
-	t2 := a.clk.Now()
-	rep, err := protocol.DecodeHeartbeatReply(msg.Data)
-	if err != nil {
-		return err
-	}
-	if rep.Error != "" {
-		l.reg.Store(false)
-		l.signal()
-		return errors.Join(errRefused, errors.New(rep.Error))
-	}
-	off := l.offsets.add(t0.Round(0), rep.ControllerTime, t2.Round(0))
-	a.offset.Store(int64(off))
-	l.persistOffset(off)
-	a.sched.HeartbeatReply(t0, rep.Renewed, rep.Lost)
-	return nil
-}
-
-// release sends a last heartbeat saying the agent is stopping, with its
-// group-job claims, so that the controller moves those jobs at once. It is
-// called after the scheduler stopped (nothing fires any more); it is best
-// effort and bounded by nats.request_timeout.
-func (l *link) release(claims []protocol.HeldLease) {
-	a := l.a
-	if len(claims) == 0 || !l.reg.Load() {
-		return
-	}
-	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.cfg.ID, SentAt: a.clk.Now().Round(0).UTC(),
-		Leases: claims, Stopping: true, Boot: a.boot})
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.NATS.RequestTimeout)
-	defer cancel()
-	if _, err := l.request(ctx, protocol.HeartbeatSubject(a.cfg.ID), data); err != nil {
-		a.log.Warn("could not hand the group leases back; they move after their TTL", "leases", len(claims), "err", err)
-		return
-	}
-	a.log.Info("group leases handed back", "leases", len(claims))
-}
 
 // startCommands starts the ordered consumer of this agent's commands
 // after the stored cursor (once; it follows reconnects by itself).
