@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-
 	"slices"
 	"sync"
 	"time"
