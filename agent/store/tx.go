@@ -9,9 +9,9 @@ import (
 )
 
 type stmts struct {
-	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setEpoch         *sql.Stmt
-	insertExec, setTriggered, setRunning, finish, setState, enqueue, ack, prune *sql.Stmt
-	getExecState, liveAttempt, execRow, trigger, notDue, jobSpec, execSpec      *sql.Stmt
+	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setEpoch *sql.Stmt
+	insertExec, setRunning, finish, setState, enqueue, ack, prune       *sql.Stmt
+	liveAttempt, execRow, trigger, notDue, jobSpec, execSpec            *sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
@@ -35,7 +35,6 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 			shard_index, shard_total, spec, triggered_at, finished_at, outcome, result)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(exec_id, attempt) DO NOTHING RETURNING id`},
-		{&s.setTriggered, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING'`},
 		{&s.trigger, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING' AND scheduled_at <= ?
 			RETURNING exec_id, attempt, job_id, priority, concurrency, scheduled_at, epoch, shard_index, shard_total, spec`},
 		{&s.notDue, `SELECT scheduled_at FROM execs WHERE id = ? AND state = 'PENDING'`},
@@ -48,7 +47,6 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.enqueue, `INSERT INTO outbox(msg_id, subject, data) VALUES (?, ?, ?) ON CONFLICT(msg_id) DO NOTHING`},
 		{&s.ack, `DELETE FROM outbox WHERE seq <= ?`},
 		{&s.prune, `DELETE FROM execs WHERE finished_at > 0 AND finished_at < ?`},
-		{&s.getExecState, `SELECT state FROM execs WHERE id = ?`},
 		{&s.execRow, `SELECT ` + execCols + ` FROM execs e WHERE e.id = ?`},
 		{&s.liveAttempt, `SELECT ` + execCols + ` FROM execs e WHERE e.exec_id = ? AND e.state IN ('PENDING', 'TRIGGERED', 'RUNNING')
 			ORDER BY e.attempt DESC LIMIT 1`},
@@ -65,7 +63,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 
 func (s *stmts) close() {
 	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setEpoch,
-		s.insertExec, s.setTriggered, s.setRunning, s.finish, s.setState, s.enqueue, s.ack, s.prune, s.getExecState, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec} {
+		s.insertExec, s.setRunning, s.finish, s.setState, s.enqueue, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -225,11 +223,6 @@ func (t *Tx) InsertExec(e Exec) (id int64, inserted bool, err error) {
 	return id, true, nil
 }
 
-// MarkTriggered moves a PENDING attempt to TRIGGERED.
-func (t *Tx) MarkTriggered(id int64, at time.Time) (bool, error) {
-	return affected(t.exec(t.st.setTriggered, ns(at), id))
-}
-
 // Trigger moves a PENDING attempt to TRIGGERED at `at` and returns what
 // running it needs (the attempt's fields and its job spec); ok is false
 // when the attempt is not PENDING (cancelled meanwhile), or when its
@@ -295,16 +288,6 @@ func (t *Tx) MarkRunning(id int64, at time.Time) (bool, error) {
 // INTERRUPTED) with its outcome and result JSON.
 func (t *Tx) Finish(id int64, state string, at time.Time, outcome string, result []byte) (bool, error) {
 	return affected(t.exec(t.st.finish, state, ns(at), outcome, result, id))
-}
-
-// ExecState returns an attempt's state.
-func (t *Tx) ExecState(id int64) (string, error) {
-	var s string
-	err := t.stmt(t.st.getExecState).QueryRowContext(t.ctx, id).Scan(&s)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", ErrNotFound
-	}
-	return s, classify(err)
 }
 
 // Enqueue adds a report to the outbox; a msgID already there is ignored.
