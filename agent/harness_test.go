@@ -2,10 +2,8 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -14,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/axsched/ax/internal/protocoltest"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -287,33 +287,14 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-var jobSeq atomic.Uint32
-
-// newJob makes a valid job targeted at agent id.
+// Jobs and commands for the tests (internal/protocoltest).
 func newJob(id, handler string, spec schedule.Spec, payload any) protocol.Job {
-	j := protocol.Job{
-		ID:        protocol.NewJobID("ctl", time.Now(), jobSeq.Add(1)*7919+rand.Uint32()%1000),
-		Name:      "test job",
-		Handler:   handler,
-		Schedule:  spec,
-		Target:    protocol.Target{Agent: id},
-		CreatedAt: time.Now().UTC(),
-	}
-	if payload != nil {
-		b, _ := json.Marshal(payload)
-		j.Payload = b
-	}
-	return j
+	return protocoltest.NewJob(id, handler, spec, payload)
 }
-
 func runCmd(j protocol.Job, attempt int, at time.Time) protocol.Command {
-	return protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: protocol.ExecID(j.ID, at),
-		Attempt: attempt, RunAt: at.UTC()}}
+	return protocoltest.RunCmd(j, attempt, at)
 }
-
-func assignCmd(j protocol.Job) protocol.Command {
-	return protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j}}
-}
+func assignCmd(j protocol.Job) protocol.Command { return protocoltest.AssignCmd(j) }
 
 func finishedOf(c *ctl, execID string) (protocol.Report, bool) {
 	for _, r := range c.reportsOf(execID) {

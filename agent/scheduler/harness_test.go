@@ -2,14 +2,14 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/axsched/ax/internal/protocoltest"
 
 	"github.com/axsched/ax/agent/handler"
 	"github.com/axsched/ax/agent/store"
@@ -186,37 +186,18 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	testutil.Eventually(t, d, what, cond)
 }
 
-var jobSeq atomic.Uint32
-
-// newJob makes a valid job targeted at agent id.
+// Jobs and commands for the tests (internal/protocoltest).
 func newJob(id, handler string, spec schedule.Spec, payload any) protocol.Job {
-	j := protocol.Job{
-		ID:        protocol.NewJobID("ctl", time.Now(), jobSeq.Add(1)*7919+rand.Uint32()%1000),
-		Name:      "test job",
-		Handler:   handler,
-		Schedule:  spec,
-		Target:    protocol.Target{Agent: id},
-		CreatedAt: time.Now().UTC(),
-	}
-	if payload != nil {
-		b, _ := json.Marshal(payload)
-		j.Payload = b
-	}
-	return j
+	return protocoltest.NewJob(id, handler, spec, payload)
 }
-
 func runCmd(j protocol.Job, attempt int, at time.Time) protocol.Command {
-	return protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: protocol.ExecID(j.ID, at),
-		Attempt: attempt, RunAt: at.UTC()}}
+	return protocoltest.RunCmd(j, attempt, at)
 }
+func assignCmd(j protocol.Job) protocol.Command { return protocoltest.AssignCmd(j) }
 
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func assignCmd(j protocol.Job) protocol.Command {
-	return protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j}}
 }
