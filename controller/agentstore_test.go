@@ -50,17 +50,7 @@ func TestHeartbeatKeepsLabelWrittenByOtherReplica(t *testing.T) {
 	}()
 	defer func() { close(stop); wg.Wait() }()
 
-	stored := func() protocol.AgentInfo {
-		e, err := a.kv.Agents.Get(ctx, "edge-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var info protocol.AgentInfo
-		if err := json.Unmarshal(e.Value(), &info); err != nil {
-			t.Fatal(err)
-		}
-		return info
-	}
+	stored := func() protocol.AgentInfo { return storedAgent(t, ctx, a, "edge-1") }
 	for i := range 30 {
 		want := strconv.Itoa(i)
 		if _, err := a.LabelAgent(ctx, "edge-1", protocol.LabelChange{Set: map[string]string{"round": want}}); err != nil {
@@ -168,17 +158,7 @@ func TestHeartbeatNotHeldUpByLivenessWrite(t *testing.T) {
 	}
 	t.Cleanup(release)
 	ag := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
-	stored := func() protocol.AgentInfo {
-		e, err := c.kv.Agents.Get(ctx, "edge-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var info protocol.AgentInfo
-		if err := json.Unmarshal(e.Value(), &info); err != nil {
-			t.Fatal(err)
-		}
-		return info
-	}
+	stored := func() protocol.AgentInfo { return storedAgent(t, ctx, c, "edge-1") }
 	ag.heartbeat()
 	eventually(t, 10*time.Second, "the first heartbeat written", func() bool { return !stored().HeartbeatAt.IsZero() })
 
@@ -208,4 +188,18 @@ func TestHeartbeatNotHeldUpByLivenessWrite(t *testing.T) {
 	eventually(t, 10*time.Second, "the last heartbeat's liveness written", func() bool {
 		return !stored().LastSeen.Before(last.LastSeen)
 	})
+}
+
+// storedAgent reads agent id's record as c stored it in ax_agents.
+func storedAgent(t *testing.T, ctx context.Context, c *Controller, id string) protocol.AgentInfo {
+	t.Helper()
+	e, err := c.kv.Agents.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info protocol.AgentInfo
+	if err := json.Unmarshal(e.Value(), &info); err != nil {
+		t.Fatal(err)
+	}
+	return info
 }

@@ -115,29 +115,8 @@ func (s *sim) sendRuns(ctx context.Context, api string, workers int, wait time.D
 		before[i] = a.runs.Load()
 	}
 	t0 := time.Now()
-	ids := make(chan string)
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range ids {
-				if err := createRun(ctx, api, id); err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
-	for _, a := range s.agents {
-		ids <- a.id
-	}
-	close(ids)
-	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		return 0, time.Since(t0), fmt.Errorf("%d job creations failed, first: %v", n, firstErr.Load())
+	if err := parallel(len(s.agents), workers, func(i int) error { return createRun(ctx, api, s.agents[i].id) }); err != nil {
+		return 0, time.Since(t0), fmt.Errorf("job creations: %w", err)
 	}
 	got := 0
 	for first := true; first || time.Since(t0) < wait; first = false {
@@ -163,6 +142,18 @@ func createRun(ctx context.Context, api, id string) error {
 // createPinned creates n periodic jobs (every 1h) pinned to the agents
 // round robin, workers at a time.
 func (s *sim) createPinned(ctx context.Context, api string, n, workers int) error {
+	err := parallel(n, workers, func(i int) error {
+		return createJob(ctx, api, s.agents[i%len(s.agents)].id, map[string]any{"every": "1h"})
+	})
+	if err != nil {
+		return fmt.Errorf("pinned job creations: %w", err)
+	}
+	return nil
+}
+
+// parallel calls fn(i) for i in [0, n), workers at a time, and returns an
+// error counting the calls that failed, with the first error, if any did.
+func parallel(n, workers int, fn func(i int) error) error {
 	idx := make(chan int)
 	var failed atomic.Int64
 	var firstErr atomic.Value
@@ -172,7 +163,7 @@ func (s *sim) createPinned(ctx context.Context, api string, n, workers int) erro
 		go func() {
 			defer wg.Done()
 			for i := range idx {
-				if err := createJob(ctx, api, s.agents[i%len(s.agents)].id, map[string]any{"every": "1h"}); err != nil {
+				if err := fn(i); err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err)
 				}
@@ -184,8 +175,8 @@ func (s *sim) createPinned(ctx context.Context, api string, n, workers int) erro
 	}
 	close(idx)
 	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		return fmt.Errorf("%d pinned job creations failed, first: %v", n, firstErr.Load())
+	if k := failed.Load(); k > 0 {
+		return fmt.Errorf("%d of %d failed, first: %v", k, n, firstErr.Load())
 	}
 	return nil
 }
