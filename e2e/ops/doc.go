@@ -1,4 +1,4 @@
-// Package opscheck checks the operations files of the repository against
+// Package ops checks the operations files of the repository against
 // the code they describe: the Prometheus alert rules and the Grafana
 // dashboard use only metrics a real controller exports, the demo configs
 // and jobs load, the systemd units keep their hardening, the cross-built
@@ -8,4 +8,4 @@
 //
 // The package holds small parsers for those files (see MetricNames,
 // LoadAlertRules, DashboardExprs); the checks themselves are its tests.
-package opscheck
+package ops

@@ -1,4 +1,4 @@
-package tlstest
+package tlsnet
 
 import (
 	"crypto/tls"
@@ -15,6 +15,7 @@ import (
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/internal/tlstest"
 )
 
 // natsAddr is host:port of a NATS URL.
@@ -53,9 +54,9 @@ func refused(t *testing.T, ctl *controller.Controller, id string, tc agent.TLSCo
 // an agent with a certificate from nats.tls.ca_file registers and runs a
 // job to SUCCESS.
 func TestVerifyClients(t *testing.T) {
-	serverCA := NewCA(t, "server")
-	clientCA := NewCA(t, "clients")
-	otherCA := NewCA(t, "other")
+	serverCA := tlstest.NewCA(t, "server")
+	clientCA := tlstest.NewCA(t, "clients")
+	otherCA := tlstest.NewCA(t, "other")
 	srvCert, srvKey := serverCA.Server(t, "nats")
 	goodCert, goodKey := clientCA.Client(t, "edge-good")
 	badCert, badKey := otherCA.Client(t, "edge-bad")
@@ -130,7 +131,7 @@ func TestVerifyClients(t *testing.T) {
 // agent without nats.tls never registers; with nats.tls.ca_file alone (no
 // verify_clients) it does.
 func TestPlainClientAgainstTLSServer(t *testing.T) {
-	ca := NewCA(t, "server")
+	ca := tlstest.NewCA(t, "server")
 	cert, key := ca.Server(t, "nats")
 	ctl := startController(t, controller.TLSConfig{CertFile: cert, KeyFile: key})
 	plainURL := "nats://" + natsAddr(t, ctl.NATSURL())

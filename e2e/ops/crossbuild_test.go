@@ -1,4 +1,4 @@
-package opscheck
+package ops
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package tlstest
+package tlsnet
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/internal/tlstest"
 )
 
 // TestExternalServerTLS: with nats.url, nats.tls configures the
@@ -20,9 +21,9 @@ import (
 // server's client CA and an agent runs a job through it; with a
 // certificate of another CA, or without nats.tls.ca_file, Start fails.
 func TestExternalServerTLS(t *testing.T) {
-	serverCA := NewCA(t, "server")
-	clientCA := NewCA(t, "clients")
-	otherCA := NewCA(t, "other")
+	serverCA := tlstest.NewCA(t, "server")
+	clientCA := tlstest.NewCA(t, "clients")
+	otherCA := tlstest.NewCA(t, "other")
 	srvCert, srvKey := serverCA.Server(t, "nats")
 	ctlCert, ctlKey := clientCA.Client(t, "ax-controller")
 	agentCert, agentKey := clientCA.Client(t, "edge-ext")

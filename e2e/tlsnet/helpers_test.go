@@ -1,4 +1,4 @@
-package tlstest
+package tlsnet
 
 import (
 	"context"
