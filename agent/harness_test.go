@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/internal/protocoltest"
+	"github.com/axsched/ax/internal/testutil"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -276,15 +277,7 @@ func newStopped(t testing.TB, cfg Config, opts ...Option) *Agent {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(t, d, what, cond)
 }
 
 // Jobs and commands for the tests (internal/protocoltest).

@@ -50,8 +50,8 @@ func TestPeriodicPinnedSuccess(t *testing.T) {
 		if e.Agent != "edge-1" || e.Attempt != 1 || e.Lag.D() != 3*time.Millisecond || e.Duration.D() != 7*time.Millisecond {
 			t.Errorf("execution %+v", e)
 		}
-		eventually(t, 5*time.Second, "events of "+id, func() bool { return len(ev.path(id)) == 3 })
-		if p := ev.path(id); !slices.Equal(p, []protocol.State{protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess}) {
+		eventually(t, 5*time.Second, "events of "+id, func() bool { return len(ev.Path(id)) == 3 })
+		if p := ev.Path(id); !slices.Equal(p, []protocol.State{protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess}) {
 			t.Errorf("event path %v", p)
 		}
 	}
@@ -96,7 +96,7 @@ func TestAsapRetriesThenSucceeds(t *testing.T) {
 		cmd := a.waitCommand("run", isRun(run.ExecID, attempt))
 		if attempt > 1 {
 			// Never early: the run is issued no sooner than next_attempt_at.
-			evs := ev.events(run.ExecID)
+			evs := ev.Of(run.ExecID)
 			var rw protocol.Event
 			for _, e := range evs {
 				if e.To == protocol.StateRetryWaiting && e.Attempt == attempt-1 {
@@ -125,8 +125,8 @@ func TestAsapRetriesThenSucceeds(t *testing.T) {
 	}
 	P, T, R, W, S := protocol.StatePending, protocol.StateTriggered, protocol.StateRunning, protocol.StateRetryWaiting, protocol.StateSuccess
 	want := []protocol.State{P, T, R, W, T, R, W, T, R, S}
-	eventually(t, 5*time.Second, "all events", func() bool { return len(ev.path(run.ExecID)) == len(want) })
-	if p := ev.path(run.ExecID); !slices.Equal(p, want) {
+	eventually(t, 5*time.Second, "all events", func() bool { return len(ev.Path(run.ExecID)) == len(want) })
+	if p := ev.Path(run.ExecID); !slices.Equal(p, want) {
 		t.Fatalf("path %v, want %v", p, want)
 	}
 	if got := val(t, c.m.retriesPending); got != 0 {
@@ -249,8 +249,8 @@ func TestDuplicateReportsAppliedOnce(t *testing.T) {
 		t.Fatalf("applied %d, duplicates %v", c.m.applied.Load(), val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate)))
 	}
 	waitExec(t, c, id, "SUCCESS", inState(protocol.StateSuccess))
-	eventually(t, 5*time.Second, "events", func() bool { return len(ev.path(id)) >= 3 })
-	if p := ev.path(id); len(p) != 3 {
+	eventually(t, 5*time.Second, "events", func() bool { return len(ev.Path(id)) >= 3 })
+	if p := ev.Path(id); len(p) != 3 {
 		t.Fatalf("path %v", p)
 	}
 }
@@ -394,8 +394,8 @@ func TestCoalescedReports(t *testing.T) {
 		fire:       {T, R, S},
 		run.ExecID: {P, T, R, W, T, R, S},
 	} {
-		eventually(t, 5*time.Second, "events of "+id, func() bool { return len(ev.path(id)) >= len(want) })
-		if p := ev.path(id); !slices.Equal(p, want) {
+		eventually(t, 5*time.Second, "events of "+id, func() bool { return len(ev.Path(id)) >= len(want) })
+		if p := ev.Path(id); !slices.Equal(p, want) {
 			t.Errorf("%s: events %v, want %v", id, p, want)
 		}
 	}

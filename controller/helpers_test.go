@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,7 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -65,15 +65,7 @@ func tctx(t testing.TB) context.Context {
 // deadline passes.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(t, d, what, cond)
 }
 
 // waitExec polls an execution until pred holds and returns it.
@@ -333,76 +325,10 @@ func (a *testAgent) runAttempt(jobID, execID string, attempt int, scheduled time
 	a.publish(finished(a.rep(jobID, execID, attempt, protocol.ReportFinished, scheduled), o, res, 7*time.Millisecond), "")
 }
 
-// eventRecorder collects the events stored in AX_EVT from the time it is
-// made (an ordered consumer, deliver new): what the stream holds, after
-// its Msg-Id de-duplication — a re-published event is not seen twice.
-type eventRecorder struct {
-	mu  sync.Mutex
-	evs []protocol.Event
-}
-
-func recordEvents(t testing.TB, url string) *eventRecorder {
+// recordEvents records the events stored in AX_EVT from now on.
+func recordEvents(t testing.TB, url string) *natstest.Events {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := tctx(t)
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{protocol.SubjectEventsAll}, DeliverPolicy: jetstream.DeliverNewPolicy,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	er := &eventRecorder{}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		var ev protocol.Event
-		if err := json.Unmarshal(m.Data(), &ev); err != nil {
-			t.Errorf("bad event: %v", err)
-			return
-		}
-		er.mu.Lock()
-		er.evs = append(er.evs, ev)
-		er.mu.Unlock()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cc.Stop)
-	return er
-}
-
-// path returns the states an execution went through, in event order.
-func (er *eventRecorder) path(execID string) []protocol.State {
-	er.mu.Lock()
-	defer er.mu.Unlock()
-	var out []protocol.State
-	for _, e := range er.evs {
-		if e.ExecID == execID {
-			out = append(out, e.To)
-		}
-	}
-	return out
-}
-
-func (er *eventRecorder) events(execID string) []protocol.Event {
-	er.mu.Lock()
-	defer er.mu.Unlock()
-	var out []protocol.Event
-	for _, e := range er.evs {
-		if e.ExecID == execID {
-			out = append(out, e)
-		}
-	}
-	return out
+	return natstest.WatchStoredEvents(t, url)
 }
 
 // val reads a counter's or gauge's value (or a histogram's sample count).

@@ -163,7 +163,7 @@ func TestRestartReportsInFlight(t *testing.T) {
 		}
 	}
 	for _, r := range inflight {
-		if p := ev.path(r.ExecID); !slices.Equal(p, []protocol.State{protocol.StateSuccess}) {
+		if p := ev.Path(r.ExecID); !slices.Equal(p, []protocol.State{protocol.StateSuccess}) {
 			t.Errorf("%s events after restart %v", r.ExecID, p)
 		}
 	}

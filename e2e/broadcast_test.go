@@ -106,7 +106,7 @@ func TestBroadcastGroupJob(t *testing.T) {
 		}
 		for _, e := range es {
 			if e.State == protocol.StateSuccess {
-				ev.wait(t, e.ExecID, protocol.StateSuccess)
+				ev.Wait(t, e.ExecID, protocol.StateSuccess)
 			}
 		}
 	}

@@ -54,7 +54,7 @@ func TestCancelRunningExecution(t *testing.T) {
 	if e.Outcome != retry.OutcomeCancelled || e.Attempt != 1 {
 		t.Errorf("outcome %q attempt %d, want cancelled at attempt 1", e.Outcome, e.Attempt)
 	}
-	ev.wait(t, execID, protocol.StateCancelled)
+	ev.Wait(t, execID, protocol.StateCancelled)
 	// The agent's own record of the attempt ends with outcome cancelled, and
 	// once its report has been published (outbox empty) the controller
 	// still holds CANCELLED: the late report neither retries nor moves it.

@@ -358,9 +358,7 @@ func TestReplicaKill9UnderLoad(t *testing.T) {
 			t.Errorf("%s pending at the kill: SUCCESS at attempt %d, want %d", p.ExecID, e.Attempt, want)
 		}
 	}
-	ev.mu.Lock()
-	core := len(ev.all)
-	ev.mu.Unlock()
+	core := len(ev.All())
 	t.Logf("%d executions, all terminal; %d events delivered to a core subscriber (re-published events included)", len(all), core)
 }
 

@@ -5,16 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/axsched/ax/agent"
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/internal/agenttest"
 	"github.com/axsched/ax/internal/apitest"
+	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -150,82 +148,13 @@ func summarize(es []protocol.Execution) string {
 
 // events records every event on AX_EVT seen by a plain NATS core
 // subscription (ax.evt.>), as a client of the controller's server would.
-type events struct {
-	mu  sync.Mutex
-	all []protocol.Event
-	bad []string
-}
+type events = natstest.Events
 
-func watchEvents(tb testing.TB, url string) *events {
-	tb.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		tb.Fatalf("nats connect: %v", err)
-	}
-	ev := &events{}
-	if _, err := nc.Subscribe(protocol.SubjectEventsAll, func(m *nats.Msg) {
-		e, err := protocol.DecodeEvent(m.Data)
-		ev.mu.Lock()
-		defer ev.mu.Unlock()
-		if err != nil {
-			ev.bad = append(ev.bad, fmt.Sprintf("%s: %v", m.Subject, err))
-			return
-		}
-		if want := protocol.EventSubject(e.To, e.JobID); m.Subject != want {
-			ev.bad = append(ev.bad, fmt.Sprintf("event to %s on %s, want %s", e.To, m.Subject, want))
-		}
-		ev.all = append(ev.all, e)
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		nc.Close()
-		ev.mu.Lock()
-		defer ev.mu.Unlock()
-		for _, b := range ev.bad {
-			tb.Errorf("bad event: %s", b)
-		}
-	})
-	return ev
-}
-
-// of returns the events of execID in arrival order.
-func (ev *events) of(execID string) []protocol.Event {
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	var out []protocol.Event
-	for _, e := range ev.all {
-		if e.ExecID == execID {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+// watchEvents starts recording events on the server at url.
+func watchEvents(tb testing.TB, url string) *events { return natstest.WatchEvents(tb, url) }
 
 // states returns the To states of es.
-func states(es []protocol.Event) []protocol.State {
-	out := make([]protocol.State, len(es))
-	for i, e := range es {
-		out[i] = e.To
-	}
-	return out
-}
-
-// waitEvents waits until execID's events end in last and returns them.
-func (ev *events) wait(tb testing.TB, execID string, last protocol.State) []protocol.Event {
-	tb.Helper()
-	var es []protocol.Event
-	testutil.EventuallyFunc(tb, 20*time.Second, func() string {
-		return fmt.Sprintf("events of %s ending in %s; have %v", execID, last, states(es))
-	}, func() bool {
-		es = ev.of(execID)
-		return len(es) > 0 && es[len(es)-1].To == last
-	})
-	return es
-}
+func states(es []protocol.Event) []protocol.State { return natstest.States(es) }
 
 // mustJSON marshals v.
 func mustJSON(tb testing.TB, v any) json.RawMessage {

@@ -38,7 +38,7 @@ func TestOneShotsAndTrigger(t *testing.T) {
 			if e.TriggeredAt.Before(e.ScheduledAt) {
 				t.Errorf("triggered at %v, before its scheduled time %v", e.TriggeredAt, e.ScheduledAt)
 			}
-			if got := states(ev.wait(t, e.ExecID, protocol.StateSuccess)); !slices.Equal(got, want) {
+			if got := states(ev.Wait(t, e.ExecID, protocol.StateSuccess)); !slices.Equal(got, want) {
 				t.Errorf("events %v, want %v", got, want)
 			}
 			// Triggering the one-shot again makes exactly one more
@@ -64,7 +64,7 @@ func TestOneShotsAndTrigger(t *testing.T) {
 		if e.Agent != "edge-o" {
 			t.Errorf("ran on %q, want edge-o", e.Agent)
 		}
-		if got := states(ev.wait(t, e.ExecID, protocol.StateSuccess)); !slices.Equal(got, want) {
+		if got := states(ev.Wait(t, e.ExecID, protocol.StateSuccess)); !slices.Equal(got, want) {
 			t.Errorf("events %v, want %v", got, want)
 		}
 		if all := execs(t, c, j.ID); len(all) != 1 || all[0].ExecID != x.ExecID {

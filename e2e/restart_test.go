@@ -110,14 +110,12 @@ func settle(t *testing.T, c *controller.Controller, ev *events, jobID string, fx
 		}
 	}
 	if ev != nil {
-		ev.mu.Lock()
 		seen := map[string]int{}
-		for _, x := range ev.all {
+		for _, x := range ev.All() {
 			if x.JobID == jobID && x.To == protocol.StateSuccess {
 				seen[x.ExecID]++
 			}
 		}
-		ev.mu.Unlock()
 		for id, n := range seen {
 			if n != 1 {
 				t.Errorf("%s: %d SUCCESS events, want 1", id, n)

@@ -88,7 +88,7 @@ func TestRetryAndFailure(t *testing.T) {
 				t.Errorf("execution: attempt %d outcome %q reason %q suspect %v, want %d %q %q %v (%+v)",
 					e.Attempt, e.Outcome, e.Reason, e.Suspect, tt.attempts, tt.outcome, tt.reason, tt.suspect, e)
 			}
-			evs := ev.wait(t, e.ExecID, tt.want[len(tt.want)-1])
+			evs := ev.Wait(t, e.ExecID, tt.want[len(tt.want)-1])
 			if got := states(evs); !slices.Equal(got, tt.want) {
 				t.Fatalf("events %v, want %v", got, tt.want)
 			}

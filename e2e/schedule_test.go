@@ -44,7 +44,7 @@ func TestPeriodicJobsReachSuccess(t *testing.T) {
 				if e.FinishedAt.IsZero() || e.StartedAt.IsZero() || e.Outcome != "success" {
 					t.Errorf("%s: started %v finished %v outcome %q", e.ExecID, e.StartedAt, e.FinishedAt, e.Outcome)
 				}
-				got := states(ev.wait(t, e.ExecID, protocol.StateSuccess))
+				got := states(ev.Wait(t, e.ExecID, protocol.StateSuccess))
 				want := []protocol.State{protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess}
 				if !slices.Equal(got, want) {
 					t.Errorf("events of %s: %v, want %v", e.ExecID, got, want)

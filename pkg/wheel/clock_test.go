@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/axsched/ax/internal/testutil"
 )
 
 // fakeClock is a manual Clock: time moves only when the test calls Add,
@@ -114,15 +116,7 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 // waitFor polls cond until it holds or 10 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 func TestSystemClock(t *testing.T) {
