@@ -46,110 +46,110 @@ const (
 )
 
 // Config is the agent's configuration. Keys (YAML, AX_* env) are the
-// mapstructure names, e.g. clock.max_skew / AX_CLOCK_MAX_SKEW.
+// config tags, e.g. clock.max_skew / AX_CLOCK_MAX_SKEW.
 type Config struct {
 	// ID is the agent id (subject-safe name).
-	ID string `mapstructure:"id"`
+	ID string `config:"id"`
 	// Labels select the agent for group jobs when the controller has none
 	// for it yet (first registration without enrollment); the controller's
 	// labels count (set at enrollment or by ax-controller agent label).
-	Labels map[string]string `mapstructure:"labels"`
+	Labels map[string]string `config:"labels"`
 	// DataDir holds agent.db.
-	DataDir string `mapstructure:"data_dir"`
+	DataDir string `config:"data_dir"`
 	// Workers is the handler pool size (default 2×CPU).
-	Workers int `mapstructure:"workers"`
+	Workers int `config:"workers"`
 	// MemoryLimitMiB is the soft limit on the Go heap the ax-agent binary
 	// sets (runtime/debug.SetMemoryLimit; GOMEMLIMIT wins); 0: none. The
 	// agent library itself does not set it (it is process-wide).
-	MemoryLimitMiB int `mapstructure:"memory_limit_mib"`
+	MemoryLimitMiB int `config:"memory_limit_mib"`
 
-	NATS     NATSConfig     `mapstructure:"nats"`
-	Queue    QueueConfig    `mapstructure:"queue"`
-	Store    StoreConfig    `mapstructure:"store"`
-	Clock    ClockConfig    `mapstructure:"clock"`
-	Exec     ExecConfig     `mapstructure:"exec"`
-	HTTP     HTTPConfig     `mapstructure:"http"`
-	Outbox   OutboxConfig   `mapstructure:"outbox"`
-	Shutdown ShutdownConfig `mapstructure:"shutdown"`
-	Log      LogConfig      `mapstructure:"log"`
+	NATS     NATSConfig     `config:"nats"`
+	Queue    QueueConfig    `config:"queue"`
+	Store    StoreConfig    `config:"store"`
+	Clock    ClockConfig    `config:"clock"`
+	Exec     ExecConfig     `config:"exec"`
+	HTTP     HTTPConfig     `config:"http"`
+	Outbox   OutboxConfig   `config:"outbox"`
+	Shutdown ShutdownConfig `config:"shutdown"`
+	Log      LogConfig      `config:"log"`
 }
 
 // NATSConfig says how to reach the controller.
 type NATSConfig struct {
-	URL string `mapstructure:"url"`
+	URL string `config:"url"`
 	// Creds is a NATS credentials file or an NKey seed file written by
 	// `ax-controller agent enroll` (secret: masked when printed).
-	Creds string `mapstructure:"creds"`
+	Creds string `config:"creds"`
 	// Token is a NATS auth token (secret: masked when printed).
-	Token          string        `mapstructure:"token"`
-	PingInterval   time.Duration `mapstructure:"ping_interval"`
-	MaxPingsOut    int           `mapstructure:"max_pings_out"`
-	ReconnectWait  time.Duration `mapstructure:"reconnect_wait"`
-	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+	Token          string        `config:"token"`
+	PingInterval   time.Duration `config:"ping_interval"`
+	MaxPingsOut    int           `config:"max_pings_out"`
+	ReconnectWait  time.Duration `config:"reconnect_wait"`
+	RequestTimeout time.Duration `config:"request_timeout"`
 	// Heartbeat is used until the controller names its interval.
-	Heartbeat time.Duration `mapstructure:"heartbeat"`
+	Heartbeat time.Duration `config:"heartbeat"`
 	// TLS configures TLS to the NATS server (paths, not secrets: shown
 	// when printed).
-	TLS TLSConfig `mapstructure:"tls"`
+	TLS TLSConfig `config:"tls"`
 }
 
 // TLSConfig is nats.tls. Any key set makes the connection TLS.
 type TLSConfig struct {
 	// CAFile is a PEM bundle of the CA(s) that sign the server's
 	// certificate; empty: the system roots.
-	CAFile string `mapstructure:"ca_file"`
+	CAFile string `config:"ca_file"`
 	// CertFile and KeyFile are the client certificate and its key, for a
 	// server that verifies clients (nats.tls.verify_clients); optional.
-	CertFile string `mapstructure:"cert_file"`
-	KeyFile  string `mapstructure:"key_file"`
+	CertFile string `config:"cert_file"`
+	KeyFile  string `config:"key_file"`
 }
 
 // QueueConfig shapes the ready queue.
 type QueueConfig struct {
 	// Size bounds the executions held in memory; more wait in SQLite.
-	Size int `mapstructure:"size"`
+	Size int `config:"size"`
 	// AgingStep: every step an execution waits raises its priority by one.
-	AgingStep time.Duration `mapstructure:"aging_step"`
+	AgingStep time.Duration `config:"aging_step"`
 }
 
 // StoreConfig tunes SQLite.
 type StoreConfig struct {
 	// Synchronous is "full" (default) or "normal".
-	Synchronous string `mapstructure:"synchronous"`
-	MaxBatch    int    `mapstructure:"max_batch"`
+	Synchronous string `config:"synchronous"`
+	MaxBatch    int    `config:"max_batch"`
 	// Retention keeps final executions this long.
-	Retention time.Duration `mapstructure:"retention"`
+	Retention time.Duration `config:"retention"`
 	// PruneInterval is how often executions past Retention are deleted.
-	PruneInterval time.Duration `mapstructure:"prune_interval"`
+	PruneInterval time.Duration `config:"prune_interval"`
 }
 
 // ClockConfig bounds the clock skew to the controller.
 type ClockConfig struct {
-	MaxSkew time.Duration `mapstructure:"max_skew"`
+	MaxSkew time.Duration `config:"max_skew"`
 	// OnSkew is "refuse" (default) or "adopt".
-	OnSkew string `mapstructure:"on_skew"`
+	OnSkew string `config:"on_skew"`
 	// JumpThreshold: wall and monotonic elapsed time diverging by more
 	// than this is a wall-clock jump (schedules are re-planned).
-	JumpThreshold time.Duration `mapstructure:"jump_threshold"`
+	JumpThreshold time.Duration `config:"jump_threshold"`
 }
 
 // ExecConfig is the exec handler's allowlist.
 type ExecConfig struct {
 	// Allow lists absolute command paths or globs that may run.
-	Allow []string `mapstructure:"allow"`
+	Allow []string `config:"allow"`
 	// EnvAllow lists the environment variable names a job's payload may
 	// set (exact names; none by default). Names that load or run code
 	// (LD_*, BASH_ENV, ENV, BASH_FUNC_*, PATH, PERL*, PYTHON*, IFS, ...;
 	// handler.CheckEnvAllowName) are refused.
-	EnvAllow           []string `mapstructure:"env_allow"`
-	PermanentExitCodes []int    `mapstructure:"permanent_exit_codes"`
+	EnvAllow           []string `config:"env_allow"`
+	PermanentExitCodes []int    `config:"permanent_exit_codes"`
 }
 
 // HTTPConfig is the http handler's allowlist.
 type HTTPConfig struct {
 	// Allow lists the URLs that may be called: scheme, host and port
 	// match exactly, the path by whole segments (handler.CheckAllowURL).
-	Allow []string `mapstructure:"allow"`
+	Allow []string `config:"allow"`
 }
 
 // DefaultOutboxLinger is how long the flusher waits after new reports
@@ -160,29 +160,29 @@ const DefaultOutboxLinger = 10 * time.Millisecond
 // OutboxConfig tunes the report flusher.
 type OutboxConfig struct {
 	// Window is the number of outstanding async publishes.
-	Window int `mapstructure:"window"`
+	Window int `config:"window"`
 	// Linger is how long new reports wait before they are published (0:
 	// at once), at most a second. It delays only what the controller sees:
 	// reports are durable before, and handlers do not wait for it.
-	Linger time.Duration `mapstructure:"linger"`
+	Linger time.Duration `config:"linger"`
 	// CoalesceSkipped records the fires of a job skipped by overlap as one
 	// report per job per second with their count (Report.SkippedCount),
 	// and a misfire's skipped fires likewise, instead of one report per
 	// fire. Controllers built before 2026-12-01 refuse such reports:
 	// upgrade them first, or set it false.
-	CoalesceSkipped bool `mapstructure:"coalesce_skipped"`
+	CoalesceSkipped bool `config:"coalesce_skipped"`
 }
 
 // ShutdownConfig tunes the shutdown.
 type ShutdownConfig struct {
 	// Grace is how long running handlers get after SIGTERM.
-	Grace time.Duration `mapstructure:"grace"`
+	Grace time.Duration `config:"grace"`
 }
 
 // LogConfig sets the log output.
 type LogConfig struct {
-	Format string `mapstructure:"format"` // json (default) or text
-	Level  string `mapstructure:"level"`  // debug, info, warn, error
+	Format string `config:"format"` // json (default) or text
+	Level  string `config:"level"`  // debug, info, warn, error
 }
 
 // DefaultConfig returns a config with every default set (ID empty).

@@ -18,7 +18,7 @@ import (
 // keyTag is the struct tag of Config that names each key: the YAML key, and,
 // upper-cased with "." → "_" and prefixed by "AX_", the environment variable.
 // The loader walks these tags, so a key is declared once, on its field.
-const keyTag = "mapstructure"
+const keyTag = "config"
 
 // envPrefix prefixes the environment variable of every key.
 const envPrefix = "AX_"
