@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -325,9 +326,22 @@ func (a *testAgent) runAttempt(jobID, execID string, attempt int, scheduled time
 	a.publish(finished(a.rep(jobID, execID, attempt, protocol.ReportFinished, scheduled), o, res, 7*time.Millisecond), "")
 }
 
-// recordEvents records the events stored in AX_EVT from now on.
+// recordEvents records the events stored in AX_EVT from now on (creating
+// the streams if no controller did yet).
 func recordEvents(t testing.TB, url string) *natstest.Events {
 	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := streams.Ensure(tctx(t), js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
 	return natstest.WatchStoredEvents(t, url)
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -45,8 +44,8 @@ func WatchEvents(tb testing.TB, url string) *Events {
 }
 
 // WatchStoredEvents records the events stored in AX_EVT from now on (an
-// ordered JetStream consumer, delivering new messages only), creating the
-// streams if they are missing. Unlike WatchEvents it does not see a
+// ordered JetStream consumer, delivering new messages only); the stream
+// must exist. Unlike WatchEvents it does not see a
 // re-published event that the stream dropped as a duplicate of its Msg-Id.
 func WatchStoredEvents(tb testing.TB, url string) *Events {
 	tb.Helper()
@@ -61,9 +60,6 @@ func WatchStoredEvents(tb testing.TB, url string) *Events {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		tb.Fatal(err)
-	}
 	cons, err := js.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{protocol.SubjectEventsAll}, DeliverPolicy: jetstream.DeliverNewPolicy,
 	})
