@@ -205,6 +205,12 @@ func (c *Controller) followAgents(ctx context.Context) error {
 		return err
 	}
 	apply := func(e jetstream.KeyValueEntry) {
+		if c.agents.hasRev(e.Key(), e.Revision()) {
+			// This replica's own write, recorded when written (the
+			// liveness writes come back here a thousand times a second
+			// at 10,000 agents): nothing to decode.
+			return
+		}
 		var a protocol.AgentInfo
 		if err := json.Unmarshal(e.Value(), &a); err != nil {
 			c.log.Error("bad agent record in KV", "key", e.Key(), "err", err)
@@ -236,17 +242,21 @@ func (c *Controller) startResponders() error {
 		c.agents.kv, c.agents.leaseKV = c.agents.wrapKV(c.kv.Agents), c.agents.wrapKV(c.kv.Leases)
 	}
 	c.startLivenessWriters()
+	nc, err := c.connectResponders() // respconn.go
+	if err != nil {
+		return err
+	}
 	for _, s := range []struct {
 		subj string
 		h    nats.MsgHandler
 	}{{protocol.SubjectRegisterAll, c.enqueueRegister}, {protocol.SubjectHeartbeatAll, c.startHeartbeatWorkers()}} {
-		sub, err := c.nc.QueueSubscribe(s.subj, responderQueue, s.h)
+		sub, err := nc.QueueSubscribe(s.subj, responderQueue, s.h)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", s.subj, err)
 		}
 		c.subs = append(c.subs, sub)
 	}
-	return c.nc.Flush()
+	return nc.Flush()
 }
 
 func respond(msg *nats.Msg, v any) {
@@ -478,21 +488,4 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		renewed, lost = c.renewLeases(c.ctx, info, hb.Leases)
 	}
 	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Renewed: renewed, Lost: lost})
-}
-
-func (c *Controller) refreshOnline() {
-	off, online, known := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)
-	for _, id := range off {
-		c.log.Warn("agent offline", "agent", id, "after", c.cfg.AgentOfflineAfter)
-	}
-	c.m.agentsOnline.Set(float64(online))
-	c.m.agentsKnown.Set(float64(known))
-}
-
-// livenessLoop marks agents offline when their heartbeats stop.
-func (c *Controller) livenessLoop(ctx context.Context) {
-	c.every(ctx, c.cfg.HeartbeatInterval, c.cfg.HeartbeatInterval, "liveness", func(context.Context) error {
-		c.refreshOnline()
-		return nil
-	})
 }

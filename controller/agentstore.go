@@ -224,3 +224,29 @@ func (c *Controller) writeLiveness(ctx context.Context, id string) error {
 		c.agents.putRev(cur, crev)
 	}
 }
+
+// hasRev reports whether agent id's record is recorded at revision rev or
+// a later one.
+func (r *agentRegistry) hasRev(id string, rev uint64) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.agents[id]
+	return ok && e.rev >= rev
+}
+
+func (c *Controller) refreshOnline() {
+	off, online, known := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)
+	for _, id := range off {
+		c.log.Warn("agent offline", "agent", id, "after", c.cfg.AgentOfflineAfter)
+	}
+	c.m.agentsOnline.Set(float64(online))
+	c.m.agentsKnown.Set(float64(known))
+}
+
+// livenessLoop marks agents offline when their heartbeats stop.
+func (c *Controller) livenessLoop(ctx context.Context) {
+	c.every(ctx, c.cfg.HeartbeatInterval, c.cfg.HeartbeatInterval, "liveness", func(context.Context) error {
+		c.refreshOnline()
+		return nil
+	})
+}

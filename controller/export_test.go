@@ -13,5 +13,8 @@ func (c *Controller) abandon() {
 	if c.nc != nil {
 		c.nc.Close()
 	}
+	if c.respNC != nil {
+		c.respNC.Close()
+	}
 	c.shutdown()
 }

@@ -81,7 +81,7 @@ func (s *sim) do(ctx context.Context, a *agent, subj string, v interface{ Valida
 // when no controller is subscribed.
 func (s *sim) register(ctx context.Context, a *agent) (time.Duration, error) {
 	m, d, _, err := s.do(ctx, a, protocol.RegisterSubject(a.id), protocol.Register{V: protocol.Version, Agent: a.id,
-		Handlers: []string{"noop"}, Version: "sim", OS: "linux", Arch: "arm64", SentAt: time.Now().UTC(), Boot: "sim",
+		Labels: map[string]string{"site": a.site, "role": "sim"}, Handlers: []string{"noop"}, Version: "sim", OS: "linux", Arch: "arm64", SentAt: time.Now().UTC(), Boot: "sim",
 		Cursor: a.cursor.Load()})
 	var busy time.Duration
 	if err == nil && m.Header.Get("Status") == "503" {

@@ -7,7 +7,8 @@
 // simulated agent (agents.go) reads its commands with its own AX_CMD
 // consumer and reports each run it receives as started and succeeded
 // (commands.go); with -runs a run is sent to every agent through the API,
-// its arrival checked and its SUCCESS read back from the API.
+// its arrival checked and its SUCCESS read back from the API; with -list
+// the fleet API's pages (GET /v1/agents?limit=100) are timed (agentlist.go).
 package main
 
 import (
@@ -38,7 +39,7 @@ type config struct {
 	port, apiPort    int
 	jobs             int
 	hb, settle, meas time.Duration
-	kill, runs       bool
+	kill, runs, list bool
 	pprof            string
 	cpuprofile       string
 }
@@ -52,6 +53,7 @@ func main() {
 	flag.IntVar(&c.apiPort, "api-port", 18080, "API port of the controller")
 	flag.IntVar(&c.jobs, "jobs", 0, "periodic jobs (every 1h) pinned to the agents round robin, created before the steady window")
 	flag.BoolVar(&c.runs, "runs", true, "send a run to every agent (steady, and after the kill -9 storm) and check it arrives")
+	flag.BoolVar(&c.list, "list", true, "after the steady window, page through GET /v1/agents?limit=100 (200 requests, with and without a filter) and time it")
 	flag.StringVar(&c.pprof, "pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the simulator's own CPU profile over the steady window to this file")
 	flag.DurationVar(&c.hb, "heartbeat", 5*time.Second, "heartbeat interval")
@@ -102,6 +104,7 @@ func procUsage(pid string) (time.Duration, int64) {
 
 type agent struct {
 	id     string
+	site   string // its site label (agentlist.go)
 	c      *conn
 	reg    atomic.Bool
 	spread atomic.Bool   // its connection reconnected: register again, spread
@@ -268,7 +271,7 @@ func run(c config) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := range c.agents {
-		a := &agent{id: fmt.Sprintf("sim-%05d", i), c: conns[i%c.conns], wake: make(chan struct{}, 1)}
+		a := &agent{id: fmt.Sprintf("sim-%05d", i), site: siteOf(i), c: conns[i%c.conns], wake: make(chan struct{}, 1)}
 		s.agents = append(s.agents, a)
 		a.c.mu.Lock()
 		a.c.agents = append(a.c.agents, a)
@@ -317,6 +320,11 @@ func run(c config) error {
 	fmt.Printf("steady %s: controller CPU %.1f%% of a core, RSS %d MiB; simulator CPU %.1f%%, RSS %d MiB; %s\n", c.meas,
 		100*float64(cpu1-cpu0)/el, rss>>20, 100*float64(self1-self0)/el, selfRSS>>20, loadavg())
 	s.report("steady")
+	if c.list {
+		if err := s.agentsListPhase(ctx, api); err != nil {
+			return err
+		}
+	}
 	if c.runs {
 		if err := s.runsPhase(ctx, "steady", api); err != nil {
 			return err
