@@ -108,6 +108,8 @@ func BenchmarkThroughput(b *testing.B) {
 			st := a.Store().Stats()
 			b.ReportMetric(float64(st.Commits-st0.Commits)/float64(b.N), "commits/exec")
 			b.ReportMetric(float64(st.Writes-st0.Writes)/float64(b.N), "writefns/exec")
+			b.ReportMetric(float64(st.Statements-st0.Statements)/float64(b.N), "stmts/exec")
+			b.ReportMetric(float64(st.ExecRowsRead-st0.ExecRowsRead)/float64(b.N), "rowsread/exec")
 			b.ReportMetric(float64(writeBytes()-wb0)/float64(b.N), "wbytes/exec")
 		})
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -114,8 +115,23 @@ func (s *Store) ExecByID(ctx context.Context, execID string, attempt int) (Exec,
 // LiveExecs returns up to limit attempts in state with id > afterID, in id
 // order, without spec and result.
 func (s *Store) LiveExecs(ctx context.Context, state string, afterID int64, limit int) ([]Exec, error) {
-	rows, err := s.rdb.QueryContext(ctx, "SELECT "+execCols+` FROM execs e
-		WHERE e.state = ? AND e.id > ? ORDER BY e.id LIMIT ?`, state, afterID, limit)
+	return s.LiveExecsExcept(ctx, state, afterID, limit, nil)
+}
+
+// LiveExecsExcept is LiveExecs without the attempts of the jobs in
+// exceptJobs (whose rows the caller would skip anyway).
+func (s *Store) LiveExecsExcept(ctx context.Context, state string, afterID int64, limit int, exceptJobs []string) ([]Exec, error) {
+	q, args := "SELECT "+execCols+` FROM execs e WHERE e.state = ? AND e.id > ? ORDER BY e.id LIMIT ?`, []any{state, afterID, limit}
+	if len(exceptJobs) > 0 {
+		ids, err := json.Marshal(exceptJobs)
+		if err != nil {
+			return nil, fmt.Errorf("read %s execs: %w", state, err)
+		}
+		q = "SELECT " + execCols + ` FROM execs e WHERE e.state = ? AND e.id > ?
+			AND e.job_id NOT IN (SELECT value FROM json_each(?)) ORDER BY e.id LIMIT ?`
+		args = []any{state, afterID, string(ids), limit}
+	}
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s execs: %w", state, classify(err))
 	}
@@ -128,6 +144,7 @@ func (s *Store) LiveExecs(ctx context.Context, state string, afterID int64, limi
 		}
 		out = append(out, e)
 	}
+	s.stats.execRowsRead.Add(int64(len(out)))
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read %s execs: %w", state, classify(err))
 	}

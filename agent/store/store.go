@@ -418,6 +418,7 @@ func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, r
 	}
 	s.stats.commits.Add(1)
 	s.stats.writes.Add(int64(len(batch)))
+	s.stats.statements.Add(tx.n)
 	return true, tx.rows, nil
 }
 

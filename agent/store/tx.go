@@ -87,9 +87,12 @@ type Tx struct {
 	// functions (handed to the outbox sink after the commit); fnRows are
 	// the running function's.
 	rows, fnRows []OutboxMsg
+	// n counts the statements run (Stats.Statements).
+	n int64
 }
 
 func (t *Tx) stmt(st *sql.Stmt) *sql.Stmt {
+	t.n++
 	if b, ok := t.bound[st]; ok {
 		return b
 	}
