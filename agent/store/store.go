@@ -94,6 +94,9 @@ type Store struct {
 	// sinkBase (writer goroutine only; see SetOutboxSink).
 	sink     func([]OutboxMsg)
 	sinkBase int64
+	// outboxSeq is the highest outbox seq ever used (writer goroutine
+	// only): the next batch's rows get the seqs after it.
+	outboxSeq int64
 
 	mu     sync.RWMutex // guards closed against sends on reqs
 	closed bool
@@ -146,6 +149,12 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	s.rdb.SetMaxOpenConns(o.Readers)
 	s.rdb.SetMaxIdleConns(o.Readers)
+	if err := s.wdb.QueryRowContext(ctx, `SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0),
+		COALESCE((SELECT MAX(seq) FROM outbox), 0))`).Scan(&s.outboxSeq); err != nil {
+		_ = s.wdb.Close()
+		_ = s.rdb.Close()
+		return nil, fmt.Errorf("open store %s: read outbox seq: %w", path, classify(err))
+	}
 	if s.st, err = prepare(ctx, s.wdb); err != nil {
 		_ = s.wdb.Close()
 		_ = s.rdb.Close()
@@ -409,6 +418,11 @@ func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, r
 			}
 		}
 	}
+	seq, err := tx.flushOutbox(s.outboxSeq)
+	if err != nil {
+		_ = sqlTx.Rollback()
+		return false, nil, classify(err)
+	}
 	if err := tx.flushMeta(); err != nil {
 		_ = sqlTx.Rollback()
 		return false, nil, classify(err)
@@ -416,6 +430,7 @@ func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, r
 	if err := sqlTx.Commit(); err != nil {
 		return false, nil, fmt.Errorf("commit: %w", err)
 	}
+	s.outboxSeq = seq
 	s.stats.commits.Add(1)
 	s.stats.writes.Add(int64(len(batch)))
 	s.stats.statements.Add(tx.n)

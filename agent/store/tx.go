@@ -5,21 +5,46 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
 type stmts struct {
 	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setEpoch *sql.Stmt
-	insertExec, setRunning, finish, setState, enqueue, ack, prune       *sql.Stmt
+	insertExec, setRunning, finish, setState, ack, prune                *sql.Stmt
 	liveAttempt, execRow, trigger, notDue, jobSpec, execSpec            *sql.Stmt
+	// enqueue[k] inserts 1<<k outbox rows with their seq (flushOutbox).
+	enqueue [enqueueSizes]*sql.Stmt
+}
+
+// enqueueSizes is the number of multi-row outbox inserts prepared: 1, 2,
+// 4, … 1<<(enqueueSizes-1) rows each.
+const enqueueSizes = 6
+
+func enqueueSQL(rows int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO outbox(seq, msg_id, subject, data) VALUES ")
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?, ?, ?, ?)")
+	}
+	b.WriteString(" ON CONFLICT(msg_id) DO NOTHING")
+	return b.String()
 }
 
 func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 	s := &stmts{}
-	for _, p := range []struct {
+	type prep struct {
 		dst **sql.Stmt
 		q   string
-	}{
+	}
+	var multi []prep
+	for k := range s.enqueue {
+		multi = append(multi, prep{&s.enqueue[k], enqueueSQL(1 << k)})
+	}
+	for _, p := range append([]prep{
 		{&s.setMeta, `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`},
 		{&s.upsertJob, `INSERT INTO jobs(id, generation, spec, shard_index, shard_total, epoch) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT(id) DO UPDATE SET generation = excluded.generation, spec = excluded.spec,
@@ -44,13 +69,12 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.finish, `UPDATE execs SET state = ?, finished_at = ?, outcome = ?, result = ?
 			WHERE id = ? AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
 		{&s.setState, `UPDATE execs SET state = ? WHERE id = ? AND state = ?`},
-		{&s.enqueue, `INSERT INTO outbox(msg_id, subject, data) VALUES (?, ?, ?) ON CONFLICT(msg_id) DO NOTHING`},
 		{&s.ack, `DELETE FROM outbox WHERE seq <= ?`},
 		{&s.prune, `DELETE FROM execs WHERE finished_at > 0 AND finished_at < ?`},
 		{&s.execRow, `SELECT ` + execCols + ` FROM execs e WHERE e.id = ?`},
 		{&s.liveAttempt, `SELECT ` + execCols + ` FROM execs e WHERE e.exec_id = ? AND e.state IN ('PENDING', 'TRIGGERED', 'RUNNING')
 			ORDER BY e.attempt DESC LIMIT 1`},
-	} {
+	}, multi...) {
 		st, err := db.PrepareContext(ctx, p.q)
 		if err != nil {
 			s.close()
@@ -63,7 +87,12 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 
 func (s *stmts) close() {
 	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setEpoch,
-		s.insertExec, s.setRunning, s.finish, s.setState, s.enqueue, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec} {
+		s.insertExec, s.setRunning, s.finish, s.setState, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+	for _, st := range s.enqueue {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -294,23 +323,77 @@ func (t *Tx) Finish(id int64, state string, at time.Time, outcome string, result
 }
 
 // Enqueue adds a report to the outbox; a msgID already there is ignored.
-// Once the transaction is durable the new row is handed to the outbox
-// sink, if one is set (SetOutboxSink); data must not be changed after.
+// The row is written when the batch commits (flushOutbox: all the
+// batch's reports in a few multi-row inserts), and handed to the outbox
+// sink, if one is set (SetOutboxSink), once the transaction is durable;
+// data must not be changed after.
 func (t *Tx) Enqueue(msgID, subject string, data []byte) error {
-	// Exec, not RETURNING: cheaper through database/sql; seq is the rowid.
-	r, err := t.exec(t.st.enqueue, msgID, subject, data)
-	if err != nil {
-		return err
-	}
-	if n, err := r.RowsAffected(); err != nil || n == 0 {
-		return classify(err) // nil: the msg id is there already
-	}
-	seq, err := r.LastInsertId()
-	if err != nil {
-		return classify(err)
-	}
-	t.fnRows = append(t.fnRows, OutboxMsg{Seq: seq, MsgID: msgID, Subject: subject, Data: data})
+	t.fnRows = append(t.fnRows, OutboxMsg{MsgID: msgID, Subject: subject, Data: data})
 	return nil
+}
+
+// flushOutbox inserts the batch's outbox rows with seqs after last, and
+// keeps in t.rows only those written (a msg id already there is not). It
+// returns the highest seq used.
+func (t *Tx) flushOutbox(last int64) (int64, error) {
+	if len(t.rows) == 0 {
+		return last, nil
+	}
+	first := last
+	for i := range t.rows {
+		last++
+		t.rows[i].Seq = last
+	}
+	var inserted int64
+	args := make([]any, 0, 4<<(enqueueSizes-1))
+	for rest := t.rows; len(rest) > 0; {
+		k := enqueueSizes - 1
+		for 1<<k > len(rest) {
+			k--
+		}
+		args = args[:0]
+		for _, m := range rest[:1<<k] {
+			args = append(args, m.Seq, m.MsgID, m.Subject, m.Data)
+		}
+		r, err := t.exec(t.st.enqueue[k], args...)
+		if err != nil {
+			return first, fmt.Errorf("write outbox: %w", err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return first, fmt.Errorf("write outbox: %w", classify(err))
+		}
+		inserted += n
+		rest = rest[1<<k:]
+	}
+	if inserted == int64(len(t.rows)) {
+		return last, nil
+	}
+	// Some msg ids were there already: keep the rows that were written.
+	rows, err := t.tx.QueryContext(t.ctx, "SELECT seq FROM outbox WHERE seq > ? AND seq <= ?", first, last)
+	if err != nil {
+		return first, fmt.Errorf("write outbox: %w", classify(err))
+	}
+	defer rows.Close()
+	written := map[int64]bool{}
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return first, fmt.Errorf("write outbox: %w", classify(err))
+		}
+		written[seq] = true
+	}
+	if err := rows.Err(); err != nil {
+		return first, fmt.Errorf("write outbox: %w", classify(err))
+	}
+	kept := t.rows[:0]
+	for _, m := range t.rows {
+		if written[m.Seq] {
+			kept = append(kept, m)
+		}
+	}
+	t.rows = kept
+	return last, nil
 }
 
 // Ack deletes every outbox message up to seq (they were acknowledged).
