@@ -117,14 +117,19 @@ func (r *runQueue) start(batch []*item) {
 	}
 	ok := make([]bool, len(batch))
 	r.starting++
+	ids := make([]int64, len(batch))
+	for i, it := range batch {
+		ids[i] = it.id
+	}
+	at := batch[0].started.Round(0) // pump starts a batch at one time
 	env.cfg.Store.Submit(func(tx *store.Tx) error {
+		moved, err := tx.MarkRunningAll(ids, at)
+		if err != nil {
+			return err
+		}
 		for i, it := range batch {
 			ok[i] = false
-			started, err := tx.MarkRunning(it.id, it.started.Round(0))
-			if err != nil {
-				return err
-			}
-			if !started {
+			if !moved[it.id] {
 				continue // cancelled meanwhile
 			}
 			if it.row == nil || it.row.Spec == nil {
@@ -132,6 +137,7 @@ func (r *runQueue) start(batch []*item) {
 					return err
 				}
 				if reps[i].Data == nil {
+					var err error
 					if reps[i], err = env.host.EncodeReport(env.runningReport(it)); err != nil {
 						return err
 					}

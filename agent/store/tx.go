@@ -5,14 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
 
 type stmts struct {
 	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setEpoch *sql.Stmt
-	insertExec, setRunning, finish, setState, ack, prune                *sql.Stmt
+	insertExec, finish, setState, ack, prune                            *sql.Stmt
 	liveAttempt, execRow, trigger, notDue, jobSpec, execSpec            *sql.Stmt
+	setRunningAll                                                       *sql.Stmt
 	// enqueue[k] inserts 1<<k outbox rows with their seq (flushOutbox).
 	enqueue [enqueueSizes]*sql.Stmt
 }
@@ -59,13 +61,14 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.insertExec, `INSERT INTO execs(exec_id, attempt, job_id, state, priority, fine, concurrency, periodic, scheduled_at, run_at, epoch,
 			shard_index, shard_total, spec, triggered_at, finished_at, outcome, result)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT(exec_id, attempt) DO NOTHING RETURNING id`},
+			ON CONFLICT(exec_id, attempt) DO NOTHING`},
 		{&s.trigger, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING' AND scheduled_at <= ?
 			RETURNING exec_id, attempt, job_id, priority, concurrency, scheduled_at, epoch, shard_index, shard_total, spec`},
 		{&s.notDue, `SELECT scheduled_at FROM execs WHERE id = ? AND state = 'PENDING'`},
 		{&s.jobSpec, `SELECT spec FROM jobs WHERE ref = ?`},
 		{&s.execSpec, `SELECT COALESCE(e.spec, j.spec) FROM execs e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.id = ?`},
-		{&s.setRunning, `UPDATE execs SET state = 'RUNNING', started_at = ? WHERE id = ? AND state = 'TRIGGERED'`},
+		{&s.setRunningAll, `UPDATE execs SET state = 'RUNNING', started_at = ?
+			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'TRIGGERED' RETURNING id`},
 		{&s.finish, `UPDATE execs SET state = ?, finished_at = ?, outcome = ?, result = ?
 			WHERE id = ? AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
 		{&s.setState, `UPDATE execs SET state = ? WHERE id = ? AND state = ?`},
@@ -87,7 +90,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 
 func (s *stmts) close() {
 	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setEpoch,
-		s.insertExec, s.setRunning, s.finish, s.setState, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec} {
+		s.insertExec, s.finish, s.setState, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec, s.setRunningAll} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -243,13 +246,18 @@ func (t *Tx) InsertExec(e Exec) (id int64, inserted bool, err error) {
 	if e.Result != nil {
 		result = e.Result
 	}
-	err = t.stmt(t.st.insertExec).QueryRowContext(t.ctx, e.ExecID, e.Attempt, e.JobID, e.State,
+	// Exec, not RETURNING: the query path of database/sql costs more; the
+	// new row's id is the last insert rowid.
+	r, err := t.exec(t.st.insertExec, e.ExecID, e.Attempt, e.JobID, e.State,
 		e.Priority, e.Fine, e.Concurrency, b2i(e.Periodic), ns(e.ScheduledAt), ns(e.RunAt), int64(e.Epoch), e.ShardIndex, e.ShardTotal, spec,
-		ns(e.TriggeredAt), ns(e.FinishedAt), e.Outcome, result).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
+		ns(e.TriggeredAt), ns(e.FinishedAt), e.Outcome, result)
 	if err != nil {
+		return 0, false, err
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		return 0, false, classify(err) // nil: the attempt is there already
+	}
+	if id, err = r.LastInsertId(); err != nil {
 		return 0, false, classify(err)
 	}
 	return id, true, nil
@@ -311,9 +319,33 @@ func (t *Tx) ExecSpec(id int64) ([]byte, error) {
 	return spec, nil // Scan copied it
 }
 
-// MarkRunning moves a TRIGGERED attempt to RUNNING.
-func (t *Tx) MarkRunning(id int64, at time.Time) (bool, error) {
-	return affected(t.exec(t.st.setRunning, ns(at), id))
+// MarkRunningAll moves the TRIGGERED attempts among ids to RUNNING, all
+// started at `at`, in one statement, and returns the ids it moved (the
+// others were no longer TRIGGERED: cancelled meanwhile).
+func (t *Tx) MarkRunningAll(ids []int64, at time.Time) (map[int64]bool, error) {
+	list := make([]byte, 0, 1+len(ids)*8)
+	list = append(list, '[')
+	for i, id := range ids {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, id, 10)
+	}
+	list = append(list, ']')
+	rows, err := t.stmt(t.st.setRunningAll).QueryContext(t.ctx, ns(at), string(list))
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	moved := make(map[int64]bool, len(ids))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, classify(err)
+		}
+		moved[id] = true
+	}
+	return moved, classify(rows.Err())
 }
 
 // Finish moves a live attempt to a final state (FINISHED, SKIPPED,
