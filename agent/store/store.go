@@ -36,6 +36,8 @@ const (
 	// collects its rows before returning, so one connection never
 	// deadlocks; each extra one costs its own page cache and schema.
 	DefaultReaders = 1
+	// DefaultLinger is Options.Linger.
+	DefaultLinger = time.Millisecond
 )
 
 // Options configure Open. Zero values take the defaults.
@@ -54,6 +56,10 @@ type Options struct {
 	Readers int
 	// Queue is the capacity of the write queue; Submit blocks beyond it.
 	Queue int
+	// Linger bounds how long the writer waits for more write functions
+	// before it starts a batch while writes keep coming (see writer);
+	// negative: never wait.
+	Linger time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -77,6 +83,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Readers <= 0 {
 		o.Readers = DefaultReaders
+	}
+	if o.Linger == 0 {
+		o.Linger = DefaultLinger
 	}
 	return o
 }
@@ -311,23 +320,42 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// writer runs the queued write functions in batches. While writes keep
+// coming (the writer was idle for less than the last batch took), it
+// lingers before a batch: up to a quarter of the last batch's duration,
+// at most Options.Linger, or until the batch is full. The steps of many
+// executions then share one commit (one fsync) instead of the first
+// write of a burst taking a commit of its own while the rest queue behind
+// it. A write after a quiet spell is committed at once.
 func (s *Store) writer() {
 	defer close(s.done)
 	batch := make([]req, 0, s.opts.MaxBatch)
 	errs := make([]error, 0, s.opts.MaxBatch)
+	var last time.Duration // how long the last batch took
+	lastEnd := time.Now()
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for r := range s.reqs {
+		start := time.Now()
 		batch = append(batch[:0], r)
-	fill:
-		for len(batch) < s.opts.MaxBatch {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break fill
+		s.fill(&batch)
+		if wait := min(last/4, s.opts.Linger); wait > 0 && len(batch) < s.opts.MaxBatch && start.Sub(lastEnd) < last {
+			linger.Reset(wait)
+		wait:
+			for len(batch) < s.opts.MaxBatch {
+				select {
+				case r, ok := <-s.reqs:
+					if !ok {
+						break wait
+					}
+					batch = append(batch, r)
+					s.fill(&batch)
+				case <-linger.C:
+					break wait
 				}
-				batch = append(batch, r)
-			default:
-				break fill
 			}
+			linger.Stop()
+			start = time.Now()
 		}
 		var rows []OutboxMsg
 		errs, rows = s.commit(batch, errs[:0])
@@ -339,6 +367,24 @@ func (s *Store) writer() {
 		}
 		// After the callbacks: one of them may have set the sink.
 		s.deliver(rows)
+		lastEnd = time.Now()
+		last = lastEnd.Sub(start)
+	}
+}
+
+// fill adds the queued write functions to batch, up to MaxBatch, without
+// waiting.
+func (s *Store) fill(batch *[]req) {
+	for len(*batch) < s.opts.MaxBatch {
+		select {
+		case r, ok := <-s.reqs:
+			if !ok {
+				return
+			}
+			*batch = append(*batch, r)
+		default:
+			return
+		}
 	}
 }
 

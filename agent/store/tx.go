@@ -68,7 +68,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.jobSpec, `SELECT spec FROM jobs WHERE ref = ?`},
 		{&s.execSpec, `SELECT COALESCE(e.spec, j.spec) FROM execs e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.id = ?`},
 		{&s.setRunningAll, `UPDATE execs SET state = 'RUNNING', started_at = ?
-			WHERE id IN (SELECT value FROM json_each(?)) AND state = 'TRIGGERED' RETURNING id`},
+			WHERE id IN (SELECT value FROM json_each(?)) AND +state = 'TRIGGERED' RETURNING id`},
 		{&s.finish, `UPDATE execs SET state = ?, finished_at = ?, outcome = ?, result = ?
 			WHERE id = ? AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
 		{&s.setState, `UPDATE execs SET state = ? WHERE id = ? AND state = ?`},
