@@ -32,7 +32,6 @@ func enqueueSQL(rows int) string {
 		}
 		b.WriteString("(?, ?, ?, ?)")
 	}
-	b.WriteString(" ON CONFLICT(msg_id) DO NOTHING")
 	return b.String()
 }
 
@@ -354,29 +353,28 @@ func (t *Tx) Finish(id int64, state string, at time.Time, outcome string, result
 	return affected(t.exec(t.st.finish, state, ns(at), outcome, result, id))
 }
 
-// Enqueue adds a report to the outbox; a msgID already there is ignored.
-// The row is written when the batch commits (flushOutbox: all the
-// batch's reports in a few multi-row inserts), and handed to the outbox
-// sink, if one is set (SetOutboxSink), once the transaction is durable;
-// data must not be changed after.
+// Enqueue adds a report to the outbox. The row is written when the batch
+// commits (flushOutbox: all the batch's reports in a few multi-row
+// inserts), and handed to the outbox sink, if one is set (SetOutboxSink),
+// once the transaction is durable; data must not be changed after. Msg
+// ids are not checked for uniqueness: enqueue a report only in the write
+// that makes the step it reports (JetStream drops a duplicate msg id
+// within its window, and the controller applies a report once).
 func (t *Tx) Enqueue(msgID, subject string, data []byte) error {
 	t.fnRows = append(t.fnRows, OutboxMsg{MsgID: msgID, Subject: subject, Data: data})
 	return nil
 }
 
-// flushOutbox inserts the batch's outbox rows with seqs after last, and
-// keeps in t.rows only those written (a msg id already there is not). It
-// returns the highest seq used.
+// flushOutbox inserts the batch's outbox rows with the seqs after last
+// and returns the highest seq used.
 func (t *Tx) flushOutbox(last int64) (int64, error) {
 	if len(t.rows) == 0 {
 		return last, nil
 	}
-	first := last
 	for i := range t.rows {
 		last++
 		t.rows[i].Seq = last
 	}
-	var inserted int64
 	args := make([]any, 0, 4<<(enqueueSizes-1))
 	for rest := t.rows; len(rest) > 0; {
 		k := enqueueSizes - 1
@@ -387,44 +385,11 @@ func (t *Tx) flushOutbox(last int64) (int64, error) {
 		for _, m := range rest[:1<<k] {
 			args = append(args, m.Seq, m.MsgID, m.Subject, m.Data)
 		}
-		r, err := t.exec(t.st.enqueue[k], args...)
-		if err != nil {
-			return first, fmt.Errorf("write outbox: %w", err)
+		if _, err := t.exec(t.st.enqueue[k], args...); err != nil {
+			return 0, fmt.Errorf("write outbox: %w", err)
 		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return first, fmt.Errorf("write outbox: %w", classify(err))
-		}
-		inserted += n
 		rest = rest[1<<k:]
 	}
-	if inserted == int64(len(t.rows)) {
-		return last, nil
-	}
-	// Some msg ids were there already: keep the rows that were written.
-	rows, err := t.tx.QueryContext(t.ctx, "SELECT seq FROM outbox WHERE seq > ? AND seq <= ?", first, last)
-	if err != nil {
-		return first, fmt.Errorf("write outbox: %w", classify(err))
-	}
-	defer rows.Close()
-	written := map[int64]bool{}
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			return first, fmt.Errorf("write outbox: %w", classify(err))
-		}
-		written[seq] = true
-	}
-	if err := rows.Err(); err != nil {
-		return first, fmt.Errorf("write outbox: %w", classify(err))
-	}
-	kept := t.rows[:0]
-	for _, m := range t.rows {
-		if written[m.Seq] {
-			kept = append(kept, m)
-		}
-	}
-	t.rows = kept
 	return last, nil
 }
 
