@@ -83,6 +83,13 @@ INSERT INTO sqlite_sequence(name, seq) SELECT 'outbox_v3', seq FROM sqlite_seque
 DROP TABLE outbox;
 ALTER TABLE outbox_v3 RENAME TO outbox;
 `,
+	// 4: the live-state index also holds job_id, so that a reload that
+	// leaves out parked jobs (LiveExecsExcept) skips their rows in the
+	// index instead of reading each row from the table.
+	`
+DROP INDEX execs_state;
+CREATE INDEX execs_state ON execs (state, id, job_id);
+`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -46,3 +46,26 @@ func TestMigrateOutboxKeepsRowsAndSeq(t *testing.T) {
 		t.Fatalf("new row %+v (%v), want m5 at seq 5 (4 was used before)", rows, err)
 	}
 }
+
+// TestLiveStateIndexHoldsJobID: the live-state index holds job_id, so a
+// reload that leaves parked jobs out (LiveExecsExcept) tells their rows
+// apart in the index without reading each from the table.
+func TestLiveStateIndexHoldsJobID(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "agent.db"))
+	rows, err := s.rdb.Query(`SELECT name FROM pragma_index_info('execs_state') ORDER BY seqno`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if len(cols) != 3 || cols[0] != "state" || cols[1] != "id" || cols[2] != "job_id" {
+		t.Fatalf("execs_state indexes %v, want state, id, job_id", cols)
+	}
+}
