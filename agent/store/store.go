@@ -321,17 +321,20 @@ func (s *Store) Close() error {
 }
 
 // writer runs the queued write functions in batches. While writes keep
-// coming (the writer was idle for less than the last batch took), it
+// coming from several callers (the last batch had more than one write
+// function, and the writer was idle for less than that batch took), it
 // lingers before a batch: up to a quarter of the last batch's duration,
 // at most Options.Linger, or until the batch is full. The steps of many
 // executions then share one commit (one fsync) instead of the first
 // write of a burst taking a commit of its own while the rest queue behind
-// it. A write after a quiet spell is committed at once.
+// it. A write after a quiet spell, or from a lone caller writing one
+// after the other, is committed at once.
 func (s *Store) writer() {
 	defer close(s.done)
 	batch := make([]req, 0, s.opts.MaxBatch)
 	errs := make([]error, 0, s.opts.MaxBatch)
 	var last time.Duration // how long the last batch took
+	lastN := 0             // and how many write functions it had
 	lastEnd := time.Now()
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
@@ -339,7 +342,7 @@ func (s *Store) writer() {
 		start := time.Now()
 		batch = append(batch[:0], r)
 		s.fill(&batch)
-		if wait := min(last/4, s.opts.Linger); wait > 0 && len(batch) < s.opts.MaxBatch && start.Sub(lastEnd) < last {
+		if wait := min(last/4, s.opts.Linger); wait > 0 && lastN > 1 && len(batch) < s.opts.MaxBatch && start.Sub(lastEnd) < last {
 			linger.Reset(wait)
 		wait:
 			for len(batch) < s.opts.MaxBatch {
@@ -357,6 +360,7 @@ func (s *Store) writer() {
 			linger.Stop()
 			start = time.Now()
 		}
+		lastN = len(batch)
 		var rows []OutboxMsg
 		errs, rows = s.commit(batch, errs[:0])
 		for i, r := range batch {
