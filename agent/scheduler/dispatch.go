@@ -107,7 +107,7 @@ func (r *runQueue) start(batch []*item) {
 	reps := make([]Report, len(batch))
 	for i, it := range batch {
 		if it.row == nil {
-			continue // reloaded: the write function reads it
+			continue // no row carried: the write function reads it
 		}
 		it.row.StartedAt = it.started.Round(0)
 		var err error
@@ -189,8 +189,8 @@ func (r *runQueue) started(m batchStarted) {
 	}
 }
 
-// loadRow reads what running an item needs (reloaded items, or a spec
-// that was not carried).
+// loadRow reads what running an item needs when it was not carried (a
+// row without its spec: its job was unassigned without a snapshot).
 func loadRow(tx *store.Tx, it *item) error {
 	if it.row == nil {
 		e, err := tx.ExecRow(it.id)
@@ -212,7 +212,8 @@ func loadRow(tx *store.Tx, it *item) error {
 // soon as the room is filled, so a larger page mostly reads rows that stay.
 const reloadPage = 256
 
-// reload reads spilled TRIGGERED rows back into memory, oldest first;
+// reload reads spilled TRIGGERED rows back into memory with their specs
+// (so the write that starts them reads nothing), oldest first;
 // rows of parked jobs stay (and take no room): the query leaves them out,
 // so a reload reads about the rows it loads, not every spilled row.
 func (r *runQueue) reload() {

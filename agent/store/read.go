@@ -115,19 +115,29 @@ func (s *Store) ExecByID(ctx context.Context, execID string, attempt int) (Exec,
 // LiveExecs returns up to limit attempts in state with id > afterID, in id
 // order, without spec and result.
 func (s *Store) LiveExecs(ctx context.Context, state string, afterID int64, limit int) ([]Exec, error) {
-	return s.LiveExecsExcept(ctx, state, afterID, limit, nil)
+	return s.liveExecs(ctx, state, afterID, limit, nil, false)
 }
 
 // LiveExecsExcept is LiveExecs without the attempts of the jobs in
-// exceptJobs (whose rows the caller would skip anyway).
+// exceptJobs (whose rows the caller would skip anyway), and with each
+// attempt's spec (its own snapshot or its assigned job's): what running
+// it needs, read here rather than in the write that starts it.
 func (s *Store) LiveExecsExcept(ctx context.Context, state string, afterID int64, limit int, exceptJobs []string) ([]Exec, error) {
-	q, args := "SELECT "+execCols+` FROM execs e WHERE e.state = ? AND e.id > ? ORDER BY e.id LIMIT ?`, []any{state, afterID, limit}
+	return s.liveExecs(ctx, state, afterID, limit, exceptJobs, true)
+}
+
+func (s *Store) liveExecs(ctx context.Context, state string, afterID int64, limit int, exceptJobs []string, withSpec bool) ([]Exec, error) {
+	cols := execCols
+	if withSpec {
+		cols += ", COALESCE(e.spec, (SELECT spec FROM jobs j WHERE j.id = e.job_id))"
+	}
+	q, args := "SELECT "+cols+` FROM execs e WHERE e.state = ? AND e.id > ? ORDER BY e.id LIMIT ?`, []any{state, afterID, limit}
 	if len(exceptJobs) > 0 {
 		ids, err := json.Marshal(exceptJobs)
 		if err != nil {
 			return nil, fmt.Errorf("read %s execs: %w", state, err)
 		}
-		q = "SELECT " + execCols + ` FROM execs e WHERE e.state = ? AND e.id > ?
+		q = "SELECT " + cols + ` FROM execs e WHERE e.state = ? AND e.id > ?
 			AND e.job_id NOT IN (SELECT value FROM json_each(?)) ORDER BY e.id LIMIT ?`
 		args = []any{state, afterID, string(ids), limit}
 	}
@@ -138,10 +148,16 @@ func (s *Store) LiveExecsExcept(ctx context.Context, state string, afterID int64
 	defer rows.Close()
 	var out []Exec
 	for rows.Next() {
-		e, err := scanExec(rows)
+		var spec []byte
+		var extra []any
+		if withSpec {
+			extra = []any{&spec}
+		}
+		e, err := scanExec(rows, extra...)
 		if err != nil {
 			return nil, fmt.Errorf("read %s execs: %w", state, classify(err))
 		}
+		e.Spec = spec
 		out = append(out, e)
 	}
 	s.stats.execRowsRead.Add(int64(len(out)))
