@@ -53,6 +53,7 @@ func BenchmarkOverload(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(n)/el.Seconds(), "execs/s")
 			b.ReportMetric(float64(st.Writes-st0.Writes)/el.Seconds(), "writefns/s")
+			b.ReportMetric(float64(st.Statements-st0.Statements)/float64(max(n, 1)), "stmts/exec")
 			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/el.Seconds()/1e4, "cpu-%")
 		})
 	}

@@ -20,6 +20,9 @@ func (r *runQueue) accept(it *item) bool {
 	}
 	j := it.job
 	if j.running+j.inReady >= j.limit && j.waiting.size >= j.limit {
+		if !j.parked || it.id-1 < j.parkedFrom {
+			j.parkedFrom = it.id - 1
+		}
 		j.parked = true
 		r.reloadFrom = min(r.reloadFrom, it.id-1)
 		return false
@@ -104,7 +107,7 @@ func (r *runQueue) start(batch []*item) {
 	reps := make([]Report, len(batch))
 	for i, it := range batch {
 		if it.row == nil {
-			continue // reloaded: the write function reads it
+			continue // no row carried: the write function reads it
 		}
 		it.row.StartedAt = it.started.Round(0)
 		var err error
@@ -114,14 +117,19 @@ func (r *runQueue) start(batch []*item) {
 	}
 	ok := make([]bool, len(batch))
 	r.starting++
+	ids := make([]int64, len(batch))
+	for i, it := range batch {
+		ids[i] = it.id
+	}
+	at := batch[0].started.Round(0) // pump starts a batch at one time
 	env.cfg.Store.Submit(func(tx *store.Tx) error {
+		moved, err := tx.MarkRunningAll(ids, at)
+		if err != nil {
+			return err
+		}
 		for i, it := range batch {
 			ok[i] = false
-			started, err := tx.MarkRunning(it.id, it.started.Round(0))
-			if err != nil {
-				return err
-			}
-			if !started {
+			if !moved[it.id] {
 				continue // cancelled meanwhile
 			}
 			if it.row == nil || it.row.Spec == nil {
@@ -129,6 +137,7 @@ func (r *runQueue) start(batch []*item) {
 					return err
 				}
 				if reps[i].Data == nil {
+					var err error
 					if reps[i], err = env.host.EncodeReport(env.runningReport(it)); err != nil {
 						return err
 					}
@@ -180,8 +189,8 @@ func (r *runQueue) started(m batchStarted) {
 	}
 }
 
-// loadRow reads what running an item needs (reloaded items, or a spec
-// that was not carried).
+// loadRow reads what running an item needs when it was not carried (a
+// row without its spec: its job was unassigned without a snapshot).
 func loadRow(tx *store.Tx, it *item) error {
 	if it.row == nil {
 		e, err := tx.ExecRow(it.id)
@@ -199,8 +208,14 @@ func loadRow(tx *store.Tx, it *item) error {
 	return nil
 }
 
-// reload reads spilled TRIGGERED rows back into memory, oldest first;
-// rows of parked jobs stay (and take no room).
+// reloadPage bounds the rows one reload query reads: a reload stops as
+// soon as the room is filled, so a larger page mostly reads rows that stay.
+const reloadPage = 256
+
+// reload reads spilled TRIGGERED rows back into memory with their specs
+// (so the write that starts them reads nothing), oldest first;
+// rows of parked jobs stay (and take no room): the query leaves them out,
+// so a reload reads about the rows it loads, not every spilled row.
 func (r *runQueue) reload() {
 	room := r.env.cfg.QueueSize - r.mem
 	r.env.cfg.Log.Debug("reloading spilled executions", "room", room, "in_memory", len(r.inMem))
@@ -208,10 +223,17 @@ func (r *runQueue) reload() {
 	// the first row) keeps a reload's cost to the rows it loads.
 	after := r.reloadFrom
 	r.reloadFrom = math.MaxInt64 // lowered by accept's refusals and an early stop
+	var parked []string
+	for id, j := range r.jobs.byID {
+		if j.parked {
+			parked = append(parked, id)
+			r.reloadFrom = min(r.reloadFrom, j.parkedFrom) // not read below, still spilled
+		}
+	}
 	loaded := 0
 	for {
-		limit := room + len(r.inMem)
-		rows, err := r.env.cfg.Store.LiveExecs(context.Background(), store.StateTriggered, after, limit)
+		limit := min(room+len(r.inMem), reloadPage)
+		rows, err := r.env.cfg.Store.LiveExecsExcept(context.Background(), store.StateTriggered, after, limit, parked)
 		if err != nil {
 			r.reloadFrom = min(r.reloadFrom, after)
 			r.env.cfg.Log.Error("reload spilled executions", "err", err)
@@ -235,8 +257,11 @@ func (r *runQueue) reload() {
 			}
 			r.spilled = false // accept must keep it
 			// j.active counts it already (since it was triggered).
+			wasParked := j.parked
 			if r.accept(&item{id: e.ID, job: j, prio: uint8(e.Priority), runAt: e.ScheduledAt, row: &e}) {
 				loaded++
+			} else if j.parked && !wasParked {
+				parked = append(parked, j.id) // the next pages leave its rows out
 			}
 		}
 		if len(rows) < limit {
@@ -285,6 +310,7 @@ func (r *runQueue) done(it *item) {
 	// at every finish made a reload, a scan of the spilled rows, per
 	// finished attempt).
 	if j.parked && j.waiting.size <= j.limit/2 {
+		// reloadFrom ≤ j.parkedFrom already (accept and reload keep it so).
 		j.parked = false
 		r.spilled = true // its attempts left in SQLite may come in now
 	}

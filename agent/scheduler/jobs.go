@@ -32,6 +32,10 @@ type jobRef struct {
 	// parked: attempts of the job were left in SQLite because as many as
 	// it may run at once already wait for it in memory (see accept).
 	parked bool
+	// parkedFrom is, while parked, the row id below the job's lowest
+	// attempt left in SQLite: reloads skip a parked job's rows, so this is
+	// where a reload must start again once the job has room.
+	parkedFrom int64
 	// skip is the job's run of skipped fires not written yet (skips.go).
 	skip *skipRun
 }

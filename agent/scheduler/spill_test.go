@@ -105,3 +105,52 @@ func TestStopWhileInboxNeverEmpties(t *testing.T) {
 	close(stop)
 	<-flooded
 }
+
+// TestReloadLeavesParkedRowsOut: a job with a small concurrency and a deep
+// backlog parks most of its attempts in SQLite; each reload reads about
+// the rows it loads, not the whole backlog again (a reload used to read
+// every spilled row of the parked job and refuse them one by one: about
+// n²/4 rows for n attempts). Every attempt still runs once.
+func TestReloadLeavesParkedRowsOut(t *testing.T) {
+	cfg := offlineConfig(t, "edge-p")
+	cfg.Queue.Size = 64
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, cfg, start)
+	s := o.s
+	j := newJob("edge-p", "noop", schedule.Spec{Asap: true}, nil)
+	j.Concurrency = 4
+	const n = 400
+	for i := range n {
+		o.apply(runCmd(j, 1, start.Add(-time.Duration(n-i)*time.Second)))
+	}
+	read0 := o.st.Stats().ExecRowsRead
+	ran := map[int64]bool{}
+	for range 4 * n {
+		s.runs.pump()
+		o.sync()
+		for _, r := range s.runs.running {
+			<-s.runs.work
+			if ran[r.it.id] {
+				t.Fatalf("row %d dispatched twice", r.it.id)
+			}
+			ran[r.it.id] = true
+			must(t, o.st.Do(context.Background(), func(tx *store.Tx) error {
+				_, err := tx.Finish(r.it.id, store.StateFinished, start, "success", nil)
+				return err
+			}))
+			s.runs.busy--
+			s.runs.done(r.it)
+		}
+		if len(ran) == n {
+			break
+		}
+	}
+	if len(ran) != n {
+		t.Fatalf("%d of %d attempts ran", len(ran), n)
+	}
+	read := o.st.Stats().ExecRowsRead - read0
+	t.Logf("reloads read %d rows for %d attempts", read, n)
+	if read > 20*n {
+		t.Fatalf("reloads read %d rows for %d attempts (> %d)", read, n, 20*n)
+	}
+}

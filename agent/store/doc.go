@@ -10,11 +10,15 @@
 // failing function rolls back only its own changes. After COMMIT returns
 // (and, with synchronous=FULL, after the WAL is fsynced) every caller of the
 // batch is answered. So throughput is bound by one fsync per batch, not per
-// row, and nothing is acknowledged before it is durable.
+// row, and nothing is acknowledged before it is durable. While writes keep
+// coming, the writer lingers before a batch (a quarter of the last batch's
+// time, at most Options.Linger, 1 ms by default) so that a burst shares one
+// commit; a write after a quiet spell is committed at once.
 //
-// Outbox rows committed by a batch are handed, after the commit, to the
-// sink set with SetOutboxSink (the agent's flusher publishes them from
-// memory); Stats counts commits, write functions and outbox reads.
+// Outbox rows are written when their batch commits, in multi-row inserts
+// with seqs the writer assigns, and handed, after the commit, to the sink
+// set with SetOutboxSink (the agent's flusher publishes them from memory).
+// Stats counts commits, write functions, statements and rows read back.
 //
 // Durability: the default is synchronous=FULL. In WAL mode NORMAL survives a
 // process crash (kill -9) but may lose the last commits on a power cut,

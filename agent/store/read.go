@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -114,20 +115,52 @@ func (s *Store) ExecByID(ctx context.Context, execID string, attempt int) (Exec,
 // LiveExecs returns up to limit attempts in state with id > afterID, in id
 // order, without spec and result.
 func (s *Store) LiveExecs(ctx context.Context, state string, afterID int64, limit int) ([]Exec, error) {
-	rows, err := s.rdb.QueryContext(ctx, "SELECT "+execCols+` FROM execs e
-		WHERE e.state = ? AND e.id > ? ORDER BY e.id LIMIT ?`, state, afterID, limit)
+	return s.liveExecs(ctx, state, afterID, limit, nil, false)
+}
+
+// LiveExecsExcept is LiveExecs without the attempts of the jobs in
+// exceptJobs (whose rows the caller would skip anyway), and with each
+// attempt's spec (its own snapshot or its assigned job's): what running
+// it needs, read here rather than in the write that starts it.
+func (s *Store) LiveExecsExcept(ctx context.Context, state string, afterID int64, limit int, exceptJobs []string) ([]Exec, error) {
+	return s.liveExecs(ctx, state, afterID, limit, exceptJobs, true)
+}
+
+func (s *Store) liveExecs(ctx context.Context, state string, afterID int64, limit int, exceptJobs []string, withSpec bool) ([]Exec, error) {
+	cols := execCols
+	if withSpec {
+		cols += ", COALESCE(e.spec, (SELECT spec FROM jobs j WHERE j.id = e.job_id))"
+	}
+	q, args := "SELECT "+cols+` FROM execs e WHERE e.state = ? AND e.id > ? ORDER BY e.id LIMIT ?`, []any{state, afterID, limit}
+	if len(exceptJobs) > 0 {
+		ids, err := json.Marshal(exceptJobs)
+		if err != nil {
+			return nil, fmt.Errorf("read %s execs: %w", state, err)
+		}
+		q = "SELECT " + cols + ` FROM execs e WHERE e.state = ? AND e.id > ?
+			AND e.job_id NOT IN (SELECT value FROM json_each(?)) ORDER BY e.id LIMIT ?`
+		args = []any{state, afterID, string(ids), limit}
+	}
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s execs: %w", state, classify(err))
 	}
 	defer rows.Close()
 	var out []Exec
 	for rows.Next() {
-		e, err := scanExec(rows)
+		var spec []byte
+		var extra []any
+		if withSpec {
+			extra = []any{&spec}
+		}
+		e, err := scanExec(rows, extra...)
 		if err != nil {
 			return nil, fmt.Errorf("read %s execs: %w", state, classify(err))
 		}
+		e.Spec = spec
 		out = append(out, e)
 	}
+	s.stats.execRowsRead.Add(int64(len(out)))
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read %s execs: %w", state, classify(err))
 	}
@@ -156,14 +189,19 @@ func (s *Store) Outbox(ctx context.Context, after int64, limit int) ([]OutboxMsg
 	return out, nil
 }
 
-// Counts returns the live row counts.
+// Counts returns the live row counts. The outbox's is read from its
+// first and last seq, not counted row by row (a heartbeat reads it, and
+// the outbox can hold many rows during a partition): its rows are
+// deleted only as a prefix (Ack) and the writer gives them consecutive
+// seqs, so the two agree (a file written before schema 3 may have gaps,
+// which count as rows until they are acknowledged).
 func (s *Store) Counts(ctx context.Context) (Counts, error) {
 	var c Counts
 	err := s.rdb.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM execs WHERE state = 'PENDING'),
 		(SELECT count(*) FROM execs WHERE state = 'TRIGGERED'),
 		(SELECT count(*) FROM execs WHERE state = 'RUNNING'),
-		(SELECT count(*) FROM outbox)`).Scan(&c.Pending, &c.Triggered, &c.Running, &c.Outbox)
+		COALESCE((SELECT MAX(seq) FROM outbox) - (SELECT MIN(seq) FROM outbox) + 1, 0)`).Scan(&c.Pending, &c.Triggered, &c.Running, &c.Outbox)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count rows: %w", classify(err))
 	}

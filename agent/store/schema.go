@@ -65,6 +65,31 @@ CREATE TABLE outbox (
 	// itself (a restart applies the job's misfire policy to those never
 	// started); rows of older files are runs sent by the controller.
 	`ALTER TABLE execs ADD COLUMN periodic INTEGER NOT NULL DEFAULT 0;`,
+	// 3: outbox without the unique index on msg_id. Every report is
+	// enqueued in the transaction that moves its attempt's row out of the
+	// state it reports from, so a msg id is never enqueued twice; the
+	// index cost a b-tree insert per report and a delete per acknowledged
+	// one. The seq sequence carries over, so seqs are never reused.
+	`
+CREATE TABLE outbox_v3 (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	msg_id  TEXT NOT NULL,
+	subject TEXT NOT NULL,
+	data    BLOB NOT NULL
+);
+INSERT INTO outbox_v3(seq, msg_id, subject, data) SELECT seq, msg_id, subject, data FROM outbox ORDER BY seq;
+DELETE FROM sqlite_sequence WHERE name = 'outbox_v3';
+INSERT INTO sqlite_sequence(name, seq) SELECT 'outbox_v3', seq FROM sqlite_sequence WHERE name = 'outbox';
+DROP TABLE outbox;
+ALTER TABLE outbox_v3 RENAME TO outbox;
+`,
+	// 4: the live-state index also holds job_id, so that a reload that
+	// leaves out parked jobs (LiveExecsExcept) skips their rows in the
+	// index instead of reading each row from the table.
+	`
+DROP INDEX execs_state;
+CREATE INDEX execs_state ON execs (state, id, job_id);
+`,
 }
 
 // SchemaVersion is the schema version this build writes.

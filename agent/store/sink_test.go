@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -42,12 +43,7 @@ func TestOutboxSink(t *testing.T) {
 			}
 			return boom
 		},
-		func(tx *Tx) error {
-			if err := tx.Enqueue("old", "s", []byte("dup")); err != nil {
-				return err
-			}
-			return tx.Enqueue("c", "s", []byte("3"))
-		},
+		func(tx *Tx) error { return tx.Enqueue("c", "s", []byte("3")) },
 	} {
 		wg.Add(1)
 		s.Submit(fn, func(err error) { errs[i] = err; wg.Done() })
@@ -73,5 +69,56 @@ func TestOutboxSink(t *testing.T) {
 	}
 	if len(stored) != 3 || stored[1].Seq != got[0].Seq || stored[2].Seq != got[1].Seq {
 		t.Fatalf("outbox %+v, want old, a, c with the delivered seqs", stored)
+	}
+}
+
+// TestOutboxRowsWrittenTogether: the outbox rows of one batch are written
+// in a few multi-row statements (of up to 32 rows),
+// not one statement each; their seqs follow the outbox's highest seq ever
+// used (also across a reopen, after every row was acknowledged).
+func TestOutboxRowsWrittenTogether(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agent.db")
+	s := open(t, path)
+	const n = 100 // 32 + 32 + 32 + 4: four statements
+	st0 := s.Stats()
+	if err := s.Do(ctx, func(tx *Tx) error {
+		for i := range n {
+			if err := tx.Enqueue(fmt.Sprintf("m%d", i), "s", []byte("x")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Statements - st0.Statements; got > 4 {
+		t.Fatalf("%d outbox rows took %d statements, want ≤ 4", n, got)
+	}
+	rows, err := s.Outbox(ctx, 0, 2*n)
+	if err != nil || len(rows) != n || rows[0].Seq != 1 || rows[n-1].Seq != n || rows[n-1].MsgID != fmt.Sprintf("m%d", n-1) {
+		t.Fatalf("outbox %d rows (err %v), want m0..m%d with seqs 1..%d", len(rows), err, n-1, n)
+	}
+	// Acknowledge all, reopen: new rows continue after seq n.
+	if err := s.Do(ctx, func(tx *Tx) error { return tx.Ack(n) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	if err := s.Do(ctx, func(tx *Tx) error {
+		for _, id := range []string{"a", "b"} {
+			if err := tx.Enqueue(id, "s", []byte(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = s.Outbox(ctx, 0, 10)
+	if err != nil || len(rows) != 2 || rows[0].MsgID != "a" || rows[0].Seq != n+1 || rows[1].MsgID != "b" || rows[1].Seq != n+2 {
+		t.Fatalf("outbox after reopen %+v (err %v), want a, b with seqs %d, %d", rows, err, n+1, n+2)
 	}
 }

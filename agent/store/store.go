@@ -36,6 +36,8 @@ const (
 	// collects its rows before returning, so one connection never
 	// deadlocks; each extra one costs its own page cache and schema.
 	DefaultReaders = 1
+	// DefaultLinger is Options.Linger.
+	DefaultLinger = time.Millisecond
 )
 
 // Options configure Open. Zero values take the defaults.
@@ -54,6 +56,10 @@ type Options struct {
 	Readers int
 	// Queue is the capacity of the write queue; Submit blocks beyond it.
 	Queue int
+	// Linger bounds how long the writer waits for more write functions
+	// before it starts a batch while writes keep coming (see writer);
+	// negative: never wait.
+	Linger time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -78,6 +84,9 @@ func (o Options) withDefaults() Options {
 	if o.Readers <= 0 {
 		o.Readers = DefaultReaders
 	}
+	if o.Linger == 0 {
+		o.Linger = DefaultLinger
+	}
 	return o
 }
 
@@ -94,6 +103,9 @@ type Store struct {
 	// sinkBase (writer goroutine only; see SetOutboxSink).
 	sink     func([]OutboxMsg)
 	sinkBase int64
+	// outboxSeq is the highest outbox seq ever used (writer goroutine
+	// only): the next batch's rows get the seqs after it.
+	outboxSeq int64
 
 	mu     sync.RWMutex // guards closed against sends on reqs
 	closed bool
@@ -146,6 +158,12 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	s.rdb.SetMaxOpenConns(o.Readers)
 	s.rdb.SetMaxIdleConns(o.Readers)
+	if err := s.wdb.QueryRowContext(ctx, `SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0),
+		COALESCE((SELECT MAX(seq) FROM outbox), 0))`).Scan(&s.outboxSeq); err != nil {
+		_ = s.wdb.Close()
+		_ = s.rdb.Close()
+		return nil, fmt.Errorf("open store %s: read outbox seq: %w", path, classify(err))
+	}
 	if s.st, err = prepare(ctx, s.wdb); err != nil {
 		_ = s.wdb.Close()
 		_ = s.rdb.Close()
@@ -302,24 +320,47 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// writer runs the queued write functions in batches. While writes keep
+// coming from several callers (the last batch had more than one write
+// function, and the writer was idle for less than that batch took), it
+// lingers before a batch: up to a quarter of the last batch's duration,
+// at most Options.Linger, or until the batch is full. The steps of many
+// executions then share one commit (one fsync) instead of the first
+// write of a burst taking a commit of its own while the rest queue behind
+// it. A write after a quiet spell, or from a lone caller writing one
+// after the other, is committed at once.
 func (s *Store) writer() {
 	defer close(s.done)
 	batch := make([]req, 0, s.opts.MaxBatch)
 	errs := make([]error, 0, s.opts.MaxBatch)
+	var last time.Duration // how long the last batch took
+	lastN := 0             // and how many write functions it had
+	lastEnd := time.Now()
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for r := range s.reqs {
+		start := time.Now()
 		batch = append(batch[:0], r)
-	fill:
-		for len(batch) < s.opts.MaxBatch {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break fill
+		s.fill(&batch)
+		if wait := min(last/4, s.opts.Linger); wait > 0 && lastN > 1 && len(batch) < s.opts.MaxBatch && start.Sub(lastEnd) < last {
+			linger.Reset(wait)
+		wait:
+			for len(batch) < s.opts.MaxBatch {
+				select {
+				case r, ok := <-s.reqs:
+					if !ok {
+						break wait
+					}
+					batch = append(batch, r)
+					s.fill(&batch)
+				case <-linger.C:
+					break wait
 				}
-				batch = append(batch, r)
-			default:
-				break fill
 			}
+			linger.Stop()
+			start = time.Now()
 		}
+		lastN = len(batch)
 		var rows []OutboxMsg
 		errs, rows = s.commit(batch, errs[:0])
 		for i, r := range batch {
@@ -330,6 +371,24 @@ func (s *Store) writer() {
 		}
 		// After the callbacks: one of them may have set the sink.
 		s.deliver(rows)
+		lastEnd = time.Now()
+		last = lastEnd.Sub(start)
+	}
+}
+
+// fill adds the queued write functions to batch, up to MaxBatch, without
+// waiting.
+func (s *Store) fill(batch *[]req) {
+	for len(*batch) < s.opts.MaxBatch {
+		select {
+		case r, ok := <-s.reqs:
+			if !ok {
+				return
+			}
+			*batch = append(*batch, r)
+		default:
+			return
+		}
 	}
 }
 
@@ -409,6 +468,11 @@ func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, r
 			}
 		}
 	}
+	seq, err := tx.flushOutbox(s.outboxSeq)
+	if err != nil {
+		_ = sqlTx.Rollback()
+		return false, nil, classify(err)
+	}
 	if err := tx.flushMeta(); err != nil {
 		_ = sqlTx.Rollback()
 		return false, nil, classify(err)
@@ -416,8 +480,10 @@ func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, r
 	if err := sqlTx.Commit(); err != nil {
 		return false, nil, fmt.Errorf("commit: %w", err)
 	}
+	s.outboxSeq = seq
 	s.stats.commits.Add(1)
 	s.stats.writes.Add(int64(len(batch)))
+	s.stats.statements.Add(tx.n)
 	return true, tx.rows, nil
 }
 

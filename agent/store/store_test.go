@@ -248,8 +248,8 @@ func TestExecLifecycle(t *testing.T) {
 		t.Fatalf("exec = %+v, %v", e, err)
 	}
 	err = s.Do(ctx, func(tx *Tx) error {
-		if ok, err := tx.MarkRunning(id, now); !ok || err != nil {
-			return fmt.Errorf("running: %v %v", ok, err)
+		if moved, err := tx.MarkRunningAll([]int64{id, id + 100}, now); !moved[id] || len(moved) != 1 || err != nil {
+			return fmt.Errorf("running: moved %v, %v", moved, err)
 		}
 		if ok, err := tx.Finish(id, StateFinished, now, "success", []byte(`{}`)); !ok || err != nil {
 			return fmt.Errorf("finish: %v %v", ok, err)

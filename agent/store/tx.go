@@ -5,21 +5,47 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
 type stmts struct {
 	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setEpoch *sql.Stmt
-	insertExec, setRunning, finish, setState, enqueue, ack, prune       *sql.Stmt
+	insertExec, finish, setState, ack, prune                            *sql.Stmt
 	liveAttempt, execRow, trigger, notDue, jobSpec, execSpec            *sql.Stmt
+	setRunningAll                                                       *sql.Stmt
+	// enqueue[k] inserts 1<<k outbox rows with their seq (flushOutbox).
+	enqueue [enqueueSizes]*sql.Stmt
+}
+
+// enqueueSizes is the number of multi-row outbox inserts prepared: 1, 2,
+// 4, … 1<<(enqueueSizes-1) rows each.
+const enqueueSizes = 6
+
+func enqueueSQL(rows int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO outbox(seq, msg_id, subject, data) VALUES ")
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?, ?, ?, ?)")
+	}
+	return b.String()
 }
 
 func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 	s := &stmts{}
-	for _, p := range []struct {
+	type prep struct {
 		dst **sql.Stmt
 		q   string
-	}{
+	}
+	var multi []prep
+	for k := range s.enqueue {
+		multi = append(multi, prep{&s.enqueue[k], enqueueSQL(1 << k)})
+	}
+	for _, p := range append([]prep{
 		{&s.setMeta, `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`},
 		{&s.upsertJob, `INSERT INTO jobs(id, generation, spec, shard_index, shard_total, epoch) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT(id) DO UPDATE SET generation = excluded.generation, spec = excluded.spec,
@@ -34,23 +60,23 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.insertExec, `INSERT INTO execs(exec_id, attempt, job_id, state, priority, fine, concurrency, periodic, scheduled_at, run_at, epoch,
 			shard_index, shard_total, spec, triggered_at, finished_at, outcome, result)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT(exec_id, attempt) DO NOTHING RETURNING id`},
+			ON CONFLICT(exec_id, attempt) DO NOTHING`},
 		{&s.trigger, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING' AND scheduled_at <= ?
 			RETURNING exec_id, attempt, job_id, priority, concurrency, scheduled_at, epoch, shard_index, shard_total, spec`},
 		{&s.notDue, `SELECT scheduled_at FROM execs WHERE id = ? AND state = 'PENDING'`},
 		{&s.jobSpec, `SELECT spec FROM jobs WHERE ref = ?`},
 		{&s.execSpec, `SELECT COALESCE(e.spec, j.spec) FROM execs e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.id = ?`},
-		{&s.setRunning, `UPDATE execs SET state = 'RUNNING', started_at = ? WHERE id = ? AND state = 'TRIGGERED'`},
+		{&s.setRunningAll, `UPDATE execs SET state = 'RUNNING', started_at = ?
+			WHERE id IN (SELECT value FROM json_each(?)) AND +state = 'TRIGGERED' RETURNING id`},
 		{&s.finish, `UPDATE execs SET state = ?, finished_at = ?, outcome = ?, result = ?
 			WHERE id = ? AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
 		{&s.setState, `UPDATE execs SET state = ? WHERE id = ? AND state = ?`},
-		{&s.enqueue, `INSERT INTO outbox(msg_id, subject, data) VALUES (?, ?, ?) ON CONFLICT(msg_id) DO NOTHING`},
 		{&s.ack, `DELETE FROM outbox WHERE seq <= ?`},
 		{&s.prune, `DELETE FROM execs WHERE finished_at > 0 AND finished_at < ?`},
 		{&s.execRow, `SELECT ` + execCols + ` FROM execs e WHERE e.id = ?`},
 		{&s.liveAttempt, `SELECT ` + execCols + ` FROM execs e WHERE e.exec_id = ? AND e.state IN ('PENDING', 'TRIGGERED', 'RUNNING')
 			ORDER BY e.attempt DESC LIMIT 1`},
-	} {
+	}, multi...) {
 		st, err := db.PrepareContext(ctx, p.q)
 		if err != nil {
 			s.close()
@@ -63,7 +89,12 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 
 func (s *stmts) close() {
 	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setEpoch,
-		s.insertExec, s.setRunning, s.finish, s.setState, s.enqueue, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec} {
+		s.insertExec, s.finish, s.setState, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec, s.setRunningAll} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+	for _, st := range s.enqueue {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -87,9 +118,12 @@ type Tx struct {
 	// functions (handed to the outbox sink after the commit); fnRows are
 	// the running function's.
 	rows, fnRows []OutboxMsg
+	// n counts the statements run (Stats.Statements).
+	n int64
 }
 
 func (t *Tx) stmt(st *sql.Stmt) *sql.Stmt {
+	t.n++
 	if b, ok := t.bound[st]; ok {
 		return b
 	}
@@ -211,13 +245,18 @@ func (t *Tx) InsertExec(e Exec) (id int64, inserted bool, err error) {
 	if e.Result != nil {
 		result = e.Result
 	}
-	err = t.stmt(t.st.insertExec).QueryRowContext(t.ctx, e.ExecID, e.Attempt, e.JobID, e.State,
+	// Exec, not RETURNING: the query path of database/sql costs more; the
+	// new row's id is the last insert rowid.
+	r, err := t.exec(t.st.insertExec, e.ExecID, e.Attempt, e.JobID, e.State,
 		e.Priority, e.Fine, e.Concurrency, b2i(e.Periodic), ns(e.ScheduledAt), ns(e.RunAt), int64(e.Epoch), e.ShardIndex, e.ShardTotal, spec,
-		ns(e.TriggeredAt), ns(e.FinishedAt), e.Outcome, result).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
+		ns(e.TriggeredAt), ns(e.FinishedAt), e.Outcome, result)
 	if err != nil {
+		return 0, false, err
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		return 0, false, classify(err) // nil: the attempt is there already
+	}
+	if id, err = r.LastInsertId(); err != nil {
 		return 0, false, classify(err)
 	}
 	return id, true, nil
@@ -279,9 +318,33 @@ func (t *Tx) ExecSpec(id int64) ([]byte, error) {
 	return spec, nil // Scan copied it
 }
 
-// MarkRunning moves a TRIGGERED attempt to RUNNING.
-func (t *Tx) MarkRunning(id int64, at time.Time) (bool, error) {
-	return affected(t.exec(t.st.setRunning, ns(at), id))
+// MarkRunningAll moves the TRIGGERED attempts among ids to RUNNING, all
+// started at `at`, in one statement, and returns the ids it moved (the
+// others were no longer TRIGGERED: cancelled meanwhile).
+func (t *Tx) MarkRunningAll(ids []int64, at time.Time) (map[int64]bool, error) {
+	list := make([]byte, 0, 1+len(ids)*8)
+	list = append(list, '[')
+	for i, id := range ids {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, id, 10)
+	}
+	list = append(list, ']')
+	rows, err := t.stmt(t.st.setRunningAll).QueryContext(t.ctx, ns(at), string(list))
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	moved := make(map[int64]bool, len(ids))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, classify(err)
+		}
+		moved[id] = true
+	}
+	return moved, classify(rows.Err())
 }
 
 // Finish moves a live attempt to a final state (FINISHED, SKIPPED,
@@ -290,24 +353,44 @@ func (t *Tx) Finish(id int64, state string, at time.Time, outcome string, result
 	return affected(t.exec(t.st.finish, state, ns(at), outcome, result, id))
 }
 
-// Enqueue adds a report to the outbox; a msgID already there is ignored.
-// Once the transaction is durable the new row is handed to the outbox
-// sink, if one is set (SetOutboxSink); data must not be changed after.
+// Enqueue adds a report to the outbox. The row is written when the batch
+// commits (flushOutbox: all the batch's reports in a few multi-row
+// inserts), and handed to the outbox sink, if one is set (SetOutboxSink),
+// once the transaction is durable; data must not be changed after. Msg
+// ids are not checked for uniqueness: enqueue a report only in the write
+// that makes the step it reports (JetStream drops a duplicate msg id
+// within its window, and the controller applies a report once).
 func (t *Tx) Enqueue(msgID, subject string, data []byte) error {
-	// Exec, not RETURNING: cheaper through database/sql; seq is the rowid.
-	r, err := t.exec(t.st.enqueue, msgID, subject, data)
-	if err != nil {
-		return err
-	}
-	if n, err := r.RowsAffected(); err != nil || n == 0 {
-		return classify(err) // nil: the msg id is there already
-	}
-	seq, err := r.LastInsertId()
-	if err != nil {
-		return classify(err)
-	}
-	t.fnRows = append(t.fnRows, OutboxMsg{Seq: seq, MsgID: msgID, Subject: subject, Data: data})
+	t.fnRows = append(t.fnRows, OutboxMsg{MsgID: msgID, Subject: subject, Data: data})
 	return nil
+}
+
+// flushOutbox inserts the batch's outbox rows with the seqs after last
+// and returns the highest seq used.
+func (t *Tx) flushOutbox(last int64) (int64, error) {
+	if len(t.rows) == 0 {
+		return last, nil
+	}
+	for i := range t.rows {
+		last++
+		t.rows[i].Seq = last
+	}
+	args := make([]any, 0, 4<<(enqueueSizes-1))
+	for rest := t.rows; len(rest) > 0; {
+		k := enqueueSizes - 1
+		for 1<<k > len(rest) {
+			k--
+		}
+		args = args[:0]
+		for _, m := range rest[:1<<k] {
+			args = append(args, m.Seq, m.MsgID, m.Subject, m.Data)
+		}
+		if _, err := t.exec(t.st.enqueue[k], args...); err != nil {
+			return 0, fmt.Errorf("write outbox: %w", err)
+		}
+		rest = rest[1<<k:]
+	}
+	return last, nil
 }
 
 // Ack deletes every outbox message up to seq (they were acknowledged).

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+)
+
+// TestMigrateOutboxKeepsRowsAndSeq: a schema 2 file with unacknowledged
+// reports (and acknowledged ones deleted, so its seq sequence is above
+// its rows) keeps its rows and seqs; the unique index on msg_id is gone
+// (it cost a b-tree write per report and per acknowledgement); new rows
+// continue after the highest seq ever used.
+func TestMigrateOutboxKeepsRowsAndSeq(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{migrations[0], migrations[1], "PRAGMA user_version = 2",
+		`INSERT INTO outbox(msg_id, subject, data) VALUES ('m1', 's', 'a'), ('m2', 's', 'b'), ('m3', 's', 'c'), ('m4', 's', 'd')`,
+		`DELETE FROM outbox WHERE seq IN (1, 4)`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, path)
+	ctx := context.Background()
+	rows, err := s.Outbox(ctx, 0, 10)
+	if err != nil || len(rows) != 2 || rows[0].Seq != 2 || rows[0].MsgID != "m2" || rows[1].Seq != 3 || string(rows[1].Data) != "c" {
+		t.Fatalf("outbox after migration %+v (%v), want m2 and m3 at seqs 2 and 3", rows, err)
+	}
+	var unique int
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM pragma_index_list('outbox') WHERE "unique" = 1`).Scan(&unique); err != nil || unique != 0 {
+		t.Fatalf("outbox has %d unique indexes (%v), want 0", unique, err)
+	}
+	if err := s.Do(ctx, func(tx *Tx) error { return tx.Enqueue("m5", "s", []byte("e")) }); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = s.Outbox(ctx, 3, 10)
+	if err != nil || len(rows) != 1 || rows[0].Seq != 5 || rows[0].MsgID != "m5" {
+		t.Fatalf("new row %+v (%v), want m5 at seq 5 (4 was used before)", rows, err)
+	}
+}
+
+// TestLiveStateIndexHoldsJobID: the live-state index holds job_id, so a
+// reload that leaves parked jobs out (LiveExecsExcept) tells their rows
+// apart in the index without reading each from the table.
+func TestLiveStateIndexHoldsJobID(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "agent.db"))
+	rows, err := s.rdb.Query(`SELECT name FROM pragma_index_info('execs_state') ORDER BY seqno`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if len(cols) != 3 || cols[0] != "state" || cols[1] != "id" || cols[2] != "job_id" {
+		t.Fatalf("execs_state indexes %v, want state, id, job_id", cols)
+	}
+}
