@@ -491,3 +491,26 @@ func TestQueuedAttemptDroppedWhenLeaseMovedOn(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAppliedRightAfterSkewCheckRefused: a run command applied right
+// after a registration measured an offset over max_skew (on_skew refuse)
+// is stored PENDING, not TRIGGERED, although the scheduler goroutine has
+// not handled the skew check yet (Apply runs on the link's goroutine).
+func TestRunAppliedRightAfterSkewCheckRefused(t *testing.T) {
+	cfg := offlineConfig(t, "edge-s")
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, cfg, start)
+	j := newJob("edge-s", "noop", schedule.Spec{Asap: true}, nil)
+	j.CreatedAt = start
+	o.host.offset.Store(int64(time.Hour))
+	o.s.CheckSkew() // posted, not handled: the test goroutine is the scheduler's
+	run := runCmd(j, 1, start)
+	o.apply(run)
+	e, ok := o.row(run.Run.ExecID)
+	if !ok {
+		t.Fatal("run not stored")
+	}
+	if e.State != store.StatePending {
+		t.Fatalf("run stored %s under refuse, want PENDING", e.State)
+	}
+}

@@ -65,9 +65,17 @@ func New(cfg Config, host Host) (*Scheduler, error) {
 // the caller's goroutine and never waits for the scheduler's.
 func (s *Scheduler) Apply(seq uint64, data []byte, done func(error)) { s.cmds.apply(seq, data, done) }
 
-// CheckSkew asks the scheduler to apply clock.max_skew to the current
-// clock offset (after a registration measured it).
-func (s *Scheduler) CheckSkew() { s.env.mail.post(skewCheck{}) }
+// CheckSkew applies clock.max_skew to the current clock offset (after a
+// registration measured it). With on_skew refuse, a command applied after
+// CheckSkew returns already sees whether the agent refuses to fire (Apply
+// runs on the caller's goroutine, not the scheduler's); the scheduler
+// goroutine does the rest (logs, fires held back, plans redone).
+func (s *Scheduler) CheckSkew() {
+	if !s.env.cfg.AdoptSkew {
+		s.trig.refusing.Store(s.trig.overMaxSkew(s.env.host.ClockOffset()))
+	}
+	s.env.mail.post(skewCheck{})
+}
 
 // HeartbeatReply hands the scheduler the leases a heartbeat reply renewed
 // (valid from t0, when the heartbeat was sent) and those it lost; they are

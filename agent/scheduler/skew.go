@@ -1,9 +1,16 @@
 package scheduler
 
+import "time"
+
+// overMaxSkew reports whether clock offset off is over clock.max_skew.
+func (t *trigger) overMaxSkew(off time.Duration) bool {
+	return off > t.env.cfg.MaxSkew || -off > t.env.cfg.MaxSkew
+}
+
 // checkSkew applies clock.max_skew to the current offset estimate.
 func (t *trigger) checkSkew() {
 	off := t.env.host.ClockOffset()
-	over := off > t.env.cfg.MaxSkew || -off > t.env.cfg.MaxSkew
+	over := t.overMaxSkew(off)
 	wasRefusing, wasAdopt := t.skewRefusing, t.adopt
 	if t.env.cfg.AdoptSkew {
 		t.skewRefusing, t.adopt = false, over
