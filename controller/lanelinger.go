@@ -3,8 +3,6 @@ package controller
 import (
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -15,31 +13,23 @@ import (
 // windows) is then written once, not once per report. The state a report
 // holds back is seen up to this much later; the report stays in AX_RPT
 // until it is applied, so a crash loses nothing (it is redelivered).
-const reportLinger = 25 * time.Millisecond
+const reportLinger = 100 * time.Millisecond
 
-// lingerMsg is a report message of a lane and when it stops waiting for
-// the later reports of its execution.
-type lingerMsg struct {
-	msg   jetstream.Msg
-	until time.Time
-}
-
-// take returns the messages of the next batch: those held back, in the
-// order they came, then msgs, which wait until now+reportLinger.
-func (l *lane) take(msgs []jetstream.Msg, now time.Time) []lingerMsg {
-	in := append(l.inBatch[:0], l.lingering...)
-	l.lingering = l.lingering[:0]
-	for _, m := range msgs {
-		in = append(in, lingerMsg{msg: m, until: now.Add(reportLinger)})
+// addTo adds p to the group of its execution in the current batch.
+func (l *lane) addTo(p *pendingReport) {
+	g := l.index[p.r.ExecID]
+	if g == nil {
+		g = &group{id: p.r.ExecID}
+		l.index[p.r.ExecID] = g
+		l.groups = append(l.groups, g)
 	}
-	l.inBatch = in
-	return in
+	g.items = append(g.items, p)
 }
 
 // holdBack removes from the batch the groups of executions whose reports
 // all only move them forward to TRIGGERED or RUNNING and may still wait
-// (until after now), and keeps their messages for the next batch. With
-// flush (the lane is closing) nothing is held back.
+// (until after now), and keeps them, decoded and checked, for the next
+// batch. With flush (the lane is closing) nothing is held back.
 func (l *lane) holdBack(now time.Time, flush bool) {
 	if flush || reportLinger <= 0 {
 		return
@@ -50,9 +40,7 @@ func (l *lane) holdBack(now time.Time, flush bool) {
 			kept = append(kept, g)
 			continue
 		}
-		for _, p := range g.items {
-			l.lingering = append(l.lingering, lingerMsg{msg: p.msg, until: p.until})
-		}
+		l.lingering = append(l.lingering, g.items...)
 		delete(l.index, g.id)
 	}
 	l.groups = kept
@@ -69,7 +57,7 @@ func mayLinger(g *group, now time.Time) bool {
 	return len(g.items) > 0
 }
 
-// lingerDue is when the first held-back message stops waiting (ok false
+// lingerDue is when the first held-back report stops waiting (ok false
 // when none waits).
 func (l *lane) lingerDue() (time.Time, bool) {
 	if len(l.lingering) == 0 {

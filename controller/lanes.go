@@ -44,9 +44,9 @@ type lane struct {
 	groups []*group
 	index  map[string]*group
 
-	// lingering are report messages held back for the later reports of
-	// their execution (lanelinger.go); inBatch is take's buffer.
-	lingering, inBatch []lingerMsg
+	// lingering are the reports held back for the later reports of their
+	// execution (lanelinger.go), in the order they came.
+	lingering []*pendingReport
 }
 
 // pendingReport is one report message of a batch and what became of it.
@@ -142,8 +142,13 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 	l.groups = l.groups[:0]
 	clear(l.index)
 	now := time.Now()
-	for _, lm := range l.take(msgs, now) {
-		m := lm.msg
+	// The reports held back come first (stream order per execution), as
+	// they were decoded and checked.
+	for _, p := range l.lingering {
+		l.addTo(p)
+	}
+	l.lingering = l.lingering[:0]
+	for _, m := range msgs {
 		r, err := protocol.DecodeReport(m.Data())
 		if err != nil {
 			c.m.reject(rejectInvalid)
@@ -169,13 +174,7 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 				continue
 			}
 		}
-		g := l.index[r.ExecID]
-		if g == nil {
-			g = &group{id: r.ExecID}
-			l.index[r.ExecID] = g
-			l.groups = append(l.groups, g)
-		}
-		p := &pendingReport{msg: m, until: lm.until, r: r, mayDefer: l.mayDefer(m)}
+		p := &pendingReport{msg: m, until: now.Add(reportLinger), r: r, mayDefer: l.mayDefer(m)}
 		p.create = func() error {
 			if !p.createDone {
 				p.createDone = true
@@ -185,7 +184,7 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 			}
 			return p.createErr
 		}
-		g.items = append(g.items, p)
+		l.addTo(p)
 	}
 	l.holdBack(now, flush)
 	// Plan every execution and issue its write.
