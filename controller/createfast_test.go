@@ -2,19 +2,24 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
 )
 
 // TestCreateOneShotReadsNothing: POST /v1/jobs of a one-shot job creates
 // its execution without reading it first, neither from ax_execs (a KV get,
 // one round trip before the create) nor from the history index (a SQLite
 // query): a job created in the same call cannot have either. The history
-// index's reader is closed, so any read of it fails the create.
+// index's reader is closed, so any read of it fails the create. The
+// reports of the run then apply to the record CreateJob wrote, without
+// reading it from ax_execs either.
 func TestCreateOneShotReadsNothing(t *testing.T) {
 	c := newTestController(t)
+	er := recordEvents(t, c.NATSURL())
 	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
 	a.register()
 	ctx := tctx(t)
@@ -63,4 +68,19 @@ func TestCreateOneShotReadsNothing(t *testing.T) {
 		t.Fatal("a read of ax_execs was not counted")
 	}
 	a.waitCommand("run of "+execID, isRun(execID, 1))
+
+	for len(gets) > 0 {
+		<-gets
+	}
+	a.runAttempt(j.ID, execID, 1, j.CreatedAt, retry.OutcomeSuccess, retry.Result{})
+	eventually(t, 10*time.Second, "the SUCCESS event", func() bool {
+		p := er.path(execID)
+		return len(p) > 0 && p[len(p)-1] == protocol.StateSuccess
+	})
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(gets); n != 0 {
+		t.Errorf("the reports of %s read ax_execs %d times, want 0", execID, n)
+	}
 }

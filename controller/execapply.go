@@ -50,11 +50,13 @@ func (c *Controller) createExec(ctx context.Context, ev execution.Create) (befor
 	if err != nil || next == nil {
 		return nil, nil, effs, err
 	}
-	if _, err := c.execs().put(ctx, execVersion{}, next); errors.Is(err, errCASConflict) {
+	rev, err := c.execs().put(ctx, execVersion{}, next)
+	if errors.Is(err, errCASConflict) {
 		return c.applyExec(ctx, ev.ExecID, ev, execution.Env{})
 	} else if err != nil {
 		return nil, nil, nil, err
 	}
+	c.created.put(execVersion{rec: next, rev: rev})
 	return nil, next, effs, nil
 }
 

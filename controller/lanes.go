@@ -190,6 +190,9 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 	// Plan every execution and issue its write.
 	for _, g := range l.groups {
 		cur, ok := l.cache[g.id]
+		if !ok {
+			cur, ok = c.created.take(g.id) // written by CreateJob just before
+		}
 		guessed := !ok && l.guessAbsent(g.items[0].r)
 		if !ok && !guessed {
 			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {
