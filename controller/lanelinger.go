@@ -6,11 +6,12 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// reportLinger is how long a lane holds the reports of an execution that
-// only say it was triggered or is running, unacknowledged, waiting for its
-// later reports: a fast attempt whose triggered, running and finished
-// reports come apart (the agent's outbox published them in different
-// windows) is then written once, not once per report. The state a report
+// reportLinger is how long a lane holds the reports of an execution of a
+// one-shot job that only say it was triggered or is running,
+// unacknowledged, waiting for its later reports: a fast attempt whose
+// triggered, running and finished reports come apart (the agent's outbox
+// published them in different windows, or its queue held the run) is
+// then written once, not once per report. The state a report
 // holds back is seen up to this much later; the report stays in AX_RPT
 // until it is applied, so a crash loses nothing (it is redelivered).
 const reportLinger = 100 * time.Millisecond
@@ -26,17 +27,17 @@ func (l *lane) addTo(p *pendingReport) {
 	g.items = append(g.items, p)
 }
 
-// holdBack removes from the batch the groups of executions whose reports
-// all only move them forward to TRIGGERED or RUNNING and may still wait
-// (until after now), and keeps them, decoded and checked, for the next
-// batch. With flush (the lane is closing) nothing is held back.
+// holdBack removes from the batch the groups of executions of one-shot
+// jobs whose reports all only move them forward to TRIGGERED or RUNNING
+// and may still wait (until after now), and keeps them, decoded and
+// checked, for the next batch. With flush (the lane is closing) nothing is held back.
 func (l *lane) holdBack(now time.Time, flush bool) {
 	if flush || reportLinger <= 0 {
 		return
 	}
 	kept := l.groups[:0]
 	for _, g := range l.groups {
-		if !mayLinger(g, now) {
+		if !mayLinger(g, now) || !l.oneShot(g) {
 			kept = append(kept, g)
 			continue
 		}
@@ -44,6 +45,15 @@ func (l *lane) holdBack(now time.Time, flush bool) {
 		delete(l.index, g.id)
 	}
 	l.groups = kept
+}
+
+// oneShot reports whether g's execution is of a one-shot job (asap, at,
+// delay): its record exists from its creation (PENDING), so holding back
+// its triggered and running reports delays only their states. The first
+// reports of a periodic fire make its record; they are never held back.
+func (l *lane) oneShot(g *group) bool {
+	j, _, ok := l.w.c.jobs.get(g.items[0].r.JobID)
+	return ok && !isPeriodic(j)
 }
 
 // mayLinger reports whether every report of g is a triggered or running

@@ -25,9 +25,9 @@ const laneBatch = 256
 // the writes that succeeded, and acknowledges each message only after its
 // write and its events are stored. A lost compare-and-set or a failed
 // write is redone for that execution alone, reading the record again.
-// Reports that only move an execution to TRIGGERED or RUNNING wait up to
-// reportLinger for its later reports, so that a fast attempt is one write
-// (lanelinger.go).
+// Reports that only move an execution of a one-shot job to TRIGGERED or
+// RUNNING wait up to reportLinger for its later reports, so that a fast
+// attempt is one write (lanelinger.go).
 //
 // Its cache may be stale: other code writes ax_execs too (the lease code,
 // retries, an operator's retry or cancel on any replica), through the
