@@ -172,7 +172,7 @@ func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 	}
 	c.assignMu.Unlock()
 	if next != nil && !isPeriodic(*next) && !next.Paused {
-		if _, err := c.dispatchOneShot(ctx, *next); err != nil {
+		if _, err := c.dispatchOneShot(ctx, *next, old == nil); err != nil {
 			c.log.Error("dispatch one-shot job", "job", next.ID, "err", err)
 		}
 	}

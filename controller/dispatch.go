@@ -59,8 +59,10 @@ func (c *Controller) pickRunAgent(j protocol.Job, members []protocol.AgentInfo) 
 
 // dispatchOneShot creates the execution(s) of a one-shot job's single fire.
 // It is idempotent: the exec id is deterministic, an existing execution is
-// kept (and its run re-sent while PENDING).
-func (c *Controller) dispatchOneShot(ctx context.Context, j protocol.Job) ([]protocol.Execution, error) {
+// kept (and its run re-sent while PENDING). newJob says that j was created
+// in this call (CreateJob): its executions cannot exist yet, so they are
+// created without reading the history index or ax_execs first.
+func (c *Controller) dispatchOneShot(ctx context.Context, j protocol.Job, newJob bool) ([]protocol.Execution, error) {
 	s, err := schedule.Parse(j.Schedule, j.CreatedAt)
 	if err != nil {
 		return nil, fieldError(err)
@@ -69,20 +71,40 @@ func (c *Controller) dispatchOneShot(ctx context.Context, j protocol.Job) ([]pro
 	if !ok {
 		return nil, nil
 	}
-	return c.createRuns(ctx, j, at, "scheduled", false)
+	if newJob {
+		return c.createRuns(ctx, j, at, "scheduled", runsOfNewJob)
+	}
+	return c.createRuns(ctx, j, at, "scheduled", 0)
 }
 
+// createMode says what createRuns may assume about the executions it makes.
+type createMode int
+
+const (
+	// runsFresh: an existing first execution is errExecExists (TriggerJob
+	// picks another time).
+	runsFresh createMode = 1 << iota
+	// runsOfNewJob: the job was created in this call, so its executions
+	// have neither a record nor history: no read of the history index
+	// (SQLite) and no read of ax_execs before the create (a create that
+	// finds a record after all falls back to applyExec).
+	runsOfNewJob
+)
+
 // createRuns makes the PENDING executions of one fire of j at scheduled and
-// sends their run commands (attempt 1, run_at = scheduled). With fresh, an
-// existing first execution is errExecExists (TriggerJob picks another time).
-func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled time.Time, reason string, fresh bool) ([]protocol.Execution, error) {
+// sends their run commands (attempt 1, run_at = scheduled); mode says what
+// it may assume (createMode).
+func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled time.Time, reason string, mode createMode) ([]protocol.Execution, error) {
 	ps, err := c.placements(j, scheduled)
 	if err != nil {
 		return nil, err
 	}
+	fresh, newJob := mode&runsFresh != 0, mode&runsOfNewJob != 0
 	var out []protocol.Execution
 	for i, p := range ps {
-		if e, ok, err := c.hist.idx.get(ctx, p.execID); err != nil {
+		if newJob {
+			// No history to look up: the job did not exist before this call.
+		} else if e, ok, err := c.hist.idx.get(ctx, p.execID); err != nil {
 			return out, err
 		} else if ok && e.State.Terminal() {
 			// Ended, and may have left live state (retention.go): never made again.
@@ -97,7 +119,13 @@ func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled t
 			}
 		}
 		ev := execution.Create{ExecID: p.execID, JobID: j.ID, Agent: p.agent, ScheduledAt: scheduled, Shard: p.shard, Reason: reason}
-		before, after, effs, err := c.applyExec(ctx, p.execID, ev, execution.Env{})
+		var before, after *execRecord
+		var effs []execution.Effect
+		if newJob {
+			before, after, effs, err = c.createExec(ctx, ev)
+		} else {
+			before, after, effs, err = c.applyExec(ctx, p.execID, ev, execution.Env{})
+		}
 		if errors.Is(err, execution.ErrExists) {
 			if fresh && i == 0 {
 				return nil, errExecExists
@@ -175,7 +203,7 @@ func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execut
 	}
 	scheduled := c.now().Truncate(time.Millisecond)
 	for range 1000 {
-		execs, err := c.createRuns(ctx, j, scheduled, "manual_trigger", true)
+		execs, err := c.createRuns(ctx, j, scheduled, "manual_trigger", runsFresh)
 		if errors.Is(err, errExecExists) {
 			scheduled = scheduled.Add(time.Millisecond)
 			continue
@@ -268,7 +296,7 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 			continue
 		}
 		missing++
-		if _, err := c.createRuns(ctx, j, at, "scheduled", false); err != nil {
+		if _, err := c.createRuns(ctx, j, at, "scheduled", 0); err != nil {
 			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
 		}
 	}

@@ -77,7 +77,9 @@
 // over lanes by exec id; a lane applies them in batches (lanes.go): the
 // reports of one execution in a batch become one write, the writes of a
 // batch are asynchronous compare-and-set publishes awaited together, and a
-// lost compare-and-set is redone for that execution alone.
+// lost compare-and-set is redone for that execution alone. Reports that
+// only move an execution of a one-shot job to TRIGGERED or RUNNING are
+// held back up to reportLinger for its later reports (lanelinger.go).
 //
 // A finished (or interrupted) report with triggered_at and started_at, or a
 // running report with triggered_at, stands for the earlier steps of its

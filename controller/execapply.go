@@ -41,6 +41,25 @@ func (c *Controller) applyExec(ctx context.Context, id string, ev execution.Even
 	return nil, nil, nil, fmt.Errorf("execution %s: %w: too much contention", id, ErrConflict)
 }
 
+// createExec is applyExec of a Create for an execution that has no record
+// (one of a job created in this call): the record is written with a KV
+// create, without reading it first. A record found there after all (a
+// conflict) is handled as applyExec does, reading it.
+func (c *Controller) createExec(ctx context.Context, ev execution.Create) (before, after *execRecord, effs []execution.Effect, err error) {
+	next, effs, err := execution.Apply(nil, ev, execution.Env{Now: c.now()})
+	if err != nil || next == nil {
+		return nil, nil, effs, err
+	}
+	rev, err := c.execs().put(ctx, execVersion{}, next)
+	if errors.Is(err, errCASConflict) {
+		return c.applyExec(ctx, ev.ExecID, ev, execution.Env{})
+	} else if err != nil {
+		return nil, nil, nil, err
+	}
+	c.created.put(execVersion{rec: next, rev: rev})
+	return nil, next, effs, nil
+}
+
 // jobEnv is the Env of a change to an execution of job jobID: its retry
 // policy (from the job cache, defaults when the job is not known) and the
 // jitter source. Now is set by applyExec or the caller.

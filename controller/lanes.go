@@ -25,6 +25,9 @@ const laneBatch = 256
 // the writes that succeeded, and acknowledges each message only after its
 // write and its events are stored. A lost compare-and-set or a failed
 // write is redone for that execution alone, reading the record again.
+// Reports that only move an execution of a one-shot job to TRIGGERED or
+// RUNNING wait up to reportLinger for its later reports, so that a fast
+// attempt is one write (lanelinger.go).
 //
 // Its cache may be stale: other code writes ax_execs too (the lease code,
 // retries, an operator's retry or cancel on any replica), through the
@@ -40,11 +43,16 @@ type lane struct {
 	// per batch, reused
 	groups []*group
 	index  map[string]*group
+
+	// lingering are the reports held back for the later reports of their
+	// execution (lanelinger.go), in the order they came.
+	lingering []*pendingReport
 }
 
 // pendingReport is one report message of a batch and what became of it.
 type pendingReport struct {
 	msg      jetstream.Msg
+	until    time.Time // end of its wait for the later reports (lanelinger.go)
 	r        protocol.Report
 	mayDefer bool
 	// The outcome of execution.Apply in the current plan: the effects of
@@ -80,13 +88,28 @@ func newLane(w *shardWorker) *lane {
 
 func (l *lane) run(ctx context.Context) {
 	batch := make([]jetstream.Msg, 0, laneBatch)
-	for msg := range l.in {
-		batch = append(batch[:0], msg)
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
+	for {
+		var wake <-chan time.Time
+		if at, ok := l.lingerDue(); ok {
+			due.Reset(time.Until(at))
+			wake = due.C
+		}
+		batch = batch[:0]
+		closed := false
+		select {
+		case msg, ok := <-l.in:
+			if closed = !ok; ok {
+				batch = append(batch, msg)
+			}
+		case <-wake:
+		}
 	fill:
-		for len(batch) < laneBatch {
+		for !closed && len(batch) < laneBatch {
 			select {
 			case m, ok := <-l.in:
-				if !ok {
+				if closed = !ok; closed {
 					break fill
 				}
 				batch = append(batch, m)
@@ -95,17 +118,36 @@ func (l *lane) run(ctx context.Context) {
 			}
 		}
 		if ctx.Err() != nil {
-			continue // drain: unacknowledged messages are redelivered
+			// drain: unacknowledged messages (held back ones too) are redelivered
+			l.lingering = l.lingering[:0]
+			if closed {
+				return
+			}
+			continue
 		}
-		l.handleBatch(ctx, batch)
+		if len(batch) > 0 || len(l.lingering) > 0 {
+			l.handleBatch(ctx, batch, closed)
+		}
+		if closed {
+			return
+		}
 	}
 }
 
-// handleBatch applies a batch of report messages (see lane).
-func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
+// handleBatch applies a batch of report messages (see lane), after those
+// held back by the batches before (lanelinger.go). With flush (the lane
+// is closing) nothing is held back.
+func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool) {
 	c := l.w.c
 	l.groups = l.groups[:0]
 	clear(l.index)
+	now := time.Now()
+	// The reports held back come first (stream order per execution), as
+	// they were decoded and checked.
+	for _, p := range l.lingering {
+		l.addTo(p)
+	}
+	l.lingering = l.lingering[:0]
 	for _, m := range msgs {
 		r, err := protocol.DecodeReport(m.Data())
 		if err != nil {
@@ -132,13 +174,7 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 				continue
 			}
 		}
-		g := l.index[r.ExecID]
-		if g == nil {
-			g = &group{id: r.ExecID}
-			l.index[r.ExecID] = g
-			l.groups = append(l.groups, g)
-		}
-		p := &pendingReport{msg: m, r: r, mayDefer: l.mayDefer(m)}
+		p := &pendingReport{msg: m, until: now.Add(reportLinger), r: r, mayDefer: l.mayDefer(m)}
 		p.create = func() error {
 			if !p.createDone {
 				p.createDone = true
@@ -148,11 +184,15 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			}
 			return p.createErr
 		}
-		g.items = append(g.items, p)
+		l.addTo(p)
 	}
+	l.holdBack(now, flush)
 	// Plan every execution and issue its write.
 	for _, g := range l.groups {
 		cur, ok := l.cache[g.id]
+		if !ok {
+			cur, ok = c.created.take(g.id) // written by CreateJob just before
+		}
 		guessed := !ok && l.guessAbsent(g.items[0].r)
 		if !ok && !guessed {
 			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {

@@ -19,6 +19,7 @@ import (
 // workers, started from the binaries in binDir.
 type axSystem struct {
 	binDir string
+	pprof  string // --pprof-listen of the controller ("" for none)
 	api    string
 	ctl    *proc
 	agent  *proc
@@ -47,8 +48,11 @@ func (a *axSystem) start(ctx context.Context, dir string, s *sink, periodic int)
 			return err
 		}
 	}
-	if a.ctl, err = start(filepath.Join(a.binDir, "ax-controller"), filepath.Join(dir, "ctl.log"),
-		"serve", "--config", filepath.Join(dir, "ctl.yaml")); err != nil {
+	args := []string{"serve", "--config", filepath.Join(dir, "ctl.yaml")}
+	if a.pprof != "" {
+		args = append(args, "--pprof-listen", a.pprof)
+	}
+	if a.ctl, err = start(filepath.Join(a.binDir, "ax-controller"), filepath.Join(dir, "ctl.log"), args...); err != nil {
 		return err
 	}
 	if err := poll(ctx, 60*time.Second, "controller API up", func() (bool, error) {
@@ -145,6 +149,10 @@ func (a *axSystem) extra(ctx context.Context) string {
 }
 
 func (a *axSystem) pids() []int { return []int{a.ctl.pid(), a.agent.pid()} }
+
+// mainPID is the controller's: "main-cpu-ms/exec" is the controller's CPU
+// (with its embedded NATS server) per execution.
+func (a *axSystem) mainPID() int { return a.ctl.pid() }
 
 func (a *axSystem) stop() {
 	if a.agent != nil {

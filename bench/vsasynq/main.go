@@ -39,6 +39,7 @@ type config struct {
 	workloads      string
 	systems        string
 	keep           bool
+	pprof          string
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.StringVar(&c.workloads, "workloads", "dispatch,latency,periodic", "workloads to run")
 	flag.StringVar(&c.systems, "systems", "ax,asynq", "systems to run (ax, asynq)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the data directories and logs")
+	flag.StringVar(&c.pprof, "ctl-pprof", "", "serve Go profiles of ax-controller on this loopback address (serve --pprof-listen)")
 	flag.Parse()
 	if c.binDir == "" {
 		fmt.Fprintln(os.Stderr, "vsasynq: -bin is required (run bench/run.sh)")
@@ -88,7 +90,7 @@ func run(ctx context.Context, c config) error {
 	for _, name := range strings.Split(c.systems, ",") {
 		switch name {
 		case "ax":
-			systems = append(systems, &axSystem{binDir: c.binDir})
+			systems = append(systems, &axSystem{binDir: c.binDir, pprof: c.pprof})
 		case "asynq":
 			systems = append(systems, &asynqSystem{})
 		default:

@@ -19,6 +19,7 @@ func dispatch(ctx context.Context, c config, s *sink, sys system) (result, error
 	if err != nil {
 		return result{}, err
 	}
+	main0 := mainCPU(sys)
 	t0 := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -57,13 +58,13 @@ func dispatch(ctx context.Context, c config, s *sink, sys system) (result, error
 		return result{}, err
 	}
 	_, dupes := s.snapshot()
-	return result{
+	return withMainCPU(result{
 		"submit/s":     float64(c.tasks) / submitted.Seconds(),
 		"done/s":       float64(c.tasks) / done.Seconds(),
 		"cpu-ms/exec":  float64(cpu1-cpu0) / float64(time.Millisecond) / float64(c.tasks),
 		"handler-runs": float64(s.count()),
 		"duplicates":   float64(dupes),
-	}.with(sys.extra(ctx)), nil
+	}, sys, main0, c.tasks).with(sys.extra(ctx)), nil
 }
 
 // latency submits c.rate tasks a second for c.latencyFor and measures
@@ -137,6 +138,7 @@ func periodicRun(ctx context.Context, c config, s *sink, sys system) (result, er
 	if err != nil {
 		return result{}, err
 	}
+	main0 := mainCPU(sys)
 	to := from.Add(c.window)
 	select {
 	case <-time.After(time.Until(to)):
@@ -148,8 +150,32 @@ func periodicRun(ctx context.Context, c config, s *sink, sys system) (result, er
 		return result{}, err
 	}
 	runs := s.between(from, to)
-	return result{
+	return withMainCPU(result{
 		"done/s":      float64(runs) / c.window.Seconds(),
 		"cpu-ms/exec": float64(cpu1-cpu0) / float64(time.Millisecond) / float64(max(runs, 1)),
-	}.with(sys.extra(ctx)), nil
+	}, sys, main0, max(runs, 1)).with(sys.extra(ctx)), nil
+}
+
+// mainProc is a system whose main process (ax-controller: the scheduler
+// with its embedded NATS server) is measured on its own too.
+type mainProc interface{ mainPID() int }
+
+// mainCPU is the CPU time the system's main process used so far (0 when
+// the system has none).
+func mainCPU(sys system) time.Duration {
+	mp, ok := sys.(mainProc)
+	if !ok {
+		return 0
+	}
+	d, _ := cpuOf(mp.mainPID())
+	return d
+}
+
+// withMainCPU adds "main-cpu-ms/exec": the main process's CPU per
+// execution since from.
+func withMainCPU(r result, sys system, from time.Duration, n int) result {
+	if _, ok := sys.(mainProc); ok {
+		r["main-cpu-ms/exec"] = float64(mainCPU(sys)-from) / float64(time.Millisecond) / float64(n)
+	}
+	return r
 }

@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
+)
+
+// TestSuccessWritesTwoRevisions: a one-shot execution that succeeds, its
+// triggered, running and finished reports sent one after another as
+// separate messages (each acknowledged by the stream before the next is
+// sent, as an agent's outbox does when they fall in different windows),
+// is written twice to ax_execs: created PENDING, then SUCCESS. Every
+// transition is still an event in AX_EVT.
+func TestSuccessWritesTwoRevisions(t *testing.T) {
+	c := newTestController(t)
+	er := recordEvents(t, c.NATSURL())
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	a.register()
+	ctx := tctx(t)
+
+	j, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execID := protocol.ExecID(j.ID, j.CreatedAt)
+	w, err := c.kv.Execs.Watch(ctx, execID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	var puts atomic.Int64
+	var last atomic.Value
+	go func() {
+		for e := range w.Updates() {
+			if e != nil && e.Operation() == jetstream.KeyValuePut {
+				puts.Add(1)
+				last.Store(e.Revision())
+			}
+		}
+	}()
+	eventually(t, 10*time.Second, "the PENDING record in the watch", func() bool { return puts.Load() == 1 })
+
+	a.waitCommand("run", isRun(execID, 1))
+	a.runAttempt(j.ID, execID, 1, j.CreatedAt, retry.OutcomeSuccess, retry.Result{})
+	waitExec(t, c, execID, "SUCCESS", inState(protocol.StateSuccess))
+	v, err := c.readExec(ctx, execID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the watch at the last revision", func() bool { r, _ := last.Load().(uint64); return r == v.rev })
+	if n := puts.Load(); n != 2 {
+		t.Errorf("ax_execs revisions of %s: %d, want 2 (PENDING, SUCCESS)", execID, n)
+	}
+	want := []protocol.State{protocol.StatePending, protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess}
+	eventually(t, 10*time.Second, "the four events", func() bool { return slices.Equal(er.path(execID), want) })
+}
+
+// TestHoldBackOnlyOneShotSteps: a lane holds back the triggered and running
+// reports of a one-shot job's execution while their wait lasts, and
+// nothing else: a finished report, a wait that is over, and the reports
+// of a periodic fire (they make its record: the fire is seen at once).
+func TestHoldBackOnlyOneShotSteps(t *testing.T) {
+	c := newTestController(t)
+	ctx := tctx(t)
+	once, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	every, err := c.CreateJob(ctx, everyJob("edge-1", "1s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	rep := func(j protocol.Job, exec string, k protocol.ReportKind, until time.Time) *pendingReport {
+		return &pendingReport{until: until, r: protocol.Report{JobID: j.ID, ExecID: exec, Attempt: 1, Kind: k}}
+	}
+	later := now.Add(reportLinger)
+	cases := []struct {
+		name  string
+		items []*pendingReport
+		held  bool
+	}{
+		{"one-shot triggered and running", []*pendingReport{rep(once, "a", protocol.ReportTriggered, later), rep(once, "a", protocol.ReportRunning, later)}, true},
+		{"one-shot running", []*pendingReport{rep(once, "b", protocol.ReportRunning, later)}, true},
+		{"one-shot triggered then finished", []*pendingReport{rep(once, "c", protocol.ReportTriggered, later), rep(once, "c", protocol.ReportFinished, later)}, false},
+		{"one-shot triggered, wait over", []*pendingReport{rep(once, "d", protocol.ReportTriggered, now)}, false},
+		{"periodic fire triggered", []*pendingReport{rep(every, "e", protocol.ReportTriggered, later)}, false},
+	}
+	for _, tc := range cases {
+		l := newLane(&shardWorker{c: c})
+		l.addTo(tc.items[0])
+		for _, p := range tc.items[1:] {
+			l.addTo(p)
+		}
+		l.holdBack(now, false)
+		if held := len(l.groups) == 0; held != tc.held || held && len(l.lingering) != len(tc.items) {
+			t.Errorf("%s: held back %v (%d reports), want %v", tc.name, held, len(l.lingering), tc.held)
+		}
+		l = newLane(&shardWorker{c: c})
+		for _, p := range tc.items {
+			l.addTo(p)
+		}
+		if l.holdBack(now, true); len(l.groups) != 1 {
+			t.Errorf("%s: held back while the lane closes", tc.name)
+		}
+	}
+}
