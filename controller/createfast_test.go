@@ -74,7 +74,7 @@ func TestCreateOneShotReadsNothing(t *testing.T) {
 	}
 	a.runAttempt(j.ID, execID, 1, j.CreatedAt, retry.OutcomeSuccess, retry.Result{})
 	eventually(t, 10*time.Second, "the SUCCESS event", func() bool {
-		p := er.path(execID)
+		p := er.Path(execID)
 		return len(p) > 0 && p[len(p)-1] == protocol.StateSuccess
 	})
 	if err := nc.Flush(); err != nil {

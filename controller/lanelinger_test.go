@@ -59,7 +59,7 @@ func TestSuccessWritesTwoRevisions(t *testing.T) {
 		t.Errorf("ax_execs revisions of %s: %d, want 2 (PENDING, SUCCESS)", execID, n)
 	}
 	want := []protocol.State{protocol.StatePending, protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess}
-	eventually(t, 10*time.Second, "the four events", func() bool { return slices.Equal(er.path(execID), want) })
+	eventually(t, 10*time.Second, "the four events", func() bool { return slices.Equal(er.Path(execID), want) })
 }
 
 // TestHoldBackOnlyOneShotSteps: a lane holds back the triggered and running
