@@ -45,6 +45,12 @@ type cachedJob struct {
 // far longer than a watcher update or a write's answer is late.
 const tombstoneKeep = time.Minute
 
+// deletedFireKeep is how long the tombstone of a deleted periodic job keeps
+// its spec: a fire the agent made before it applied the unassign (in
+// flight at the delete, or while its link was down) is reported up to this
+// long after and still recorded. It matches AX_RPT's duplicate window.
+const deletedFireKeep = 2 * time.Hour
+
 func newJobCache() *jobCache {
 	return &jobCache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{},
 		groupAll: map[string]struct{}{}, pinned: map[string]map[string]struct{}{}}
@@ -106,14 +112,32 @@ func (jc *jobCache) remove(id string, rev uint64) {
 	if ok && cur.rev >= rev {
 		return
 	}
+	var last protocol.Job
 	if ok && !cur.deleted {
 		jc.index(cur.job, false)
+		if isPeriodic(cur.job) {
+			last = cur.job
+		}
 	}
 	at := time.Now()
 	if jc.now != nil {
 		at = jc.now()
 	}
-	jc.jobs[id] = cachedJob{rev: rev, deleted: true, deletedAt: at}
+	jc.jobs[id] = cachedJob{job: last, rev: rev, deleted: true, deletedAt: at}
+}
+
+// deletedPeriodic returns the spec of periodic job id and when this
+// replica saw it deleted, while its tombstone is kept (deletedFireKeep):
+// the reports of fires an agent made before it learned of the deletion
+// are still recorded (authorizeCreate).
+func (jc *jobCache) deletedPeriodic(id string) (protocol.Job, time.Time, bool) {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	cj, ok := jc.jobs[id]
+	if !ok || !cj.deleted || cj.job.ID == "" {
+		return protocol.Job{}, time.Time{}, false
+	}
+	return cj.job, cj.deletedAt, true
 }
 
 // pinnedTo returns the live periodic jobs pinned to agent, sorted by id.
@@ -140,12 +164,13 @@ func (jc *jobCache) sorted(ids map[string]struct{}) []protocol.Job {
 	return out
 }
 
-// pruneTombstones drops the tombstones of jobs deleted before t.
-func (jc *jobCache) pruneTombstones(t time.Time) {
+// pruneTombstones drops the tombstones of jobs deleted before t, and those
+// of periodic jobs (which keep the job's spec) deleted before periodicT.
+func (jc *jobCache) pruneTombstones(t, periodicT time.Time) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	for id, cj := range jc.jobs {
-		if cj.deleted && cj.deletedAt.Before(t) {
+		if cj.deleted && cj.deletedAt.Before(t) && (cj.job.ID == "" || cj.deletedAt.Before(periodicT)) {
 			delete(jc.jobs, id)
 		}
 	}

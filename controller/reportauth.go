@@ -75,6 +75,15 @@ func (c *Controller) authorizeEpoch(ctx context.Context, r protocol.Report) (rea
 // report may be tried again later.
 func (c *Controller) authorizeCreate(ctx context.Context, r protocol.Report) (reason, detail string, early bool) {
 	j, _, ok := c.jobs.get(r.JobID)
+	if dj, at, deleted := c.jobs.deletedPeriodic(r.JobID); !ok && deleted {
+		// Deleted: a fire the agent made before the deletion (in flight,
+		// or while its link was down) really ran and is recorded; a later
+		// one is refused. The agent's own clock slack is the lease TTL.
+		if _, sched, err := protocol.ParseExecID("exec_id", r.ExecID); err != nil || sched.After(at.Add(c.cfg.LeaseTTL)) {
+			return rejectUnknownJob, fmt.Sprintf("job %s was deleted at %s, before this fire", r.JobID, at.Format(time.RFC3339Nano)), false
+		}
+		j, ok = dj, true
+	}
 	if !ok {
 		// Not in this replica's cache: created on another replica just now?
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)

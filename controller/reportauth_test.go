@@ -82,6 +82,28 @@ func TestForgedReportsRejected(t *testing.T) {
 		}
 	})
 
+	t.Run("fire made before its job was deleted", func(t *testing.T) {
+		j, err := c.CreateJob(ctx, everyJob("edge-b", "1h"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DeleteJob(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		// In flight at the delete: it ran, so it is recorded.
+		at := j.CreatedAt.Truncate(time.Millisecond)
+		x := protocol.ExecID(j.ID, at)
+		b.runAttempt(j.ID, x, 1, at, retry.OutcomeSuccess, ok)
+		waitExec(t, c, x, "SUCCESS of the fire made before the delete", inState(protocol.StateSuccess))
+		// Scheduled an hour after the delete: refused.
+		later := at.Add(time.Hour)
+		y := protocol.ExecID(j.ID, later)
+		n := rejected(rejectUnknownJob)
+		b.publish(b.rep(j.ID, y, 1, protocol.ReportTriggered, later), "")
+		waitRejected(t, c, rejectUnknownJob, n+1)
+		noExec(t, c, y, "a fire scheduled after its job was deleted")
+	})
+
 	t.Run("fire of a job that does not exist", func(t *testing.T) {
 		ghost := protocol.NewJobID("ctl", time.Now(), 424242)
 		x := protocol.ExecID(ghost, time.Now().Truncate(time.Millisecond))

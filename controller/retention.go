@@ -168,7 +168,7 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 			break
 		}
 	}
-	c.jobs.pruneTombstones(c.now().Add(-tombstoneKeep))
+	c.jobs.pruneTombstones(c.now().Add(-tombstoneKeep), c.now().Add(-deletedFireKeep))
 	if removed+retired > 0 || pruned > 0 {
 		c.log.Info("history sweep", "executions_removed", removed, "jobs_retired", retired, "history_pruned", pruned)
 	}
