@@ -93,7 +93,7 @@ func (l *lane) run(ctx context.Context) {
 	for {
 		var wake <-chan time.Time
 		if at, ok := l.lingerDue(); ok {
-			due.Reset(time.Until(at))
+			due.Reset(at.Sub(l.w.c.mono()))
 			wake = due.C
 		}
 		batch = batch[:0]
@@ -141,7 +141,7 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 	c := l.w.c
 	l.groups = l.groups[:0]
 	clear(l.index)
-	now := time.Now()
+	now := l.w.c.mono()
 	// The reports held back come first (stream order per execution), as
 	// they were decoded and checked.
 	for _, p := range l.lingering {
