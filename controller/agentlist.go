@@ -11,18 +11,7 @@ import (
 )
 
 // AgentFilter selects agents in ListAgentPage; zero fields do not filter.
-type AgentFilter struct {
-	// Label is a label selector ("site=a,role=pump", protocol.ParseSelector).
-	Label string
-	// Online, when set, selects online (true) or offline (false) agents.
-	Online *bool
-	// Version selects agents reporting this version.
-	Version string
-	// Limit is the page size (defaultPageSize when 0); After the Next of
-	// the previous page.
-	Limit int
-	After string
-}
+type AgentFilter = apiv1.AgentFilter
 
 // AgentCounts counts the agents matching a filter (all pages), by state.
 type AgentCounts = apiv1.AgentCounts

@@ -240,31 +240,7 @@ func (c *Client) CancelExecution(ctx context.Context, id string) (protocol.Execu
 }
 
 // AgentFilter selects agents in ListAgentPage; zero fields do not filter.
-type AgentFilter struct {
-	// Label is a label selector ("site=a,role=pump").
-	Label string
-	// Online, when set, selects online (true) or offline (false) agents.
-	Online  *bool
-	Version string
-	// Limit is the page size (the server's default when 0).
-	Limit int
-	// After is the Next cursor of the previous page.
-	After string
-}
-
-func (f AgentFilter) values() url.Values {
-	q := url.Values{}
-	set(q, "label", f.Label)
-	if f.Online != nil {
-		q.Set("online", strconv.FormatBool(*f.Online))
-	}
-	set(q, "version", f.Version)
-	if f.Limit != 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
-	}
-	set(q, "after", f.After)
-	return q
-}
+type AgentFilter = apiv1.AgentFilter
 
 // AgentCounts counts the agents matching a filter (all pages), by state.
 type AgentCounts = apiv1.AgentCounts
@@ -276,7 +252,7 @@ type AgentPage = apiv1.AgentPage
 // per state of all that match.
 func (c *Client) ListAgentPage(ctx context.Context, f AgentFilter) (AgentPage, error) {
 	var out AgentPage
-	err := c.do(ctx, http.MethodGet, "/v1/agents", f.values(), nil, &out)
+	err := c.do(ctx, http.MethodGet, "/v1/agents", f.Values(), nil, &out)
 	return out, err
 }
 
