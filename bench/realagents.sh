@@ -9,15 +9,15 @@
 # when their NATS connection is back) and when the SUCCESS rate is back to 90 %
 # of the steady one (over 2 s). It stops every process it started (by PID).
 #
-#   bench/realagents.sh                 # N=500 JOBS=2 EVERY=60s
+#   bench/realagents.sh                 # N=500 JOBS=2 EVERY=30 (seconds)
 #   N=200 MEASURE=20 bench/realagents.sh
 #   BIN_DIR=/tmp/bin bench/realagents.sh   # ax-controller and ax-agent built already
 set -euo pipefail
 
 N=${N:-500}
 JOBS=${JOBS:-2}
-EVERY=${EVERY:-60s}
-SETTLE=${SETTLE:-20}
+EVERY=${EVERY:-30} # seconds
+SETTLE=${SETTLE:-$((EVERY + 10))} # every job fired once before the window
 MEASURE=${MEASURE:-30}
 API_PORT=${API_PORT:-28180}
 NATS_PORT=${NATS_PORT:-24322}
@@ -92,7 +92,7 @@ done
 echo "agents $N: all online after $(since "$t0")"
 
 # JOBS jobs per agent, created 1,000 to a batch.
-jq -nc --argjson n "$N" --argjson k "$JOBS" --arg every "$EVERY" '
+jq -nc --argjson n "$N" --argjson k "$JOBS" --arg every "${EVERY}s" '
 	[range(1; $n + 1) as $i | range(0; $k) as $j | {name: "real-\($i)-\($j)", handler: "exec",
 		payload: {command: "/bin/true"}, schedule: {every: $every},
 		target: {agent: ("real-" + ($i | tostring | ("0000" + .)[-4:]))}}]
@@ -103,7 +103,7 @@ jq -nc --argjson n "$N" --argjson k "$JOBS" --arg every "$EVERY" '
 		exit 1
 	}
 done
-echo "$((N * JOBS)) jobs created (every $EVERY, exec /bin/true)"
+echo "$((N * JOBS)) jobs created (every ${EVERY}s, exec /bin/true)"
 
 sleep "$SETTLE"
 c0=$(cpu "$CTL_PID") s0=$(successes) t0=$(now)
