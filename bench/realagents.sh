@@ -9,15 +9,15 @@
 # when their NATS connection is back) and when the SUCCESS rate is back to 90 %
 # of the steady one (over 2 s). It stops every process it started (by PID).
 #
-#   bench/realagents.sh                 # N=500 JOBS=2 EVERY=10s
+#   bench/realagents.sh                 # N=500 JOBS=2 EVERY=30 (seconds)
 #   N=200 MEASURE=20 bench/realagents.sh
 #   BIN_DIR=/tmp/bin bench/realagents.sh   # ax-controller and ax-agent built already
 set -euo pipefail
 
 N=${N:-500}
 JOBS=${JOBS:-2}
-EVERY=${EVERY:-10s}
-SETTLE=${SETTLE:-20}
+EVERY=${EVERY:-30} # seconds
+SETTLE=${SETTLE:-$((EVERY + 10))} # every job fired once before the window
 MEASURE=${MEASURE:-30}
 API_PORT=${API_PORT:-28180}
 NATS_PORT=${NATS_PORT:-24322}
@@ -38,6 +38,7 @@ cleanup() {
 	for pid in "${PIDS[@]}" $CTL_PID; do wait "$pid" 2>/dev/null || true; done
 	rm -rf "$WORK"
 }
+trap 'echo "realagents: failed at line $LINENO" >&2' ERR
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -54,10 +55,12 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 # cpu PID: utime+stime in clock ticks; rss PID: resident MiB.
 cpu() { awk '{ sub(/.*\) /, ""); split($0, f, " "); print f[12] + f[13] }' "/proc/$1/stat"; }
 rss() { awk '/VmRSS/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
+# A request the loaded controller does not answer within 10 s counts as
+# nothing yet (0), it does not end the script.
 successes() {
-	curl -sf "$API/metrics" | awk '/^ax_executions_total\{state="SUCCESS"\}/ { printf "%d", $2 }'
+	curl -sf -m 10 "$API/metrics" | awk '/^ax_executions_total\{state="SUCCESS"\}/ { printf "%d", $2 }' || echo 0
 }
-online() { curl -sf "$API/v1/agents?limit=1" | jq -r '.counts.online' 2>/dev/null || echo 0; }
+online() { curl -sf -m 10 "$API/v1/agents?limit=1" | jq -r '.counts.online' 2>/dev/null || echo 0; }
 
 start_controller() {
 	"$BIN/ax-controller" serve --data-dir "$WORK/ctl" --listen "127.0.0.1:$API_PORT" \
@@ -66,7 +69,7 @@ start_controller() {
 }
 
 start_controller
-for _ in $(seq 1 300); do curl -sf "$API/readyz" >/dev/null && break; sleep 0.2; done
+for _ in $(seq 1 300); do curl -sf -m 10 "$API/readyz" >/dev/null && break; sleep 0.2; done
 cat >"$WORK/agent.yaml" <<EOF
 exec:
   allow: ["/bin/true"]
@@ -89,18 +92,18 @@ done
 echo "agents $N: all online after $(since "$t0")"
 
 # JOBS jobs per agent, created 1,000 to a batch.
-jq -nc --argjson n "$N" --argjson k "$JOBS" --arg every "$EVERY" '
+jq -nc --argjson n "$N" --argjson k "$JOBS" --arg every "${EVERY}s" '
 	[range(1; $n + 1) as $i | range(0; $k) as $j | {name: "real-\($i)-\($j)", handler: "exec",
 		payload: {command: "/bin/true"}, schedule: {every: $every},
 		target: {agent: ("real-" + ($i | tostring | ("0000" + .)[-4:]))}}]
 	| _nwise(1000) | {jobs: .}' | while read -r batch; do
-	curl -sf -X POST -H 'Content-Type: application/json' --data-binary "$batch" "$API/v1/jobs:batch" |
+	curl -sf -m 60 -X POST -H 'Content-Type: application/json' --data-binary "$batch" "$API/v1/jobs:batch" |
 		jq -e '[.results[] | select(.status != 201)] | length == 0' >/dev/null || {
 		echo "realagents: a job batch was refused" >&2
 		exit 1
 	}
 done
-echo "$((N * JOBS)) jobs created (every $EVERY, exec /bin/true)"
+echo "$((N * JOBS)) jobs created (every ${EVERY}s, exec /bin/true)"
 
 sleep "$SETTLE"
 c0=$(cpu "$CTL_PID") s0=$(successes) t0=$(now)
@@ -117,14 +120,14 @@ wait "$CTL_PID" 2>/dev/null || true
 t0=$(now)
 restart=${t0%.*} # whole seconds: heard from again = last_seen in a later second
 start_controller
-until curl -sf "$API/readyz" >/dev/null; do sleep 0.05; done
+until curl -sf -m 10 "$API/readyz" >/dev/null; do sleep 0.05; done
 echo "after kill -9: ready $(since "$t0") after the restart"
 back=$(awk -v r="$rate" 'BEGIN { print 0.9 * r }')
 heard= ratet= prev=$(successes || echo 0) pt=$(now)
 while [ -z "$heard" ] || [ -z "$ratet" ]; do
 	sleep 2
 	if [ -z "$heard" ]; then
-		n=$(curl -sf "$API/v1/agents?limit=1000" | jq --argjson t "$restart" \
+		n=$(curl -sf -m 10 "$API/v1/agents?limit=1000" | jq --argjson t "$restart" \
 			'[.agents[] | select(.last_seen | sub("\\.[0-9]+"; "") | fromdate > $t)] | length' || echo 0)
 		if [ "$n" -ge "$N" ]; then heard=$(since "$t0"); fi
 	fi

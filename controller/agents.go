@@ -242,21 +242,17 @@ func (c *Controller) startResponders() error {
 		c.agents.kv, c.agents.leaseKV = c.agents.wrapKV(c.kv.Agents), c.agents.wrapKV(c.kv.Leases)
 	}
 	c.startLivenessWriters()
-	nc, err := c.connectResponders() // respconn.go
-	if err != nil {
-		return err
-	}
 	for _, s := range []struct {
 		subj string
 		h    nats.MsgHandler
 	}{{protocol.SubjectRegisterAll, c.enqueueRegister}, {protocol.SubjectHeartbeatAll, c.startHeartbeatWorkers()}} {
-		sub, err := nc.QueueSubscribe(s.subj, responderQueue, s.h)
+		sub, err := c.nc.QueueSubscribe(s.subj, responderQueue, s.h)
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", s.subj, err)
 		}
 		c.subs = append(c.subs, sub)
 	}
-	return nc.Flush()
+	return c.nc.Flush()
 }
 
 func respond(msg *nats.Msg, v any) {

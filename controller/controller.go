@@ -33,7 +33,6 @@ type Controller struct {
 	// Set once by Start, read-only afterwards (guarded by the ready flag).
 	srv     *server.Server
 	nc      *nats.Conn
-	respNC  *nats.Conn // the registration and heartbeat responders' (respconn.go)
 	js      jetstream.JetStream
 	kv      streams.Buckets
 	natsURL string
@@ -312,7 +311,6 @@ func (c *Controller) shutdown() {
 	if c.hist != nil {
 		c.hist.close()
 	}
-	c.closeResponderConn()
 	if c.nc != nil {
 		_ = c.nc.FlushTimeout(2 * time.Second)
 		c.nc.Close()

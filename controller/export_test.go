@@ -13,8 +13,5 @@ func (c *Controller) abandon() {
 	if c.nc != nil {
 		c.nc.Close()
 	}
-	if c.respNC != nil {
-		c.respNC.Close()
-	}
 	c.shutdown()
 }

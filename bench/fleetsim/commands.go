@@ -45,7 +45,7 @@ func (s *sim) startCommands(ctx context.Context, a *agent) error {
 		s.consErr.Add(1)
 		return err
 	}
-	if _, err := c.Consume(func(m jetstream.Msg) { s.onCommand(a, m) }, jetstream.PullHeartbeat(5*time.Second)); err != nil {
+	if _, err := c.Consume(func(m jetstream.Msg) { s.onCommand(a, m) }, jetstream.PullHeartbeat(s.c.cmdHB)); err != nil {
 		s.consErr.Add(1)
 		return err
 	}

@@ -39,6 +39,7 @@ type config struct {
 	port, apiPort    int
 	jobs             int
 	hb, settle, meas time.Duration
+	cmdHB            time.Duration // idle heartbeat of the command consumers' pulls
 	kill, runs, list bool
 	pprof            string
 	cpuprofile       string
@@ -57,6 +58,7 @@ func main() {
 	flag.StringVar(&c.pprof, "pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the simulator's own CPU profile over the steady window to this file")
 	flag.DurationVar(&c.hb, "heartbeat", 5*time.Second, "heartbeat interval")
+	flag.DurationVar(&c.cmdHB, "cmd-heartbeat", 5*time.Second, "idle heartbeat of each agent's command consumer pulls (ax-agent: its nats.ping_interval within 1s..10s, 2s by default)")
 	flag.DurationVar(&c.settle, "settle", 10*time.Second, "wait after all registered before measuring")
 	flag.DurationVar(&c.meas, "measure", 30*time.Second, "steady-state measurement time")
 	flag.BoolVar(&c.kill, "kill", false, "kill -9 the controller after measuring and time the re-registration storm")
