@@ -78,7 +78,10 @@ type leaseView struct {
 	replicas map[string]leaseSeen[replicaLease]
 	shards   map[int]leaseSeen[shardLease]
 	jobs     map[string]leaseSeen[groupLease]
-	changed  chan struct{} // a shard or replica key changed (capacity 1)
+	// byAgent indexes jobs by holder (agent → job ids), so that listing
+	// an agent's leases does not scan every group job (setJob, delJob).
+	byAgent map[string]map[string]struct{}
+	changed chan struct{} // a shard or replica key changed (capacity 1)
 }
 
 func newLeaseView() *leaseView {
@@ -86,6 +89,7 @@ func newLeaseView() *leaseView {
 		replicas: map[string]leaseSeen[replicaLease]{},
 		shards:   map[int]leaseSeen[shardLease]{},
 		jobs:     map[string]leaseSeen[groupLease]{},
+		byAgent:  map[string]map[string]struct{}{},
 		changed:  make(chan struct{}, 1),
 	}
 }
@@ -129,9 +133,9 @@ func (v *leaseView) apply(e jetstream.KeyValueEntry, now time.Time) {
 		id := key[len(keyJobPrefix):]
 		var val groupLease
 		if del || json.Unmarshal(e.Value(), &val) != nil {
-			delete(v.jobs, id)
+			v.delJob(id)
 		} else if cur, ok := v.jobs[id]; !ok || e.Revision() > cur.rev {
-			v.jobs[id] = leaseSeen[groupLease]{val: val, rev: e.Revision(), seen: now}
+			v.setJob(id, leaseSeen[groupLease]{val: val, rev: e.Revision(), seen: now})
 		}
 	}
 }
@@ -150,7 +154,38 @@ func (v *leaseView) putJob(id string, val groupLease, rev uint64, now time.Time)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if cur, ok := v.jobs[id]; !ok || rev > cur.rev {
-		v.jobs[id] = leaseSeen[groupLease]{val: val, rev: rev, seen: now}
+		v.setJob(id, leaseSeen[groupLease]{val: val, rev: rev, seen: now})
+	}
+}
+
+// setJob records job id's lease l and keeps byAgent in step (v.mu held).
+func (v *leaseView) setJob(id string, l leaseSeen[groupLease]) {
+	if cur, ok := v.jobs[id]; ok && cur.val.Agent != l.val.Agent {
+		v.unindex(id, cur.val.Agent)
+	}
+	v.jobs[id] = l
+	set := v.byAgent[l.val.Agent]
+	if set == nil {
+		set = map[string]struct{}{}
+		v.byAgent[l.val.Agent] = set
+	}
+	set[id] = struct{}{}
+}
+
+// delJob forgets job id's lease (v.mu held).
+func (v *leaseView) delJob(id string) {
+	if cur, ok := v.jobs[id]; ok {
+		v.unindex(id, cur.val.Agent)
+		delete(v.jobs, id)
+	}
+}
+
+func (v *leaseView) unindex(id, agent string) {
+	if set := v.byAgent[agent]; set != nil {
+		delete(set, id)
+		if len(set) == 0 {
+			delete(v.byAgent, agent)
+		}
 	}
 }
 
@@ -158,7 +193,7 @@ func (v *leaseView) dropJob(id string, rev uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if cur, ok := v.jobs[id]; ok && cur.rev <= rev {
-		delete(v.jobs, id)
+		v.delJob(id)
 	}
 }
 
@@ -214,8 +249,8 @@ func (v *leaseView) heldBy(agent string, now time.Time, ttl time.Duration) map[s
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := map[string]uint64{}
-	for id, l := range v.jobs {
-		if l.val.Agent == agent && now.Sub(l.seen) < ttl {
+	for id := range v.byAgent[agent] {
+		if l := v.jobs[id]; now.Sub(l.seen) < ttl {
 			out[id] = l.val.Epoch
 		}
 	}
