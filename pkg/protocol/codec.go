@@ -29,11 +29,49 @@ func Encode(m interface{ Validate() error }) ([]byte, error) {
 }
 
 // decode checks size and version, then strictly unmarshals data into m and
-// validates it.
+// validates it. The message is parsed once: its version is read from the
+// decoded V field, and only when the strict decode fails is the "v" key
+// read on its own, so that a message of an unsupported version is refused
+// as such (ErrVersion) rather than for fields this build does not know.
 func decode[M interface{ Validate() error }](data []byte, m M) error {
 	if len(data) > MaxMessageSize {
 		return fieldErrf(ErrTooLarge, "", "message is %d bytes, at most %d allowed", len(data), MaxMessageSize)
 	}
+	v, hasV := versionField(m)
+	if !hasV {
+		if err := headVersion(data); err != nil {
+			return err
+		}
+	}
+	if err := strictUnmarshal(data, m); err != nil {
+		if verr := headVersion(data); verr != nil {
+			return verr
+		}
+		return err
+	}
+	if hasV {
+		if err := checkVersion(int(v.Int())); err != nil {
+			return err
+		}
+	}
+	return m.Validate()
+}
+
+// versionField returns the V field of the struct m points to.
+func versionField(m any) (reflect.Value, bool) {
+	rv := reflect.ValueOf(m)
+	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
+		return reflect.Value{}, false
+	}
+	f := rv.Elem().FieldByName("V")
+	if !f.IsValid() || f.Kind() != reflect.Int {
+		return reflect.Value{}, false
+	}
+	return f, true
+}
+
+// headVersion reads the "v" key of data alone and checks it.
+func headVersion(data []byte) error {
 	var head struct {
 		V json.RawMessage `json:"v"`
 	}
@@ -46,13 +84,7 @@ func decode[M interface{ Validate() error }](data []byte, m M) error {
 			return fieldErr(ErrVersion, "v", "must be an integer")
 		}
 	}
-	if err := checkVersion(v); err != nil {
-		return err
-	}
-	if err := strictUnmarshal(data, m); err != nil {
-		return err
-	}
-	return m.Validate()
+	return checkVersion(v)
 }
 
 // decodeAs decodes and validates one message of type M (decode).
