@@ -330,15 +330,7 @@ func (a *testAgent) runAttempt(jobID, execID string, attempt int, scheduled time
 // the streams if no controller did yet).
 func recordEvents(t testing.TB, url string) *natstest.Events {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.JetStream(t, url)
 	if _, err := streams.Ensure(tctx(t), js, streams.Config{}); err != nil {
 		t.Fatal(err)
 	}

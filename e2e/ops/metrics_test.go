@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -46,15 +46,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 			t.Fatalf("create %s: %v", name, err)
 		}
 	}
-	nc, err := nats.Connect(c.NATSURL(), nats.CustomInboxPrefix(protocol.InboxPrefix("edge-7"))) // as ax-agent: the responders answer only there
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.JetStream(t, c.NATSURL(), nats.CustomInboxPrefix(protocol.InboxPrefix("edge-7"))) // as ax-agent: the responders answer only there
 	if _, err := js.Publish(ctx, protocol.ReportSubject(0, "edge-7"), []byte("not a report")); err != nil {
 		t.Fatalf("publish report: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -37,15 +38,7 @@ func TestReportForAnotherAgentsExecution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(url, opt, nats.CustomInboxPrefix(protocol.InboxPrefix("edge-m")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.JetStream(t, url, opt, nats.CustomInboxPrefix(protocol.InboxPrefix("edge-m")))
 	// The controller's own identity, to see when the reports are consumed.
 	adminOpt, err := nats.NkeyOptionFromSeed(filepath.Join(dir, controller.AuthDir, auth.ControllerSeedFile))
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Server is an embedded nats-server with JetStream, owned by one test.
@@ -96,4 +98,20 @@ func (s *Server) Restart() {
 // String describes the server for test logs.
 func (s *Server) String() string {
 	return fmt.Sprintf("nats-server at %s (store %s)", s.URL(), s.opts.StoreDir)
+}
+
+// JetStream connects to the server at url with opts and returns the
+// connection (closed when the test ends) and its JetStream context.
+func JetStream(tb testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		tb.Fatalf("nats connect %s: %v", url, err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
 }

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
@@ -18,15 +15,7 @@ import (
 func TestExecWatch(t *testing.T) {
 	srv := natstest.Start(t)
 	ctx := context.Background()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.JetStream(t, srv.URL())
 	if _, err := streams.Ensure(ctx, js, streams.Config{Memory: true}); err != nil {
 		t.Fatal(err)
 	}
