@@ -22,7 +22,7 @@ func (s *Store) SetOutboxSink(ctx context.Context, sink func([]OutboxMsg)) (base
 		if err == nil {
 			// On the writer goroutine, before this batch's rows are
 			// delivered: rows after base in it are handed over too.
-			s.sink, s.sinkBase = sink, base
+			s.w.sink, s.w.sinkBase = sink, base
 		}
 		ch <- err
 	})
@@ -40,15 +40,15 @@ func (s *Store) SetOutboxSink(ctx context.Context, sink func([]OutboxMsg)) (base
 }
 
 // deliver hands a committed batch's outbox rows to the sink.
-func (s *Store) deliver(rows []OutboxMsg) {
-	if s.sink == nil || len(rows) == 0 {
+func (w *writer) deliver(rows []OutboxMsg) {
+	if w.sink == nil || len(rows) == 0 {
 		return
 	}
 	i := 0
-	for i < len(rows) && rows[i].Seq <= s.sinkBase {
+	for i < len(rows) && rows[i].Seq <= w.sinkBase {
 		i++
 	}
 	if i < len(rows) {
-		s.sink(rows[i:])
+		w.sink(rows[i:])
 	}
 }

@@ -99,13 +99,8 @@ type Store struct {
 	st   *stmts
 	// stats counts commits, write functions and outbox reads.
 	stats stats
-	// sink gets the outbox rows of each committed batch with seq >
-	// sinkBase (writer goroutine only; see SetOutboxSink).
-	sink     func([]OutboxMsg)
-	sinkBase int64
-	// outboxSeq is the highest outbox seq ever used (writer goroutine
-	// only): the next batch's rows get the seqs after it.
-	outboxSeq int64
+	// w is the writer goroutine's state (writer.go).
+	w *writer
 
 	mu     sync.RWMutex // guards closed against sends on reqs
 	closed bool
@@ -158,8 +153,9 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	s.rdb.SetMaxOpenConns(o.Readers)
 	s.rdb.SetMaxIdleConns(o.Readers)
+	var outboxSeq int64
 	if err := s.wdb.QueryRowContext(ctx, `SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0),
-		COALESCE((SELECT MAX(seq) FROM outbox), 0))`).Scan(&s.outboxSeq); err != nil {
+		COALESCE((SELECT MAX(seq) FROM outbox), 0))`).Scan(&outboxSeq); err != nil {
 		_ = s.wdb.Close()
 		_ = s.rdb.Close()
 		return nil, fmt.Errorf("open store %s: read outbox seq: %w", path, classify(err))
@@ -169,7 +165,9 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		_ = s.rdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	go s.writer()
+	s.w = &writer{db: s.wdb, st: s.st, opts: s.opts, path: s.path, stats: &s.stats, reqs: s.reqs, done: s.done,
+		err: s.Err, fail: s.fail, outboxSeq: outboxSeq}
+	go s.w.run()
 	return s, nil
 }
 
@@ -318,173 +316,6 @@ func (s *Store) Close() error {
 		return fmt.Errorf("close store: %w", err)
 	}
 	return nil
-}
-
-// writer runs the queued write functions in batches. While writes keep
-// coming from several callers (the last batch had more than one write
-// function, and the writer was idle for less than that batch took), it
-// lingers before a batch: up to a quarter of the last batch's duration,
-// at most Options.Linger, or until the batch is full. The steps of many
-// executions then share one commit (one fsync) instead of the first
-// write of a burst taking a commit of its own while the rest queue behind
-// it. A write after a quiet spell, or from a lone caller writing one
-// after the other, is committed at once.
-func (s *Store) writer() {
-	defer close(s.done)
-	batch := make([]req, 0, s.opts.MaxBatch)
-	errs := make([]error, 0, s.opts.MaxBatch)
-	var last time.Duration // how long the last batch took
-	lastN := 0             // and how many write functions it had
-	lastEnd := time.Now()
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
-	for r := range s.reqs {
-		start := time.Now()
-		batch = append(batch[:0], r)
-		s.fill(&batch)
-		if wait := min(last/4, s.opts.Linger); wait > 0 && lastN > 1 && len(batch) < s.opts.MaxBatch && start.Sub(lastEnd) < last {
-			linger.Reset(wait)
-		wait:
-			for len(batch) < s.opts.MaxBatch {
-				select {
-				case r, ok := <-s.reqs:
-					if !ok {
-						break wait
-					}
-					batch = append(batch, r)
-					s.fill(&batch)
-				case <-linger.C:
-					break wait
-				}
-			}
-			linger.Stop()
-			start = time.Now()
-		}
-		lastN = len(batch)
-		var rows []OutboxMsg
-		errs, rows = s.commit(batch, errs[:0])
-		for i, r := range batch {
-			if r.done != nil {
-				r.done(errs[i])
-			}
-			batch[i] = req{}
-		}
-		// After the callbacks: one of them may have set the sink.
-		s.deliver(rows)
-		lastEnd = time.Now()
-		last = lastEnd.Sub(start)
-	}
-}
-
-// fill adds the queued write functions to batch, up to MaxBatch, without
-// waiting.
-func (s *Store) fill(batch *[]req) {
-	for len(*batch) < s.opts.MaxBatch {
-		select {
-		case r, ok := <-s.reqs:
-			if !ok {
-				return
-			}
-			*batch = append(*batch, r)
-		default:
-			return
-		}
-	}
-}
-
-// commit runs a batch in one transaction. Fast path: every function without
-// savepoints. If one fails, the transaction is rolled back and the batch
-// rerun with one savepoint per function.
-func (s *Store) commit(batch []req, errs []error) ([]error, []OutboxMsg) {
-	for range batch {
-		errs = append(errs, nil)
-	}
-	if err := s.Err(); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs, nil
-	}
-	ok, rows, err := s.runBatch(batch, errs, false)
-	if err == nil && !ok {
-		for i := range errs {
-			errs[i] = nil
-		}
-		_, rows, err = s.runBatch(batch, errs, true)
-	}
-	if err != nil {
-		err = classify(err)
-		if fatal(err) {
-			s.fail(fmt.Errorf("store %s: %w", s.path, err))
-		}
-		for i := range errs {
-			if errs[i] == nil {
-				errs[i] = err
-			}
-		}
-		rows = nil
-	}
-	return errs, rows
-}
-
-// runBatch returns ok=false (after rolling back) when a function failed in
-// the fast path; err is a transaction-level error; rows are the outbox
-// rows the committed transaction wrote.
-func (s *Store) runBatch(batch []req, errs []error, savepoints bool) (ok bool, rows []OutboxMsg, err error) {
-	ctx := context.Background()
-	sqlTx, err := s.wdb.BeginTx(ctx, nil)
-	if err != nil {
-		return false, nil, fmt.Errorf("begin: %w", err)
-	}
-	tx := &Tx{tx: sqlTx, st: s.st, ctx: ctx}
-	for i, r := range batch {
-		if savepoints {
-			if _, err := sqlTx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
-				_ = sqlTx.Rollback()
-				return false, nil, err
-			}
-		}
-		e := safeRun(r.fn, tx)
-		tx.endFn(e == nil)
-		if e != nil {
-			if c := classify(e); fatal(c) {
-				_ = sqlTx.Rollback()
-				return false, nil, c
-			}
-			if !savepoints {
-				_ = sqlTx.Rollback()
-				return false, nil, nil
-			}
-			errs[i] = e
-			if _, err := sqlTx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
-				_ = sqlTx.Rollback()
-				return false, nil, err
-			}
-		}
-		if savepoints {
-			if _, err := sqlTx.ExecContext(ctx, "RELEASE w"); err != nil {
-				_ = sqlTx.Rollback()
-				return false, nil, err
-			}
-		}
-	}
-	seq, err := tx.flushOutbox(s.outboxSeq)
-	if err != nil {
-		_ = sqlTx.Rollback()
-		return false, nil, classify(err)
-	}
-	if err := tx.flushMeta(); err != nil {
-		_ = sqlTx.Rollback()
-		return false, nil, classify(err)
-	}
-	if err := sqlTx.Commit(); err != nil {
-		return false, nil, fmt.Errorf("commit: %w", err)
-	}
-	s.outboxSeq = seq
-	s.stats.commits.Add(1)
-	s.stats.writes.Add(int64(len(batch)))
-	s.stats.statements.Add(tx.n)
-	return true, tx.rows, nil
 }
 
 func safeRun(fn func(*Tx) error, tx *Tx) (err error) {
