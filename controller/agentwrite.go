@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -36,6 +37,11 @@ func (l *agentLocks) lock(id string) func() {
 	m.Lock()
 	return m.Unlock
 }
+
+// agentWriteAttempts bounds the compare-and-set attempts of one change to
+// an agent's record (each lost one reads the record again; within the
+// write's 5 s).
+const agentWriteAttempts = 20
 
 // agentChange turns agent id's current record (exists false: none) into
 // the record to write; write false leaves it as it is. It may be called
@@ -87,8 +93,20 @@ func (c *Controller) writeAgentFrom(ctx context.Context, id string, cur protocol
 		if err == nil {
 			return agentWrite{prev: cur, existed: exists, info: next, rev: nrev, written: true}, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || attempt == 5 {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || attempt == agentWriteAttempts {
 			return agentWrite{prev: cur, existed: exists}, fmt.Errorf("store agent %s in ax_agents: %w", id, err)
+		}
+		// Lost to another write (a heartbeat's liveness, on any replica):
+		// wait a little, jittered, so that a write racing a stream of
+		// others still gets its turn, then read the newer record.
+		if attempt > 2 {
+			t := time.NewTimer(time.Duration(rand.Int64N(int64(min(time.Millisecond<<attempt, 50*time.Millisecond)))))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return agentWrite{prev: cur, existed: exists}, fmt.Errorf("store agent %s in ax_agents: %w", id, err)
+			}
 		}
 		if cur, rev, exists, err = c.readAgent(ctx, id); err != nil {
 			return agentWrite{}, err
