@@ -355,3 +355,18 @@ func val(t testing.TB, m prometheus.Metric) float64 {
 	t.Fatalf("unsupported metric %v", &d)
 	return 0
 }
+
+// mustCreateJobs creates jobs in one batch (at most MaxBatchJobs) and fails
+// the test on any error, the batch's or a job's.
+func mustCreateJobs(tb testing.TB, ctx context.Context, c *Controller, jobs []protocol.Job) {
+	tb.Helper()
+	res, err := c.CreateJobs(ctx, jobs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			tb.Fatal(r.Err)
+		}
+	}
+}

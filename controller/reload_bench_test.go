@@ -42,15 +42,7 @@ func BenchmarkRestartWithPending(b *testing.B) {
 		for i := range jobs {
 			jobs[i] = spec
 		}
-		res, err := c.CreateJobs(ctx, jobs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				b.Fatal(r.Err)
-			}
-		}
+		mustCreateJobs(b, ctx, c, jobs)
 		done += k
 	}
 	var ready, reloaded, resent float64

@@ -76,15 +76,7 @@ func BenchmarkCreateOneShotBatch(b *testing.B) {
 		for i := range jobs {
 			jobs[i] = asapJob("bench")
 		}
-		res, err := c.CreateJobs(ctx, jobs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				b.Fatal(r.Err)
-			}
-		}
+		mustCreateJobs(b, ctx, c, jobs)
 		done += n
 	}
 	elapsed := time.Since(start)
