@@ -45,6 +45,9 @@ type agentEntry struct {
 	// kvSeen is LastSeen as stored at rev; info.LastSeen may be later (a
 	// heartbeat answered here and not written, agentstore.go).
 	kvSeen time.Time
+	// heard is when this replica last answered a heartbeat of the agent
+	// from memory (its liveness digest carries it, livedigest.go).
+	heard time.Time
 }
 
 func newAgentRegistry() *agentRegistry {
@@ -139,6 +142,7 @@ func (r *agentRegistry) putLive(info protocol.AgentInfo) (wasOnline, ok bool) {
 	e.info.LastSeen, e.info.HeartbeatAt, e.info.Stats, e.info.ClockOffset = info.LastSeen, info.HeartbeatAt, info.Stats, info.ClockOffset
 	e.info.Online, e.info.StoppedAt = info.Online, info.StoppedAt
 	e.online = info.Online
+	e.heard = info.LastSeen
 	r.n.add(e, 1)
 	return wasOnline, true
 }
@@ -226,6 +230,9 @@ func (c *Controller) followAgents(ctx context.Context) error {
 		}
 	}
 	if err := followKV(ctx, w, apply, c.goRun); err != nil {
+		return err
+	}
+	if err := c.followLiveness(ctx); err != nil {
 		return err
 	}
 	_, online, known := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)

@@ -16,9 +16,10 @@ import (
 // Heartbeats and ax_agents: the replica that answers a heartbeat records
 // the agent's liveness in memory and writes ax_agents only when something
 // other replicas must know changed (the agent came online, sent its first
-// heartbeat or is stopping, its lease claims changed) or when the stored last-seen time is older than
-// livenessRefresh (so that other replicas, and this one after a restart,
-// keep seeing the agent online). Every such write is a compare-and-set on
+// heartbeat or is stopping, its lease claims changed) or when the stored
+// last-seen time is older than storedLivenessRefresh. Meanwhile the other
+// replicas, and this one after a restart, read the agent's liveness from
+// the replicas' digests (livedigest.go). Every such write is a compare-and-set on
 // the record's revision: a label change, revocation or registration written
 // in between (by any replica) is read back and kept, only the liveness is
 // carried over.
@@ -27,14 +28,15 @@ import (
 // answered from memory and never waits for ax_agents: its write (the
 // refresh, the first heartbeat, coming online) is left to the liveness
 // writers (livenessWriters), which write the agent's record as it is in
-// memory when they get to it. At 10,000 agents the refreshes are over a
-// thousand writes a second; done by the heartbeat workers, each one held
-// up every heartbeat queued behind it (p99 0.4–1.3 s).
+// memory when they get to it. (When the stored record was refreshed every
+// livenessRefresh, at 10,000 agents that was over a thousand writes a
+// second; done by the heartbeat workers, each one held up every heartbeat
+// queued behind it, p99 0.4–1.3 s.)
 
-// livenessRefresh is how stale the last-seen time in ax_agents may grow
-// before a heartbeat writes it again: agent_offline_after less one and a
-// half heartbeat intervals, so that a replica reading ax_agents still sees
-// an agent online that heartbeats on time (0: every heartbeat writes).
+// livenessRefresh is how stale another replica's view of an agent's
+// last-seen time may grow: agent_offline_after less one and a half
+// heartbeat intervals, so that it still sees an agent online that
+// heartbeats on time. The liveness digests are written twice as often.
 func (c *Controller) livenessRefresh() time.Duration {
 	return max(0, c.cfg.AgentOfflineAfter-c.cfg.HeartbeatInterval*3/2)
 }
@@ -47,7 +49,20 @@ func (c *Controller) heartbeatWrite(prev, cur protocol.AgentInfo, kvSeen, now ti
 		prev.HeartbeatAt.IsZero(): // the first heartbeat: its stats are kept across restarts
 		return true
 	}
-	return now.Sub(kvSeen) >= c.livenessRefresh()
+	return now.Sub(kvSeen) >= c.storedRefresh()
+}
+
+// storedRefresh is how stale the last-seen time in ax_agents may grow
+// before a heartbeat writes it again: storedLivenessRefresh, the digests
+// carry the liveness meanwhile; 0 (every heartbeat is written, no digest)
+// when agent_offline_after leaves no room for a digest's delay
+// (livenessRefresh 0: agent_offline_after at most one and a half
+// heartbeat intervals).
+func (c *Controller) storedRefresh() time.Duration {
+	if c.livenessRefresh() == 0 {
+		return 0
+	}
+	return max(c.livenessRefresh(), storedLivenessRefresh)
 }
 
 // sameHeld reports whether a and b hold the same leases in the same order.

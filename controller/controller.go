@@ -251,6 +251,7 @@ func (c *Controller) start(ctx context.Context) error {
 	c.ownLoop.Store(true)
 	c.goRun(c.ownershipLoop)
 	c.goRun(c.livenessLoop)
+	c.goRun(c.digestLoop)
 	c.goRun(c.consumerLoop)
 	c.goRun(c.reportStreamLoop)
 	c.goRun(c.retentionLoop)

@@ -19,6 +19,8 @@ const (
 	DefaultEventMaxAge = 7 * 24 * time.Hour
 	// DefaultDuplicates is the de-duplication window of report and command Msg-Ids.
 	DefaultDuplicates = 2 * time.Hour
+	// LivenessTTL is the bucket TTL of ax_liveness.
+	LivenessTTL = time.Hour
 	// DefaultLeaseTTL is the bucket TTL of ax_leases.
 	DefaultLeaseTTL = 10 * time.Second
 	// DefaultReportMaxBytes bounds the bytes AX_RPT holds (reports not yet
@@ -122,7 +124,7 @@ func (c Config) Validate() error {
 
 // Buckets are the KV buckets of ax, opened by Ensure.
 type Buckets struct {
-	Jobs, Execs, Idem, Agents, Leases, Epochs jetstream.KeyValue
+	Jobs, Execs, Idem, Agents, Leases, Epochs, Liveness jetstream.KeyValue
 }
 
 func (c Config) storage() jetstream.StorageType {
@@ -182,6 +184,11 @@ func (c Config) KVConfigs() []jetstream.KeyValueConfig {
 		return jetstream.KeyValueConfig{Bucket: name, Description: desc, History: history, TTL: ttl,
 			Storage: c.storage(), Replicas: c.Replicas, MaxValueSize: protocol.MaxMessageSize}
 	}
+	// The controllers' liveness digests: up to 1 MiB a value (one value
+	// holds a share of a large fleet), a key not written for an hour is
+	// removed (a stopped replica's).
+	livenessKV := kv(protocol.BucketLiveness, "ax controllers' heartbeat digests", 1, LivenessTTL)
+	livenessKV.MaxValueSize = 1 << 20
 	return []jetstream.KeyValueConfig{
 		kv(protocol.BucketJobs, "ax job specs", 1, 0),
 		kv(protocol.BucketExecs, "ax executions", 1, 0),
@@ -189,6 +196,7 @@ func (c Config) KVConfigs() []jetstream.KeyValueConfig {
 		kv(protocol.BucketAgents, "ax agents", 1, 0),
 		kv(protocol.BucketLeases, "ax leases", 1, c.LeaseTTL),
 		kv(protocol.BucketEpochs, "ax group-job lease grants (epoch history)", 1, 0),
+		livenessKV,
 	}
 }
 
@@ -204,7 +212,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 		}
 	}
 	var b Buckets
-	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases, &b.Epochs}
+	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases, &b.Epochs, &b.Liveness}
 	for i, kc := range cfg.KVConfigs() {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
 		if err != nil {

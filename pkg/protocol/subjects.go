@@ -39,6 +39,10 @@ const (
 	// grants (epoch → agent), which authorizes reports made under an
 	// earlier epoch. No TTL: it outlives the lease keys.
 	BucketEpochs = "ax_epochs"
+	// BucketLiveness holds each controller replica's digest of the agent
+	// heartbeats it answered (bucket TTL, History 1); only controllers
+	// read and write it.
+	BucketLiveness = "ax_liveness"
 
 	// DefaultShards is the default number of report shards.
 	DefaultShards = 16

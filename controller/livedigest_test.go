@@ -1,0 +1,182 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// digestConfig is a replica whose agents heartbeat every 200 ms and count
+// as offline after 600 ms: livenessRefresh 300 ms, a digest every 150 ms.
+func digestConfig(t *testing.T, url, node string) Config {
+	cfg := replicaConfig(t, url, node, 2*time.Second)
+	cfg.AgentOfflineAfter = 3 * cfg.HeartbeatInterval
+	return cfg
+}
+
+// Two replicas answer one agent's heartbeats (queue group) from memory:
+// ax_agents is not written again, yet each replica keeps seeing the
+// heartbeats the other answered (the other's liveness digest), so the
+// agent stays online on both, with the last-seen time of its latest
+// heartbeat.
+func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
+	srv := natstest.Start(t)
+	a := startController(t, digestConfig(t, srv.URL(), "ctl-a"))
+	b := startController(t, digestConfig(t, srv.URL(), "ctl-b"))
+	ag := newTestAgent(t, a.NATSURL(), "edge-1", nil).start()
+	ctx := tctx(t)
+	revision := func() uint64 {
+		e, err := a.kv.Agents.Get(ctx, "edge-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Revision()
+	}
+	ag.heartbeat()
+	eventually(t, 10*time.Second, "the first heartbeat written", func() bool {
+		return !storedAgent(t, ctx, a, "edge-1").HeartbeatAt.IsZero()
+	})
+	rev := revision()
+
+	// Heartbeats for several offline periods, each answered by either.
+	start := time.Now()
+	var last time.Time
+	for time.Since(start) < 4*a.cfg.AgentOfflineAfter {
+		if r := ag.heartbeat(); r.Error != "" {
+			t.Fatal(r.Error)
+		}
+		for _, c := range []*Controller{a, b} {
+			if info, _ := c.agents.get("edge-1"); info.LastSeen.After(last) {
+				last = info.LastSeen
+			}
+		}
+	}
+	for _, c := range []*Controller{a, b} {
+		eventually(t, 10*time.Second, c.cfg.Node+" sees the latest heartbeat", func() bool {
+			info, _ := c.agents.get("edge-1")
+			return !info.LastSeen.Before(last) && isOnline(info, c.now(), c.cfg.AgentOfflineAfter)
+		})
+	}
+	if got := revision(); got != rev {
+		t.Fatalf("ax_agents revision %d after heartbeats that changed nothing but liveness, want %d (not written)", got, rev)
+	}
+}
+
+// A replica started after another answered an agent's heartbeats reads
+// the agent's liveness from the digests, not from ax_agents (whose
+// last-seen time is older): the agent is online from its first look.
+func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
+	srv := natstest.Start(t)
+	a := startController(t, digestConfig(t, srv.URL(), "ctl-a"))
+	ag := newTestAgent(t, a.NATSURL(), "edge-1", nil).start()
+	ctx := tctx(t)
+	ag.heartbeat()
+	eventually(t, 10*time.Second, "the first heartbeat written", func() bool {
+		return !storedAgent(t, ctx, a, "edge-1").HeartbeatAt.IsZero()
+	})
+	stored := storedAgent(t, ctx, a, "edge-1").LastSeen
+	// Heartbeats until the one in memory is an offline period past the
+	// stored one, and a digest has it.
+	var last time.Time
+	eventually(t, 10*time.Second, "a digest of a later heartbeat", func() bool {
+		ag.heartbeat()
+		info, _ := a.agents.get("edge-1")
+		last = info.LastSeen
+		if last.Sub(stored) <= a.cfg.AgentOfflineAfter {
+			return false
+		}
+		d := a.agents.digests(a.now(), a.cfg.AgentOfflineAfter)
+		if err := a.writeDigest(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return d[digestChunk("edge-1")].Agents["edge-1"].LastSeen.Equal(last)
+	})
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := startController(t, digestConfig(t, srv.URL(), "ctl-b"))
+	info, ok := b.agents.get("edge-1")
+	if !ok {
+		t.Fatal("ctl-b does not know edge-1")
+	}
+	if !info.LastSeen.Equal(last) {
+		t.Fatalf("ctl-b: edge-1 last seen %s, want %s (the digest's; ax_agents has %s)", info.LastSeen, last, stored)
+	}
+}
+
+// A digest never revives a record it does not belong to: an entry of an
+// earlier boot, of a revoked agent, or older than what is known is not
+// applied, and one from before the agent said it was stopping keeps it
+// stopped.
+func TestDigestEntryApplied(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	base := protocol.AgentInfo{Agent: "edge-1", Boot: "b2", LastSeen: t0, RegisteredAt: t0.Add(-time.Hour)}
+	cases := []struct {
+		name  string
+		rec   func(*protocol.AgentInfo)
+		entry digestEntry
+		want  bool
+	}{
+		{"later, same boot", nil, digestEntry{Boot: "b2", LastSeen: t0.Add(time.Second)}, true},
+		{"earlier boot", nil, digestEntry{Boot: "b1", LastSeen: t0.Add(time.Second)}, false},
+		{"not later", nil, digestEntry{Boot: "b2", LastSeen: t0}, false},
+		{"revoked", func(a *protocol.AgentInfo) { a.Revoked = true }, digestEntry{Boot: "b2", LastSeen: t0.Add(time.Second)}, false},
+		{"before the stop", func(a *protocol.AgentInfo) { a.StoppedAt = t0.Add(2 * time.Second) },
+			digestEntry{Boot: "b2", LastSeen: t0.Add(time.Second)}, false},
+		{"after the stop", func(a *protocol.AgentInfo) { a.StoppedAt = t0 }, digestEntry{Boot: "b2", LastSeen: t0.Add(time.Second)}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newAgentRegistry()
+			rec := base
+			if tc.rec != nil {
+				tc.rec(&rec)
+			}
+			r.putRev(rec, 1)
+			if got := r.seenElsewhere("edge-1", tc.entry); got != tc.want {
+				t.Fatalf("applied = %v, want %v", got, tc.want)
+			}
+			info, _ := r.get("edge-1")
+			want := rec.LastSeen
+			if tc.want {
+				want = tc.entry.LastSeen
+			}
+			if !info.LastSeen.Equal(want) {
+				t.Fatalf("last seen %s, want %s", info.LastSeen, want)
+			}
+			if tc.want && !info.StoppedAt.IsZero() {
+				t.Fatalf("stopped at %s after a later heartbeat", info.StoppedAt)
+			}
+		})
+	}
+	if newAgentRegistry().seenElsewhere("nobody", digestEntry{LastSeen: t0}) {
+		t.Fatal("an entry for an unknown agent was applied")
+	}
+}
+
+// FuzzDecodeDigest: any bytes in ax_liveness decode to a checked digest
+// or to errBadDigest, never to an entry without an agent id or a time.
+func FuzzDecodeDigest(f *testing.F) {
+	f.Add([]byte(`{"v":1,"agents":{"edge-1":{"b":"x","s":"2026-12-01T12:00:00Z","h":"2026-12-01T12:00:00Z","t":{"pending":1}}}}`))
+	f.Add([]byte(`{"v":1,"agents":{"../x":{"s":"2026-12-01T12:00:00Z"}}}`))
+	f.Add([]byte(`{"v":2,"agents":{}}`))
+	f.Add([]byte(`{"v":1,"agents":{"edge-1":{}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := decodeDigest(data)
+		if err != nil {
+			if !errors.Is(err, errBadDigest) {
+				t.Fatalf("error %v is not errBadDigest", err)
+			}
+			return
+		}
+		for id, e := range d.Agents {
+			if protocol.ValidateName("agent", id) != nil || e.LastSeen.IsZero() {
+				t.Fatalf("accepted entry %q: %+v", id, e)
+			}
+		}
+	})
+}
