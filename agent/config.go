@@ -81,7 +81,10 @@ type NATSConfig struct {
 	// `ax-controller agent enroll` (secret: masked when printed).
 	Creds string `config:"creds"`
 	// Token is a NATS auth token (secret: masked when printed).
-	Token          string        `config:"token"`
+	Token string `config:"token"`
+	// PingInterval is how often the connection is pinged; in a NATS
+	// cluster it is also the idle heartbeat of the command pulls, within
+	// 1s..10s (10s on a lone server, commandHeartbeat).
 	PingInterval   time.Duration `config:"ping_interval"`
 	MaxPingsOut    int           `config:"max_pings_out"`
 	ReconnectWait  time.Duration `config:"reconnect_wait"`

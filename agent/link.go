@@ -349,17 +349,38 @@ func (l *link) startCommands(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The server sends idle heartbeats on the consumer; two missed ones make
-	// nats.go rebuild it (on another node when its node died). The default
-	// (5s) left commands stalled ~10s after a cluster node stopped; follow
-	// the connection's own ping interval instead, within 1s..10s.
-	hb := min(max(l.a.cfg.NATS.PingInterval, time.Second), 10*time.Second)
+	hb := commandHeartbeat(l.a.cfg.NATS.PingInterval, l.nc.ConnectedClusterName() != "")
 	cc, err := c.Consume(l.onCommand, jetstream.PullHeartbeat(hb))
 	if err != nil {
 		return err
 	}
 	l.cons = cc
 	return nil
+}
+
+// maxCommandHeartbeat is the longest idle heartbeat of the command
+// consumer's pulls (nats.go allows at most half the pull's 30 s expiry).
+const maxCommandHeartbeat = 10 * time.Second
+
+// commandHeartbeat is the idle heartbeat of the command consumer's pulls,
+// given the connection's ping interval and whether the server is part of
+// a cluster. The server sends one per heartbeat while no command comes;
+// two missed make nats.go rebuild the consumer.
+//
+// In a cluster, the consumer's node can die while the agent's connection
+// (to another node) lives: only the missed heartbeats tell, and nats.go's
+// default (5s) left commands stalled ~10s after a node stopped, so it
+// follows the connection's ping interval, within 1s..10s. On a lone
+// server (the controller's embedded one) the consumer and the connection
+// share the server: its loss drops the connection, and the ordered
+// consumer is rebuilt at the reconnect, not by a heartbeat. There it is
+// maxCommandHeartbeat: at 10,000 agents the 2 s default was 5,000 idle
+// heartbeats a second for the server to write.
+func commandHeartbeat(ping time.Duration, clustered bool) time.Duration {
+	if !clustered {
+		return maxCommandHeartbeat
+	}
+	return min(max(ping, time.Second), maxCommandHeartbeat)
 }
 
 func (l *link) onCommand(m jetstream.Msg) {

@@ -58,7 +58,7 @@ func main() {
 	flag.StringVar(&c.pprof, "pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the simulator's own CPU profile over the steady window to this file")
 	flag.DurationVar(&c.hb, "heartbeat", 5*time.Second, "heartbeat interval")
-	flag.DurationVar(&c.cmdHB, "cmd-heartbeat", 5*time.Second, "idle heartbeat of each agent's command consumer pulls (ax-agent: its nats.ping_interval within 1s..10s, 2s by default)")
+	flag.DurationVar(&c.cmdHB, "cmd-heartbeat", 10*time.Second, "idle heartbeat of each agent's command consumer pulls (ax-agent: 10s on a lone server such as the embedded one, its nats.ping_interval within 1s..10s in a cluster)")
 	flag.DurationVar(&c.settle, "settle", 10*time.Second, "wait after all registered before measuring")
 	flag.DurationVar(&c.meas, "measure", 30*time.Second, "steady-state measurement time")
 	flag.BoolVar(&c.kill, "kill", false, "kill -9 the controller after measuring and time the re-registration storm")
