@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,7 +23,7 @@ import (
 // writes the liveness (last seen, heartbeat time, stats, clock offset) of
 // every agent it answered within agent_offline_after, and whose record in
 // ax_agents is behind it, into bucket ax_liveness: livenessChunks keys
-// "<instance>.<k>", agent ids spread over them by hash so that one value
+// "<node>.<k>", agent ids spread over them by hash so that one value
 // stays small (about 150 bytes an agent: 10,000 agents are 64 values of
 // about 24 KB). Every replica watches the bucket and keeps, per agent, the
 // latest liveness it reads there (agentRegistry.seenElsewhere), unless
@@ -38,9 +37,13 @@ import (
 // JetStream and delivered to every replica's watch. The digest is 64
 // writes per replica every few seconds whatever the fleet's size.
 //
-// The bucket keeps a key for streams.LivenessTTL (a stopped replica's keys
-// then go away); its values are times, so an old one never makes an agent
-// look online longer than its own last heartbeat does.
+// The keys are named by node (unique per replica), so that a restarted
+// replica overwrites its own; each value names the process that wrote it
+// (its instance), so that a replica skips its own values and a restarted
+// one reads those of the process before it. The bucket keeps a key for
+// streams.LivenessTTL (a stopped replica's keys then go away); its values
+// are times, so an old one never makes an agent look online longer than
+// its own last heartbeat does.
 
 // livenessChunks is how many keys one replica's digest is spread over.
 const livenessChunks = 64
@@ -63,8 +66,10 @@ type digestEntry struct {
 
 // livenessDigest is one value of ax_liveness.
 type livenessDigest struct {
-	V      int                    `json:"v"`
-	Agents map[string]digestEntry `json:"agents"`
+	V int `json:"v"`
+	// Instance is the controller process that wrote it.
+	Instance string                 `json:"instance"`
+	Agents   map[string]digestEntry `json:"agents"`
 }
 
 // errBadDigest: a value of ax_liveness that is not a digest.
@@ -106,7 +111,7 @@ func digestChunk(id string) int {
 
 // digests returns this replica's digest values, by chunk, at now: the
 // agents it answered within after whose stored record is behind.
-func (r *agentRegistry) digests(now time.Time, after time.Duration) map[int]livenessDigest {
+func (r *agentRegistry) digests(instance string, now time.Time, after time.Duration) map[int]livenessDigest {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := map[int]livenessDigest{}
@@ -117,7 +122,7 @@ func (r *agentRegistry) digests(now time.Time, after time.Duration) map[int]live
 		k := digestChunk(id)
 		d, ok := out[k]
 		if !ok {
-			d = livenessDigest{V: 1, Agents: map[string]digestEntry{}}
+			d = livenessDigest{V: 1, Instance: instance, Agents: map[string]digestEntry{}}
 			out[k] = d
 		}
 		d.Agents[id] = digestEntry{Boot: e.info.Boot, LastSeen: e.info.LastSeen, HeartbeatAt: e.info.HeartbeatAt,
@@ -149,12 +154,12 @@ func (r *agentRegistry) seenElsewhere(id string, d digestEntry) bool {
 // writeDigest writes this replica's liveness digest to ax_liveness.
 func (c *Controller) writeDigest(ctx context.Context) error {
 	var errs []error
-	for k, d := range c.agents.digests(c.now(), c.cfg.AgentOfflineAfter) {
+	for k, d := range c.agents.digests(c.instance, c.now(), c.cfg.AgentOfflineAfter) {
 		data, err := json.Marshal(d)
 		if err != nil {
 			return fmt.Errorf("liveness digest: %w", err)
 		}
-		if _, err := c.kv.Liveness.Put(ctx, c.instance+"."+strconv.Itoa(k), data); err != nil {
+		if _, err := c.kv.Liveness.Put(ctx, c.cfg.Node+"."+strconv.Itoa(k), data); err != nil {
 			errs = append(errs, fmt.Errorf("liveness digest %d: %w", k, err))
 		}
 	}
@@ -178,15 +183,14 @@ func (c *Controller) followLiveness(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", protocol.BucketLiveness, err)
 	}
-	mine := c.instance + "."
 	apply := func(e jetstream.KeyValueEntry) {
-		if strings.HasPrefix(e.Key(), mine) {
-			return
-		}
 		d, err := decodeDigest(e.Value())
 		if err != nil {
 			c.log.Error("liveness digest ignored", "key", e.Key(), "err", err)
 			return
+		}
+		if d.Instance == c.instance {
+			return // this process's own
 		}
 		for id, de := range d.Agents {
 			if c.agents.seenElsewhere(id, de) {

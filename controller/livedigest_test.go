@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,9 +67,10 @@ func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
 	}
 }
 
-// A replica started after another answered an agent's heartbeats reads
-// the agent's liveness from the digests, not from ax_agents (whose
-// last-seen time is older): the agent is online from its first look.
+// A controller restarted after it answered an agent's heartbeats reads
+// the agent's liveness from its previous process's digest, not from
+// ax_agents (whose last-seen time is older), and writes its own digest
+// over it (the keys are the node's, not the process's).
 func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
 	srv := natstest.Start(t)
 	a := startController(t, digestConfig(t, srv.URL(), "ctl-a"))
@@ -89,7 +91,7 @@ func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
 		if last.Sub(stored) <= a.cfg.AgentOfflineAfter {
 			return false
 		}
-		d := a.agents.digests(a.now(), a.cfg.AgentOfflineAfter)
+		d := a.agents.digests(a.instance, a.now(), a.cfg.AgentOfflineAfter)
 		if err := a.writeDigest(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -98,13 +100,38 @@ func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := startController(t, digestConfig(t, srv.URL(), "ctl-b"))
+	_, js := natstest.JetStream(t, srv.URL())
+	liveness, err := js.KeyValue(ctx, protocol.BucketLiveness)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func() []string {
+		ks, err := liveness.ListKeys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for k := range ks.Keys() {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	before := keys()
+	b := startController(t, digestConfig(t, srv.URL(), "ctl-a"))
 	info, ok := b.agents.get("edge-1")
 	if !ok {
-		t.Fatal("ctl-b does not know edge-1")
+		t.Fatal("the restarted controller does not know edge-1")
 	}
 	if !info.LastSeen.Equal(last) {
-		t.Fatalf("ctl-b: edge-1 last seen %s, want %s (the digest's; ax_agents has %s)", info.LastSeen, last, stored)
+		t.Fatalf("restarted: edge-1 last seen %s, want %s (the digest's; ax_agents has %s)", info.LastSeen, last, stored)
+	}
+	ag.heartbeat()
+	if err := b.writeDigest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := keys(); !slices.Equal(after, before) {
+		t.Fatalf("keys of ax_liveness %v after the restart's digest, want %v", after, before)
 	}
 }
 
