@@ -37,7 +37,15 @@ func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
 		}
 		return e.Revision()
 	}
-	ag.heartbeat()
+	// Either replica may answer the first heartbeat: b must know the
+	// agent's registration (made on a) by then.
+	eventually(t, 10*time.Second, "ctl-b knows edge-1", func() bool {
+		_, ok := b.agents.get("edge-1")
+		return ok
+	})
+	if r := ag.heartbeat(); r.Error != "" {
+		t.Fatal(r.Error)
+	}
 	eventually(t, 10*time.Second, "the first heartbeat written", func() bool {
 		return !storedAgent(t, ctx, a, "edge-1").HeartbeatAt.IsZero()
 	})
