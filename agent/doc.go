@@ -1,7 +1,7 @@
 // Package agent is the ax edge agent: it registers with the controller,
 // triggers its assigned jobs from its own timing wheels, executes them and
 // reports every step — and keeps doing so while the link to the controller
-// is down (DESIGN §5).
+// is down (docs/architecture.md: Failure handling).
 //
 // Everything the agent knows lives in one SQLite file (agent/store): jobs,
 // executions, the command cursor and an outbox of reports. Each local step

@@ -27,7 +27,7 @@ import (
 // The lease TTL is 1.5s (AX_BENCH_LEASE_TTL overrides it, e.g. 15s for the
 // default of a real deployment) and renewals run every min(300ms, TTL/3).
 // Reported: median-ms and max-ms of the failover time, ttl-ms and
-// budget-ms (lease TTL + 1 s, DESIGN §9); ns/op is close to the mean
+// budget-ms (lease TTL + 1 s, docs/architecture.md: Budgets); ns/op is close to the mean
 // failover time (the timer runs only from the kill to the new holder's
 // first fire). Run with a fixed count:
 //

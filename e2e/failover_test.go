@@ -17,7 +17,7 @@ import (
 	"github.com/axsched/ax/pkg/schedule"
 )
 
-// Group-job failover between agents (issue 5, DESIGN §6): the lease moves
+// Group-job failover between agents (docs/architecture.md: Leases and epochs): the lease moves
 // when its holder dies or is cut off, within the lease TTL plus a second,
 // and the fencing invariants hold across the move.
 

@@ -63,13 +63,13 @@ const (
 // Each handler run appends "agent exec_id attempt epoch start - -" when it
 // starts and "agent exec_id attempt epoch start end exit" when it ends
 // (fault_runlog_test.go): a run killed with its agent has a start line
-// only and still counts as a run. The invariants (DESIGN §3, §5, §6, §10
-// and README "Guarantees under faults"):
+// only and still counts as a run. The invariants (docs/architecture.md: State
+// machine, Leases and epochs, Failure handling; README "Guarantees under faults"):
 //
 //   - lost: every run has an execution record whose attempt is at least the
 //     run's, and every one-shot job has an execution. A fire made under a
 //     valid lease is recorded even when its report arrives after the lease
-//     moved (DESIGN §10), so a rejected old-epoch report that leaves its
+//     moved (docs/architecture.md: Leases and epochs), so a rejected old-epoch report that leaves its
 //     run without a record is a loss.
 //   - duplicate: no (exec id, attempt) runs twice. At-least-once holds per
 //     execution, across attempts: a run killed or cut off mid-way is run
@@ -97,7 +97,7 @@ const (
 //     on one agent that both ran, the later-triggered one was not
 //     triggered while the other was active, active meaning triggered and
 //     not finished, waiting in the ready queue or in SQLite included
-//     (agent/scheduler/jobs.go's jobRef.active; DESIGN's "while the last still
+//     (agent/scheduler/jobs.go's jobRef.active; overlap forbid's "while the last still
 //     runs" read that way). Trigger times are read from the agents' own
 //     stores once the agents are stopped: the records carry them shifted
 //     by the agent's clock-offset estimate.

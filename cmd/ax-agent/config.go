@@ -21,7 +21,7 @@ var flagKeys = map[string]string{
 // then AX_* environment variables, then the config flags set on the command
 // line. The agent reads its config with agent.LoadConfig, not viper: viper
 // and what it pulls in cost about 1 MB, which the 12 MiB binary budget
-// (DESIGN §9) does not allow.
+// (docs/architecture.md: Budgets) does not allow.
 func loadConfig(file string, flags *pflag.FlagSet) (agent.Config, error) {
 	set := make(map[string]string)
 	for flag, key := range flagKeys {

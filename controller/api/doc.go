@@ -1,4 +1,4 @@
-// Package api is the HTTP JSON API of the ax controller (DESIGN §6, §7).
+// Package api is the HTTP JSON API of the ax controller (docs/architecture.md: A job's way, Security model).
 //
 // Routes (Go 1.22 method patterns):
 //

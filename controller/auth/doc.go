@@ -1,6 +1,6 @@
 // Package auth gives every ax agent its own NATS identity in a NATS
 // account of its own, and the controller its own identity in the ax
-// account (DESIGN §7, §10).
+// account (docs/architecture.md: Security model).
 //
 // # Identities (nats.auth: nkeys)
 //

@@ -5,7 +5,7 @@ import "github.com/axsched/ax/pkg/protocol"
 // StateNone is the "from" state of an execution that has no record yet.
 const StateNone protocol.State = ""
 
-// transitions is the execution state machine of DESIGN §3, in one place:
+// transitions is the execution state machine of docs/architecture.md (State machine), in one place:
 // the set of allowed (from, to) pairs, each with the cause that makes it.
 // Every state change Apply makes is checked against it (CheckTransition).
 //

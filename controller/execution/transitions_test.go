@@ -11,7 +11,7 @@ import (
 )
 
 // TestTransitionEveryPair checks CheckTransition on every (from, to) pair
-// against the DESIGN §3 diagram written out independently here.
+// against the diagram of docs/architecture.md (State machine) written out independently here.
 func TestTransitionEveryPair(t *testing.T) {
 	const (
 		P = protocol.StatePending

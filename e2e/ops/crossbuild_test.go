@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// AgentSizeBudget is DESIGN §9: the stripped linux/arm64 agent binary.
+// AgentSizeBudget is the budget of docs/architecture.md (Budgets): the stripped linux/arm64 agent binary.
 const AgentSizeBudget = 12 << 20
 
 // TestCrossBuildAgent runs scripts/cross-build.sh for ax-agent on
@@ -79,7 +79,7 @@ func TestCrossBuildAgent(t *testing.T) {
 		if tg == "linux/arm64" {
 			t.Logf("ax-agent linux/arm64: %d bytes (%.2f MiB), budget %d (12 MiB)", len(b), float64(len(b))/(1<<20), AgentSizeBudget)
 			if len(b) > AgentSizeBudget {
-				t.Errorf("ax-agent linux/arm64 is %d bytes (%.2f MiB), over the 12 MiB budget of DESIGN §9 by %d bytes",
+				t.Errorf("ax-agent linux/arm64 is %d bytes (%.2f MiB), over the 12 MiB budget (docs/architecture.md: Budgets) by %d bytes",
 					len(b), float64(len(b))/(1<<20), len(b)-AgentSizeBudget)
 			}
 		}

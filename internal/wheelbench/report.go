@@ -40,7 +40,7 @@ func runAll(out io.Writer, o options) error {
 		}
 		verdicts = append(verdicts, v...)
 	}
-	fmt.Fprintln(out, "\n## Budgets (DESIGN §9)")
+	fmt.Fprintln(out, "\n## Budgets (docs/architecture.md)")
 	for _, v := range verdicts {
 		fmt.Fprintln(out, v)
 	}

@@ -80,7 +80,7 @@ func (m MisfireSpec) Misfire() schedule.Misfire {
 	return schedule.Misfire{Policy: schedule.MisfirePolicy(m.Policy), Grace: m.Grace.D(), Cap: m.Cap}
 }
 
-// Job is a job spec (DESIGN §2). JSON and YAML use the same field names.
+// Job is a job spec (docs/architecture.md: Jobs). JSON and YAML use the same field names.
 type Job struct {
 	// ID is made by the controller (NewJobID); empty in a create request.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`

@@ -1,7 +1,7 @@
 package protocol
 
 // State is the state of an execution in the controller's state machine
-// (DESIGN §3).
+// (docs/architecture.md: State machine).
 type State string
 
 // Execution states.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// Stream names, subjects and KV buckets (DESIGN §4).
+// Stream names, subjects and KV buckets (docs/architecture.md: Streams and buckets).
 const (
 	// StreamCommands holds controller → agent commands on ax.cmd.<agent>.
 	StreamCommands = "AX_CMD"

@@ -1,6 +1,6 @@
 // Package retry holds the retry policy of a job (backoff with a cap and
 // jitter), the outcome and result of an attempt, and the decision the
-// controller takes after each attempt (DESIGN §3: RETRY_WAITING or a final
+// controller takes after each attempt (docs/architecture.md, State machine: RETRY_WAITING or a final
 // state). It does no I/O and no logging; randomness is passed in.
 //
 // Example: a job with retry {max_attempts: 4, base: 2s, max: 10s, jitter: 1s}
