@@ -68,7 +68,7 @@ func (c *recon) checkOverlap() {
 // recorded SKIPPED and never runs; so of two fires that both ran, the
 // later-triggered one was not triggered while the other was active.
 // Active means triggered and not finished, waiting in the ready queue or
-// in SQLite included (agent/scheduler/jobs.go, jobRef.active; DESIGN's "while the
+// in SQLite included (agent/scheduler/jobs.go, jobRef.active; overlap forbid's "while the
 // last still runs" read that way), across a restart too (a queued fire
 // still counts at the start). Trigger times are the agent's own, from its
 // store; where one is missing, the run's start stands for it (a later
