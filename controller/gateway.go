@@ -1,10 +1,7 @@
 package controller
 
 import (
-	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/axsched/ax/controller/auth"
 )
@@ -41,17 +38,4 @@ func (c *Controller) startGateway() error {
 	}
 	c.subs = append(c.subs, sub)
 	return nil
-}
-
-// replyAllowed reports whether a registration or heartbeat on the subject
-// of agent id may be answered (auth.ReplyAllowed); otherwise the request is
-// dropped unprocessed, counted and logged.
-func (c *Controller) replyAllowed(endpoint, id string, msg *nats.Msg) bool {
-	if auth.ReplyAllowed(id, msg.Reply) {
-		return true
-	}
-	c.m.agentRefused.WithLabelValues(endpoint, auth.DropReply).Inc()
-	c.log.Warn("request dropped: its reply subject is not the agent's inbox", "subject", msg.Subject,
-		"reply", fmt.Sprintf("%.64q", msg.Reply))
-	return false
 }
