@@ -28,20 +28,6 @@ func (c *Controller) ListAgentPage(ctx context.Context, f AgentFilter) (AgentPag
 	if err := ctx.Err(); err != nil {
 		return AgentPage{}, err
 	}
-	page, err := c.fleet.listAgentPage(f)
-	if err != nil {
-		return AgentPage{}, err
-	}
-	for i := range page.Agents {
-		c.listed(&page.Agents[i])
-	}
-	page.Counts.NoCommands = c.consumers.count()
-	return page, nil
-}
-
-// listAgentPage is ListAgentPage of the registry: the agents with Online
-// computed now, without their leases and command consumers.
-func (fl *fleet) listAgentPage(f AgentFilter) (AgentPage, error) {
 	limit, err := pageSize(f.Limit)
 	if err != nil {
 		return AgentPage{}, err
@@ -52,6 +38,18 @@ func (fl *fleet) listAgentPage(f AgentFilter) (AgentPage, error) {
 			return AgentPage{}, fieldError(err)
 		}
 	}
+	page := c.fleet.listAgentPage(f, limit, sel)
+	for i := range page.Agents {
+		c.listed(&page.Agents[i])
+	}
+	page.Counts.NoCommands = c.consumers.count()
+	return page, nil
+}
+
+// listAgentPage is ListAgentPage of the registry, f's label selector
+// parsed (sel) and its limit checked: the agents with Online computed now,
+// without their leases and command consumers.
+func (fl *fleet) listAgentPage(f AgentFilter, limit int, sel protocol.Selector) AgentPage {
 	now := fl.now()
 	var page AgentPage
 	ids := pageIDs{limit: limit}
@@ -93,7 +91,7 @@ func (fl *fleet) listAgentPage(f AgentFilter) (AgentPage, error) {
 		a.Online = isOnline(a, now, fl.cfg.AgentOfflineAfter)
 		page.Agents = append(page.Agents, a)
 	}
-	return page, nil
+	return page
 }
 
 // pageIDs keeps the limit smallest ids offered (a max-heap on id): a page

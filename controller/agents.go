@@ -31,11 +31,9 @@ type agentRegistry struct {
 	// live: agents whose liveness in memory is still to be written to
 	// ax_agents (agentstore.go).
 	live *livenessQueue
-	// kv and leaseKV are ax_agents and ax_leases as the heartbeat path
-	// writes them (liveness, lease renewals), set at start: wrapKV of the
-	// bucket when a test set wrapKV (to delay the writes), else the bucket.
-	kv, leaseKV jetstream.KeyValue
-	wrapKV      func(jetstream.KeyValue) jetstream.KeyValue
+	// kv is ax_agents as the heartbeat path writes it (liveness), set at
+	// start (Controller.wrapKV).
+	kv jetstream.KeyValue
 }
 
 type agentEntry struct {
@@ -229,7 +227,7 @@ func (s *agentStore) followAgents(ctx context.Context) error {
 			}
 		}
 	}
-	if err := followKV(ctx, w, apply, s.goRun); err != nil {
+	if err := s.follow(ctx, w, apply); err != nil {
 		return err
 	}
 	if err := s.followLiveness(ctx); err != nil {
@@ -242,13 +240,11 @@ func (s *agentStore) followAgents(ctx context.Context) error {
 }
 
 // startResponders subscribes the registration and heartbeat responders
-// and returns their subscriptions (those made, also on an error).
-func (f *fleet) startResponders() (subs []*nats.Subscription, err error) {
+// and returns their subscriptions (those made, also on an error). agents
+// is ax_agents as the heartbeat path writes it (registry.kv).
+func (f *fleet) startResponders(agents jetstream.KeyValue) (subs []*nats.Subscription, err error) {
 	f.startRegisterWorkers()
-	f.agents.kv, f.agents.leaseKV = f.kv.Agents, f.kv.Leases
-	if f.agents.wrapKV != nil {
-		f.agents.kv, f.agents.leaseKV = f.agents.wrapKV(f.kv.Agents), f.agents.wrapKV(f.kv.Leases)
-	}
+	f.agents.kv = agents
 	f.store.startLivenessWriters()
 	for _, s := range []struct {
 		subj string

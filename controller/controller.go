@@ -46,8 +46,14 @@ type Controller struct {
 	fleet     *fleet
 	agents    *agentRegistry
 	consumers consumerCheck // online agents without a command consumer (consumers.go)
-	retries   *retrier
-	hist      *history // the execution history index (history.go)
+	// leaseKV is ax_leases as the heartbeat path writes it (lease
+	// renewals, grouplease.go), set at start: wrapKV of the bucket when a
+	// test set wrapKV (to delay the writes, also of ax_agents by the
+	// fleet), else the bucket.
+	leaseKV jetstream.KeyValue
+	wrapKV  func(jetstream.KeyValue) jetstream.KeyValue
+	retries *retrier
+	hist    *history // the execution history index (history.go)
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
 	// ownership loop's state, and which shards this replica works now.
@@ -114,8 +120,18 @@ func New(cfg Config) (*Controller, error) {
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	c.instance = hex.EncodeToString(id[:])
-	c.fleet = newFleet(fleetEnv{cfg: cfg, log: c.log, m: m, clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun,
-		every: c.every, instance: c.instance, assign: &c.assignMu}, c)
+	c.fleet = newFleet(fleetEnv{
+		cfg: fleetConfig{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
+			HeartbeatInterval: cfg.HeartbeatInterval, AgentOfflineAfter: cfg.AgentOfflineAfter},
+		log: c.log,
+		m: fleetMetrics{agentsOnline: m.agentsOnline, agentsKnown: m.agentsKnown, labelsIgnored: m.labelsIgnored,
+			storeResets: m.storeResets, agentRefused: m.agentRefused, agentStats: m.agentStats, forgetAgent: m.forgetAgent},
+		clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun, every: c.every,
+		follow: func(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error {
+			return followKV(ctx, w, apply, c.goRun)
+		},
+		instance: c.instance, assign: &c.assignMu,
+	}, c)
 	c.agents = c.fleet.agents
 	c.startedWall = cfg.Clock.Now().UTC().Round(0)
 	c.ownStop, c.ownDone = make(chan struct{}), make(chan struct{})
@@ -163,7 +179,7 @@ func (c *Controller) Start(ctx context.Context) error {
 
 func (c *Controller) start(ctx context.Context) error {
 	if c.cfg.NATS.URL == "" {
-		if err := c.fleet.openAuth(&c.kvGuard); err != nil {
+		if err := c.fleet.openAuth(c.kvGuard.reload); err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
 		srv, opts, err := startEmbedded(c.cfg, c.fleet.auth)
@@ -237,7 +253,12 @@ func (c *Controller) start(ctx context.Context) error {
 	if err := c.retryStart(ctx, "load lease grants", c.followEpochs); err != nil {
 		return fmt.Errorf("start: load lease grants: %w", err)
 	}
-	subs, err := c.fleet.startResponders()
+	agentsKV, leaseKV := c.kv.Agents, c.kv.Leases
+	if c.wrapKV != nil {
+		agentsKV, leaseKV = c.wrapKV(agentsKV), c.wrapKV(leaseKV)
+	}
+	c.leaseKV = leaseKV
+	subs, err := c.fleet.startResponders(agentsKV)
 	c.subs = append(c.subs, subs...)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)

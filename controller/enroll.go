@@ -28,15 +28,17 @@ type natsAuth struct {
 	connOpt nats.Option
 	srv     *server.Server
 	opts    *server.Options
-	// guard keeps reloads apart from KV reads (kvguard.go).
-	guard *reloadGuard
+	// reload runs a reload apart from KV reads (reloadGuard, kvguard.go);
+	// nil runs it as it is.
+	reload func(apply func() error) error
 }
 
 // openAuth loads (or creates) the controller's identity and the registry
-// (auth.Open) when nats.auth is nkeys; f.auth stays nil otherwise. guard
-// keeps the server reloads that apply enrollments apart from KV reads.
-func (f *fleet) openAuth(guard *reloadGuard) error {
-	if f.cfg.NATS.Auth != auth.ModeNKeys {
+// (auth.Open) when nats.auth is nkeys; f.auth stays nil otherwise. reload
+// runs the server reloads that apply enrollments, apart from KV reads
+// (reloadGuard).
+func (f *fleet) openAuth(reload func(apply func() error) error) error {
+	if f.cfg.Auth != auth.ModeNKeys {
 		return nil
 	}
 	pub, seedPath, reg, err := auth.Open(filepath.Join(f.cfg.DataDir, AuthDir))
@@ -47,7 +49,7 @@ func (f *fleet) openAuth(guard *reloadGuard) error {
 	if err != nil {
 		return fmt.Errorf("controller identity: %w", err)
 	}
-	f.auth = &natsAuth{reg: reg, ctlPub: pub, connOpt: opt, guard: guard}
+	f.auth = &natsAuth{reg: reg, ctlPub: pub, connOpt: opt, reload: reload}
 	f.log.Info("nats auth: nkeys, one account per agent", "controller_key", pub, "enrolled_agents", len(reg.List()))
 	return nil
 }
@@ -82,10 +84,10 @@ func (a *natsAuth) connectOptions() []nats.Option {
 // a.mu is held.
 func (a *natsAuth) applyLocked() error {
 	apply := func() error { return auth.Apply(a.srv, a.opts, a.ctlPub, a.reg.List()) }
-	if a.guard == nil {
+	if a.reload == nil {
 		return apply()
 	}
-	return a.guard.reload(apply)
+	return a.reload(apply)
 }
 
 // authOn returns the auth state, or an error when the controller runs
@@ -93,7 +95,7 @@ func (a *natsAuth) applyLocked() error {
 func (f *fleet) authOn(op string) (*natsAuth, error) {
 	if f.auth == nil {
 		return nil, fmt.Errorf("%s: %w: nats.auth is %q; agent identities need nats.auth: nkeys on the embedded server",
-			op, ErrConflict, f.cfg.NATS.Auth)
+			op, ErrConflict, f.cfg.Auth)
 	}
 	return f.auth, nil
 }

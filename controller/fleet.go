@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/internal/streams"
@@ -49,18 +50,40 @@ type fleetHost interface {
 	releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease)
 }
 
+// fleetConfig is the fleet's part of the controller's Config.
+type fleetConfig struct {
+	Node              string // names this replica's liveness digests
+	DataDir           string // holds AuthDir
+	Auth              string // nats.auth
+	Shards            int    // told to registering agents
+	HeartbeatInterval time.Duration
+	AgentOfflineAfter time.Duration
+}
+
+// fleetMetrics are the controller's metrics the fleet sets.
+type fleetMetrics struct {
+	agentsOnline, agentsKnown  prometheus.Gauge
+	labelsIgnored, storeResets prometheus.Counter
+	agentRefused               *prometheus.CounterVec // by endpoint and reason
+	agentStats                 func(agent string, s protocol.Stats)
+	forgetAgent                func(agent string)
+}
+
 // fleetEnv is what the fleet's types share: plain dependencies given at
 // construction (newFleet), and the connection given when the controller
 // has it (attach).
 type fleetEnv struct {
-	cfg      Config
-	log      *slog.Logger
-	m        *metrics
-	clk      clock.Clock
-	now      func() time.Time // the clock in UTC, as written to KV
-	mono     func() time.Time // the clock lease and queue durations are measured with
-	goRun    func(func(context.Context))
-	every    func(ctx context.Context, first, interval time.Duration, what string, step func(context.Context) error)
+	cfg   fleetConfig
+	log   *slog.Logger
+	m     fleetMetrics
+	clk   clock.Clock
+	now   func() time.Time // the clock in UTC, as written to KV
+	mono  func() time.Time // the clock lease and queue durations are measured with
+	goRun func(func(context.Context))
+	every func(ctx context.Context, first, interval time.Duration, what string, step func(context.Context) error)
+	// follow applies a watch's entries: those present before it returns,
+	// later ones on a goroutine (followKV).
+	follow   func(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error
 	instance string // this controller process (in its liveness digests)
 	// assign serializes assignment decisions (Controller.assignMu); the
 	// fleet takes it after an agent's lock (agentwrite.go).

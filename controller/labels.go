@@ -112,17 +112,17 @@ func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelC
 	if err := c.ready(); err != nil {
 		return protocol.AgentInfo{}, err
 	}
-	return c.fleet.labelAgent(id, ch)
-}
-
-// labelAgent is LabelAgent of a ready controller.
-func (f *fleet) labelAgent(id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
 	if err := protocol.ValidateName("id", id); err != nil {
 		return protocol.AgentInfo{}, fieldError(err)
 	}
 	if err := ch.Validate(); err != nil {
 		return protocol.AgentInfo{}, fieldError(err)
 	}
+	return c.fleet.labelAgent(id, ch)
+}
+
+// labelAgent is LabelAgent of a ready controller, id and ch checked.
+func (f *fleet) labelAgent(id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
 	ctx := f.ctx
 	defer f.locks.lock(id)()
 	// KV first: a change that is not stored is not made.
@@ -136,7 +136,7 @@ func (f *fleet) labelAgent(id string, ch protocol.LabelChange) (protocol.AgentIn
 		info := cur
 		info.Labels, info.LabelsFrom = ch.Apply(cur.Labels), protocol.LabelsFromOperator
 		if err := protocol.ValidateLabels("set", info.Labels); err != nil {
-			return cur, false, fieldError(err)
+			return cur, false, err // a *protocol.FieldError
 		}
 		return info, true, nil
 	})

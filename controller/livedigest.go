@@ -198,5 +198,5 @@ func (s *agentStore) followLiveness(ctx context.Context) error {
 			}
 		}
 	}
-	return followKV(ctx, w, apply, s.goRun)
+	return s.follow(ctx, w, apply)
 }
