@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -26,6 +27,19 @@ import (
 // (the assignments of an agent, its group leases, its commands) is
 // fleetHost. The rest of the controller reads the registry
 // (Controller.agents) to place jobs, and never writes it.
+
+// Endpoints of ax_agent_requests_refused_total (the reasons of the
+// registration pool's refusals are in regpool.go).
+const (
+	endpointRegister  = "register"
+	endpointHeartbeat = "heartbeat"
+)
+
+// Internal reasons a registration is refused (handleRegister).
+var (
+	errRegisterRevoked  = errors.New("agent is revoked")
+	errRegisterCommands = errors.New("read the agent's commands")
+)
 
 // fleetHost is what the fleet asks of the rest of the controller when an
 // agent's record changes or it heartbeats. The methods marked "assign

@@ -6,11 +6,10 @@ import (
 	"github.com/axsched/ax/controller/auth"
 )
 
-// Endpoints and reasons of ax_agent_requests_refused_total.
+// Endpoint and reason of ax_agent_requests_refused_total (the fleet's
+// are in fleet.go).
 const (
-	endpointRegister  = "register"
-	endpointHeartbeat = "heartbeat"
-	endpointGateway   = "consumer_gateway"
+	endpointGateway = "consumer_gateway"
 	// refuseConsumer: a consumer create or delete beyond the agent's own
 	// pull consumer, answered with an error.
 	refuseConsumer = "consumer"
