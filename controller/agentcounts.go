@@ -28,8 +28,8 @@ func (r *agentRegistry) counts() (online, known int) {
 
 // agentGauges sets ax_agents_online and ax_agents_known from the
 // registry's counts, without a sweep.
-func (c *Controller) agentGauges() {
-	online, known := c.agents.counts()
-	c.m.agentsOnline.Set(float64(online))
-	c.m.agentsKnown.Set(float64(known))
+func (f *fleet) agentGauges() {
+	online, known := f.agents.counts()
+	f.m.agentsOnline.Set(float64(online))
+	f.m.agentsKnown.Set(float64(known))
 }

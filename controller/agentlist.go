@@ -3,8 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
-	"sort"
-	"time"
+	"strings"
 
 	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
@@ -39,17 +38,29 @@ func (c *Controller) ListAgentPage(ctx context.Context, f AgentFilter) (AgentPag
 			return AgentPage{}, fieldError(err)
 		}
 	}
-	now := c.now()
+	page := c.fleet.listAgentPage(f, limit, sel)
+	for i := range page.Agents {
+		c.listed(&page.Agents[i])
+	}
+	page.Counts.NoCommands = c.consumers.count()
+	return page, nil
+}
+
+// listAgentPage is ListAgentPage of the registry, f's label selector
+// parsed (sel) and its limit checked: the agents with Online computed now,
+// without their leases and command consumers.
+func (fl *fleet) listAgentPage(f AgentFilter, limit int, sel protocol.Selector) AgentPage {
+	now := fl.now()
 	var page AgentPage
 	ids := pageIDs{limit: limit}
-	r := c.agents
+	r := fl.agents
 	r.mu.RLock()
 	for id, e := range r.agents {
 		a := &e.info
 		if f.Label != "" && !sel.Matches(a.Labels) || f.Version != "" && a.Version != f.Version {
 			continue
 		}
-		on := isOnline(*a, now, c.cfg.AgentOfflineAfter)
+		on := isOnline(*a, now, fl.cfg.AgentOfflineAfter)
 		if f.Online != nil && on != *f.Online {
 			continue
 		}
@@ -77,10 +88,10 @@ func (c *Controller) ListAgentPage(ctx context.Context, f AgentFilter) (AgentPag
 		if !ok {
 			continue
 		}
-		page.Agents = append(page.Agents, c.listed(a, now))
+		a.Online = isOnline(a, now, fl.cfg.AgentOfflineAfter)
+		page.Agents = append(page.Agents, a)
 	}
-	page.Counts.NoCommands = c.consumers.count()
-	return page, nil
+	return page
 }
 
 // pageIDs keeps the limit smallest ids offered (a max-heap on id): a page
@@ -132,26 +143,17 @@ func (p *pageIDs) sorted() []string {
 	return p.ids
 }
 
-// listed is a as ListAgents shows it: Online computed at now, Leases the
-// group leases it holds in ax_leases.
-func (c *Controller) listed(a protocol.AgentInfo, now time.Time) protocol.AgentInfo {
-	a.Online = isOnline(a, now, c.cfg.AgentOfflineAfter)
+// listed completes agent a, with Online computed, as ListAgents shows
+// it: NoCommandConsumer, and Leases the group leases it holds in ax_leases
+// (not its own claims).
+func (c *Controller) listed(a *protocol.AgentInfo) {
 	a.NoCommandConsumer = a.Online && c.consumers.notReady(a.Agent)
 	held := c.leases.heldBy(a.Agent, c.mono(), c.cfg.LeaseTTL)
 	a.Leases = nil
 	for job, epoch := range held {
 		a.Leases = append(a.Leases, protocol.HeldLease{JobID: job, Epoch: epoch})
 	}
-	slices.SortFunc(a.Leases, func(x, y protocol.HeldLease) int {
-		switch {
-		case x.JobID < y.JobID:
-			return -1
-		case x.JobID > y.JobID:
-			return 1
-		}
-		return 0
-	})
-	return a
+	slices.SortFunc(a.Leases, func(x, y protocol.HeldLease) int { return strings.Compare(x.JobID, y.JobID) })
 }
 
 // ListAgents returns every known agent, sorted by id, with Online computed
@@ -163,18 +165,20 @@ func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	now := c.now()
-	out := c.agents.snapshot()
+	out := c.fleet.listAgents()
 	for i := range out {
-		out[i].Online = isOnline(out[i], now, c.cfg.AgentOfflineAfter)
-		out[i].NoCommandConsumer = out[i].Online && c.consumers.notReady(out[i].Agent)
-		// The group leases it holds, from ax_leases (not its own claims).
-		held := c.leases.heldBy(out[i].Agent, c.mono(), c.cfg.LeaseTTL)
-		out[i].Leases = nil
-		for job, epoch := range held {
-			out[i].Leases = append(out[i].Leases, protocol.HeldLease{JobID: job, Epoch: epoch})
-		}
-		sort.Slice(out[i].Leases, func(a, b int) bool { return out[i].Leases[a].JobID < out[i].Leases[b].JobID })
+		c.listed(&out[i])
 	}
 	return out, nil
+}
+
+// listAgents returns every known agent, sorted by id, with Online
+// computed now.
+func (fl *fleet) listAgents() []protocol.AgentInfo {
+	now := fl.now()
+	out := fl.agents.snapshot()
+	for i := range out {
+		out[i].Online = isOnline(out[i], now, fl.cfg.AgentOfflineAfter)
+	}
+	return out
 }

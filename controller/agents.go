@@ -31,11 +31,9 @@ type agentRegistry struct {
 	// live: agents whose liveness in memory is still to be written to
 	// ax_agents (agentstore.go).
 	live *livenessQueue
-	// kv and leaseKV are ax_agents and ax_leases as the heartbeat path
-	// writes them (liveness, lease renewals), set at start: wrapKV of the
-	// bucket when a test set wrapKV (to delay the writes), else the bucket.
-	kv, leaseKV jetstream.KeyValue
-	wrapKV      func(jetstream.KeyValue) jetstream.KeyValue
+	// kv is ax_agents as the heartbeat path writes it (liveness), set at
+	// start (Controller.wrapKV).
+	kv jetstream.KeyValue
 }
 
 type agentEntry struct {
@@ -203,13 +201,13 @@ func isOnline(a protocol.AgentInfo, now time.Time, after time.Duration) bool {
 // followAgents reads KV ax_agents into the registry before returning, then
 // keeps following it: registrations and heartbeats answered by other
 // replicas reach this one's registry too.
-func (c *Controller) followAgents(ctx context.Context) error {
-	w, err := c.kv.Agents.WatchAll(c.ctx, jetstream.IgnoreDeletes())
+func (s *agentStore) followAgents(ctx context.Context) error {
+	w, err := s.kv.Agents.WatchAll(s.ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return err
 	}
 	apply := func(e jetstream.KeyValueEntry) {
-		if c.agents.hasRev(e.Key(), e.Revision()) {
+		if s.agents.hasRev(e.Key(), e.Revision()) {
 			// This replica's own write, recorded when written (the
 			// liveness writes come back here a thousand times a second
 			// at 10,000 agents): nothing to decode.
@@ -217,49 +215,48 @@ func (c *Controller) followAgents(ctx context.Context) error {
 		}
 		var a protocol.AgentInfo
 		if err := json.Unmarshal(e.Value(), &a); err != nil {
-			c.log.Error("bad agent record in KV", "key", e.Key(), "err", err)
+			s.log.Error("bad agent record in KV", "key", e.Key(), "err", err)
 			return
 		}
-		a.Online = isOnline(a, c.now(), c.cfg.AgentOfflineAfter)
-		if _, ok := c.agents.putRev(a, e.Revision()); ok && !a.Revoked && !a.HeartbeatAt.IsZero() {
+		a.Online = isOnline(a, s.now(), s.cfg.AgentOfflineAfter)
+		if _, ok := s.agents.putRev(a, e.Revision()); ok && !a.Revoked && !a.HeartbeatAt.IsZero() {
 			// The stats of the agent's last heartbeat (this record's, or
 			// a later one answered here and not written), until its next.
-			if cur, ok := c.agents.get(a.Agent); ok {
-				c.m.agentStats(a.Agent, cur.Stats)
+			if cur, ok := s.agents.get(a.Agent); ok {
+				s.m.agentStats(a.Agent, cur.Stats)
 			}
 		}
 	}
-	if err := followKV(ctx, w, apply, c.goRun); err != nil {
+	if err := s.follow(ctx, w, apply); err != nil {
 		return err
 	}
-	if err := c.followLiveness(ctx); err != nil {
+	if err := s.followLiveness(ctx); err != nil {
 		return err
 	}
-	_, online, known := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)
-	c.m.agentsOnline.Set(float64(online))
-	c.m.agentsKnown.Set(float64(known))
+	_, online, known := s.agents.sweep(s.now(), s.cfg.AgentOfflineAfter)
+	s.m.agentsOnline.Set(float64(online))
+	s.m.agentsKnown.Set(float64(known))
 	return nil
 }
 
-// startResponders subscribes the registration and heartbeat responders.
-func (c *Controller) startResponders() error {
-	c.startRegisterWorkers()
-	c.agents.kv, c.agents.leaseKV = c.kv.Agents, c.kv.Leases
-	if c.agents.wrapKV != nil {
-		c.agents.kv, c.agents.leaseKV = c.agents.wrapKV(c.kv.Agents), c.agents.wrapKV(c.kv.Leases)
-	}
-	c.startLivenessWriters()
+// startResponders subscribes the registration and heartbeat responders
+// and returns their subscriptions (those made, also on an error). agents
+// is ax_agents as the heartbeat path writes it (registry.kv).
+func (f *fleet) startResponders(agents jetstream.KeyValue) (subs []*nats.Subscription, err error) {
+	f.startRegisterWorkers()
+	f.agents.kv = agents
+	f.store.startLivenessWriters()
 	for _, s := range []struct {
 		subj string
 		h    nats.MsgHandler
-	}{{protocol.SubjectRegisterAll, c.enqueueRegister}, {protocol.SubjectHeartbeatAll, c.startHeartbeatWorkers()}} {
-		sub, err := c.nc.QueueSubscribe(s.subj, responderQueue, s.h)
+	}{{protocol.SubjectRegisterAll, f.enqueueRegister}, {protocol.SubjectHeartbeatAll, f.startHeartbeatWorkers()}} {
+		sub, err := f.nc.QueueSubscribe(s.subj, responderQueue, s.h)
 		if err != nil {
-			return fmt.Errorf("subscribe %s: %w", s.subj, err)
+			return subs, fmt.Errorf("subscribe %s: %w", s.subj, err)
 		}
-		c.subs = append(c.subs, sub)
+		subs = append(subs, sub)
 	}
-	return c.nc.Flush()
+	return subs, f.nc.Flush()
 }
 
 func respond(msg *nats.Msg, v any) {
@@ -275,14 +272,14 @@ func respond(msg *nats.Msg, v any) {
 // sequence or its store lost its state (storeloss.go), adjusts group jobs
 // whose membership it changes, and replies with controller time, the
 // shard count, its labels and where to resume reading commands.
-// received is when the request arrived (c.mono()).
-func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
-	if !c.replyAllowed(endpointRegister, strings.TrimPrefix(msg.Subject, "ax.reg."), msg) {
+// received is when the request arrived (f.mono()).
+func (f *fleet) handleRegister(msg *nats.Msg, received time.Time) {
+	if !f.replyAllowed(endpointRegister, strings.TrimPrefix(msg.Subject, "ax.reg."), msg) {
 		return
 	}
-	ctx := c.ctx
+	ctx := f.ctx
 	fail := func(reason string, args ...any) {
-		c.log.Warn("registration refused", append([]any{"subject", msg.Subject, "reason", reason}, args...)...)
+		f.log.Warn("registration refused", append([]any{"subject", msg.Subject, "reason", reason}, args...)...)
 		respond(msg, protocol.RegisterReply{V: protocol.Version, Error: reason})
 	}
 	r, err := protocol.DecodeRegister(msg.Data)
@@ -294,18 +291,18 @@ func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 		fail(fmt.Sprintf("agent %q registered on the subject of %q", r.Agent, tok))
 		return
 	}
-	behind := c.cursorBehind(ctx, r.Cursor, received) // before the lock: it may read the stream
-	now := c.now()
-	unlock := c.agentLocks.lock(r.Agent) // until the agent is recorded, not across the reply
+	behind := f.cursorBehind(ctx, r.Cursor, received) // before the lock: it may read the stream
+	now := f.now()
+	unlock := f.locks.lock(r.Agent) // until the agent is recorded, not across the reply
 	var labels map[string]string
 	var resumeAfter uint64 // > 0: its store lost its state (storeloss.go)
 	// KV first, outside assignMu (compare-and-set, agentwrite.go).
-	w, err := c.writeAgent(ctx, r.Agent, func(prev protocol.AgentInfo, existed bool) (protocol.AgentInfo, bool, error) {
+	w, err := f.store.writeAgent(ctx, r.Agent, func(prev protocol.AgentInfo, existed bool) (protocol.AgentInfo, bool, error) {
 		if existed && prev.Revoked {
 			return prev, false, errRegisterRevoked
 		}
 		var from string
-		labels, from = c.registrationLabels(r.Agent, prev, existed, r.Labels)
+		labels, from = f.registrationLabels(r.Agent, prev, existed, r.Labels)
 		info := protocol.AgentInfo{
 			Agent: r.Agent, Labels: labels, LabelsFrom: from, Handlers: r.Handlers, Version: r.Version, OS: r.OS, Arch: r.Arch,
 			Online: true, RegisteredAt: now, LastSeen: now, ClockOffset: protocol.Duration(now.Sub(r.SentAt)),
@@ -315,7 +312,7 @@ func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 		before := existed && registered(prev)
 		resumeAfter = 0
 		if before && storeLost(prev, r) {
-			last, err := c.lastCommandSeq(ctx, r.Agent)
+			last, err := f.host.lastCommandSeq(ctx, r.Agent)
 			if err != nil {
 				return info, false, fmt.Errorf("%w: %w", errRegisterCommands, err)
 			}
@@ -346,8 +343,8 @@ func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 	}
 	before := existed && registered(prev)
 	if !maps.Equal(r.Labels, labels) {
-		c.m.labelsIgnored.Inc()
-		c.log.Warn("registration labels ignored: the controller's labels stand (change them with agent label)",
+		f.m.labelsIgnored.Inc()
+		f.log.Warn("registration labels ignored: the controller's labels stand (change them with agent label)",
 			"agent", r.Agent, "claimed", r.Labels, "labels", labels, "labels_from", info.LabelsFrom)
 	}
 	resend := !before || resumeAfter > 0 || behind
@@ -355,26 +352,24 @@ func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 	if before {
 		prevp = &prev
 	}
-	c.assignMu.Lock()
-	wasOnline, _ := c.agents.putRev(info, w.rev)
-	c.reconcileAgent(ctx, prevp, info, resend)
-	if len(c.unplaced) > 0 {
-		c.placeUnplaced(ctx, info)
-	}
-	c.assignMu.Unlock()
+	f.assign.Lock()
+	wasOnline, _ := f.agents.putRev(info, w.rev)
+	f.host.reconcileAgent(ctx, prevp, info, resend)
+	f.host.placeUnplaced(ctx, info) // nothing to do without unplaced runs
+	f.assign.Unlock()
 	unlock()
-	if !existed || !registered(prev) || !isOnline(prev, now, c.cfg.AgentOfflineAfter) {
-		c.agentGauges() // O(1): only when the online or known count changes
+	if !existed || !registered(prev) || !isOnline(prev, now, f.cfg.AgentOfflineAfter) {
+		f.agentGauges() // O(1): only when the online or known count changes
 	}
 	if resumeAfter > 0 {
-		c.m.storeResets.Inc()
-		c.log.Warn("agent store lost its state: it resumes after the commands already sent", "agent", r.Agent,
+		f.m.storeResets.Inc()
+		f.log.Warn("agent store lost its state: it resumes after the commands already sent", "agent", r.Agent,
 			"cursor", r.Cursor, "fresh", r.Fresh, "previous_cursor", prev.Cursor, "resume_after", resumeAfter)
-		c.goRun(func(ctx context.Context) { c.resendRuns(ctx, r.Agent, resumeAfter) })
+		f.goRun(func(ctx context.Context) { f.host.resendRuns(ctx, r.Agent, resumeAfter) })
 	}
-	respond(msg, protocol.RegisterReply{V: protocol.Version, ControllerTime: c.now(), Shards: c.cfg.Shards,
-		HeartbeatInterval: protocol.Duration(c.cfg.HeartbeatInterval), Labels: labels, ResumeAfter: resumeAfter})
-	c.log.Info("agent registered", "agent", r.Agent, "new", !before, "was_online", wasOnline, "cursor", r.Cursor,
+	respond(msg, protocol.RegisterReply{V: protocol.Version, ControllerTime: f.now(), Shards: f.cfg.Shards,
+		HeartbeatInterval: protocol.Duration(f.cfg.HeartbeatInterval), Labels: labels, ResumeAfter: resumeAfter})
+	f.log.Info("agent registered", "agent", r.Agent, "new", !before, "was_online", wasOnline, "cursor", r.Cursor,
 		"resent_assignments", resend, "resume_after", resumeAfter, "version", r.Version, "arch", r.Arch,
 		"clock_offset", info.ClockOffset.D())
 }
@@ -383,10 +378,10 @@ func (c *Controller) handleRegister(msg *nats.Msg, received time.Time) {
 // from AX_CMD (by age), so that the agent cannot read them any more. The
 // stream's first sequence is read once for all the registrations that
 // arrived before the read started (regpool.go).
-func (c *Controller) cursorBehind(ctx context.Context, cursor uint64, received time.Time) bool {
-	first, err := c.regs.firstSeq(ctx, c, received)
+func (f *fleet) cursorBehind(ctx context.Context, cursor uint64, received time.Time) bool {
+	first, err := f.regs.firstSeq(ctx, f.fleetEnv, received)
 	if err != nil {
-		c.log.Warn("read AX_CMD state; re-sending assignments to be safe", "err", err)
+		f.log.Warn("read AX_CMD state; re-sending assignments to be safe", "err", err)
 		return true
 	}
 	return cursor+1 < first
@@ -395,13 +390,13 @@ func (c *Controller) cursorBehind(ctx context.Context, cursor uint64, received t
 // handleHeartbeat records an agent's liveness and stats, renews the
 // group-job leases it still holds (grouplease.go) and replies with
 // controller time, the renewals and the leases it lost.
-func (c *Controller) handleHeartbeat(msg *nats.Msg) {
-	if !c.replyAllowed(endpointHeartbeat, strings.TrimPrefix(msg.Subject, "ax.hb."), msg) {
+func (f *fleet) handleHeartbeat(msg *nats.Msg) {
+	if !f.replyAllowed(endpointHeartbeat, strings.TrimPrefix(msg.Subject, "ax.hb."), msg) {
 		return
 	}
 	hb, err := protocol.DecodeHeartbeat(msg.Data)
 	if err != nil {
-		c.log.Warn("heartbeat rejected", "subject", msg.Subject, "err", err)
+		f.log.Warn("heartbeat rejected", "subject", msg.Subject, "err", err)
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "invalid heartbeat: " + err.Error()})
 		return
 	}
@@ -409,8 +404,8 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: fmt.Sprintf("agent %q sent a heartbeat on the subject of %q", hb.Agent, tok)})
 		return
 	}
-	unlock := c.agentLocks.lock(hb.Agent)
-	info, rev, kvSeen, ok := c.agents.getRev(hb.Agent)
+	unlock := f.locks.lock(hb.Agent)
+	info, rev, kvSeen, ok := f.agents.getRev(hb.Agent)
 	prev := info
 	if !ok || info.Revoked || !registered(info) {
 		unlock()
@@ -421,11 +416,11 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		// A late message of an earlier run of the agent: the current run
 		// registered since and may hold (and fire on) these leases.
 		unlock()
-		c.log.Warn("stopping heartbeat of an earlier agent process ignored", "agent", hb.Agent, "boot", hb.Boot, "current_boot", info.Boot)
-		respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Lost: hb.Leases})
+		f.log.Warn("stopping heartbeat of an earlier agent process ignored", "agent", hb.Agent, "boot", hb.Boot, "current_boot", info.Boot)
+		respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: f.now(), Lost: hb.Leases})
 		return
 	}
-	now := c.now()
+	now := f.now()
 	info.LastSeen, info.HeartbeatAt, info.Stats, info.Online, info.Leases = now, now, hb.Stats, true, hb.Leases
 	info.StoppedAt = time.Time{}
 	if hb.Stopping {
@@ -443,52 +438,52 @@ func (c *Controller) handleHeartbeat(msg *nats.Msg) {
 		// written by the liveness writers when due (agentstore.go). A
 		// record revoked or removed by another replica meanwhile is told
 		// at the next heartbeat.
-		wasOnline, _ = c.agents.putLive(info)
-		c.m.agentStats(hb.Agent, hb.Stats)
+		wasOnline, _ = f.agents.putLive(info)
+		f.m.agentStats(hb.Agent, hb.Stats)
 		unlock()
-		respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now()})
-		if c.heartbeatWrite(prev, info, kvSeen, now) {
-			c.agents.live.mark(hb.Agent)
+		respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: f.now()})
+		if f.store.heartbeatWrite(prev, info, kvSeen, now) {
+			f.agents.live.mark(hb.Agent)
 		}
 		if !wasOnline {
-			c.log.Info("agent online", "agent", hb.Agent)
-			c.agentGauges()
+			f.log.Info("agent online", "agent", hb.Agent)
+			f.agentGauges()
 		}
 		return
-	case c.heartbeatWrite(prev, info, kvSeen, now):
-		stored, nrev, err := c.storeLiveness(c.ctx, info, rev)
+	case f.store.heartbeatWrite(prev, info, kvSeen, now):
+		stored, nrev, err := f.store.storeLiveness(f.ctx, info, rev)
 		switch {
 		case errors.Is(err, errAgentGone):
-			c.agents.putRev(stored, nrev)
+			f.agents.putRev(stored, nrev)
 			unlock()
 			respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
 			return
 		case err != nil:
-			c.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
-			wasOnline = c.agents.put(info)
+			f.log.Warn("store heartbeat", "agent", hb.Agent, "err", err)
+			wasOnline = f.agents.put(info)
 		default:
 			info = stored
-			wasOnline, _ = c.agents.putRev(info, nrev)
+			wasOnline, _ = f.agents.putRev(info, nrev)
 		}
 	default: // the same leases, online: only the liveness changed
-		wasOnline, _ = c.agents.putLive(info)
+		wasOnline, _ = f.agents.putLive(info)
 	}
-	c.m.agentStats(hb.Agent, hb.Stats)
+	f.m.agentStats(hb.Agent, hb.Stats)
 	unlock()
 	var renewed []protocol.Lease
 	var lost []protocol.HeldLease
 	switch {
 	case hb.Stopping:
-		c.log.Info("agent stopping: its group leases are handed back", "agent", hb.Agent, "leases", len(hb.Leases))
-		c.agentGauges()
-		c.releaseLeases(c.ctx, hb.Agent, hb.Leases)
+		f.log.Info("agent stopping: its group leases are handed back", "agent", hb.Agent, "leases", len(hb.Leases))
+		f.agentGauges()
+		f.host.releaseLeases(f.ctx, hb.Agent, hb.Leases)
 		lost = hb.Leases
 	case !wasOnline:
-		c.log.Info("agent online", "agent", hb.Agent)
-		c.agentGauges()
+		f.log.Info("agent online", "agent", hb.Agent)
+		f.agentGauges()
 	}
 	if len(hb.Leases) > 0 && !hb.Stopping {
-		renewed, lost = c.renewLeases(c.ctx, info, hb.Leases)
+		renewed, lost = f.host.renewLeases(f.ctx, info, hb.Leases)
 	}
-	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: c.now(), Renewed: renewed, Lost: lost})
+	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: f.now(), Renewed: renewed, Lost: lost})
 }

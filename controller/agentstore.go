@@ -37,19 +37,19 @@ import (
 // last-seen time may grow: agent_offline_after less one and a half
 // heartbeat intervals, so that it still sees an agent online that
 // heartbeats on time. The liveness digests are written twice as often.
-func (c *Controller) livenessRefresh() time.Duration {
-	return max(0, c.cfg.AgentOfflineAfter-c.cfg.HeartbeatInterval*3/2)
+func (s *agentStore) livenessRefresh() time.Duration {
+	return max(0, s.cfg.AgentOfflineAfter-s.cfg.HeartbeatInterval*3/2)
 }
 
 // heartbeatWrite reports whether a heartbeat turning record prev (last
 // stored with last-seen time kvSeen) into cur must be written to ax_agents.
-func (c *Controller) heartbeatWrite(prev, cur protocol.AgentInfo, kvSeen, now time.Time) bool {
+func (s *agentStore) heartbeatWrite(prev, cur protocol.AgentInfo, kvSeen, now time.Time) bool {
 	switch {
-	case !isOnline(prev, now, c.cfg.AgentOfflineAfter), !cur.StoppedAt.IsZero(), !sameHeld(prev.Leases, cur.Leases),
+	case !isOnline(prev, now, s.cfg.AgentOfflineAfter), !cur.StoppedAt.IsZero(), !sameHeld(prev.Leases, cur.Leases),
 		prev.HeartbeatAt.IsZero(): // the first heartbeat: its stats are kept across restarts
 		return true
 	}
-	return now.Sub(kvSeen) >= c.storedRefresh()
+	return now.Sub(kvSeen) >= s.storedRefresh()
 }
 
 // storedRefresh is how stale the last-seen time in ax_agents may grow
@@ -58,11 +58,11 @@ func (c *Controller) heartbeatWrite(prev, cur protocol.AgentInfo, kvSeen, now ti
 // when agent_offline_after leaves no room for a digest's delay
 // (livenessRefresh 0: agent_offline_after at most one and a half
 // heartbeat intervals).
-func (c *Controller) storedRefresh() time.Duration {
-	if c.livenessRefresh() == 0 {
+func (s *agentStore) storedRefresh() time.Duration {
+	if s.livenessRefresh() == 0 {
 		return 0
 	}
-	return max(c.livenessRefresh(), storedLivenessRefresh)
+	return max(s.livenessRefresh(), storedLivenessRefresh)
 }
 
 // sameHeld reports whether a and b hold the same leases in the same order.
@@ -87,7 +87,7 @@ var errAgentGone = errors.New("agent revoked or removed meanwhile")
 // carries the liveness of info over (last seen, heartbeat time, stats,
 // leases, stop time, clock offset) and tries again. It returns the record
 // written and its revision.
-func (c *Controller) storeLiveness(ctx context.Context, info protocol.AgentInfo, rev uint64) (protocol.AgentInfo, uint64, error) {
+func (s *agentStore) storeLiveness(ctx context.Context, info protocol.AgentInfo, rev uint64) (protocol.AgentInfo, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
@@ -95,14 +95,14 @@ func (c *Controller) storeLiveness(ctx context.Context, info protocol.AgentInfo,
 		if err != nil {
 			return info, 0, err
 		}
-		nrev, err := c.agents.kv.Update(ctx, info.Agent, data, rev)
+		nrev, err := s.agents.kv.Update(ctx, info.Agent, data, rev)
 		if err == nil {
 			return info, nrev, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || attempt == 5 {
 			return info, 0, fmt.Errorf("store liveness of agent %s: %w", info.Agent, err)
 		}
-		e, err := c.kv.Agents.Get(ctx, info.Agent)
+		e, err := s.kv.Agents.Get(ctx, info.Agent)
 		if err != nil {
 			return info, 0, fmt.Errorf("store liveness of agent %s: read the newer record: %w", info.Agent, err)
 		}
@@ -175,28 +175,28 @@ func (q *livenessQueue) pending() int {
 }
 
 // startLivenessWriters starts the goroutines that write queued liveness.
-func (c *Controller) startLivenessWriters() {
+func (s *agentStore) startLivenessWriters() {
 	for range livenessWriters {
-		c.goRun(func(ctx context.Context) {
+		s.goRun(func(ctx context.Context) {
 			for {
-				id, ok := c.agents.live.next()
+				id, ok := s.agents.live.next()
 				if !ok {
 					select {
 					case <-ctx.Done():
 						return
-					case <-c.agents.live.kick:
+					case <-s.agents.live.kick:
 						// Another writer may need waking too.
-						if c.agents.live.pending() > 1 {
+						if s.agents.live.pending() > 1 {
 							select {
-							case c.agents.live.kick <- struct{}{}:
+							case s.agents.live.kick <- struct{}{}:
 							default:
 							}
 						}
 					}
 					continue
 				}
-				if err := c.writeLiveness(ctx, id); err != nil && ctx.Err() == nil {
-					c.log.Warn("store heartbeat", "agent", id, "err", err)
+				if err := s.writeLiveness(ctx, id); err != nil && ctx.Err() == nil {
+					s.log.Warn("store heartbeat", "agent", id, "err", err)
 				}
 			}
 		})
@@ -209,11 +209,11 @@ func (c *Controller) startLivenessWriters() {
 // change, another replica), that record is read into memory (which keeps
 // a later liveness answered here, putRev) and the write is tried again
 // from memory, unless nothing is left to write.
-func (c *Controller) writeLiveness(ctx context.Context, id string) error {
+func (s *agentStore) writeLiveness(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		info, rev, kvSeen, ok := c.agents.getRev(id)
+		info, rev, kvSeen, ok := s.agents.getRev(id)
 		if !ok || rev == 0 || info.Revoked || !registered(info) || !info.LastSeen.After(kvSeen) {
 			return nil // gone, never stored here, or stored already
 		}
@@ -221,22 +221,22 @@ func (c *Controller) writeLiveness(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("store liveness of agent %s: %w", id, err)
 		}
-		nrev, err := c.agents.kv.Update(ctx, id, data, rev)
+		nrev, err := s.agents.kv.Update(ctx, id, data, rev)
 		if err == nil {
-			c.agents.putRev(info, nrev)
+			s.agents.putRev(info, nrev)
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || attempt == 5 {
 			return fmt.Errorf("store liveness of agent %s: %w", id, err)
 		}
-		cur, crev, exists, err := c.readAgent(ctx, id)
+		cur, crev, exists, err := s.readAgent(ctx, id)
 		if err != nil {
 			return fmt.Errorf("store liveness of agent %s: %w", id, err)
 		}
 		if !exists {
 			return nil
 		}
-		c.agents.putRev(cur, crev)
+		s.agents.putRev(cur, crev)
 	}
 }
 
@@ -249,19 +249,19 @@ func (r *agentRegistry) hasRev(id string, rev uint64) bool {
 	return ok && e.rev >= rev
 }
 
-func (c *Controller) refreshOnline() {
-	off, online, known := c.agents.sweep(c.now(), c.cfg.AgentOfflineAfter)
+func (f *fleet) refreshOnline() {
+	off, online, known := f.agents.sweep(f.now(), f.cfg.AgentOfflineAfter)
 	for _, id := range off {
-		c.log.Warn("agent offline", "agent", id, "after", c.cfg.AgentOfflineAfter)
+		f.log.Warn("agent offline", "agent", id, "after", f.cfg.AgentOfflineAfter)
 	}
-	c.m.agentsOnline.Set(float64(online))
-	c.m.agentsKnown.Set(float64(known))
+	f.m.agentsOnline.Set(float64(online))
+	f.m.agentsKnown.Set(float64(known))
 }
 
 // livenessLoop marks agents offline when their heartbeats stop.
-func (c *Controller) livenessLoop(ctx context.Context) {
-	c.every(ctx, c.cfg.HeartbeatInterval, c.cfg.HeartbeatInterval, "liveness", func(context.Context) error {
-		c.refreshOnline()
+func (f *fleet) livenessLoop(ctx context.Context) {
+	f.every(ctx, f.cfg.HeartbeatInterval, f.cfg.HeartbeatInterval, "liveness", func(context.Context) error {
+		f.refreshOnline()
 		return nil
 	})
 }

@@ -62,14 +62,14 @@ type agentWrite struct {
 // when the record changed meanwhile (another replica's write) it reads the
 // newer one from ax_agents and applies change to it again. Called with
 // id's agentLocks stripe held.
-func (c *Controller) writeAgent(ctx context.Context, id string, change agentChange) (agentWrite, error) {
-	cur, rev, _, exists := c.agents.getRev(id)
-	return c.writeAgentFrom(ctx, id, cur, rev, exists, change)
+func (s *agentStore) writeAgent(ctx context.Context, id string, change agentChange) (agentWrite, error) {
+	cur, rev, _, exists := s.agents.getRev(id)
+	return s.writeAgentFrom(ctx, id, cur, rev, exists, change)
 }
 
 // writeAgentFrom is writeAgent starting from record cur at revision rev
 // (exists false: none), as read before a change made in memory first.
-func (c *Controller) writeAgentFrom(ctx context.Context, id string, cur protocol.AgentInfo, rev uint64, exists bool, change agentChange) (agentWrite, error) {
+func (s *agentStore) writeAgentFrom(ctx context.Context, id string, cur protocol.AgentInfo, rev uint64, exists bool, change agentChange) (agentWrite, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
@@ -86,9 +86,9 @@ func (c *Controller) writeAgentFrom(ctx context.Context, id string, cur protocol
 		}
 		var nrev uint64
 		if exists && rev > 0 {
-			nrev, err = c.kv.Agents.Update(ctx, id, data, rev)
+			nrev, err = s.kv.Agents.Update(ctx, id, data, rev)
 		} else {
-			nrev, err = c.kv.Agents.Create(ctx, id, data)
+			nrev, err = s.kv.Agents.Create(ctx, id, data)
 		}
 		if err == nil {
 			return agentWrite{prev: cur, existed: exists, info: next, rev: nrev, written: true}, nil
@@ -108,7 +108,7 @@ func (c *Controller) writeAgentFrom(ctx context.Context, id string, cur protocol
 				return agentWrite{prev: cur, existed: exists}, fmt.Errorf("store agent %s in ax_agents: %w", id, err)
 			}
 		}
-		if cur, rev, exists, err = c.readAgent(ctx, id); err != nil {
+		if cur, rev, exists, err = s.readAgent(ctx, id); err != nil {
 			return agentWrite{}, err
 		}
 	}
@@ -116,8 +116,8 @@ func (c *Controller) writeAgentFrom(ctx context.Context, id string, cur protocol
 
 // readAgent reads agent id's record from ax_agents (exists false: none,
 // or deleted).
-func (c *Controller) readAgent(ctx context.Context, id string) (protocol.AgentInfo, uint64, bool, error) {
-	e, err := c.kv.Agents.Get(ctx, id)
+func (s *agentStore) readAgent(ctx context.Context, id string) (protocol.AgentInfo, uint64, bool, error) {
+	e, err := s.kv.Agents.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return protocol.AgentInfo{}, 0, false, nil
 	}
@@ -128,6 +128,6 @@ func (c *Controller) readAgent(ctx context.Context, id string) (protocol.AgentIn
 	if err := json.Unmarshal(e.Value(), &a); err != nil {
 		return protocol.AgentInfo{}, 0, false, fmt.Errorf("read agent %s from ax_agents: bad record: %w", id, err)
 	}
-	a.Online = isOnline(a, c.now(), c.cfg.AgentOfflineAfter)
+	a.Online = isOnline(a, s.now(), s.cfg.AgentOfflineAfter)
 	return a, e.Revision(), true, nil
 }

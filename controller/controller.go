@@ -36,16 +36,24 @@ type Controller struct {
 	js      jetstream.JetStream
 	kv      streams.Buckets
 	natsURL string
-	nauth   *natsAuth // identities on the embedded server (enroll.go)
 	// kvGuard keeps server reloads apart from KV reads (kvguard.go).
 	kvGuard reloadGuard
 
-	jobs      *jobCache
+	jobs *jobCache
+	// fleet answers the agents' registrations and heartbeats and owns
+	// their registry (fleet.go); agents is that registry, read here to
+	// place jobs.
+	fleet     *fleet
 	agents    *agentRegistry
 	consumers consumerCheck // online agents without a command consumer (consumers.go)
-	regs      regPool       // registrations waiting for a worker (regpool.go)
-	retries   *retrier
-	hist      *history // the execution history index (history.go)
+	// leaseKV is ax_leases as the heartbeat path writes it (lease
+	// renewals, grouplease.go), set at start: wrapKV of the bucket when a
+	// test set wrapKV (to delay the writes, also of ax_agents by the
+	// fleet), else the bucket.
+	leaseKV jetstream.KeyValue
+	wrapKV  func(jetstream.KeyValue) jetstream.KeyValue
+	retries *retrier
+	hist    *history // the execution history index (history.go)
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
 	// ownership loop's state, and which shards this replica works now.
@@ -61,16 +69,11 @@ type Controller struct {
 	ownDone     chan struct{} // closed when the ownership loop has returned
 
 	// assignMu serializes assignment decisions (job changes and agent
-	// registrations) and guards unplaced.
+	// registrations) and guards unplaced. The fleet takes it after an
+	// agent's lock (agentwrite.go).
 	assignMu sync.Mutex
 	unplaced map[string]string // exec id → job id of PENDING executions without an agent
 	created  createdExecs      // records CreateJob wrote, for the first report's lane (createdcache.go)
-
-	// agentLocks serialize the read-modify-write of one agent's record
-	// (registration, heartbeat, label, enrollment, revocation), so that a
-	// heartbeat in flight does not store the agent back unrevoked or set
-	// its gauges again (agentwrite.go). Taken before assignMu.
-	agentLocks agentLocks
 
 	lifeMu  sync.Mutex
 	state   lifeState
@@ -110,7 +113,6 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.jobs = newJobCache()
 	c.jobs.now = c.now
-	c.agents = newAgentRegistry()
 	c.leases = newLeaseView()
 	c.epochs = newEpochView()
 	c.own = newOwnership()
@@ -118,6 +120,19 @@ func New(cfg Config) (*Controller, error) {
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	c.instance = hex.EncodeToString(id[:])
+	c.fleet = newFleet(fleetEnv{
+		cfg: fleetConfig{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
+			HeartbeatInterval: cfg.HeartbeatInterval, AgentOfflineAfter: cfg.AgentOfflineAfter},
+		log: c.log,
+		m: fleetMetrics{agentsOnline: m.agentsOnline, agentsKnown: m.agentsKnown, labelsIgnored: m.labelsIgnored,
+			storeResets: m.storeResets, agentRefused: m.agentRefused, agentStats: m.agentStats, forgetAgent: m.forgetAgent},
+		clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun, every: c.every,
+		follow: func(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error {
+			return followKV(ctx, w, apply, c.goRun)
+		},
+		instance: c.instance, assign: &c.assignMu,
+	}, c)
+	c.agents = c.fleet.agents
 	c.startedWall = cfg.Clock.Now().UTC().Round(0)
 	c.ownStop, c.ownDone = make(chan struct{}), make(chan struct{})
 	return c, nil
@@ -164,22 +179,22 @@ func (c *Controller) Start(ctx context.Context) error {
 
 func (c *Controller) start(ctx context.Context) error {
 	if c.cfg.NATS.URL == "" {
-		if err := c.openAuth(); err != nil {
+		if err := c.fleet.openAuth(c.kvGuard.reload); err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
-		srv, opts, err := startEmbedded(c.cfg, c.nauth)
+		srv, opts, err := startEmbedded(c.cfg, c.fleet.auth)
 		if err != nil {
 			return err
 		}
 		c.srv = srv
-		c.nauth.setServer(srv, opts)
+		c.fleet.auth.setServer(srv, opts)
 	}
 	nc, js, err := connect(c.cfg, c.srv, func(err error) {
 		if isWrongLastSeq(err) {
 			return // a batched execution write lost its compare-and-set; the lane retries it
 		}
 		c.log.Warn("async publish failed", "err", err)
-	}, c.nauth.connectOptions()...)
+	}, c.fleet.auth.connectOptions()...)
 	if err != nil {
 		return err
 	}
@@ -211,6 +226,7 @@ func (c *Controller) start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.kv = c.kvGuard.guard(b)
+	c.fleet.attach(c.ctx, c.nc, c.js, c.kv)
 	if err := c.retryStart(ctx, "open history", c.openHistory); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -219,7 +235,7 @@ func (c *Controller) start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("start: load jobs: %w", err)
 	}
-	if err := c.retryStart(ctx, "load agents", c.followAgents); err != nil {
+	if err := c.retryStart(ctx, "load agents", c.fleet.store.followAgents); err != nil {
 		return fmt.Errorf("start: load agents: %w", err)
 	}
 	r, err := newRetrier(c)
@@ -237,7 +253,14 @@ func (c *Controller) start(ctx context.Context) error {
 	if err := c.retryStart(ctx, "load lease grants", c.followEpochs); err != nil {
 		return fmt.Errorf("start: load lease grants: %w", err)
 	}
-	if err := c.startResponders(); err != nil {
+	agentsKV, leaseKV := c.kv.Agents, c.kv.Leases
+	if c.wrapKV != nil {
+		agentsKV, leaseKV = c.wrapKV(agentsKV), c.wrapKV(leaseKV)
+	}
+	c.leaseKV = leaseKV
+	subs, err := c.fleet.startResponders(agentsKV)
+	c.subs = append(c.subs, subs...)
+	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	if err := c.startGateway(); err != nil {
@@ -250,8 +273,8 @@ func (c *Controller) start(ctx context.Context) error {
 	c.own.starting = false
 	c.ownLoop.Store(true)
 	c.goRun(c.ownershipLoop)
-	c.goRun(c.livenessLoop)
-	c.goRun(c.digestLoop)
+	c.goRun(c.fleet.livenessLoop)
+	c.goRun(c.fleet.store.digestLoop)
 	c.goRun(c.consumerLoop)
 	c.goRun(c.reportStreamLoop)
 	c.goRun(c.retentionLoop)

@@ -17,6 +17,27 @@
 // Config.Logger discards logs; a nil Config.Registry gets a fresh
 // prometheus registry.
 //
+// # Agents: the fleet
+//
+// The agents' side is the fleet type (fleet.go): registrations and
+// heartbeats (worker pools behind one queue group of the replicas,
+// regpool.go, hbpool.go), liveness in memory with its writers and the
+// per-replica digests in ax_liveness (agentstore.go, livedigest.go), the
+// registry that mirrors ax_agents (agents.go, agentcounts.go), enrollment
+// and revocation (enroll.go), labels (labels.go) and the agents list
+// (agentlist.go). Its writes of ax_agents and ax_liveness are agentStore's
+// (agentwrite.go). What it asks of the rest of the controller is
+// fleetHost: reconcile an agent's assignments after its record changed,
+// place the PENDING runs that wait for a member of its groups, the last
+// command sent to it and the re-send of its runs after a store loss, and
+// the renewal and release of its group leases in a heartbeat. Everything
+// else it gets at construction (fleetConfig, fleetMetrics, the logger,
+// clocks, goroutine and loop runners, the assignment lock) and at start
+// (attach: context, connection, buckets). The rest of the controller
+// reads the registry (Controller.agents) to place jobs and never writes
+// it; ListAgents, ListAgentPage, LabelAgent, EnrollAgent and RevokeAgent
+// check the request and delegate to the fleet.
+//
 // # Configuration
 //
 // Config starts from DefaultConfig; Validate names the key of a bad value

@@ -28,17 +28,20 @@ type natsAuth struct {
 	connOpt nats.Option
 	srv     *server.Server
 	opts    *server.Options
-	// guard keeps reloads apart from KV reads (kvguard.go).
-	guard *reloadGuard
+	// reload runs a reload apart from KV reads (reloadGuard, kvguard.go);
+	// nil runs it as it is.
+	reload func(apply func() error) error
 }
 
 // openAuth loads (or creates) the controller's identity and the registry
-// (auth.Open) when nats.auth is nkeys; c.nauth stays nil otherwise.
-func (c *Controller) openAuth() error {
-	if c.cfg.NATS.Auth != auth.ModeNKeys {
+// (auth.Open) when nats.auth is nkeys; f.auth stays nil otherwise. reload
+// runs the server reloads that apply enrollments, apart from KV reads
+// (reloadGuard).
+func (f *fleet) openAuth(reload func(apply func() error) error) error {
+	if f.cfg.Auth != auth.ModeNKeys {
 		return nil
 	}
-	pub, seedPath, reg, err := auth.Open(filepath.Join(c.cfg.DataDir, AuthDir))
+	pub, seedPath, reg, err := auth.Open(filepath.Join(f.cfg.DataDir, AuthDir))
 	if err != nil {
 		return err
 	}
@@ -46,8 +49,8 @@ func (c *Controller) openAuth() error {
 	if err != nil {
 		return fmt.Errorf("controller identity: %w", err)
 	}
-	c.nauth = &natsAuth{reg: reg, ctlPub: pub, connOpt: opt, guard: &c.kvGuard}
-	c.log.Info("nats auth: nkeys, one account per agent", "controller_key", pub, "enrolled_agents", len(reg.List()))
+	f.auth = &natsAuth{reg: reg, ctlPub: pub, connOpt: opt, reload: reload}
+	f.log.Info("nats auth: nkeys, one account per agent", "controller_key", pub, "enrolled_agents", len(reg.List()))
 	return nil
 }
 
@@ -81,23 +84,20 @@ func (a *natsAuth) connectOptions() []nats.Option {
 // a.mu is held.
 func (a *natsAuth) applyLocked() error {
 	apply := func() error { return auth.Apply(a.srv, a.opts, a.ctlPub, a.reg.List()) }
-	if a.guard == nil {
+	if a.reload == nil {
 		return apply()
 	}
-	return a.guard.reload(apply)
+	return a.reload(apply)
 }
 
-// authReady returns the auth state, or an error when the controller is not
-// ready or runs without nats.auth: nkeys.
-func (c *Controller) authReady(op string) (*natsAuth, error) {
-	if err := c.ready(); err != nil {
-		return nil, err
-	}
-	if c.nauth == nil {
+// authOn returns the auth state, or an error when the controller runs
+// without nats.auth: nkeys.
+func (f *fleet) authOn(op string) (*natsAuth, error) {
+	if f.auth == nil {
 		return nil, fmt.Errorf("%s: %w: nats.auth is %q; agent identities need nats.auth: nkeys on the embedded server",
-			op, ErrConflict, c.cfg.NATS.Auth)
+			op, ErrConflict, f.cfg.Auth)
 	}
-	return c.nauth, nil
+	return f.auth, nil
 }
 
 // EnrollAgent issues agent id its NATS identity (an NKey user in an
@@ -111,14 +111,22 @@ func (c *Controller) authReady(op string) (*natsAuth, error) {
 // agent's registration cannot change them, see labels.go); a request
 // without labels keeps the labels the controller has.
 func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRequest) (auth.Enrollment, error) {
-	a, err := c.authReady("enroll " + id)
+	if err := c.ready(); err != nil {
+		return auth.Enrollment{}, err
+	}
+	return c.fleet.enrollAgent(id, req)
+}
+
+// enrollAgent is EnrollAgent of a ready controller.
+func (f *fleet) enrollAgent(id string, req auth.EnrollRequest) (auth.Enrollment, error) {
+	a, err := f.authOn("enroll " + id)
 	if err != nil {
 		return auth.Enrollment{}, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	prev, had := a.reg.Get(id)
-	en, err := a.reg.Enroll(id, req, c.clk.Now())
+	en, err := a.reg.Enroll(id, req, f.clk.Now())
 	if err != nil {
 		return auth.Enrollment{}, authErr("enroll", err)
 	}
@@ -131,11 +139,11 @@ func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRe
 		}
 		return auth.Enrollment{}, errors.Join(fmt.Errorf("enroll %s: %w", id, err), rb)
 	}
-	c.log.Info("agent enrolled", "agent", id, "public_key", en.PublicKey, "rotated", had, "labels", req.Labels)
-	if err := c.setEnrolled(id, req); err != nil {
+	f.log.Info("agent enrolled", "agent", id, "public_key", en.PublicKey, "rotated", had, "labels", req.Labels)
+	if err := f.setEnrolled(id, req); err != nil {
 		// The identity is issued and the record is set in memory: this
 		// controller uses the enrollment's labels and lets the agent register.
-		c.log.Warn("agent enrolled, but its ax_agents record was not written", "agent", id, "err", err)
+		f.log.Warn("agent enrolled, but its ax_agents record was not written", "agent", id, "err", err)
 	}
 	return en, nil
 }
@@ -146,7 +154,15 @@ func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRe
 // members, not counted in ax_agents_known, its ax_agent_* gauges deleted).
 // It returns what was revoked.
 func (c *Controller) RevokeAgent(_ context.Context, id string) (auth.Agent, error) {
-	a, err := c.authReady("revoke " + id)
+	if err := c.ready(); err != nil {
+		return auth.Agent{}, err
+	}
+	return c.fleet.revokeAgent(id)
+}
+
+// revokeAgent is RevokeAgent of a ready controller.
+func (f *fleet) revokeAgent(id string) (auth.Agent, error) {
+	a, err := f.authOn("revoke " + id)
 	if err != nil {
 		return auth.Agent{}, err
 	}
@@ -159,11 +175,11 @@ func (c *Controller) RevokeAgent(_ context.Context, id string) (auth.Agent, erro
 	if err := a.applyLocked(); err != nil {
 		return auth.Agent{}, errors.Join(fmt.Errorf("revoke %s: %w", id, err), a.reg.Restore(prev))
 	}
-	c.log.Info("agent revoked", "agent", id, "public_key", prev.PublicKey)
-	if err := c.setRevoked(id, true); err != nil {
+	f.log.Info("agent revoked", "agent", id, "public_key", prev.PublicKey)
+	if err := f.setRevoked(id, true); err != nil {
 		// The identity is gone and this controller refuses the agent; only
 		// the KV record (read at the next start) missed the mark.
-		c.log.Warn("agent revoked, but its ax_agents record was not marked", "agent", id, "err", err)
+		f.log.Warn("agent revoked, but its ax_agents record was not marked", "agent", id, "err", err)
 	}
 	return prev, nil
 }
@@ -186,31 +202,31 @@ func authErr(op string, err error) error {
 // never registered has no record and nothing to mark. It works on the
 // controller's context, not a request's: a cancelled request must not stop
 // the reassignment half-way.
-func (c *Controller) setRevoked(id string, revoked bool) error {
-	ctx := c.ctx
-	defer c.agentLocks.lock(id)()
-	c.assignMu.Lock()
+func (f *fleet) setRevoked(id string, revoked bool) error {
+	ctx := f.ctx
+	defer f.locks.lock(id)()
+	f.assign.Lock()
 	if revoked {
-		c.m.forgetAgent(id)
+		f.m.forgetAgent(id)
 	}
-	prev, rev, _, ok := c.agents.getRev(id)
+	prev, rev, _, ok := f.agents.getRev(id)
 	if ok && prev.Revoked != revoked {
 		info := cloneAgent(prev)
 		info.Revoked = revoked
 		info.Online = info.Online && !revoked
 		// Memory first: the refusal holds on this controller even when
 		// the KV write fails.
-		c.agents.put(info)
-		c.reconcileAgent(ctx, &prev, info, false)
-		c.refreshOnline()
+		f.agents.put(info)
+		f.host.reconcileAgent(ctx, &prev, info, false)
+		f.refreshOnline()
 	}
-	c.assignMu.Unlock()
+	f.assign.Unlock()
 	if !ok {
 		return nil
 	}
 	// Compare-and-set (agentwrite.go): a registration or heartbeat another
 	// replica wrote meanwhile keeps its fields, and gets the mark.
-	w, err := c.writeAgentFrom(ctx, id, prev, rev, ok, func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
+	w, err := f.store.writeAgentFrom(ctx, id, prev, rev, ok, func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
 		if !exists || cur.Revoked == revoked {
 			return cur, false, nil
 		}
@@ -222,9 +238,9 @@ func (c *Controller) setRevoked(id string, revoked bool) error {
 		return fmt.Errorf("store agent %s (revoked %t) in ax_agents: %w", id, revoked, err)
 	}
 	if w.written {
-		c.assignMu.Lock()
-		c.agents.putRev(w.info, w.rev)
-		c.assignMu.Unlock()
+		f.assign.Lock()
+		f.agents.putRev(w.info, w.rev)
+		f.assign.Unlock()
 	}
 	return nil
 }

@@ -23,12 +23,6 @@ var (
 	ErrConfig = errors.New("invalid controller config")
 )
 
-// Internal reasons a registration is refused (handleRegister).
-var (
-	errRegisterRevoked  = errors.New("agent is revoked")
-	errRegisterCommands = errors.New("read the agent's commands")
-)
-
 // ExistsError is returned by CreateJob when the idempotency key is taken:
 // ID is the job that holds it. errors.Is(err, ErrExists) is true.
 type ExistsError struct {

@@ -1,19 +1,15 @@
 package controller
 
 import (
-	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/axsched/ax/controller/auth"
 )
 
-// Endpoints and reasons of ax_agent_requests_refused_total.
+// Endpoint and reason of ax_agent_requests_refused_total (the fleet's
+// are in fleet.go).
 const (
-	endpointRegister  = "register"
-	endpointHeartbeat = "heartbeat"
-	endpointGateway   = "consumer_gateway"
+	endpointGateway = "consumer_gateway"
 	// refuseConsumer: a consumer create or delete beyond the agent's own
 	// pull consumer, answered with an error.
 	refuseConsumer = "consumer"
@@ -41,17 +37,4 @@ func (c *Controller) startGateway() error {
 	}
 	c.subs = append(c.subs, sub)
 	return nil
-}
-
-// replyAllowed reports whether a registration or heartbeat on the subject
-// of agent id may be answered (auth.ReplyAllowed); otherwise the request is
-// dropped unprocessed, counted and logged.
-func (c *Controller) replyAllowed(endpoint, id string, msg *nats.Msg) bool {
-	if auth.ReplyAllowed(id, msg.Reply) {
-		return true
-	}
-	c.m.agentRefused.WithLabelValues(endpoint, auth.DropReply).Inc()
-	c.log.Warn("request dropped: its reply subject is not the agent's inbox", "subject", msg.Subject,
-		"reply", fmt.Sprintf("%.64q", msg.Reply))
-	return false
 }

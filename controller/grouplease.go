@@ -403,7 +403,7 @@ func (c *Controller) renewLease(ctx context.Context, agent string, cl protocol.H
 		if err != nil {
 			return false, err
 		}
-		newRev, err := c.agents.leaseKV.Update(ctx, key, data, rev)
+		newRev, err := c.leaseKV.Update(ctx, key, data, rev)
 		if err != nil {
 			return false, err
 		}

@@ -22,18 +22,18 @@ const (
 
 // startHeartbeatWorkers starts the heartbeat workers and returns the
 // subscription handler that feeds them.
-func (c *Controller) startHeartbeatWorkers() nats.MsgHandler {
+func (f *fleet) startHeartbeatWorkers() nats.MsgHandler {
 	qs := make([]chan *nats.Msg, heartbeatWorkers)
 	for i := range qs {
 		q := make(chan *nats.Msg, heartbeatQueue)
 		qs[i] = q
-		c.goRun(func(ctx context.Context) {
+		f.goRun(func(ctx context.Context) {
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case m := <-q:
-					c.handleHeartbeat(m)
+					f.handleHeartbeat(m)
 				}
 			}
 		})
@@ -43,7 +43,7 @@ func (c *Controller) startHeartbeatWorkers() nats.MsgHandler {
 		_, _ = h.Write([]byte(strings.TrimPrefix(m.Subject, "ax.hb.")))
 		select {
 		case qs[h.Sum32()%heartbeatWorkers] <- m:
-		case <-c.ctx.Done():
+		case <-f.ctx.Done():
 		}
 	}
 }

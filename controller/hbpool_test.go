@@ -35,7 +35,7 @@ func TestHeartbeatNotHeldUpByAnotherAgents(t *testing.T) {
 	slow.heartbeat()
 	fast.heartbeat()
 
-	unlock := c.agentLocks.lock("edge-1")
+	unlock := c.fleet.locks.lock("edge-1")
 	locked := true
 	defer func() {
 		if locked {

@@ -30,15 +30,15 @@ import (
 // set them: its record's, else its enrollment's, else claimed (its
 // registration's). prev is its record, if existed. A record written by an
 // older controller (no LabelsFrom) keeps the labels in effect.
-func (c *Controller) registrationLabels(id string, prev protocol.AgentInfo, existed bool, claimed map[string]string) (map[string]string, string) {
+func (f *fleet) registrationLabels(id string, prev protocol.AgentInfo, existed bool, claimed map[string]string) (map[string]string, string) {
 	if existed && prev.LabelsFrom != "" {
 		return prev.Labels, prev.LabelsFrom
 	}
 	if existed && registered(prev) {
 		return prev.Labels, protocol.LabelsFromRegistration
 	}
-	if c.nauth != nil {
-		if a, ok := c.nauth.reg.Get(id); ok {
+	if f.auth != nil {
+		if a, ok := f.auth.reg.Get(id); ok {
 			return maps.Clone(a.Labels), protocol.LabelsFromEnrollment
 		}
 	}
@@ -50,9 +50,9 @@ func (c *Controller) registrationLabels(id string, prev protocol.AgentInfo, exis
 // those it has), and a revoked mark is cleared. An agent never registered
 // gets a record that holds its labels until it registers. Group
 // membership follows at once.
-func (c *Controller) setEnrolled(id string, req auth.EnrollRequest) error {
-	ctx := c.ctx
-	defer c.agentLocks.lock(id)()
+func (f *fleet) setEnrolled(id string, req auth.EnrollRequest) error {
+	ctx := f.ctx
+	defer f.locks.lock(id)()
 	enroll := func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
 		info := cloneAgent(cur)
 		if !exists {
@@ -71,30 +71,30 @@ func (c *Controller) setEnrolled(id string, req auth.EnrollRequest) error {
 		unchanged := exists && maps.Equal(info.Labels, cur.Labels) && info.LabelsFrom == cur.LabelsFrom && !cur.Revoked
 		return info, !unchanged, nil
 	}
-	c.assignMu.Lock()
-	prev, rev, _, ok := c.agents.getRev(id)
+	f.assign.Lock()
+	prev, rev, _, ok := f.agents.getRev(id)
 	info, changed, _ := enroll(prev, ok)
 	if changed {
 		// Memory first: a registration answered now uses these labels
 		// even when the KV write fails.
-		c.agents.put(info)
+		f.agents.put(info)
 		if ok && registered(prev) {
-			c.reconcileAgent(ctx, &prev, info, false)
-			c.placeUnplaced(ctx, info)
+			f.host.reconcileAgent(ctx, &prev, info, false)
+			f.host.placeUnplaced(ctx, info)
 		}
-		c.refreshOnline()
+		f.refreshOnline()
 	}
-	c.assignMu.Unlock()
+	f.assign.Unlock()
 	// Compare-and-set (agentwrite.go), also when memory had nothing to
 	// change: another replica's record may.
-	w, err := c.writeAgentFrom(ctx, id, prev, rev, ok, enroll)
+	w, err := f.store.writeAgentFrom(ctx, id, prev, rev, ok, enroll)
 	if err != nil {
 		return fmt.Errorf("store agent %s (enrolled) in ax_agents: %w", id, err)
 	}
 	if w.written {
-		c.assignMu.Lock()
-		c.agents.putRev(w.info, w.rev)
-		c.assignMu.Unlock()
+		f.assign.Lock()
+		f.agents.putRev(w.info, w.rev)
+		f.assign.Unlock()
 	}
 	return nil
 }
@@ -118,10 +118,15 @@ func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelC
 	if err := ch.Validate(); err != nil {
 		return protocol.AgentInfo{}, fieldError(err)
 	}
-	ctx := c.ctx
-	defer c.agentLocks.lock(id)()
+	return c.fleet.labelAgent(id, ch)
+}
+
+// labelAgent is LabelAgent of a ready controller, id and ch checked.
+func (f *fleet) labelAgent(id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
+	ctx := f.ctx
+	defer f.locks.lock(id)()
 	// KV first: a change that is not stored is not made.
-	w, err := c.writeAgent(ctx, id, func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
+	w, err := f.store.writeAgent(ctx, id, func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
 		if !exists {
 			return cur, false, fmt.Errorf("label agent %s: %w: it has neither been enrolled nor registered", id, ErrNotFound)
 		}
@@ -131,7 +136,7 @@ func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelC
 		info := cur
 		info.Labels, info.LabelsFrom = ch.Apply(cur.Labels), protocol.LabelsFromOperator
 		if err := protocol.ValidateLabels("set", info.Labels); err != nil {
-			return cur, false, fieldError(err)
+			return cur, false, err // a *protocol.FieldError
 		}
 		return info, true, nil
 	})
@@ -139,15 +144,15 @@ func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelC
 		return protocol.AgentInfo{}, err
 	}
 	prev, info := w.prev, w.info
-	c.assignMu.Lock()
-	defer c.assignMu.Unlock()
-	c.agents.putRev(info, w.rev)
+	f.assign.Lock()
+	defer f.assign.Unlock()
+	f.agents.putRev(info, w.rev)
 	if registered(prev) {
-		c.reconcileAgent(ctx, &prev, info, false)
-		c.placeUnplaced(ctx, info)
+		f.host.reconcileAgent(ctx, &prev, info, false)
+		f.host.placeUnplaced(ctx, info)
 	}
-	c.log.Info("agent labels changed", "agent", id, "labels", info.Labels, "before", prev.Labels)
-	info.Online = isOnline(info, c.now(), c.cfg.AgentOfflineAfter)
+	f.log.Info("agent labels changed", "agent", id, "labels", info.Labels, "before", prev.Labels)
+	info.Online = isOnline(info, f.now(), f.cfg.AgentOfflineAfter)
 	return info, nil
 }
 

@@ -98,8 +98,8 @@ func decodeDigest(data []byte) (livenessDigest, error) {
 // livenessDigestEvery is how often a replica writes its digest: half of
 // livenessRefresh, so that another replica reads an agent's liveness well
 // within agent_offline_after of its heartbeat.
-func (c *Controller) livenessDigestEvery() time.Duration {
-	return max(c.livenessRefresh()/2, 10*time.Millisecond)
+func (s *agentStore) livenessDigestEvery() time.Duration {
+	return max(s.livenessRefresh()/2, 10*time.Millisecond)
 }
 
 // digestChunk returns the chunk of agent id.
@@ -152,14 +152,14 @@ func (r *agentRegistry) seenElsewhere(id string, d digestEntry) bool {
 }
 
 // writeDigest writes this replica's liveness digest to ax_liveness.
-func (c *Controller) writeDigest(ctx context.Context) error {
+func (s *agentStore) writeDigest(ctx context.Context) error {
 	var errs []error
-	for k, d := range c.agents.digests(c.instance, c.now(), c.cfg.AgentOfflineAfter) {
+	for k, d := range s.agents.digests(s.instance, s.now(), s.cfg.AgentOfflineAfter) {
 		data, err := json.Marshal(d)
 		if err != nil {
 			return fmt.Errorf("liveness digest: %w", err)
 		}
-		if _, err := c.kv.Liveness.Put(ctx, c.cfg.Node+"."+strconv.Itoa(k), data); err != nil {
+		if _, err := s.kv.Liveness.Put(ctx, s.cfg.Node+"."+strconv.Itoa(k), data); err != nil {
 			errs = append(errs, fmt.Errorf("liveness digest %d: %w", k, err))
 		}
 	}
@@ -168,35 +168,35 @@ func (c *Controller) writeDigest(ctx context.Context) error {
 
 // digestLoop writes this replica's liveness digest every
 // livenessDigestEvery.
-func (c *Controller) digestLoop(ctx context.Context) {
-	if c.storedRefresh() == 0 {
+func (s *agentStore) digestLoop(ctx context.Context) {
+	if s.storedRefresh() == 0 {
 		return // every heartbeat is written to ax_agents
 	}
-	c.every(ctx, c.livenessDigestEvery(), c.livenessDigestEvery(), "liveness digest", c.writeDigest)
+	s.every(ctx, s.livenessDigestEvery(), s.livenessDigestEvery(), "liveness digest", s.writeDigest)
 }
 
 // followLiveness reads the digests in ax_liveness into the registry
 // before returning (the agents must be loaded), then keeps following
 // the other replicas' digests.
-func (c *Controller) followLiveness(ctx context.Context) error {
-	w, err := c.kv.Liveness.WatchAll(c.ctx, jetstream.IgnoreDeletes())
+func (s *agentStore) followLiveness(ctx context.Context) error {
+	w, err := s.kv.Liveness.WatchAll(s.ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", protocol.BucketLiveness, err)
 	}
 	apply := func(e jetstream.KeyValueEntry) {
 		d, err := decodeDigest(e.Value())
 		if err != nil {
-			c.log.Error("liveness digest ignored", "key", e.Key(), "err", err)
+			s.log.Error("liveness digest ignored", "key", e.Key(), "err", err)
 			return
 		}
-		if d.Instance == c.instance {
+		if d.Instance == s.instance {
 			return // this process's own
 		}
 		for id, de := range d.Agents {
-			if c.agents.seenElsewhere(id, de) {
-				c.m.agentStats(id, de.Stats)
+			if s.agents.seenElsewhere(id, de) {
+				s.m.agentStats(id, de.Stats)
 			}
 		}
 	}
-	return followKV(ctx, w, apply, c.goRun)
+	return s.follow(ctx, w, apply)
 }

@@ -100,7 +100,7 @@ func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
 			return false
 		}
 		d := a.agents.digests(a.instance, a.now(), a.cfg.AgentOfflineAfter)
-		if err := a.writeDigest(context.Background()); err != nil {
+		if err := a.fleet.store.writeDigest(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return d[digestChunk("edge-1")].Agents["edge-1"].LastSeen.Equal(last)
@@ -135,7 +135,7 @@ func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
 		t.Fatalf("restarted: edge-1 last seen %s, want %s (the digest's; ax_agents has %s)", info.LastSeen, last, stored)
 	}
 	ag.heartbeat()
-	if err := b.writeDigest(ctx); err != nil {
+	if err := b.fleet.store.writeDigest(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if after := keys(); !slices.Equal(after, before) {

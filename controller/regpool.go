@@ -46,7 +46,7 @@ const (
 
 type regRequest struct {
 	msg *nats.Msg
-	at  time.Time // c.mono() when received
+	at  time.Time // fleetEnv.mono() when received
 }
 
 // regPool holds the queue of registrations waiting for a worker, and
@@ -57,11 +57,11 @@ type regPool struct {
 
 	mu      sync.Mutex
 	first   uint64
-	firstAt time.Time // c.mono() when the read of first started
+	firstAt time.Time // fleetEnv.mono() when the read of first started
 
 	// smu guards the admission slots of busy answers: cost is the mean
 	// handling time of a registration (moving average), next the next
-	// free slot (c.mono()).
+	// free slot (fleetEnv.mono()).
 	smu  sync.Mutex
 	cost time.Duration
 	next time.Time
@@ -120,14 +120,14 @@ func (p *regPool) retryAfter(now time.Time, queued int) time.Duration {
 // read serves every registration that arrived before it started (a
 // registration storm does not ask the stream for each agent), and none
 // sees a value older than its own arrival.
-func (p *regPool) firstSeq(ctx context.Context, c *Controller, received time.Time) (uint64, error) {
+func (p *regPool) firstSeq(ctx context.Context, env *fleetEnv, received time.Time) (uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.firstAt.IsZero() && !p.firstAt.Before(received) {
 		return p.first, nil
 	}
-	start := c.mono()
-	s, err := c.js.Stream(ctx, protocol.StreamCommands)
+	start := env.mono()
+	s, err := env.js.Stream(ctx, protocol.StreamCommands)
 	if err != nil {
 		return 0, err
 	}
@@ -136,47 +136,47 @@ func (p *regPool) firstSeq(ctx context.Context, c *Controller, received time.Tim
 }
 
 // enqueueRegister is the registration subscription's handler.
-func (c *Controller) enqueueRegister(msg *nats.Msg) {
-	c.regs.once.Do(func() { c.regs.q = make(chan regRequest, registerQueue) })
-	if n := len(c.regs.q); n >= c.regs.admits() {
-		c.regBusy(msg, n)
+func (f *fleet) enqueueRegister(msg *nats.Msg) {
+	f.regs.once.Do(func() { f.regs.q = make(chan regRequest, registerQueue) })
+	if n := len(f.regs.q); n >= f.regs.admits() {
+		f.regBusy(msg, n)
 		return
 	}
 	select {
-	case c.regs.q <- regRequest{msg: msg, at: c.mono()}:
+	case f.regs.q <- regRequest{msg: msg, at: f.mono()}:
 	default:
-		c.regBusy(msg, len(c.regs.q))
+		f.regBusy(msg, len(f.regs.q))
 	}
 }
 
 // regBusy answers a registration "busy" with its slot (queued waiting).
-func (c *Controller) regBusy(msg *nats.Msg, queued int) {
-	c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy).Inc()
+func (f *fleet) regBusy(msg *nats.Msg, queued int) {
+	f.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy).Inc()
 	respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later",
-		RetryAfter: protocol.Duration(c.regs.retryAfter(c.mono(), queued))})
+		RetryAfter: protocol.Duration(f.regs.retryAfter(f.mono(), queued))})
 }
 
 // startRegisterWorkers starts the workers that handle queued registrations.
-func (c *Controller) startRegisterWorkers() {
-	c.regs.once.Do(func() { c.regs.q = make(chan regRequest, registerQueue) })
+func (f *fleet) startRegisterWorkers() {
+	f.regs.once.Do(func() { f.regs.q = make(chan regRequest, registerQueue) })
 	for range registerWorkers {
-		c.goRun(c.registerWorker)
+		f.goRun(f.registerWorker)
 	}
 }
 
-func (c *Controller) registerWorker(ctx context.Context) {
+func (f *fleet) registerWorker(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case r := <-c.regs.q:
-			if c.mono().Sub(r.at) > registerMaxWait {
-				c.m.agentRefused.WithLabelValues(endpointRegister, refuseLate).Inc()
+		case r := <-f.regs.q:
+			if f.mono().Sub(r.at) > registerMaxWait {
+				f.m.agentRefused.WithLabelValues(endpointRegister, refuseLate).Inc()
 				continue
 			}
-			t0 := c.mono()
-			c.handleRegister(r.msg, r.at)
-			c.regs.handled(c.mono().Sub(t0))
+			t0 := f.mono()
+			f.handleRegister(r.msg, r.at)
+			f.regs.handled(f.mono().Sub(t0))
 		}
 	}
 }

@@ -123,7 +123,7 @@ func TestLateRegistrationDropped(t *testing.T) {
 		sendRegister(t, nc, id, protocol.InboxPrefix(id)+".r")
 	}
 	eventually(t, 10*time.Second, "one registration queued behind the busy workers", func() bool {
-		return len(c.regs.q) == 1
+		return len(c.fleet.regs.q) == 1
 	})
 	skew.Store(int64(registerMaxWait + time.Second))
 	locked = false
@@ -149,8 +149,8 @@ func TestLateRegistrationDropped(t *testing.T) {
 // being dropped as late (their agents timed out and backed off).
 func TestRegistrationQueueSizedToRate(t *testing.T) {
 	c := newTestController(t)
-	c.regs.handled(time.Second) // as measured: 16 workers, 1 s each
-	admits := c.regs.admits()
+	c.fleet.regs.handled(time.Second) // as measured: 16 workers, 1 s each
+	admits := c.fleet.regs.admits()
 	if admits >= registerQueue {
 		t.Fatalf("admits %d with 1 s registrations, want fewer than %d", admits, registerQueue)
 	}
@@ -177,7 +177,7 @@ func TestRegistrationQueueSizedToRate(t *testing.T) {
 		sendRegister(t, nc, id, protocol.InboxPrefix(id)+".r")
 	}
 	eventually(t, 20*time.Second, fmt.Sprintf("%d busy answers", extra), func() bool { return busy.Load() >= extra })
-	if n := len(c.regs.q); n > admits {
+	if n := len(c.fleet.regs.q); n > admits {
 		t.Fatalf("%d registrations queued, want at most %d", n, admits)
 	}
 }
