@@ -1,4 +1,4 @@
-// Package controller is the core of ax-controller (DESIGN §3, §4, §6): it
+// Package controller is the core of ax-controller (docs/architecture.md): it
 // runs (or connects to) NATS JetStream, keeps jobs and executions in KV,
 // owns the execution state machine and the retry backoff, answers agent
 // registrations and heartbeats, and sends agents their commands.
@@ -83,7 +83,7 @@
 // Live executions are in KV ax_execs (key: exec id); ended ones leave it
 // after a grace period for the history (see History and retention).
 // Package execution (controller/execution) is their state machine: the
-// record, the one table of allowed transitions of DESIGN §3, and Apply,
+// record, the one table of allowed transitions (docs/architecture.md: State machine), and Apply,
 // through which every change of an execution is decided (a run created,
 // each report, a retry due, an operator's retry or cancel, an agent lost,
 // a job deleted, an expiry); the controller stores its result with

@@ -12,7 +12,7 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// Group-job leases (DESIGN §6). A periodic job with target {group, mode:
+// Group-job leases (docs/architecture.md: Leases and epochs). A periodic job with target {group, mode:
 // any} fires on one agent of its group at a time: the holder of the lease
 // job.<id> in ax_leases, with an epoch that grows with every grant.
 //

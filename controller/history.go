@@ -16,7 +16,7 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// The execution history (DESIGN §4): every replica keeps a SQLite index
+// The execution history (docs/architecture.md: A job's way, step 7): every replica keeps a SQLite index
 // (historyindex.go) of every execution, live or ended, and of the one-shot
 // jobs retired from the live job set (retention.go), built from AX_EVT
 // alone. Each event carries the execution's snapshot right after its

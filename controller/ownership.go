@@ -14,7 +14,7 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// Shard ownership between controller replicas (DESIGN §6).
+// Shard ownership between controller replicas (docs/architecture.md: Leases and epochs).
 //
 // Every replica announces itself in ax_leases (replica.<node>, renewed every
 // LeaseRenewInterval) and watches the bucket. The live replicas, sorted by

@@ -10,7 +10,7 @@ import (
 	"github.com/axsched/ax/pkg/schedule"
 )
 
-// Reports are authorized against what the controller knows (DESIGN §10),
+// Reports are authorized against what the controller knows (docs/architecture.md: Security model),
 // not only against the agent named by their subject (NATS permissions
 // let an enrolled agent publish on ax.rpt.*.<itself> and nothing else):
 //

@@ -15,7 +15,7 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// Lifecycle and retention (DESIGN §4).
+// Lifecycle and retention (docs/architecture.md: A job's way, step 7).
 //
 // A terminal execution leaves live state — its key in ax_execs — LiveGrace
 // (2h, AX_RPT's de-duplication window) after its last change; a one-shot
