@@ -133,11 +133,79 @@ func (c *Controller) createOneShot(ctx context.Context, j protocol.Job, data []b
 	}
 	for _, m := range made {
 		c.created.put(execVersion{rec: m.next, rev: m.rev})
-		if err := c.execEffects(ctx, m.next, &j, m.effs); err != nil {
-			c.log.Error("dispatch one-shot job", "job", j.ID, "err", err)
+	}
+	c.dispatchMade(ctx, j, made)
+	return j, true, nil
+}
+
+// dispatchMade executes the effects of the Creates createOneShot stored:
+// the PENDING events and the run commands are published asynchronously,
+// all of them before any ack is awaited (a synchronous publish per run
+// cost a round trip and a reply subscription each), then it waits for the
+// runs' acks (createWriteWait) and the events' (eventAckWait), as
+// execEffects does, so that a list made after the reply shows the
+// executions.
+func (c *Controller) dispatchMade(ctx context.Context, j protocol.Job, made []oneShotMade) {
+	type runSent struct {
+		rec *execRecord
+		fut jetstream.PubAckFuture
+	}
+	var runs []runSent
+	var evs []jetstream.PubAckFuture
+	for _, m := range made {
+		rest := make([]execution.Effect, 0, len(m.effs))
+		var send []execution.SendRun
+		for _, e := range m.effs {
+			if r, ok := e.(execution.SendRun); ok {
+				send = append(send, r)
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		futs, _, _ := c.startEffects(ctx, m.next, &j, rest) // no command among them: no error
+		evs = append(evs, futs...)
+		for _, r := range send {
+			fut, err := c.publishRunAsync(j, m.next, r.Attempt, r.RunAt)
+			if err != nil {
+				c.log.Error("dispatch one-shot job", "job", j.ID, "err", fmt.Errorf("send run %s: %w", m.next.ExecID, err))
+				continue
+			}
+			runs = append(runs, runSent{rec: m.next, fut: fut})
 		}
 	}
-	return j, true, nil
+	wctx, cancel := context.WithTimeout(ctx, createWriteWait)
+	defer cancel()
+	for _, r := range runs {
+		if _, err := waitAck(wctx, r.fut); err != nil {
+			// Left PENDING: the reload of its shard re-sends it (sentruns.go).
+			c.log.Error("dispatch one-shot job", "job", j.ID, "err", fmt.Errorf("send run %s: %w", r.rec.ExecID, err))
+			continue
+		}
+		c.m.commands.WithLabelValues(string(protocol.CmdRun)).Inc()
+	}
+	t := time.NewTimer(eventAckWait)
+	defer t.Stop()
+	for _, f := range evs {
+		select {
+		case <-f.Ok():
+		case <-f.Err():
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// publishRunAsync publishes the run command of attempt of rec (as sendRun)
+// without waiting for its ack.
+func (c *Controller) publishRunAsync(job protocol.Job, rec *execRecord, attempt int, runAt time.Time) (jetstream.PubAckFuture, error) {
+	cmd := protocol.Command{V: protocol.Version, Kind: protocol.CmdRun, Agent: rec.Agent, IssuedAt: c.now(), Run: &protocol.Run{
+		Job: job, ExecID: rec.ExecID, Attempt: attempt, RunAt: runAt, Epoch: rec.Epoch,
+	}}
+	data, err := protocol.Encode(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return c.js.PublishAsync(protocol.CommandSubject(cmd.Agent), data, jetstream.WithMsgID(runMsgID(rec, attempt)), jetstream.WithStallWait(asyncStallWait))
 }
 
 // waitAck returns the sequence fut was stored at, or why it was not.
