@@ -146,6 +146,17 @@ func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 	// context left a one-shot job stored without an execution).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
+	c.assignChange(ctx, old, next)
+	if next != nil && !isPeriodic(*next) && !next.Paused {
+		if _, err := c.dispatchOneShot(ctx, *next, old == nil); err != nil {
+			c.log.Error("dispatch one-shot job", "job", next.ID, "err", err)
+		}
+	}
+}
+
+// assignChange sends the assignment diff of a created (old nil), updated
+// or deleted (next nil) job: onJobChanged without the one-shot dispatch.
+func (c *Controller) assignChange(ctx context.Context, old, next *protocol.Job) {
 	c.assignMu.Lock()
 	var agents []protocol.AgentInfo
 	if old != nil && needsFleet(*old) || next != nil && needsFleet(*next) {
@@ -171,11 +182,6 @@ func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 		c.dropUnplacedOf(id)
 	}
 	c.assignMu.Unlock()
-	if next != nil && !isPeriodic(*next) && !next.Paused {
-		if _, err := c.dispatchOneShot(ctx, *next, old == nil); err != nil {
-			c.log.Error("dispatch one-shot job", "job", next.ID, "err", err)
-		}
-	}
 }
 
 // reconcileAgent adjusts assignments after agent cur (re)registered; prev

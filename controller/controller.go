@@ -74,6 +74,7 @@ type Controller struct {
 	assignMu sync.Mutex
 	unplaced map[string]string // exec id → job id of PENDING executions without an agent
 	created  createdExecs      // records CreateJob wrote, for the first report's lane (createdcache.go)
+	evMemo   eventMemo         // events published, for the history follower (eventmemo.go)
 
 	lifeMu  sync.Mutex
 	state   lifeState

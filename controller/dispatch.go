@@ -223,16 +223,21 @@ func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execut
 // remembers those waiting for an agent, and creates the execution of a
 // one-shot job whose creation was cut short by a crash.
 func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) error {
-	var pending, live []*execRecord
+	var pending, live, jobless []*execRecord
+	joblessRev := map[string]uint64{}
 	seen := map[string]bool{}
 	retries := 0
 	in := func(jobID string) bool { n := c.shardOfJob(jobID); return shards[n] && c.owns(n) }
-	err := c.scanExecs(ctx, func(r *execRecord, _ uint64) {
+	err := c.scanExecs(ctx, func(r *execRecord, rev uint64) {
 		if !in(r.JobID) {
 			return
 		}
 		seen[r.ExecID] = true
 		live = append(live, r)
+		if _, _, ok := c.jobs.get(r.JobID); !ok && r.State == protocol.StatePending {
+			jobless = append(jobless, r)
+			joblessRev[r.ExecID] = rev
+		}
 		switch {
 		case r.State == protocol.StateRetryWaiting:
 			c.retries.schedule(r.ExecID, r.JobID, r.Attempt, r.NextAttemptAt)
@@ -249,6 +254,7 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 		return err
 	}
 	var sent map[string]bool
+	sentKnown := true
 	if len(pending) > 0 {
 		oldest := pending[0].UpdatedAt
 		for _, r := range pending {
@@ -258,6 +264,7 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 		}
 		if sent, err = c.sentRuns(ctx, oldest); err != nil {
 			c.log.Warn("reading the run commands AX_CMD holds failed; re-sending every PENDING run", "err", err)
+			sentKnown = false
 		}
 	}
 	resent := 0
@@ -300,11 +307,25 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
 		}
 	}
+	orphans := 0
+	if sentKnown && len(jobless) > 0 {
+		removed := c.repairOrphanExecs(ctx, jobless, joblessRev, sent)
+		orphans = len(removed)
+		if orphans > 0 {
+			kept := live[:0]
+			for _, r := range live {
+				if !removed[r.ExecID] {
+					kept = append(kept, r)
+				}
+			}
+			live = kept
+		}
+	}
 	restored, err := c.repairHistory(ctx, shards, live)
 	if err != nil {
 		c.log.Warn("restore events missing from the history", "err", err)
 	}
 	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", retries, "pending", len(pending), "pending_resent", resent,
-		"one_shot_recreated", missing, "events_restored", restored)
+		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored)
 	return nil
 }

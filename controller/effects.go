@@ -62,6 +62,12 @@ func (c *Controller) publishEvent(rec *execRecord, tr transition) jetstream.PubA
 		return nil
 	}
 	msgID := protocol.EventMsgID(rec.ExecID, ev.Attempt, tr.to)
+	idx := snap // what the history follower's decode makes of it (snapshotOf)
+	if ev.Result != nil {
+		r := *ev.Result
+		idx.Result = &r
+	}
+	c.evMemo.put(msgID, data, &idx)
 	fut, err := c.js.PublishAsync(protocol.EventSubject(tr.to, rec.JobID), data, jetstream.WithMsgID(msgID), jetstream.WithStallWait(asyncStallWait))
 	if err != nil {
 		c.log.Warn("publish event", "exec", rec.ExecID, "to", tr.to, "err", err)

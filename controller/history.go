@@ -216,6 +216,10 @@ func (h *history) decode(m jetstream.Msg, batch *[]histItem) (seq, pending uint6
 		*batch = append(*batch, histItem{job: &r})
 		return seq, pending
 	}
+	if e, ok := h.c.evMemo.take(m.Headers().Get(jetstream.MsgIDHeader), m.Data()); ok {
+		*batch = append(*batch, histItem{exec: e}) // this replica's own event, as published
+		return seq, pending
+	}
 	// Not protocol.DecodeEvent: its strict checks cost more than the row,
 	// and only the controllers publish on ax.evt (the fields the index
 	// keys on are checked here).

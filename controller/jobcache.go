@@ -219,10 +219,24 @@ func (jc *jobCache) all() []protocol.Job {
 	return out
 }
 
+// known reports whether the cache holds id at rev or a newer revision
+// (put would change nothing).
+func (jc *jobCache) known(id string, rev uint64) bool {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	cur, ok := jc.jobs[id]
+	return ok && cur.rev >= rev
+}
+
 // apply records one KV entry (a put or a delete).
 func (jc *jobCache) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 	if e.Operation() != jetstream.KeyValuePut {
 		jc.remove(e.Key(), e.Revision())
+		return
+	}
+	if jc.known(e.Key(), e.Revision()) {
+		// This replica's own write, already put at its revision (CreateJob,
+		// mutateJob): not decoded a second time.
 		return
 	}
 	var j protocol.Job

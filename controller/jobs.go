@@ -109,6 +109,12 @@ func (c *Controller) CreateJob(ctx context.Context, j protocol.Job) (protocol.Jo
 			return protocol.Job{}, err
 		}
 	}
+	if out, ok, err := c.createOneShot(ctx, j, data); ok {
+		if err != nil && idemRev != 0 {
+			_ = c.kv.Idem.Delete(context.WithoutCancel(ctx), idemKey(j.IdempotencyKey), jetstream.LastRevision(idemRev))
+		}
+		return out, err
+	}
 	rev, err := c.kv.Jobs.Create(ctx, j.ID, data)
 	if err != nil {
 		if idemRev != 0 {

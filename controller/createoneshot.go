@@ -1,0 +1,254 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// createWriteWait bounds how long a create waits for the acks of its
+// pipelined writes (the job record and its execution records).
+const createWriteWait = 10 * time.Second
+
+// orphanExecAfter is how old a PENDING execution whose job was never
+// stored must be before a reload removes it (repairOrphanExecs): younger
+// ones may belong to a create still waiting for its job's ack. Far above
+// createWriteWait, past which such a create gives up.
+const orphanExecAfter = 30 * time.Second
+
+// oneShotMade is one execution createOneShot writes: the record, the
+// effects of its Create and the write in flight.
+type oneShotMade struct {
+	next *execRecord
+	effs []execution.Effect
+	put  *pendingPut
+	rev  uint64
+	err  error
+}
+
+// createOneShot is CreateJob's path for a one-shot job that gets its
+// executions at once (not paused, one fire, placed): the job record and
+// its PENDING execution records are published together and their acks
+// awaited together (one round trip instead of one per record), then the
+// run commands and the PENDING events go out (the second round trip), and
+// only then does CreateJob reply. ok is false when the job does not take
+// this path (nothing was written): CreateJob stores it the other way.
+//
+// Crash safety, for a crash at any point (kill -9 of the controller):
+//
+//   - A run command is published only after the job record and the
+//     execution record it belongs to are acknowledged, so a run is never
+//     durable before its record (an agent never runs an execution the
+//     controller does not know).
+//   - The reply comes after every write it reports, so a client that got
+//     a job id finds the job and its execution.
+//   - Job stored, execution not (or not all): the reload of the job's
+//     shard creates the missing execution of a one-shot job
+//     (reloadExecutions), as when a crash cut a create short before.
+//   - Both stored, run not sent: the reload re-sends the run of a PENDING
+//     execution that AX_CMD does not hold (sentruns.go); the PENDING event
+//     is restored from the record (repairHistory).
+//   - Execution stored, job not (the acks can come in either order): the
+//     client got an error, no run was sent; the reload removes such a
+//     record once it is older than orphanExecAfter (repairOrphanExecs).
+//     Without the crash, a failed job write retires the records at once.
+func (c *Controller) createOneShot(ctx context.Context, j protocol.Job, data []byte) (protocol.Job, bool, error) {
+	if isPeriodic(j) || j.Paused {
+		return protocol.Job{}, false, nil
+	}
+	s, err := schedule.Parse(j.Schedule, j.CreatedAt)
+	if err != nil {
+		return protocol.Job{}, false, nil
+	}
+	at, ok := s.Next(time.Time{})
+	if !ok {
+		return protocol.Job{}, false, nil
+	}
+	ps, err := c.placements(j, at)
+	if err != nil {
+		return protocol.Job{}, false, nil // stored the other way, which logs why it has no execution
+	}
+	env := execution.Env{Now: c.now()}
+	made := make([]oneShotMade, len(ps))
+	for i, p := range ps {
+		ev := execution.Create{ExecID: p.execID, JobID: j.ID, Agent: p.agent, ScheduledAt: at, Shard: p.shard, Reason: "scheduled"}
+		next, effs, err := execution.Apply(nil, ev, env)
+		if err != nil || next == nil {
+			return protocol.Job{}, false, nil
+		}
+		made[i] = oneShotMade{next: next, effs: effs}
+	}
+	// The writes are made to the end even when the caller goes away: what
+	// is stored must get its commands (as onJobChanged).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	wctx, wcancel := context.WithTimeout(ctx, createWriteWait)
+	defer wcancel()
+	execs := c.execs()
+	jm := &nats.Msg{Subject: kvSubject(protocol.BucketJobs, j.ID), Data: data, Header: nats.Header{}}
+	jfut, jerr := c.js.PublishMsgAsync(jm, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithStallWait(asyncStallWait))
+	for i := range made {
+		made[i].put = execs.putAsync(execVersion{}, made[i].next)
+	}
+	var jrev uint64
+	if jerr == nil {
+		jrev, jerr = waitAck(wctx, jfut)
+	}
+	failed := false
+	for i := range made {
+		made[i].rev, made[i].err = made[i].put.wait(wctx)
+		failed = failed || made[i].err != nil
+	}
+	if jerr != nil {
+		for _, m := range made {
+			if m.err == nil {
+				if _, err := execs.retire(ctx, m.next.ExecID, m.rev); err != nil {
+					c.log.Warn("remove the execution of a job not stored", "exec", m.next.ExecID, "err", err)
+				}
+			}
+		}
+		if isWrongLastSeq(jerr) {
+			jerr = jetstream.ErrKeyExists
+		}
+		return protocol.Job{}, true, fmt.Errorf("create job: store: %w", jerr)
+	}
+	c.jobs.put(j, jrev)
+	c.log.Info("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
+	c.assignChange(ctx, nil, &j)
+	if failed {
+		// A record not stored: create the executions the general way,
+		// which keeps those stored and sends their runs.
+		if _, err := c.createRuns(ctx, j, at, "scheduled", 0); err != nil {
+			c.log.Error("dispatch one-shot job", "job", j.ID, "err", err)
+		}
+		return j, true, nil
+	}
+	for _, m := range made {
+		c.created.put(execVersion{rec: m.next, rev: m.rev})
+	}
+	c.dispatchMade(ctx, j, made)
+	return j, true, nil
+}
+
+// dispatchMade executes the effects of the Creates createOneShot stored:
+// the PENDING events and the run commands are published asynchronously,
+// all of them before any ack is awaited (a synchronous publish per run
+// cost a round trip and a reply subscription each), then it waits for the
+// runs' acks (createWriteWait) and the events' (eventAckWait), as
+// execEffects does, so that a list made after the reply shows the
+// executions.
+func (c *Controller) dispatchMade(ctx context.Context, j protocol.Job, made []oneShotMade) {
+	type runSent struct {
+		rec *execRecord
+		fut jetstream.PubAckFuture
+	}
+	var runs []runSent
+	var evs []jetstream.PubAckFuture
+	for _, m := range made {
+		rest := make([]execution.Effect, 0, len(m.effs))
+		var send []execution.SendRun
+		for _, e := range m.effs {
+			if r, ok := e.(execution.SendRun); ok {
+				send = append(send, r)
+			} else {
+				rest = append(rest, e)
+			}
+		}
+		futs, _, _ := c.startEffects(ctx, m.next, &j, rest) // no command among them: no error
+		evs = append(evs, futs...)
+		for _, r := range send {
+			fut, err := c.publishRunAsync(j, m.next, r.Attempt, r.RunAt)
+			if err != nil {
+				c.log.Error("dispatch one-shot job", "job", j.ID, "err", fmt.Errorf("send run %s: %w", m.next.ExecID, err))
+				continue
+			}
+			runs = append(runs, runSent{rec: m.next, fut: fut})
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, createWriteWait)
+	defer cancel()
+	for _, r := range runs {
+		if _, err := waitAck(wctx, r.fut); err != nil {
+			// Left PENDING: the reload of its shard re-sends it (sentruns.go).
+			c.log.Error("dispatch one-shot job", "job", j.ID, "err", fmt.Errorf("send run %s: %w", r.rec.ExecID, err))
+			continue
+		}
+		c.m.commands.WithLabelValues(string(protocol.CmdRun)).Inc()
+	}
+	t := time.NewTimer(eventAckWait)
+	defer t.Stop()
+	for _, f := range evs {
+		select {
+		case <-f.Ok():
+		case <-f.Err():
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// publishRunAsync publishes the run command of attempt of rec (as sendRun)
+// without waiting for its ack.
+func (c *Controller) publishRunAsync(job protocol.Job, rec *execRecord, attempt int, runAt time.Time) (jetstream.PubAckFuture, error) {
+	cmd := protocol.Command{V: protocol.Version, Kind: protocol.CmdRun, Agent: rec.Agent, IssuedAt: c.now(), Run: &protocol.Run{
+		Job: job, ExecID: rec.ExecID, Attempt: attempt, RunAt: runAt, Epoch: rec.Epoch,
+	}}
+	data, err := protocol.Encode(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return c.js.PublishAsync(protocol.CommandSubject(cmd.Agent), data, jetstream.WithMsgID(runMsgID(rec, attempt)), jetstream.WithStallWait(asyncStallWait))
+}
+
+// waitAck returns the sequence fut was stored at, or why it was not.
+func waitAck(ctx context.Context, fut jetstream.PubAckFuture) (uint64, error) {
+	select {
+	case ack := <-fut.Ok():
+		return ack.Sequence, nil
+	case err := <-fut.Err():
+		return 0, err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// repairOrphanExecs removes the PENDING first attempts, among recs (read
+// by reloadExecutions), whose job was never stored: left by a crash of
+// createOneShot after the execution record's write and before the job's.
+// No run of such an execution was sent (runs go out after both writes),
+// and its creator answered with an error, so nothing waits for it. A
+// record younger than orphanExecAfter, whose run AX_CMD holds (sent), or
+// whose job has any message in ax_jobs (a deleted job, whose executions
+// run to their end) is left alone. It returns the ids it removed.
+func (c *Controller) repairOrphanExecs(ctx context.Context, recs []*execRecord, revs map[string]uint64, sent map[string]bool) map[string]bool {
+	removed := map[string]bool{}
+	for _, r := range recs {
+		if r.State != protocol.StatePending || r.Attempt > 1 || sent[runMsgID(r, r.Attempt)] || c.now().Sub(r.UpdatedAt) < orphanExecAfter {
+			continue
+		}
+		if _, _, ok := c.jobs.get(r.JobID); ok {
+			continue
+		}
+		if _, err := c.kv.Jobs.History(ctx, r.JobID); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // the job exists or existed, or ax_jobs could not be read
+		}
+		if _, err := c.execs().retire(ctx, r.ExecID, revs[r.ExecID]); err != nil {
+			c.log.Warn("remove execution of a job never stored", "exec", r.ExecID, "job", r.JobID, "err", err)
+			continue
+		}
+		c.assignMu.Lock()
+		delete(c.unplaced, r.ExecID)
+		c.assignMu.Unlock()
+		removed[r.ExecID] = true
+		c.log.Warn("removed execution of a job never stored (a create cut short)", "exec", r.ExecID, "job", r.JobID)
+	}
+	return removed
+}

@@ -1,0 +1,174 @@
+package controller
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// TestCreateOneShotWritesTogether: CreateJob of a one-shot job writes the
+// execution record without waiting for the job record's ack (both are in
+// flight together), and when the job's write fails it removes the record
+// again and answers with the error: no execution, no run, no event of a
+// job that was not stored. The job's write is made to fail by a maximum
+// message size on ax_jobs' stream smaller than the job.
+func TestCreateOneShotWritesTogether(t *testing.T) {
+	c := newTestController(t)
+	er := recordEvents(t, c.NATSURL())
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	a.register()
+	ctx := tctx(t)
+	execsBefore := streamLastSeq(t, c, kvStream(protocol.BucketExecs))
+	jobs, err := c.js.Stream(ctx, kvStream(protocol.BucketJobs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := jobs.CachedInfo().Config
+	cfg.MaxMsgSize = 16
+	if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateJob(ctx, asapJob("edge-1")); err == nil {
+		t.Fatal("CreateJob succeeded with a job store that refuses it")
+	}
+	// The record and its removal (a purge marker): written at once, removed.
+	if got := streamLastSeq(t, c, kvStream(protocol.BucketExecs)); got != execsBefore+2 {
+		t.Errorf("ax_execs stream at %d after the failed create, want %d (the record, written alongside the job, and its removal)", got, execsBefore+2)
+	}
+	n := 0
+	if err := c.scanExecs(ctx, func(*execRecord, uint64) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d execution records after the failed create, want 0", n)
+	}
+
+	cfg.MaxMsgSize = -1
+	if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	j, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execID := protocol.ExecID(j.ID, j.CreatedAt)
+	if r := readRecord(t, c, execID); r.State != protocol.StatePending {
+		t.Errorf("execution after CreateJob: %s, want PENDING", r.State)
+	}
+	run := a.waitCommand("run of "+execID, isRun(execID, 1))
+	for _, cmd := range a.commands() {
+		if cmd.Kind == protocol.CmdRun && cmd.Run.ExecID != execID {
+			t.Errorf("a run of %s, the execution of the job not stored", cmd.Run.ExecID)
+		}
+	}
+	if run.Run.Job.ID != j.ID {
+		t.Errorf("run of job %s, want %s", run.Run.Job.ID, j.ID)
+	}
+	if p := er.Path(execID); len(p) == 0 || p[0] != protocol.StatePending {
+		t.Errorf("events of %s when CreateJob returned: %v, want PENDING first", execID, p)
+	}
+}
+
+func streamLastSeq(t *testing.T, c *Controller, name string) uint64 {
+	t.Helper()
+	st, err := c.js.Stream(tctx(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(tctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// TestReloadRemovesExecsOfJobsNeverStored: a PENDING execution whose job
+// was never stored (createOneShot cut short by a crash after the record's
+// write and before the job's) is removed by the next controller's reload,
+// without a run or an event; a younger one (a create that may still be in
+// flight) and the PENDING execution of a deleted job are kept.
+func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
+	srv := natstest.Start(t)
+	cfg := testConfig(t, "")
+	cfg.NATS.URL = srv.URL()
+	c1 := startController(t, cfg)
+	ctx := tctx(t)
+	a := newTestAgent(t, srv.URL(), "edge-1", nil).start()
+	a.register()
+	deleted, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
+		Target: protocol.Target{Agent: "edge-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delExec := a.waitCommand("run", func(c protocol.Command) bool { return c.Kind == protocol.CmdRun && c.Run.Job.ID == deleted.ID }).Run.ExecID
+	if err := c1.DeleteJob(ctx, deleted.ID); err != nil {
+		t.Fatal(err)
+	}
+	orphan := func(age time.Duration, rnd uint32) string {
+		at := c1.now().Add(-age)
+		jobID := protocol.NewJobID(cfg.Node, at, rnd)
+		rec, _, err := execution.Apply(nil, execution.Create{ExecID: protocol.ExecID(jobID, at), JobID: jobID, Agent: "edge-1",
+			ScheduledAt: at, Reason: "scheduled"}, execution.Env{Now: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c1.execs().put(ctx, execVersion{}, rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.ExecID
+	}
+	old, young := orphan(time.Minute, 1), orphan(0, 2)
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	er := recordEvents(t, srv.URL())
+	logs := &testutil.Buffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	cfg.Registry = nil
+	c2 := startController(t, cfg)
+	var reload map[string]any
+	eventually(t, 20*time.Second, "executions reloaded", func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "executions reloaded" {
+				reload = rec
+				return true
+			}
+		}
+		return false
+	})
+	if reload["orphans_removed"] != float64(1) {
+		t.Errorf("reload %v: want 1 orphan removed", reload)
+	}
+	if v, err := c2.readExec(ctx, old); err != nil || v.rec != nil {
+		t.Errorf("execution %s of a job never stored after the reload: %+v, %v; want removed", old, v.rec, err)
+	}
+	for _, id := range []string{young, delExec} {
+		if v, err := c2.readExec(ctx, id); err != nil || v.rec == nil || v.rec.State != protocol.StatePending {
+			t.Errorf("execution %s after the reload: %+v, %v; want kept PENDING", id, v.rec, err)
+		}
+	}
+	if _, err := c2.kv.Jobs.History(ctx, deleted.ID); errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("deleted job %s has no history: the control case tests nothing", deleted.ID)
+	}
+	for _, cmd := range a.commands() {
+		if cmd.Kind == protocol.CmdRun && cmd.Run.ExecID == old {
+			t.Errorf("a run of %s was sent", old)
+		}
+	}
+	if p := er.Path(old); len(p) != 0 {
+		t.Errorf("events of %s: %v, want none", old, p)
+	}
+}
