@@ -267,8 +267,15 @@ func (c *faultCluster) killedAfter(id string, from time.Time) time.Time {
 }
 
 // reportsWaiting is the number of agent reports stored in AX_RPT (work
-// queue: acknowledged reports are deleted), and what the first of them
-// are (subject, kind, execution, attempt, epoch).
+// queue: acknowledged reports are deleted) that their shard's consumer
+// has not acknowledged, and what the first of them are (subject, kind,
+// execution, attempt, epoch).
+//
+// A report at or below its consumer's ack floor was applied and
+// acknowledged, yet a kill -9 of the embedded server can leave it stored:
+// the server persisted the consumer's ack floor but not the work queue's
+// removal of the message. Such a report is never delivered again; it is
+// listed (as "acknowledged") but not counted.
 func (c *faultCluster) reportsWaiting(ctx context.Context) (uint64, string, error) {
 	nc, err := nats.Connect(c.natsURL(), nats.Timeout(2*time.Second))
 	if err != nil {
@@ -284,25 +291,53 @@ func (c *faultCluster) reportsWaiting(ctx context.Context) (uint64, string, erro
 		return 0, "", err
 	}
 	st := s.CachedInfo().State
+	consumers := map[string]*jetstream.ConsumerInfo{}
+	consumerOf := func(shard string) *jetstream.ConsumerInfo {
+		if ci, ok := consumers[shard]; ok {
+			return ci
+		}
+		var info *jetstream.ConsumerInfo
+		if cons, err := js.Consumer(ctx, protocol.StreamReports, "ax-shard-"+shard); err == nil {
+			info = cons.CachedInfo()
+		}
+		consumers[shard] = info
+		return info
+	}
+	var waiting uint64
 	var seen []string
-	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq && len(seen) < 3; seq++ {
-		m, err := s.GetMsg(ctx, seq)
+	// The next stored report at or after seq, one request each: the
+	// deleted (acknowledged) sequences in between are skipped by the server.
+	for seq, found := st.FirstSeq, uint64(0); found < st.Msgs && seq <= st.LastSeq; found++ {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(protocol.SubjectReportsAll))
 		if err != nil {
-			continue // deleted: acknowledged
+			break // none left (deleted since the stream's info was read)
+		}
+		seq = m.Sequence + 1
+		cons, acked := "no consumer", false
+		if parts := strings.Split(m.Subject, "."); len(parts) == 4 {
+			if i := consumerOf(parts[2]); i != nil {
+				acked = m.Sequence <= i.AckFloor.Stream
+				cons = fmt.Sprintf("consumer %s: ack floor %d, ack pending %d, redelivered %d, not yet delivered %d",
+					i.Name, i.AckFloor.Stream, i.NumAckPending, i.NumRedelivered, i.NumPending)
+			}
+		}
+		if !acked {
+			waiting++
+		}
+		if len(seen) >= 3 {
+			continue
+		}
+		what := "waiting"
+		if acked {
+			what = "acknowledged, left stored"
 		}
 		r, err := protocol.DecodeReport(m.Data)
 		if err != nil {
-			seen = append(seen, fmt.Sprintf("%s: undecodable: %v", m.Subject, err))
+			seen = append(seen, fmt.Sprintf("%s seq %d (%s): undecodable: %v", m.Subject, m.Sequence, what, err))
 			continue
 		}
-		cons := "no consumer"
-		if parts := strings.Split(m.Subject, "."); len(parts) == 4 {
-			if ci, err := js.Consumer(ctx, protocol.StreamReports, "ax-shard-"+parts[2]); err == nil {
-				i := ci.CachedInfo()
-				cons = fmt.Sprintf("consumer %s: ack pending %d, redelivered %d, waiting %d", i.Name, i.NumAckPending, i.NumRedelivered, i.NumPending)
-			}
-		}
-		seen = append(seen, fmt.Sprintf("%s %s %s #%d epoch %d stored %s (%s)", m.Subject, r.Kind, r.ExecID, r.Attempt, r.Epoch, fmtTime(m.Time), cons))
+		seen = append(seen, fmt.Sprintf("%s seq %d (%s) %s %s #%d epoch %d stored %s (%s)",
+			m.Subject, m.Sequence, what, r.Kind, r.ExecID, r.Attempt, r.Epoch, fmtTime(m.Time), cons))
 	}
-	return st.Msgs, strings.Join(seen, "; "), nil
+	return waiting, strings.Join(seen, "; "), nil
 }
