@@ -39,9 +39,9 @@ func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
 	}
 	// Either replica may answer the first heartbeat: b must know the
 	// agent's registration (made on a) by then.
-	eventually(t, 10*time.Second, "ctl-b knows edge-1", func() bool {
-		_, ok := b.agents.get("edge-1")
-		return ok
+	eventually(t, 10*time.Second, "ctl-b knows edge-1 registered", func() bool {
+		info, ok := b.agents.get("edge-1")
+		return ok && registered(info) && !info.Revoked
 	})
 	if r := ag.heartbeat(); r.Error != "" {
 		t.Fatal(r.Error)
