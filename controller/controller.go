@@ -55,18 +55,16 @@ type Controller struct {
 	retries *retrier
 	hist    *history // the execution history index (history.go)
 
-	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
-	// ownership loop's state, and which shards this replica works now.
-	leases      *leaseView
-	epochs      *epochView // group-job lease grants (epochs.go)
-	own         *ownership
-	owned       []atomic.Bool
-	instance    string    // this process, in its shard leases
-	startedWall time.Time // when New ran (wall clock, written in leases)
-	crashed     atomic.Bool
-	ownLoop     atomic.Bool   // the ownership loop was started
-	ownStop     chan struct{} // closed by Close: the ownership loop releases the shards
-	ownDone     chan struct{} // closed when the ownership loop has returned
+	// Leases (ownership.go, grouplease.go): the view of ax_leases; own
+	// holds the shard leases and says which shards this replica works
+	// (ownershipHost is what it asks of the controller); groups is the
+	// group-lease bookkeeping, read and written on the ownership loop alone.
+	leases   *leaseView
+	epochs   *epochView // group-job lease grants (epochs.go)
+	own      *ownership
+	groups   groupState
+	instance string // this process, in its leases and liveness digests
+	crashed  atomic.Bool
 
 	// assignMu serializes assignment decisions (job changes and agent
 	// registrations) and guards unplaced. The fleet takes it after an
@@ -116,11 +114,17 @@ func New(cfg Config) (*Controller, error) {
 	c.jobs.now = c.now
 	c.leases = newLeaseView()
 	c.epochs = newEpochView()
-	c.own = newOwnership()
-	c.owned = make([]atomic.Bool, cfg.Shards)
+	c.groups = newGroupState()
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	c.instance = hex.EncodeToString(id[:])
+	c.own = newOwnership(ownershipEnv{
+		cfg: ownershipConfig{Node: cfg.Node, Shards: cfg.Shards, LeaseTTL: cfg.LeaseTTL,
+			LeaseRenewInterval: cfg.LeaseRenewInterval},
+		log: c.log, m: ownershipMetrics{shardsOwned: m.shardsOwned, takeovers: m.takeovers},
+		clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun,
+		leases: c.leases, instance: c.instance, started: cfg.Clock.Now().UTC().Round(0),
+	}, c)
 	c.fleet = newFleet(fleetEnv{
 		cfg: fleetConfig{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
 			HeartbeatInterval: cfg.HeartbeatInterval, AgentOfflineAfter: cfg.AgentOfflineAfter},
@@ -134,8 +138,6 @@ func New(cfg Config) (*Controller, error) {
 		instance: c.instance, assign: &c.assignMu,
 	}, c)
 	c.agents = c.fleet.agents
-	c.startedWall = cfg.Clock.Now().UTC().Round(0)
-	c.ownStop, c.ownDone = make(chan struct{}), make(chan struct{})
 	return c, nil
 }
 
@@ -269,11 +271,7 @@ func (c *Controller) start(ctx context.Context) error {
 	}
 	// The first pass takes the free shards (all of them for a lone
 	// replica) before Start returns; the loop keeps them.
-	c.own.starting = true
-	c.ownershipStep(ctx)
-	c.own.starting = false
-	c.ownLoop.Store(true)
-	c.goRun(c.ownershipLoop)
+	c.own.start(ctx, c.kv.Leases)
 	c.goRun(c.fleet.livenessLoop)
 	c.goRun(c.fleet.store.digestLoop)
 	c.goRun(c.consumerLoop)
@@ -281,6 +279,10 @@ func (c *Controller) start(ctx context.Context) error {
 	c.goRun(c.retentionLoop)
 	return nil
 }
+
+// ShardOwners returns, for each shard, the node holding its lease ("" when
+// none), as this replica sees ax_leases now.
+func (c *Controller) ShardOwners() []string { return c.own.shardOwners() }
 
 // goRun runs fn on a goroutine tracked by Close.
 func (c *Controller) goRun(fn func(ctx context.Context)) {
@@ -314,17 +316,10 @@ func (c *Controller) shutdown() {
 	for _, s := range c.subs {
 		_ = s.Unsubscribe()
 	}
-	if c.ownLoop.Load() && !c.crashed.Load() {
+	if !c.crashed.Load() {
 		// Hand the shards over while the connection and the workers' context
 		// are alive, so that what was pulled is applied, not redelivered.
-		close(c.ownStop)
-		t := time.NewTimer(15 * time.Second)
-		select {
-		case <-c.ownDone:
-		case <-t.C:
-			c.log.Warn("shards not released in 15s; stopping anyway")
-		}
-		t.Stop()
+		c.own.handOver()
 	}
 	if c.cancel != nil {
 		c.cancel()

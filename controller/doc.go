@@ -184,6 +184,18 @@
 // on the key revision, so a replica that has just lost a shard cannot
 // overwrite the new owner's writes.
 //
+// The shard leases are the ownership type's (ownership.go,
+// shardrelease.go): its loop, one goroutine, acquires, renews, hands over
+// and drops them and publishes which shards this replica works
+// (ownership.owns, ownedShards). What it asks of the rest of the
+// controller is ownershipHost: start a newly held shard's report worker,
+// reload its executions, forget the retry timers and group-lease
+// bookkeeping of a shard no longer worked, and, once a pass, manage the
+// group leases and place the executions waiting for an agent. Everything
+// else it gets at construction (ownershipConfig, ownershipMetrics, the
+// logger, clocks, the goroutine runner, the lease view) and at start
+// (ax_leases); ShardOwners delegates to it.
+//
 // A group job (target {group, mode: any}, periodic) is leased by its
 // shard's owner to one live member of the group, with an epoch above every
 // earlier grant (grouplease.go). Agents renew their leases with their

@@ -153,7 +153,7 @@ func (c *Controller) followEpochs(ctx context.Context) error {
 func (c *Controller) recordGrant(ctx context.Context, job, agent string, epoch uint64) (prev epochGrant, ok bool, err error) {
 	// It runs on the ownership loop: bounded like the lease writes, so a
 	// slow cluster cannot hold up the renewals of the shard leases.
-	ctx, cancel := context.WithTimeout(ctx, 2*c.leaseWriteTimeout())
+	ctx, cancel := context.WithTimeout(ctx, 2*leaseWriteTimeout(c.cfg.LeaseTTL))
 	defer cancel()
 	for range 5 {
 		cur, have := c.epochs.get(job)
@@ -235,7 +235,7 @@ func (c *Controller) dropEpochs(ctx context.Context, job string) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+	ctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(c.cfg.LeaseTTL))
 	defer cancel()
 	if err := c.kv.Epochs.Delete(ctx, job, jetstream.LastRevision(s.rev)); err != nil && !isCASMiss(err) {
 		c.log.Warn("delete lease grants", "job", job, "err", err)

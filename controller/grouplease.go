@@ -40,7 +40,8 @@ import (
 //     (reason="old_epoch").
 //   - A pinned job (target.agent) never has a lease and is never moved.
 
-// groupState is the group-lease bookkeeping of ownershipLoop.
+// groupState is the group-lease bookkeeping (Controller.groups), kept on
+// the ownership loop alone.
 type groupState struct {
 	sent    map[string]sentAssign // job → assignment last sent to its holder
 	leaving map[string]string     // job → holder told to stop (it left the group)
@@ -91,15 +92,14 @@ func (c *Controller) isMember(j protocol.Job, id string) bool {
 // manageGroupLeases grants, re-sends and moves the leases of the group jobs
 // in this replica's shards, and deletes those of jobs gone. now is c.mono().
 func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
-	o := c.own
-	if len(o.held) == 0 {
+	if len(c.own.ownedShards()) == 0 {
 		return
 	}
 	var agents []protocol.AgentInfo // read once, only when a lease is granted
 	var lost []lostLease
 	seen := map[string]bool{}
 	for _, j := range c.jobs.groupAnyJobs() {
-		if !c.ownsJob(j.ID) {
+		if !c.own.ownsJob(j.ID) {
 			continue
 		}
 		seen[j.ID] = true
@@ -109,16 +109,16 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 			if !c.isMember(j, holder) {
 				// Left the group (revoked, labels changed): told to stop; the
 				// lease is no longer renewed and moves once it has lapsed.
-				if o.groups.leaving[j.ID] != holder {
-					c.sendUnassign(ctx, j.ID, holder, o.groups.sent[j.ID].gen, "left the job's group")
-					o.groups.leaving[j.ID] = holder
+				if c.groups.leaving[j.ID] != holder {
+					c.sendUnassign(ctx, j.ID, holder, c.groups.sent[j.ID].gen, "left the job's group")
+					c.groups.leaving[j.ID] = holder
 				}
 				continue
 			}
-			s := o.groups.sent[j.ID]
+			s := c.groups.sent[j.ID]
 			if s.agent != holder || s.epoch != cur.val.Epoch || s.gen != j.Generation {
 				if c.sendAssign(ctx, j, holder, cur.val.Epoch, "group lease") {
-					o.groups.sent[j.ID] = sentAssign{agent: holder, epoch: cur.val.Epoch, gen: j.Generation}
+					c.groups.sent[j.ID] = sentAssign{agent: holder, epoch: cur.val.Epoch, gen: j.Generation}
 				}
 			}
 			continue
@@ -131,7 +131,7 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 		}
 	}
 	for _, id := range c.leases.jobIDs() {
-		if seen[id] || !c.ownsJob(id) {
+		if seen[id] || !c.own.ownsJob(id) {
 			continue
 		}
 		// The job is gone or no longer a group job of mode any.
@@ -151,11 +151,11 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 			continue
 		}
 		c.leases.dropJob(id, cur.rev)
-		delete(o.groups.sent, id)
-		delete(o.groups.leaving, id)
+		delete(c.groups.sent, id)
+		delete(c.groups.leaving, id)
 	}
 	for _, id := range c.epochs.jobIDs() {
-		if seen[id] || !c.ownsJob(id) {
+		if seen[id] || !c.own.ownsJob(id) {
 			continue
 		}
 		if _, ok := c.leases.job(id); ok {
@@ -163,7 +163,7 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 		}
 		// The job is gone or no longer leased (checked in KV: this
 		// replica's cache may not have a job just created elsewhere).
-		rctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+		rctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(c.cfg.LeaseTTL))
 		j, _, err := c.readJob(rctx, id)
 		cancel()
 		if errors.Is(err, ErrNotFound) || err == nil && !isGroupAny(j) {
@@ -184,7 +184,6 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 // the previous holder to stop (unassign) and returns the lease to settle
 // (settleEpochs); a job's first grant returns nil.
 func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur leaseSeen[groupLease], had bool, agents []protocol.AgentInfo, now time.Time) *lostLease {
-	o := c.own
 	var live []protocol.AgentInfo
 	for _, a := range groupMembers(j, agents) {
 		if isOnline(a, c.now(), c.cfg.AgentOfflineAfter) {
@@ -202,13 +201,13 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 		live = others
 	}
 	if len(live) == 0 {
-		if !o.groups.waiting[j.ID] {
+		if !c.groups.waiting[j.ID] {
 			c.log.Warn("group job has no live agent to lease it to", "job", j.ID, "group", j.Target.Group)
-			o.groups.waiting[j.ID] = true
+			c.groups.waiting[j.ID] = true
 		}
 		return nil
 	}
-	delete(o.groups.waiting, j.ID)
+	delete(c.groups.waiting, j.ID)
 	pick := rendezvous(j.ID, live)
 	epoch, err := c.nextEpoch(ctx)
 	if err != nil {
@@ -228,7 +227,7 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	if err != nil {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+	wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(c.cfg.LeaseTTL))
 	defer cancel()
 	var rev uint64
 	if had {
@@ -246,7 +245,7 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	if err != nil && !isCASMiss(err) {
 		// The answer may be lost while the write landed (a timeout on a
 		// busy cluster): the grant stands when the key holds it.
-		rctx, rcancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+		rctx, rcancel := context.WithTimeout(ctx, leaseWriteTimeout(c.cfg.LeaseTTL))
 		if e, gerr := c.kv.Leases.Get(rctx, jobLeaseKey(j.ID)); gerr == nil {
 			var got groupLease
 			if json.Unmarshal(e.Value(), &got) == nil && got.Agent == pick && got.Epoch == epoch {
@@ -268,7 +267,7 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	case had:
 		since := now.Sub(cur.seen)
 		if cur.val.Agent != pick {
-			c.sendUnassign(ctx, j.ID, cur.val.Agent, o.groups.sent[j.ID].gen, "group lease moved to "+pick)
+			c.sendUnassign(ctx, j.ID, cur.val.Agent, c.groups.sent[j.ID].gen, "group lease moved to "+pick)
 		}
 		if cur.val.Released {
 			c.log.Info("group lease handed over (its holder stopped)", "job", j.ID, "old_holder", cur.val.Agent,
@@ -296,11 +295,11 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	default:
 		c.log.Info("group lease granted", "job", j.ID, "holder", pick, "epoch", epoch)
 	}
-	delete(o.groups.leaving, j.ID)
+	delete(c.groups.leaving, j.ID)
 	if c.sendAssign(ctx, j, pick, epoch, "group lease granted") {
-		o.groups.sent[j.ID] = sentAssign{agent: pick, epoch: epoch, gen: j.Generation}
+		c.groups.sent[j.ID] = sentAssign{agent: pick, epoch: epoch, gen: j.Generation}
 	} else {
-		delete(o.groups.sent, j.ID) // re-sent on the next pass
+		delete(c.groups.sent, j.ID) // re-sent on the next pass
 	}
 	return lost
 }
