@@ -46,23 +46,21 @@ type Controller struct {
 	fleet     *fleet
 	agents    *agentRegistry
 	consumers consumerCheck // online agents without a command consumer (consumers.go)
-	// leaseKV is ax_leases as the heartbeat path writes it (lease
-	// renewals, grouplease.go), set at start: wrapKV of the bucket when a
-	// test set wrapKV (to delay the writes, also of ax_agents by the
-	// fleet), else the bucket.
-	leaseKV jetstream.KeyValue
+	// wrapKV, when a test sets it, wraps ax_agents and ax_leases as the
+	// heartbeat path writes them (the fleet, the group-lease renewals), to
+	// delay the writes.
 	wrapKV  func(jetstream.KeyValue) jetstream.KeyValue
 	retries *retrier
 	hist    *history // the execution history index (history.go)
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases; own
 	// holds the shard leases and says which shards this replica works
-	// (ownershipHost is what it asks of the controller); groups is the
-	// group-lease bookkeeping, read and written on the ownership loop alone.
+	// (ownershipHost is what it asks of the controller); groups grants
+	// and renews the group-job leases and keeps their epochs
+	// (groupLeaseHost).
 	leases   *leaseView
-	epochs   *epochView // group-job lease grants (epochs.go)
 	own      *ownership
-	groups   groupState
+	groups   *groupLeases
 	instance string // this process, in its leases and liveness digests
 	crashed  atomic.Bool
 
@@ -113,8 +111,6 @@ func New(cfg Config) (*Controller, error) {
 	c.jobs = newJobCache()
 	c.jobs.now = c.now
 	c.leases = newLeaseView()
-	c.epochs = newEpochView()
-	c.groups = newGroupState()
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	c.instance = hex.EncodeToString(id[:])
@@ -138,6 +134,14 @@ func New(cfg Config) (*Controller, error) {
 		instance: c.instance, assign: &c.assignMu,
 	}, c)
 	c.agents = c.fleet.agents
+	c.groups = newGroupLeases(groupLeaseEnv{
+		cfg: groupLeaseConfig{LeaseTTL: cfg.LeaseTTL, AgentOfflineAfter: cfg.AgentOfflineAfter},
+		log: c.log,
+		m: groupLeaseMetrics{leaseGrants: m.leaseGrants, leaseExpiries: m.leaseExpiries, takeovers: m.takeovers,
+			failover: m.failover},
+		now: c.now, mono: c.mono, goRun: c.goRun,
+		leases: c.leases, jobs: c.jobs, agents: c.agents, own: c.own,
+	}, c)
 	return c, nil
 }
 
@@ -253,14 +257,14 @@ func (c *Controller) start(ctx context.Context) error {
 	if err := c.retryStart(ctx, "load leases", c.followLeases); err != nil {
 		return fmt.Errorf("start: load leases: %w", err)
 	}
-	if err := c.retryStart(ctx, "load lease grants", c.followEpochs); err != nil {
-		return fmt.Errorf("start: load lease grants: %w", err)
-	}
 	agentsKV, leaseKV := c.kv.Agents, c.kv.Leases
 	if c.wrapKV != nil {
 		agentsKV, leaseKV = c.wrapKV(agentsKV), c.wrapKV(leaseKV)
 	}
-	c.leaseKV = leaseKV
+	c.groups.attach(c.ctx, c.js, c.kv, leaseKV)
+	if err := c.retryStart(ctx, "load lease grants", c.groups.followEpochs); err != nil {
+		return fmt.Errorf("start: load lease grants: %w", err)
+	}
 	subs, err := c.fleet.startResponders(agentsKV)
 	c.subs = append(c.subs, subs...)
 	if err != nil {

@@ -222,7 +222,7 @@ func (c *Controller) forgetShard(n int) {
 	if c.retries != nil {
 		c.retries.dropWhere(func(jobID string) bool { return c.own.shardOf(jobID) == n })
 	}
-	c.groups.forgetShard(func(jobID string) bool { return c.own.shardOf(jobID) == n })
+	c.groups.state.forgetShard(func(jobID string) bool { return c.own.shardOf(jobID) == n })
 }
 
 // reloadExecutions runs when this replica acquires shards: for the

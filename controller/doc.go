@@ -214,6 +214,19 @@
 // execution's record is rejected (reason old_epoch). ListAgents fills
 // AgentInfo.Leases from ax_leases.
 //
+// The group leases are the groupLeases type's (grouplease.go,
+// leaserenew.go, epochs.go): it grants and moves them on the ownership
+// loop, renews and releases them for the heartbeats, and keeps the epoch
+// history and its view. What it asks of the rest of the controller is
+// groupLeaseHost: publish a command, read a job from ax_jobs, settle the
+// executions of a lease granted again. Everything else it gets at
+// construction (groupLeaseConfig, groupLeaseMetrics, the logger, clocks,
+// the goroutine runner, the lease view, job cache, agent registry and the
+// ownership) and at start (attach: context, connection, buckets, the
+// ax_leases of the heartbeat path); the controller's manageGroupLeases,
+// renewLeases and releaseLeases, its ownershipHost and fleetHost methods,
+// delegate to it.
+//
 // # Report authorization
 //
 // reportauth.go: a report is applied only when the agent may make it —
