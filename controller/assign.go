@@ -236,3 +236,20 @@ func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInf
 		c.applyDiff(ctx, j.ID, desired(j, beforeAgents), desired(j, afterAgents), force, "group membership changed")
 	}
 }
+
+// placeWaiting gives the PENDING executions waiting for an agent of their
+// group to a live member. Registrations place them too, but a registration
+// may be answered by another replica than the one that knows the waiting
+// execution. The ownership loop calls it once a pass.
+func (c *Controller) placeWaiting(ctx context.Context, now time.Time) {
+	c.assignMu.Lock()
+	defer c.assignMu.Unlock()
+	if len(c.unplaced) == 0 {
+		return
+	}
+	for _, a := range c.agents.snapshot() {
+		if isOnline(a, now, c.cfg.AgentOfflineAfter) {
+			c.placeUnplaced(ctx, a)
+		}
+	}
+}

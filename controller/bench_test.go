@@ -197,7 +197,7 @@ func BenchmarkReportChecks(b *testing.B) {
 	}
 	const epoch = 7
 	for i := range maxEpochGrants {
-		if _, _, err := c.recordGrant(ctx, group.ID, "bench", uint64(i+1)); err != nil {
+		if _, _, err := c.groups.recordGrant(ctx, group.ID, "bench", uint64(i+1)); err != nil {
 			b.Fatal(err)
 		}
 	}

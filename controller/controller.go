@@ -46,27 +46,23 @@ type Controller struct {
 	fleet     *fleet
 	agents    *agentRegistry
 	consumers consumerCheck // online agents without a command consumer (consumers.go)
-	// leaseKV is ax_leases as the heartbeat path writes it (lease
-	// renewals, grouplease.go), set at start: wrapKV of the bucket when a
-	// test set wrapKV (to delay the writes, also of ax_agents by the
-	// fleet), else the bucket.
-	leaseKV jetstream.KeyValue
+	// wrapKV, when a test sets it, wraps ax_agents and ax_leases as the
+	// heartbeat path writes them (the fleet, the group-lease renewals), to
+	// delay the writes.
 	wrapKV  func(jetstream.KeyValue) jetstream.KeyValue
 	retries *retrier
 	hist    *history // the execution history index (history.go)
 
-	// Leases (ownership.go, grouplease.go): the view of ax_leases, the
-	// ownership loop's state, and which shards this replica works now.
-	leases      *leaseView
-	epochs      *epochView // group-job lease grants (epochs.go)
-	own         *ownership
-	owned       []atomic.Bool
-	instance    string    // this process, in its shard leases
-	startedWall time.Time // when New ran (wall clock, written in leases)
-	crashed     atomic.Bool
-	ownLoop     atomic.Bool   // the ownership loop was started
-	ownStop     chan struct{} // closed by Close: the ownership loop releases the shards
-	ownDone     chan struct{} // closed when the ownership loop has returned
+	// Leases (ownership.go, grouplease.go): the view of ax_leases; own
+	// holds the shard leases and says which shards this replica works
+	// (ownershipHost is what it asks of the controller); groups grants
+	// and renews the group-job leases and keeps their epochs
+	// (groupLeaseHost).
+	leases   *leaseView
+	own      *ownership
+	groups   *groupLeases
+	instance string // this process, in its leases and liveness digests
+	crashed  atomic.Bool
 
 	// assignMu serializes assignment decisions (job changes and agent
 	// registrations) and guards unplaced. The fleet takes it after an
@@ -115,12 +111,16 @@ func New(cfg Config) (*Controller, error) {
 	c.jobs = newJobCache()
 	c.jobs.now = c.now
 	c.leases = newLeaseView()
-	c.epochs = newEpochView()
-	c.own = newOwnership()
-	c.owned = make([]atomic.Bool, cfg.Shards)
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	c.instance = hex.EncodeToString(id[:])
+	c.own = newOwnership(ownershipEnv{
+		cfg: ownershipConfig{Node: cfg.Node, Shards: cfg.Shards, LeaseTTL: cfg.LeaseTTL,
+			LeaseRenewInterval: cfg.LeaseRenewInterval},
+		log: c.log, m: ownershipMetrics{shardsOwned: m.shardsOwned, takeovers: m.takeovers},
+		clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun,
+		leases: c.leases, instance: c.instance, started: cfg.Clock.Now().UTC().Round(0),
+	}, c)
 	c.fleet = newFleet(fleetEnv{
 		cfg: fleetConfig{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
 			HeartbeatInterval: cfg.HeartbeatInterval, AgentOfflineAfter: cfg.AgentOfflineAfter},
@@ -134,8 +134,14 @@ func New(cfg Config) (*Controller, error) {
 		instance: c.instance, assign: &c.assignMu,
 	}, c)
 	c.agents = c.fleet.agents
-	c.startedWall = cfg.Clock.Now().UTC().Round(0)
-	c.ownStop, c.ownDone = make(chan struct{}), make(chan struct{})
+	c.groups = newGroupLeases(groupLeaseEnv{
+		cfg: groupLeaseConfig{LeaseTTL: cfg.LeaseTTL, AgentOfflineAfter: cfg.AgentOfflineAfter},
+		log: c.log,
+		m: groupLeaseMetrics{leaseGrants: m.leaseGrants, leaseExpiries: m.leaseExpiries, takeovers: m.takeovers,
+			failover: m.failover},
+		now: c.now, mono: c.mono, goRun: c.goRun,
+		leases: c.leases, jobs: c.jobs, agents: c.agents, own: c.own,
+	}, c)
 	return c, nil
 }
 
@@ -251,14 +257,14 @@ func (c *Controller) start(ctx context.Context) error {
 	if err := c.retryStart(ctx, "load leases", c.followLeases); err != nil {
 		return fmt.Errorf("start: load leases: %w", err)
 	}
-	if err := c.retryStart(ctx, "load lease grants", c.followEpochs); err != nil {
-		return fmt.Errorf("start: load lease grants: %w", err)
-	}
 	agentsKV, leaseKV := c.kv.Agents, c.kv.Leases
 	if c.wrapKV != nil {
 		agentsKV, leaseKV = c.wrapKV(agentsKV), c.wrapKV(leaseKV)
 	}
-	c.leaseKV = leaseKV
+	c.groups.attach(c.ctx, c.js, c.kv, leaseKV)
+	if err := c.retryStart(ctx, "load lease grants", c.groups.followEpochs); err != nil {
+		return fmt.Errorf("start: load lease grants: %w", err)
+	}
 	subs, err := c.fleet.startResponders(agentsKV)
 	c.subs = append(c.subs, subs...)
 	if err != nil {
@@ -269,11 +275,7 @@ func (c *Controller) start(ctx context.Context) error {
 	}
 	// The first pass takes the free shards (all of them for a lone
 	// replica) before Start returns; the loop keeps them.
-	c.own.starting = true
-	c.ownershipStep(ctx)
-	c.own.starting = false
-	c.ownLoop.Store(true)
-	c.goRun(c.ownershipLoop)
+	c.own.start(ctx, c.kv.Leases)
 	c.goRun(c.fleet.livenessLoop)
 	c.goRun(c.fleet.store.digestLoop)
 	c.goRun(c.consumerLoop)
@@ -281,6 +283,10 @@ func (c *Controller) start(ctx context.Context) error {
 	c.goRun(c.retentionLoop)
 	return nil
 }
+
+// ShardOwners returns, for each shard, the node holding its lease ("" when
+// none), as this replica sees ax_leases now.
+func (c *Controller) ShardOwners() []string { return c.own.shardOwners() }
 
 // goRun runs fn on a goroutine tracked by Close.
 func (c *Controller) goRun(fn func(ctx context.Context)) {
@@ -314,17 +320,10 @@ func (c *Controller) shutdown() {
 	for _, s := range c.subs {
 		_ = s.Unsubscribe()
 	}
-	if c.ownLoop.Load() && !c.crashed.Load() {
+	if !c.crashed.Load() {
 		// Hand the shards over while the connection and the workers' context
 		// are alive, so that what was pulled is applied, not redelivered.
-		close(c.ownStop)
-		t := time.NewTimer(15 * time.Second)
-		select {
-		case <-c.ownDone:
-		case <-t.C:
-			c.log.Warn("shards not released in 15s; stopping anyway")
-		}
-		t.Stop()
+		c.own.handOver()
 	}
 	if c.cancel != nil {
 		c.cancel()

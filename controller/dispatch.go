@@ -216,6 +216,15 @@ func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execut
 	return protocol.Execution{}, fmt.Errorf("trigger job %s: %w: too many triggers at once", id, ErrConflict)
 }
 
+// forgetShard drops the retry timers and group-lease bookkeeping of the
+// jobs of shard n, no longer worked here (its new owner reloads them).
+func (c *Controller) forgetShard(n int) {
+	if c.retries != nil {
+		c.retries.dropWhere(func(jobID string) bool { return c.own.shardOf(jobID) == n })
+	}
+	c.groups.state.forgetShard(func(jobID string) bool { return c.own.shardOf(jobID) == n })
+}
+
 // reloadExecutions runs when this replica acquires shards: for the
 // executions of their jobs, it re-arms the retry timer of every
 // RETRY_WAITING execution (overdue ones fire at once), re-sends the run
@@ -227,7 +236,7 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 	joblessRev := map[string]uint64{}
 	seen := map[string]bool{}
 	retries := 0
-	in := func(jobID string) bool { n := c.shardOfJob(jobID); return shards[n] && c.owns(n) }
+	in := func(jobID string) bool { n := c.own.shardOf(jobID); return shards[n] && c.own.owns(n) }
 	err := c.scanExecs(ctx, func(r *execRecord, rev uint64) {
 		if !in(r.JobID) {
 			return

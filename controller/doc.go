@@ -184,6 +184,18 @@
 // on the key revision, so a replica that has just lost a shard cannot
 // overwrite the new owner's writes.
 //
+// The shard leases are the ownership type's (ownership.go,
+// shardrelease.go): its loop, one goroutine, acquires, renews, hands over
+// and drops them and publishes which shards this replica works
+// (ownership.owns, ownedShards). What it asks of the rest of the
+// controller is ownershipHost: start a newly held shard's report worker,
+// reload its executions, forget the retry timers and group-lease
+// bookkeeping of a shard no longer worked, and, once a pass, manage the
+// group leases and place the executions waiting for an agent. Everything
+// else it gets at construction (ownershipConfig, ownershipMetrics, the
+// logger, clocks, the goroutine runner, the lease view) and at start
+// (ax_leases); ShardOwners delegates to it.
+//
 // A group job (target {group, mode: any}, periodic) is leased by its
 // shard's owner to one live member of the group, with an epoch above every
 // earlier grant (grouplease.go). Agents renew their leases with their
@@ -201,6 +213,19 @@
 // after the lease moved (reportauth.go); a report older than its
 // execution's record is rejected (reason old_epoch). ListAgents fills
 // AgentInfo.Leases from ax_leases.
+//
+// The group leases are the groupLeases type's (grouplease.go,
+// leaserenew.go, epochs.go): it grants and moves them on the ownership
+// loop, renews and releases them for the heartbeats, and keeps the epoch
+// history and its view. What it asks of the rest of the controller is
+// groupLeaseHost: publish a command, read a job from ax_jobs, settle the
+// executions of a lease granted again. Everything else it gets at
+// construction (groupLeaseConfig, groupLeaseMetrics, the logger, clocks,
+// the goroutine runner, the lease view, job cache, agent registry and the
+// ownership) and at start (attach: context, connection, buckets, the
+// ax_leases of the heartbeat path); the controller's manageGroupLeases,
+// renewLeases and releaseLeases, its ownershipHost and fleetHost methods,
+// delegate to it.
 //
 // # Report authorization
 //

@@ -140,26 +140,26 @@ func (v *epochView) jobIDs() []string {
 }
 
 // followEpochs loads ax_epochs into the view and keeps it current.
-func (c *Controller) followEpochs(ctx context.Context) error {
-	w, err := c.kv.Epochs.WatchAll(c.ctx)
+func (g *groupLeases) followEpochs(ctx context.Context) error {
+	w, err := g.kv.Epochs.WatchAll(g.ctx)
 	if err != nil {
 		return err
 	}
-	return followKV(ctx, w, c.epochs.apply, c.goRun)
+	return followKV(ctx, w, g.epochs.apply, g.goRun)
 }
 
 // recordGrant appends (epoch → agent) to job's history before the lease
 // is written, and returns the grant before it (ok false: none).
-func (c *Controller) recordGrant(ctx context.Context, job, agent string, epoch uint64) (prev epochGrant, ok bool, err error) {
+func (g *groupLeases) recordGrant(ctx context.Context, job, agent string, epoch uint64) (prev epochGrant, ok bool, err error) {
 	// It runs on the ownership loop: bounded like the lease writes, so a
 	// slow cluster cannot hold up the renewals of the shard leases.
-	ctx, cancel := context.WithTimeout(ctx, 2*c.leaseWriteTimeout())
+	ctx, cancel := context.WithTimeout(ctx, 2*leaseWriteTimeout(g.cfg.LeaseTTL))
 	defer cancel()
 	for range 5 {
-		cur, have := c.epochs.get(job)
+		cur, have := g.epochs.get(job)
 		prev, ok = cur.h.last()
 		h := epochHistory{Job: job, Grants: append(cur.h.Grants[:len(cur.h.Grants):len(cur.h.Grants)],
-			epochGrant{Epoch: epoch, Agent: agent, At: c.now()})}
+			epochGrant{Epoch: epoch, Agent: agent, At: g.now()})}
 		if n := len(h.Grants); n > maxEpochGrants {
 			h.Grants = h.Grants[n-maxEpochGrants:]
 		}
@@ -169,19 +169,19 @@ func (c *Controller) recordGrant(ctx context.Context, job, agent string, epoch u
 		}
 		var rev uint64
 		if have {
-			rev, err = c.kv.Epochs.Update(ctx, job, data, cur.rev)
+			rev, err = g.kv.Epochs.Update(ctx, job, data, cur.rev)
 		} else {
-			rev, err = c.kv.Epochs.Create(ctx, job, data)
+			rev, err = g.kv.Epochs.Create(ctx, job, data)
 		}
 		if err == nil {
-			c.epochs.put(job, h, rev)
+			g.epochs.put(job, h, rev)
 			return prev, ok, nil
 		}
 		if !isCASMiss(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return prev, ok, fmt.Errorf("record lease grant of %s: %w", job, err)
 		}
 		// Written meanwhile (by another replica, or the view lags): read it.
-		if err := c.refreshEpochs(ctx, job); err != nil {
+		if err := g.refreshEpochs(ctx, job); err != nil {
 			return prev, ok, err
 		}
 	}
@@ -189,15 +189,15 @@ func (c *Controller) recordGrant(ctx context.Context, job, agent string, epoch u
 }
 
 // refreshEpochs reads job's history from KV into the view.
-func (c *Controller) refreshEpochs(ctx context.Context, job string) error {
-	e, err := c.kv.Epochs.Get(ctx, job)
+func (g *groupLeases) refreshEpochs(ctx context.Context, job string) error {
+	e, err := g.kv.Epochs.Get(ctx, job)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read lease grants of %s: %w", job, err)
 	}
-	c.epochs.apply(e)
+	g.epochs.apply(e)
 	return nil
 }
 
@@ -206,49 +206,49 @@ func (c *Controller) refreshEpochs(ctx context.Context, job string) error {
 // than the view knows: granted by another replica just now) from KV, else
 // from the current lease (granted before the history existed). It never
 // blocks when the view knows the epoch.
-func (c *Controller) epochHolder(ctx context.Context, job string, epoch uint64) (string, holderOf, time.Time) {
-	s, ok := c.epochs.get(job)
+func (g *groupLeases) epochHolder(ctx context.Context, job string, epoch uint64) (string, holderOf, time.Time) {
+	s, ok := g.epochs.get(job)
 	agent, st, ended := s.h.holder(epoch)
 	if st != epochNeverGranted {
 		return agent, st, ended
 	}
 	if last, has := s.h.last(); !ok || !has || epoch > last.Epoch {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := c.refreshEpochs(rctx, job)
+		err := g.refreshEpochs(rctx, job)
 		cancel()
 		if err == nil {
-			s, _ = c.epochs.get(job)
+			s, _ = g.epochs.get(job)
 			if agent, st, ended = s.h.holder(epoch); st != epochNeverGranted {
 				return agent, st, ended
 			}
 		}
 	}
-	if l, ok := c.leases.job(job); ok && l.val.Epoch == epoch {
+	if l, ok := g.leases.job(job); ok && l.val.Epoch == epoch {
 		return l.val.Agent, epochGranted, time.Time{}
 	}
 	return "", epochNeverGranted, time.Time{}
 }
 
 // dropEpochs deletes the history of a job that is no longer a group job.
-func (c *Controller) dropEpochs(ctx context.Context, job string) {
-	s, ok := c.epochs.get(job)
+func (g *groupLeases) dropEpochs(ctx context.Context, job string) {
+	s, ok := g.epochs.get(job)
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+	ctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
 	defer cancel()
-	if err := c.kv.Epochs.Delete(ctx, job, jetstream.LastRevision(s.rev)); err != nil && !isCASMiss(err) {
-		c.log.Warn("delete lease grants", "job", job, "err", err)
+	if err := g.kv.Epochs.Delete(ctx, job, jetstream.LastRevision(s.rev)); err != nil && !isCASMiss(err) {
+		g.log.Warn("delete lease grants", "job", job, "err", err)
 		return
 	}
-	c.epochs.drop(job, s.rev)
+	g.epochs.drop(job, s.rev)
 }
 
 // currentHolder returns the agent holding job's group lease now, and its
 // epoch: a lease not released and renewed within LeaseTTL.
-func (c *Controller) currentHolder(job string) (string, uint64, bool) {
-	l, ok := c.leases.job(job)
-	if !ok || l.val.Released || c.mono().Sub(l.seen) >= c.cfg.LeaseTTL {
+func (g *groupLeases) currentHolder(job string) (string, uint64, bool) {
+	l, ok := g.leases.job(job)
+	if !ok || l.val.Released || g.mono().Sub(l.seen) >= g.cfg.LeaseTTL {
 		return "", 0, false
 	}
 	return l.val.Agent, l.val.Epoch, true

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -40,7 +42,8 @@ import (
 //     (reason="old_epoch").
 //   - A pinned job (target.agent) never has a lease and is never moved.
 
-// groupState is the group-lease bookkeeping of ownershipLoop.
+// groupState is the bookkeeping of the group leases (groupLeases.state),
+// kept on the ownership loop alone.
 type groupState struct {
 	sent    map[string]sentAssign // job → assignment last sent to its holder
 	leaving map[string]string     // job → holder told to stop (it left the group)
@@ -55,6 +58,89 @@ type sentAssign struct {
 
 func newGroupState() groupState {
 	return groupState{sent: map[string]sentAssign{}, leaving: map[string]string{}, waiting: map[string]bool{}}
+}
+
+// groupLeaseHost is what the group leases ask of the rest of the
+// controller.
+type groupLeaseHost interface {
+	// publishCommand publishes cmd to its agent on AX_CMD (msgID "": none).
+	publishCommand(ctx context.Context, cmd protocol.Command, msgID string) error
+	// readJob reads job id from ax_jobs (ErrNotFound: there is none).
+	readJob(ctx context.Context, id string) (protocol.Job, uint64, error)
+	// settleEpochs moves on the executions still open under an earlier
+	// epoch of the given leases, granted again (leasesettle.go).
+	settleEpochs(ctx context.Context, lost []lostLease)
+}
+
+// groupLeaseConfig is the group leases' part of the controller's Config.
+type groupLeaseConfig struct {
+	LeaseTTL          time.Duration
+	AgentOfflineAfter time.Duration // a member offline this long gets no lease
+}
+
+// groupLeaseMetrics are the controller's metrics the group leases set.
+type groupLeaseMetrics struct {
+	leaseGrants, leaseExpiries prometheus.Counter
+	takeovers                  *prometheus.CounterVec // by kind; the group leases count "group"
+	failover                   prometheus.Histogram
+}
+
+// groupLeaseEnv is what the group leases are given at construction
+// (newGroupLeases) and at start (attach).
+type groupLeaseEnv struct {
+	cfg   groupLeaseConfig
+	log   *slog.Logger
+	m     groupLeaseMetrics
+	now   func() time.Time // the clock in UTC, as written to KV
+	mono  func() time.Time // the clock lease durations are measured with
+	goRun func(func(context.Context))
+	// The controller's views: ax_leases, ax_jobs, the agents' registry; and
+	// which shards this replica works (own).
+	leases *leaseView
+	jobs   *jobCache
+	agents *agentRegistry
+	own    *ownership
+
+	// Set by attach, read-only afterwards.
+	ctx context.Context // the controller's: cancelled by Close
+	js  jetstream.JetStream
+	kv  streams.Buckets
+	// leaseKV is ax_leases as the heartbeat path writes it (renewLease):
+	// wrapKV of the bucket when a test set Controller.wrapKV (to delay the
+	// writes), else the bucket.
+	leaseKV jetstream.KeyValue
+}
+
+// groupLeases grants the leases of the group jobs (mode any) of the shards
+// this replica works, moves them when they lapse, renews and releases
+// them for the agents' heartbeats, and keeps the epoch history (epochs
+// holds its view of ax_epochs). It owns the writes of job.<id> in
+// ax_leases and of ax_epochs, and the bookkeeping of what it sent (state).
+//
+// Concurrency: manageGroupLeases and grantGroupLease run on the ownership
+// loop (once a pass, through ownershipHost), which alone reads and writes
+// state (forgetShard, from the same loop, drops a shard's part); the
+// settling of lost leases runs on a goroutine of its own. renewLeases and
+// releaseLeases run on the heartbeat workers, epochHolder and isMember on
+// the report lanes, currentHolder on the retry loop: they never touch
+// state, only KV and the views (leases, epochs, jobs, agents: each has its
+// own lock).
+type groupLeases struct {
+	*groupLeaseEnv
+	host   groupLeaseHost
+	epochs *epochView // group-job lease grants (epochs.go)
+	state  groupState
+}
+
+// newGroupLeases returns the group leases of env, asking host for the rest.
+func newGroupLeases(env groupLeaseEnv, host groupLeaseHost) *groupLeases {
+	return &groupLeases{groupLeaseEnv: &env, host: host, epochs: newEpochView(), state: newGroupState()}
+}
+
+// attach gives the group leases the controller's context, connection and
+// buckets, before they load ax_epochs.
+func (g *groupLeases) attach(ctx context.Context, js jetstream.JetStream, kv streams.Buckets, leaseKV jetstream.KeyValue) {
+	g.ctx, g.js, g.kv, g.leaseKV = ctx, js, kv, leaseKV
 }
 
 // forgetShard drops the bookkeeping of the jobs in a shard given away.
@@ -76,6 +162,12 @@ func (g *groupState) forgetShard(in func(jobID string) bool) {
 	}
 }
 
+// manageGroupLeases runs the group leases' pass of the ownership loop
+// (groupLeases.manageGroupLeases).
+func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
+	c.groups.manageGroupLeases(ctx, now)
+}
+
 // isGroupAny reports whether j is a periodic job leased to one agent of a group.
 func isGroupAny(j protocol.Job) bool {
 	return isPeriodic(j) && j.Target.Agent == "" && j.Target.Group != "" && j.Target.Mode != protocol.ModeAll
@@ -83,96 +175,95 @@ func isGroupAny(j protocol.Job) bool {
 
 // isMember reports whether agent id is a registered, non-revoked member of
 // j's group.
-func (c *Controller) isMember(j protocol.Job, id string) bool {
-	a, ok := c.agents.get(id)
+func (g *groupLeases) isMember(j protocol.Job, id string) bool {
+	a, ok := g.agents.get(id)
 	return ok && len(groupMembers(j, []protocol.AgentInfo{a})) == 1
 }
 
 // manageGroupLeases grants, re-sends and moves the leases of the group jobs
-// in this replica's shards, and deletes those of jobs gone. now is c.mono().
-func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
-	o := c.own
-	if len(o.held) == 0 {
+// in this replica's shards, and deletes those of jobs gone. now is g.mono().
+func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
+	if len(g.own.ownedShards()) == 0 {
 		return
 	}
 	var agents []protocol.AgentInfo // read once, only when a lease is granted
 	var lost []lostLease
 	seen := map[string]bool{}
-	for _, j := range c.jobs.groupAnyJobs() {
-		if !c.ownsJob(j.ID) {
+	for _, j := range g.jobs.groupAnyJobs() {
+		if !g.own.ownsJob(j.ID) {
 			continue
 		}
 		seen[j.ID] = true
-		cur, ok := c.leases.job(j.ID)
-		if ok && !cur.val.Released && now.Sub(cur.seen) < c.cfg.LeaseTTL {
+		cur, ok := g.leases.job(j.ID)
+		if ok && !cur.val.Released && now.Sub(cur.seen) < g.cfg.LeaseTTL {
 			holder := cur.val.Agent
-			if !c.isMember(j, holder) {
+			if !g.isMember(j, holder) {
 				// Left the group (revoked, labels changed): told to stop; the
 				// lease is no longer renewed and moves once it has lapsed.
-				if o.groups.leaving[j.ID] != holder {
-					c.sendUnassign(ctx, j.ID, holder, o.groups.sent[j.ID].gen, "left the job's group")
-					o.groups.leaving[j.ID] = holder
+				if g.state.leaving[j.ID] != holder {
+					g.sendUnassign(ctx, j.ID, holder, g.state.sent[j.ID].gen, "left the job's group")
+					g.state.leaving[j.ID] = holder
 				}
 				continue
 			}
-			s := o.groups.sent[j.ID]
+			s := g.state.sent[j.ID]
 			if s.agent != holder || s.epoch != cur.val.Epoch || s.gen != j.Generation {
-				if c.sendAssign(ctx, j, holder, cur.val.Epoch, "group lease") {
-					o.groups.sent[j.ID] = sentAssign{agent: holder, epoch: cur.val.Epoch, gen: j.Generation}
+				if g.sendAssign(ctx, j, holder, cur.val.Epoch, "group lease") {
+					g.state.sent[j.ID] = sentAssign{agent: holder, epoch: cur.val.Epoch, gen: j.Generation}
 				}
 			}
 			continue
 		}
 		if agents == nil {
-			agents = c.agents.snapshot()
+			agents = g.agents.snapshot()
 		}
-		if l := c.grantGroupLease(ctx, j, cur, ok, agents, now); l != nil {
+		if l := g.grantGroupLease(ctx, j, cur, ok, agents, now); l != nil {
 			lost = append(lost, *l)
 		}
 	}
-	for _, id := range c.leases.jobIDs() {
-		if seen[id] || !c.ownsJob(id) {
+	for _, id := range g.leases.jobIDs() {
+		if seen[id] || !g.own.ownsJob(id) {
 			continue
 		}
 		// The job is gone or no longer a group job of mode any.
-		cur, ok := c.leases.job(id)
+		cur, ok := g.leases.job(id)
 		if !ok {
 			continue
 		}
 		// Generation 0 removes a deleted job at any generation; a job that
 		// changed target keeps its new generation on that agent.
 		gen := uint64(0)
-		if j, _, ok := c.jobs.get(id); ok && j.Generation > 0 {
+		if j, _, ok := g.jobs.get(id); ok && j.Generation > 0 {
 			gen = j.Generation - 1
 		}
-		c.sendUnassign(ctx, id, cur.val.Agent, gen, "job no longer leased to a group member")
-		if err := c.kv.Leases.Delete(ctx, jobLeaseKey(id), jetstream.LastRevision(cur.rev)); err != nil && !isCASMiss(err) {
-			c.log.Warn("delete group lease", "job", id, "err", err)
+		g.sendUnassign(ctx, id, cur.val.Agent, gen, "job no longer leased to a group member")
+		if err := g.kv.Leases.Delete(ctx, jobLeaseKey(id), jetstream.LastRevision(cur.rev)); err != nil && !isCASMiss(err) {
+			g.log.Warn("delete group lease", "job", id, "err", err)
 			continue
 		}
-		c.leases.dropJob(id, cur.rev)
-		delete(o.groups.sent, id)
-		delete(o.groups.leaving, id)
+		g.leases.dropJob(id, cur.rev)
+		delete(g.state.sent, id)
+		delete(g.state.leaving, id)
 	}
-	for _, id := range c.epochs.jobIDs() {
-		if seen[id] || !c.ownsJob(id) {
+	for _, id := range g.epochs.jobIDs() {
+		if seen[id] || !g.own.ownsJob(id) {
 			continue
 		}
-		if _, ok := c.leases.job(id); ok {
+		if _, ok := g.leases.job(id); ok {
 			continue // its lease is deleted first (above)
 		}
 		// The job is gone or no longer leased (checked in KV: this
 		// replica's cache may not have a job just created elsewhere).
-		rctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
-		j, _, err := c.readJob(rctx, id)
+		rctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
+		j, _, err := g.host.readJob(rctx, id)
 		cancel()
 		if errors.Is(err, ErrNotFound) || err == nil && !isGroupAny(j) {
-			c.dropEpochs(ctx, id)
+			g.dropEpochs(ctx, id)
 		}
 	}
 	if len(lost) > 0 {
 		// It scans every execution: not on the ownership loop.
-		c.goRun(func(ctx context.Context) { c.settleEpochs(ctx, lost) })
+		g.goRun(func(ctx context.Context) { g.host.settleEpochs(ctx, lost) })
 	}
 }
 
@@ -183,11 +274,10 @@ func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
 // handed back, or expired from ax_leases while no controller ran — tells
 // the previous holder to stop (unassign) and returns the lease to settle
 // (settleEpochs); a job's first grant returns nil.
-func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur leaseSeen[groupLease], had bool, agents []protocol.AgentInfo, now time.Time) *lostLease {
-	o := c.own
+func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur leaseSeen[groupLease], had bool, agents []protocol.AgentInfo, now time.Time) *lostLease {
 	var live []protocol.AgentInfo
 	for _, a := range groupMembers(j, agents) {
-		if isOnline(a, c.now(), c.cfg.AgentOfflineAfter) {
+		if isOnline(a, g.now(), g.cfg.AgentOfflineAfter) {
 			live = append(live, a)
 		}
 	}
@@ -202,52 +292,52 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 		live = others
 	}
 	if len(live) == 0 {
-		if !o.groups.waiting[j.ID] {
-			c.log.Warn("group job has no live agent to lease it to", "job", j.ID, "group", j.Target.Group)
-			o.groups.waiting[j.ID] = true
+		if !g.state.waiting[j.ID] {
+			g.log.Warn("group job has no live agent to lease it to", "job", j.ID, "group", j.Target.Group)
+			g.state.waiting[j.ID] = true
 		}
 		return nil
 	}
-	delete(o.groups.waiting, j.ID)
+	delete(g.state.waiting, j.ID)
 	pick := rendezvous(j.ID, live)
-	epoch, err := c.nextEpoch(ctx)
+	epoch, err := g.nextEpoch(ctx)
 	if err != nil {
-		c.log.Warn("group lease: read epoch", "job", j.ID, "err", err)
+		g.log.Warn("group lease: read epoch", "job", j.ID, "err", err)
 		return nil
 	}
 	if had {
 		epoch = max(epoch, cur.val.Epoch+1)
 	}
-	prev, hadPrev, err := c.recordGrant(ctx, j.ID, pick, epoch)
+	prev, hadPrev, err := g.recordGrant(ctx, j.ID, pick, epoch)
 	if err != nil {
-		c.log.Warn("group lease: record grant", "job", j.ID, "agent", pick, "err", err)
+		g.log.Warn("group lease: record grant", "job", j.ID, "agent", pick, "err", err)
 		return nil
 	}
-	val := groupLease{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: c.now()}
+	val := groupLease{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: g.now()}
 	data, err := json.Marshal(val)
 	if err != nil {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+	wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
 	defer cancel()
 	var rev uint64
 	if had {
-		rev, err = c.kv.Leases.Update(wctx, jobLeaseKey(j.ID), data, cur.rev)
+		rev, err = g.kv.Leases.Update(wctx, jobLeaseKey(j.ID), data, cur.rev)
 		if isCASMiss(err) {
 			// Renewed meanwhile (the view catches up), or removed by the
 			// bucket TTL: then it is free.
-			if _, gerr := c.kv.Leases.Get(wctx, jobLeaseKey(j.ID)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
-				rev, err = c.kv.Leases.Create(wctx, jobLeaseKey(j.ID), data)
+			if _, gerr := g.kv.Leases.Get(wctx, jobLeaseKey(j.ID)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				rev, err = g.kv.Leases.Create(wctx, jobLeaseKey(j.ID), data)
 			}
 		}
 	} else {
-		rev, err = c.kv.Leases.Create(wctx, jobLeaseKey(j.ID), data)
+		rev, err = g.kv.Leases.Create(wctx, jobLeaseKey(j.ID), data)
 	}
 	if err != nil && !isCASMiss(err) {
 		// The answer may be lost while the write landed (a timeout on a
 		// busy cluster): the grant stands when the key holds it.
-		rctx, rcancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
-		if e, gerr := c.kv.Leases.Get(rctx, jobLeaseKey(j.ID)); gerr == nil {
+		rctx, rcancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
+		if e, gerr := g.kv.Leases.Get(rctx, jobLeaseKey(j.ID)); gerr == nil {
 			var got groupLease
 			if json.Unmarshal(e.Value(), &got) == nil && got.Agent == pick && got.Epoch == epoch {
 				rev, err = e.Revision(), nil
@@ -257,29 +347,29 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 	}
 	if err != nil {
 		if !isCASMiss(err) {
-			c.log.Warn("grant group lease", "job", j.ID, "agent", pick, "err", err)
+			g.log.Warn("grant group lease", "job", j.ID, "agent", pick, "err", err)
 		}
 		return nil
 	}
-	c.leases.putJob(j.ID, val, rev, now)
-	c.m.leaseGrants.Inc()
+	g.leases.putJob(j.ID, val, rev, now)
+	g.m.leaseGrants.Inc()
 	var lost *lostLease
 	switch {
 	case had:
 		since := now.Sub(cur.seen)
 		if cur.val.Agent != pick {
-			c.sendUnassign(ctx, j.ID, cur.val.Agent, o.groups.sent[j.ID].gen, "group lease moved to "+pick)
+			g.sendUnassign(ctx, j.ID, cur.val.Agent, g.state.sent[j.ID].gen, "group lease moved to "+pick)
 		}
 		if cur.val.Released {
-			c.log.Info("group lease handed over (its holder stopped)", "job", j.ID, "old_holder", cur.val.Agent,
+			g.log.Info("group lease handed over (its holder stopped)", "job", j.ID, "old_holder", cur.val.Agent,
 				"old_epoch", cur.val.Epoch, "new_holder", pick, "new_epoch", epoch)
 		} else {
-			c.m.leaseExpiries.Inc()
+			g.m.leaseExpiries.Inc()
 			if cur.val.Agent != pick {
-				c.m.takeovers.WithLabelValues("group").Inc()
-				c.m.failover.Observe(since.Seconds())
+				g.m.takeovers.WithLabelValues("group").Inc()
+				g.m.failover.Observe(since.Seconds())
 			}
-			c.log.Warn("group lease taken over", "job", j.ID, "old_holder", cur.val.Agent, "old_epoch", cur.val.Epoch,
+			g.log.Warn("group lease taken over", "job", j.ID, "old_holder", cur.val.Agent, "old_epoch", cur.val.Epoch,
 				"new_holder", pick, "new_epoch", epoch, "since_last_renewal", since)
 		}
 		lost = &lostLease{job: j.ID, oldAgent: cur.val.Agent, newAgent: pick, epoch: epoch}
@@ -288,19 +378,19 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 		// e.g. an outage): the job had a holder all the same.
 		if prev.Agent != pick {
 			// Generation 0: whatever generation it has there.
-			c.sendUnassign(ctx, j.ID, prev.Agent, 0, "group lease granted to "+pick)
+			g.sendUnassign(ctx, j.ID, prev.Agent, 0, "group lease granted to "+pick)
 		}
-		c.log.Warn("group lease granted again after it expired", "job", j.ID, "old_holder", prev.Agent,
+		g.log.Warn("group lease granted again after it expired", "job", j.ID, "old_holder", prev.Agent,
 			"old_epoch", prev.Epoch, "new_holder", pick, "new_epoch", epoch)
 		lost = &lostLease{job: j.ID, oldAgent: prev.Agent, newAgent: pick, epoch: epoch}
 	default:
-		c.log.Info("group lease granted", "job", j.ID, "holder", pick, "epoch", epoch)
+		g.log.Info("group lease granted", "job", j.ID, "holder", pick, "epoch", epoch)
 	}
-	delete(o.groups.leaving, j.ID)
-	if c.sendAssign(ctx, j, pick, epoch, "group lease granted") {
-		o.groups.sent[j.ID] = sentAssign{agent: pick, epoch: epoch, gen: j.Generation}
+	delete(g.state.leaving, j.ID)
+	if g.sendAssign(ctx, j, pick, epoch, "group lease granted") {
+		g.state.sent[j.ID] = sentAssign{agent: pick, epoch: epoch, gen: j.Generation}
 	} else {
-		delete(o.groups.sent, j.ID) // re-sent on the next pass
+		delete(g.state.sent, j.ID) // re-sent on the next pass
 	}
 	return lost
 }
@@ -308,163 +398,31 @@ func (c *Controller) grantGroupLease(ctx context.Context, j protocol.Job, cur le
 // nextEpoch returns an epoch above every epoch granted before: one past
 // the last sequence of the ax_leases stream, which only grows (every
 // earlier grant is a message of that stream).
-func (c *Controller) nextEpoch(ctx context.Context) (uint64, error) {
+func (g *groupLeases) nextEpoch(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	s, err := c.js.Stream(ctx, "KV_"+protocol.BucketLeases)
+	s, err := g.js.Stream(ctx, "KV_"+protocol.BucketLeases)
 	if err != nil {
 		return 0, err
 	}
 	return s.CachedInfo().State.LastSeq + 1, nil
 }
 
-func (c *Controller) sendAssign(ctx context.Context, j protocol.Job, agent string, epoch uint64, reason string) bool {
+func (g *groupLeases) sendAssign(ctx context.Context, j protocol.Job, agent string, epoch uint64, reason string) bool {
 	cmd := protocol.Command{Kind: protocol.CmdAssign, Agent: agent, Assign: &protocol.Assign{Job: j, Epoch: epoch}}
-	if err := c.publishCommand(ctx, cmd, ""); err != nil {
-		c.log.Error("send assign", "job", j.ID, "agent", agent, "epoch", epoch, "err", err)
+	if err := g.host.publishCommand(ctx, cmd, ""); err != nil {
+		g.log.Error("send assign", "job", j.ID, "agent", agent, "epoch", epoch, "err", err)
 		return false
 	}
-	c.log.Info("job assigned", "job", j.ID, "agent", agent, "generation", j.Generation, "epoch", epoch, "reason", reason)
+	g.log.Info("job assigned", "job", j.ID, "agent", agent, "generation", j.Generation, "epoch", epoch, "reason", reason)
 	return true
 }
 
-func (c *Controller) sendUnassign(ctx context.Context, jobID, agent string, gen uint64, reason string) {
+func (g *groupLeases) sendUnassign(ctx context.Context, jobID, agent string, gen uint64, reason string) {
 	cmd := protocol.Command{Kind: protocol.CmdUnassign, Agent: agent, Unassign: &protocol.Unassign{JobID: jobID, Generation: gen, Reason: reason}}
-	if err := c.publishCommand(ctx, cmd, ""); err != nil {
-		c.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
+	if err := g.host.publishCommand(ctx, cmd, ""); err != nil {
+		g.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
 		return
 	}
-	c.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
-}
-
-// leaseRenewBatch is how many lease renewals of one heartbeat are in
-// flight at once.
-const leaseRenewBatch = 32
-
-// renewLeases answers the lease claims of a heartbeat from agent a: each
-// lease the agent still holds in ax_leases, for a job whose group it is
-// still in, is renewed (compare-and-set) and granted for LeaseTTL×0.9 from
-// the heartbeat's send; the others are lost. A claim that cannot be
-// checked now (NATS error) is neither.
-func (c *Controller) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
-	ttl := c.cfg.LeaseTTL - c.cfg.LeaseTTL/10
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/2)
-	defer cancel()
-	// The claims are renewed together (up to leaseRenewBatch writes in
-	// flight): a heartbeat claiming n leases waits for about one round
-	// trip to ax_leases, not n.
-	type outcome struct {
-		member, held bool
-		err          error
-	}
-	out := make([]outcome, len(claims))
-	sem := make(chan struct{}, leaseRenewBatch)
-	var wg sync.WaitGroup
-	for i, cl := range claims {
-		j, _, ok := c.jobs.get(cl.JobID)
-		if out[i].member = ok && isGroupAny(j) && len(groupMembers(j, []protocol.AgentInfo{a})) == 1; !out[i].member {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i].held, out[i].err = c.renewLease(ctx, a.Agent, cl)
-		}()
-	}
-	wg.Wait()
-	for i, cl := range claims {
-		if !out[i].member {
-			lost = append(lost, cl)
-			continue
-		}
-		switch held, err := out[i].held, out[i].err; {
-		case errors.Is(err, errLeaseRaced):
-		case err != nil:
-			c.log.Warn("renew group lease", "job", cl.JobID, "agent", a.Agent, "err", err)
-		case held:
-			renewed = append(renewed, protocol.Lease{JobID: cl.JobID, Epoch: cl.Epoch, TTL: protocol.Duration(ttl)})
-		default:
-			lost = append(lost, cl)
-		}
-	}
-	return renewed, lost
-}
-
-// renewLease renews one claimed lease: first a compare-and-set on the
-// revision this replica's view has (one round trip, the usual case), else
-// on the revision read now. held is false when the lease names another
-// agent or epoch, or is gone.
-func (c *Controller) renewLease(ctx context.Context, agent string, cl protocol.HeldLease) (held bool, err error) {
-	key := jobLeaseKey(cl.JobID)
-	write := func(val groupLease, rev uint64) (bool, error) {
-		val.RenewedAt = c.now()
-		data, err := json.Marshal(val)
-		if err != nil {
-			return false, err
-		}
-		newRev, err := c.leaseKV.Update(ctx, key, data, rev)
-		if err != nil {
-			return false, err
-		}
-		c.leases.putJob(cl.JobID, val, newRev, c.mono())
-		return true, nil
-	}
-	if v, ok := c.leases.job(cl.JobID); ok && v.val.Agent == agent && v.val.Epoch == cl.Epoch && !v.val.Released {
-		if ok, err := write(v.val, v.rev); ok || !isCASMiss(err) {
-			return ok, err
-		}
-	}
-	e, err := c.kv.Leases.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	var val groupLease
-	if err := json.Unmarshal(e.Value(), &val); err != nil || val.Agent != agent || val.Epoch != cl.Epoch || val.Released {
-		return false, nil
-	}
-	ok, err := write(val, e.Revision())
-	if isCASMiss(err) {
-		return false, errLeaseRaced // changed between the read and the write: the next heartbeat tells
-	}
-	return ok, err
-}
-
-// errLeaseRaced: a lease changed while it was being renewed; the claim is
-// answered neither renewed nor lost.
-var errLeaseRaced = errors.New("lease changed during its renewal")
-
-// releaseLeases marks the leases agent claims as released (it stopped
-// firing and is shutting down), so that the owner of each job's shard
-// grants it to another member at its next pass, without waiting for the
-// TTL. A lease that names another holder or epoch is left alone.
-func (c *Controller) releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.LeaseTTL/2)
-	defer cancel()
-	for _, cl := range claims {
-		key := jobLeaseKey(cl.JobID)
-		e, err := c.kv.Leases.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		var val groupLease
-		if json.Unmarshal(e.Value(), &val) != nil || val.Agent != agent || val.Epoch != cl.Epoch || val.Released {
-			continue
-		}
-		val.Released = true
-		data, err := json.Marshal(val)
-		if err != nil {
-			continue
-		}
-		rev, err := c.kv.Leases.Update(ctx, key, data, e.Revision())
-		if err != nil {
-			c.log.Warn("release group lease", "job", cl.JobID, "agent", agent, "err", err)
-			continue
-		}
-		c.leases.putJob(cl.JobID, val, rev, c.mono())
-		c.leases.signal()
-	}
+	g.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
 }

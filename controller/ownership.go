@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -38,9 +42,9 @@ import (
 // writes; at worst a report or a retry is handled twice, and the second
 // attempt is refused by the state machine or de-duplicated by Msg-Id.
 //
-// One goroutine (ownershipLoop) owns the held shards and the group-lease
-// bookkeeping; owned[n] publishes "this replica works shard n" to the
-// others (report lanes, retries).
+// The ownership type (ownership.go, shardrelease.go) does this; what a
+// shard's owner does with it (its report worker, its executions, its
+// group leases) is ownershipHost's.
 
 const whyStopping = "controller stopping"
 
@@ -52,143 +56,242 @@ type heldShard struct {
 	w       *shardWorker
 }
 
-// ownership is the state of ownershipLoop.
+// ownershipHost is what the ownership asks of the rest of the controller
+// when this replica starts or stops working shards. Every method is called
+// on the ownership loop, except reloadExecutions, which runs on a goroutine
+// of its own (on the loop only in the first pass, run by Start).
+type ownershipHost interface {
+	// startShardWorker starts consuming the reports of shard n, newly held.
+	startShardWorker(ctx context.Context, n int) (*shardWorker, error)
+	// reloadExecutions reloads the state of the given newly worked shards:
+	// retry timers, PENDING runs, unplaced executions, one-shot jobs whose
+	// creation was cut short.
+	reloadExecutions(ctx context.Context, shards map[int]bool) error
+	// forgetShard drops the retry timers and group-lease bookkeeping of
+	// shard n, no longer worked (its worker has stopped).
+	forgetShard(n int)
+	// manageGroupLeases grants, re-sends and moves the group leases of the
+	// worked shards, once a pass; now is on the mono clock.
+	manageGroupLeases(ctx context.Context, now time.Time)
+	// placeWaiting places the PENDING executions waiting for an agent of
+	// their group, once a pass; now is on the wall clock.
+	placeWaiting(ctx context.Context, now time.Time)
+}
+
+// ownershipConfig is the ownership's part of the controller's Config.
+type ownershipConfig struct {
+	Node               string // names this replica in ax_leases
+	Shards             int
+	LeaseTTL           time.Duration
+	LeaseRenewInterval time.Duration
+}
+
+// ownershipMetrics are the controller's metrics the ownership sets.
+type ownershipMetrics struct {
+	shardsOwned prometheus.Gauge
+	takeovers   *prometheus.CounterVec // by kind; the ownership counts "shard"
+}
+
+// ownershipEnv is what the ownership is given at construction
+// (newOwnership).
+type ownershipEnv struct {
+	cfg   ownershipConfig
+	log   *slog.Logger
+	m     ownershipMetrics
+	clk   clock.Clock
+	now   func() time.Time // the clock in UTC, as written to KV
+	mono  func() time.Time // the clock lease durations are measured with
+	goRun func(func(context.Context))
+	// leases is the view of ax_leases, fed by the controller's watcher;
+	// its changed channel wakes the loop.
+	leases   *leaseView
+	instance string    // this controller process, in its leases
+	started  time.Time // when this process started (wall clock, in its leases)
+}
+
+// ownership holds this replica's shard leases and its presence in
+// ax_leases, decides which shards it works (the rule above) and keeps
+// them: it acquires, renews, hands over, drops and abandons the leases,
+// and tells its host when a shard starts or stops being worked. It owns
+// the held leases, the shards' report workers (started by the host, stopped
+// here), the presence key and the ax_shards_owned gauge; the group leases
+// of the worked shards are the host's, managed once a pass.
+//
+// Concurrency: one goroutine, the ownership loop (loop, started by start
+// after it ran the first pass on the caller's goroutine), runs every pass
+// and every release, and alone reads and writes the loop state below; it
+// calls the host on itself, except reloadExecutions (on a goroutine of its
+// own after the first pass, so that a long reload does not hold up the
+// renewals). A pass's shard renewals are written in parallel, and a
+// hand-over drains the workers in parallel, both awaited before the loop
+// goes on. owned is the one thing other goroutines read (owns, ownsJob,
+// ownedShards); shardOwners reads the lease view, which has its own lock.
+// handOver, from Close, asks the loop to release everything and waits; a
+// cancelled context makes it abandon the shards instead (a crash).
 type ownership struct {
+	*ownershipEnv
+	host ownershipHost
+	kv   jetstream.KeyValue // ax_leases, set by start
+
+	// owned[n] publishes "this replica works shard n" to the rest of the
+	// controller (report lanes, retries, group leases, retention).
+	owned   []atomic.Bool
+	running atomic.Bool   // the loop was started
+	stop    chan struct{} // closed by handOver: the loop releases the shards
+	done    chan struct{} // closed when the loop has returned
+
+	// The loop's state.
 	held         map[int]*heldShard
 	lastPresence time.Time
 	presenceRev  uint64
 	// absentSince: when a shard was first seen without a holder, for the
 	// fallback that takes a shard its designated owner leaves alone.
 	absentSince map[int]time.Time
-	groups      groupState
 	newerSaid   bool // "a newer process runs under this node name" logged
-	starting    bool // the first pass, run by Start
+	starting    bool // the first pass, run by start
 }
 
-func newOwnership() *ownership {
-	return &ownership{held: map[int]*heldShard{}, absentSince: map[int]time.Time{}, groups: newGroupState()}
+// newOwnership returns the ownership of env, asking host for the rest.
+func newOwnership(env ownershipEnv, host ownershipHost) *ownership {
+	return &ownership{
+		ownershipEnv: &env, host: host,
+		owned: make([]atomic.Bool, env.cfg.Shards),
+		stop:  make(chan struct{}), done: make(chan struct{}),
+		held: map[int]*heldShard{}, absentSince: map[int]time.Time{},
+	}
+}
+
+// start takes the free shards (all of them for a lone replica) in a
+// first pass on the caller's goroutine, the reloads of their executions
+// included, then runs the loop that keeps them. leases is ax_leases.
+func (o *ownership) start(ctx context.Context, leases jetstream.KeyValue) {
+	o.kv = leases
+	o.starting = true
+	o.step(ctx)
+	o.starting = false
+	o.running.Store(true)
+	o.goRun(o.loop)
+}
+
+// handOver makes the loop hand every shard over (applying what their
+// workers pulled) and remove the presence key, and waits for it, at most
+// 15s. It does nothing when the loop was never started.
+func (o *ownership) handOver() {
+	if !o.running.Load() {
+		return
+	}
+	close(o.stop)
+	t := time.NewTimer(15 * time.Second)
+	defer t.Stop()
+	select {
+	case <-o.done:
+	case <-t.C:
+		o.log.Warn("shards not released in 15s; stopping anyway")
+	}
 }
 
 // owns reports whether this replica works shard n now.
-func (c *Controller) owns(n int) bool {
-	return n >= 0 && n < len(c.owned) && c.owned[n].Load()
+func (o *ownership) owns(n int) bool {
+	return n >= 0 && n < len(o.owned) && o.owned[n].Load()
 }
 
 // ownsJob reports whether this replica works the shard of job id.
-func (c *Controller) ownsJob(id string) bool { return c.owns(c.shardOfJob(id)) }
+func (o *ownership) ownsJob(id string) bool { return o.owns(o.shardOf(id)) }
 
-func (c *Controller) shardOfJob(id string) int { return protocol.Shard(id, c.cfg.Shards) }
+// shardOf returns the shard of job id.
+func (o *ownership) shardOf(id string) int { return protocol.Shard(id, o.cfg.Shards) }
 
 // ownedShards returns the shards this replica works, ascending.
-func (c *Controller) ownedShards() []int {
+func (o *ownership) ownedShards() []int {
 	var out []int
-	for n := range c.owned {
-		if c.owned[n].Load() {
+	for n := range o.owned {
+		if o.owned[n].Load() {
 			out = append(out, n)
 		}
 	}
 	return out
 }
 
-// ownershipTick is how often the loop looks at leases: often enough that a
+// tick is how often the loop looks at leases: often enough that a
 // lapsed group lease moves well within a second of its TTL.
-func (c *Controller) ownershipTick() time.Duration {
-	return min(max(c.cfg.LeaseTTL/20, 20*time.Millisecond), 250*time.Millisecond, c.cfg.LeaseRenewInterval)
+func (o *ownership) tick() time.Duration {
+	return min(max(o.cfg.LeaseTTL/20, 20*time.Millisecond), 250*time.Millisecond, o.cfg.LeaseRenewInterval)
 }
 
-// ownershipLoop runs the shard and group-lease bookkeeping until ctx ends,
-// then releases what it holds (a clean stop hands its shards over at once).
-func (c *Controller) ownershipLoop(ctx context.Context) {
-	defer close(c.ownDone)
-	t := c.clk.NewTimer(c.ownershipTick())
+// loop runs the shard and group-lease bookkeeping until ctx ends, then
+// releases what it holds (a clean stop hands its shards over at once).
+func (o *ownership) loop(ctx context.Context) {
+	defer close(o.done)
+	t := o.clk.NewTimer(o.tick())
 	defer t.Stop()
 	for {
 		select {
-		case <-c.ownStop: // Close: hand the shards over, applying what was pulled
-			c.releaseAll()
+		case <-o.stop: // Close: hand the shards over, applying what was pulled
+			o.releaseAll()
 			return
 		case <-ctx.Done(): // a crash (abandon), or Close gave up waiting
-			c.abandonShards()
+			o.abandonShards()
 			return
 		case <-t.C():
-		case <-c.leases.changed:
+		case <-o.leases.changed:
 		}
-		c.ownershipStep(ctx)
-		t.Reset(c.ownershipTick())
+		o.step(ctx)
+		t.Reset(o.tick())
 	}
 }
 
-// ownershipStep is one pass: presence, shard leases, group leases.
-func (c *Controller) ownershipStep(ctx context.Context) {
-	o := c.own
-	now := c.mono()
-	if now.Sub(o.lastPresence) >= c.cfg.LeaseRenewInterval {
-		if err := c.renewPresence(ctx, now); err != nil {
-			c.log.Warn("renew replica presence", "node", c.cfg.Node, "err", err)
+// step is one pass: presence, shard leases, group leases.
+func (o *ownership) step(ctx context.Context) {
+	now := o.mono()
+	if now.Sub(o.lastPresence) >= o.cfg.LeaseRenewInterval {
+		if err := o.renewPresence(ctx, now); err != nil {
+			o.log.Warn("renew replica presence", "node", o.cfg.Node, "err", err)
 		}
 	}
-	live := c.leases.liveReplicas(now, c.cfg.LeaseTTL)
-	if !slices.Contains(live, c.cfg.Node) {
-		live = append(live, c.cfg.Node)
+	live := o.leases.liveReplicas(now, o.cfg.LeaseTTL)
+	if !slices.Contains(live, o.cfg.Node) {
+		live = append(live, o.cfg.Node)
 	}
 	slices.Sort(live)
 	var acquired, due, release []int
-	for n := range c.cfg.Shards {
-		want := live[n%len(live)] == c.cfg.Node
+	for n := range o.cfg.Shards {
+		want := live[n%len(live)] == o.cfg.Node
 		if h, ok := o.held[n]; ok {
 			if !want {
 				release = append(release, n)
 				continue
 			}
-			if now.Sub(h.renewed) >= c.cfg.LeaseRenewInterval {
+			if now.Sub(h.renewed) >= o.cfg.LeaseRenewInterval {
 				due = append(due, n)
 			}
 			continue
 		}
-		if c.tryAcquire(ctx, n, want, now) {
+		if o.tryAcquire(ctx, n, want, now) {
 			acquired = append(acquired, n)
 		}
 	}
 	if len(release) > 0 {
-		c.releaseShards(ctx, release, "shares rebalanced over live replicas "+strings.Join(live, ","), c.cfg.LeaseRenewInterval)
+		o.releaseShards(ctx, release, "shares rebalanced over live replicas "+strings.Join(live, ","), o.cfg.LeaseRenewInterval)
 	}
 	if len(due) > 0 {
-		c.renewShards(ctx, due, now)
+		o.renewShards(ctx, due, now)
 	}
 	if len(acquired) > 0 {
-		c.shardsAcquired(ctx, acquired)
+		o.shardsAcquired(ctx, acquired)
 	}
-	c.m.shardsOwned.Set(float64(len(o.held)))
-	c.manageGroupLeases(ctx, now)
-	c.placeWaiting(ctx, c.now())
+	o.m.shardsOwned.Set(float64(len(o.held)))
+	o.host.manageGroupLeases(ctx, now)
+	o.host.placeWaiting(ctx, o.now())
 }
 
-// placeWaiting gives the PENDING executions waiting for an agent of their
-// group to a live member. Registrations place them too, but a registration
-// may be answered by another replica than the one that knows the waiting
-// execution.
-func (c *Controller) placeWaiting(ctx context.Context, now time.Time) {
-	c.assignMu.Lock()
-	defer c.assignMu.Unlock()
-	if len(c.unplaced) == 0 {
-		return
-	}
-	for _, a := range c.agents.snapshot() {
-		if isOnline(a, now, c.cfg.AgentOfflineAfter) {
-			c.placeUnplaced(ctx, a)
-		}
-	}
-}
-
-func (c *Controller) renewPresence(ctx context.Context, now time.Time) error {
-	o := c.own
-	data, err := json.Marshal(replicaLease{Node: c.cfg.Node, Instance: c.instance, Started: c.startedWall})
+func (o *ownership) renewPresence(ctx context.Context, now time.Time) error {
+	data, err := json.Marshal(replicaLease{Node: o.cfg.Node, Instance: o.instance, Started: o.started})
 	if err != nil {
-		return err
+		return fmt.Errorf("encode replica presence: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+	ctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
 	defer cancel()
-	rev, err := c.kv.Leases.Put(ctx, replicaKey(c.cfg.Node), data)
+	rev, err := o.kv.Put(ctx, replicaKey(o.cfg.Node), data)
 	if err != nil {
 		return err
 	}
@@ -199,10 +302,9 @@ func (c *Controller) renewPresence(ctx context.Context, now time.Time) error {
 // tryAcquire takes shard n when it is free (or lapsed, or this node's own
 // from a previous process); without want only after it was left without
 // a holder for a whole LeaseTTL (its designated owner is not taking it).
-func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.Time) bool {
-	o := c.own
-	cur, ok := c.leases.shard(n)
-	lapsed := ok && now.Sub(cur.seen) >= c.cfg.LeaseTTL
+func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.Time) bool {
+	cur, ok := o.leases.shard(n)
+	lapsed := ok && now.Sub(cur.seen) >= o.cfg.LeaseTTL
 	if !ok || lapsed {
 		if _, seen := o.absentSince[n]; !seen {
 			o.absentSince[n] = now
@@ -210,12 +312,12 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 	} else {
 		delete(o.absentSince, n)
 	}
-	if want && ok && !lapsed && cur.val.Node == c.cfg.Node && cur.val.Instance == c.instance {
+	if want && ok && !lapsed && cur.val.Node == o.cfg.Node && cur.val.Instance == o.instance {
 		// This process's own lease, from an acquisition whose answer was
 		// lost (a timeout): adopt it.
 		o.held[n] = &heldShard{rev: cur.rev, since: cur.val.Since, renewed: cur.seen}
 		delete(o.absentSince, n)
-		c.log.Info("shard lease adopted (its acquisition's answer was lost)", "shard", n, "revision", cur.rev)
+		o.log.Info("shard lease adopted (its acquisition's answer was lost)", "shard", n, "revision", cur.rev)
 		return true
 	}
 	// This node's previous process (a restart): take its shards at once,
@@ -223,56 +325,56 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 	// node name (a misconfiguration, an overlapping restart), the newer
 	// works the shards and the older leaves them, instead of both taking
 	// them from each other forever.
-	mine := ok && cur.val.Node == c.cfg.Node && cur.val.Instance != c.instance && c.olderThanMe(cur.val)
-	if ok && !lapsed && cur.val.Node == c.cfg.Node && cur.val.Instance != c.instance && !mine && !o.newerSaid {
+	mine := ok && cur.val.Node == o.cfg.Node && cur.val.Instance != o.instance && o.olderThanMe(cur.val)
+	if ok && !lapsed && cur.val.Node == o.cfg.Node && cur.val.Instance != o.instance && !mine && !o.newerSaid {
 		o.newerSaid = true
-		c.log.Error("another controller process runs under this node name and started later; it works the shards",
-			"node", c.cfg.Node, "other_instance", cur.val.Instance, "instance", c.instance)
+		o.log.Error("another controller process runs under this node name and started later; it works the shards",
+			"node", o.cfg.Node, "other_instance", cur.val.Instance, "instance", o.instance)
 	}
 	if !want {
 		since, seen := o.absentSince[n]
-		if !seen || now.Sub(since) < c.cfg.LeaseTTL {
+		if !seen || now.Sub(since) < o.cfg.LeaseTTL {
 			return false
 		}
 	} else if ok && !lapsed && !mine {
 		return false // held by a live replica: it releases when it sees us
 	}
-	val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: c.now(), Started: c.startedWall}
+	val := shardLease{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: o.now(), Started: o.started}
 	data, err := json.Marshal(val)
 	if err != nil {
 		return false
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
+	wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
 	defer cancel()
 	var rev uint64
 	if ok {
-		rev, err = c.kv.Leases.Update(wctx, shardKey(n), data, cur.rev)
+		rev, err = o.kv.Update(wctx, shardKey(n), data, cur.rev)
 		if isCASMiss(err) {
 			// Renewed meanwhile (the view catches up), or removed by the
 			// bucket TTL, which the watcher does not report: then it is free.
-			if _, gerr := c.kv.Leases.Get(wctx, shardKey(n)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
-				rev, err = c.kv.Leases.Create(wctx, shardKey(n), data)
+			if _, gerr := o.kv.Get(wctx, shardKey(n)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				rev, err = o.kv.Create(wctx, shardKey(n), data)
 			}
 		}
 	} else {
-		rev, err = c.kv.Leases.Create(wctx, shardKey(n), data)
+		rev, err = o.kv.Create(wctx, shardKey(n), data)
 	}
 	if err != nil {
 		if !isCASMiss(err) {
-			c.log.Warn("acquire shard lease", "shard", n, "err", err)
+			o.log.Warn("acquire shard lease", "shard", n, "err", err)
 		}
 		return false
 	}
-	c.leases.putShard(n, val, rev, now)
+	o.leases.putShard(n, val, rev, now)
 	delete(o.absentSince, n)
 	o.held[n] = &heldShard{rev: rev, since: val.Since, renewed: now}
-	if ok && cur.val.Node != c.cfg.Node {
-		c.m.takeovers.WithLabelValues("shard").Inc()
-		c.log.Warn("shard lease taken over", "shard", n, "old_holder", cur.val.Node, "old_instance", cur.val.Instance,
-			"new_holder", c.cfg.Node, "new_instance", c.instance, "old_revision", cur.rev, "new_revision", rev,
+	if ok && cur.val.Node != o.cfg.Node {
+		o.m.takeovers.WithLabelValues("shard").Inc()
+		o.log.Warn("shard lease taken over", "shard", n, "old_holder", cur.val.Node, "old_instance", cur.val.Instance,
+			"new_holder", o.cfg.Node, "new_instance", o.instance, "old_revision", cur.rev, "new_revision", rev,
 			"since_last_renewal", now.Sub(cur.seen))
 	} else {
-		c.log.Debug("shard lease acquired", "shard", n, "node", c.cfg.Node, "instance", c.instance, "revision", rev)
+		o.log.Debug("shard lease acquired", "shard", n, "node", o.cfg.Node, "instance", o.instance, "revision", rev)
 	}
 	return true
 }
@@ -280,27 +382,26 @@ func (c *Controller) tryAcquire(ctx context.Context, n int, want bool, now time.
 // shardsAcquired starts the workers of newly held shards and reloads their
 // state: retry timers of RETRY_WAITING executions, PENDING runs, unplaced
 // executions and one-shot jobs whose creation was cut short.
-func (c *Controller) shardsAcquired(ctx context.Context, ns []int) {
-	o := c.own
+func (o *ownership) shardsAcquired(ctx context.Context, ns []int) {
 	set := map[int]bool{}
 	for _, n := range ns {
-		w, err := c.startShardWorker(ctx, n)
+		w, err := o.host.startShardWorker(ctx, n)
 		if err != nil {
-			c.log.Error("start shard worker; releasing the shard", "shard", n, "err", err)
-			c.releaseShards(ctx, []int{n}, "its report worker did not start", 0)
+			o.log.Error("start shard worker; releasing the shard", "shard", n, "err", err)
+			o.releaseShards(ctx, []int{n}, "its report worker did not start", 0)
 			continue
 		}
 		o.held[n].w = w
-		c.owned[n].Store(true)
+		o.owned[n].Store(true)
 		set[n] = true
 	}
 	if len(set) == 0 {
 		return
 	}
-	c.log.Info("shards acquired", "shards", ns, "owned", len(o.held), "node", c.cfg.Node, "instance", c.instance)
+	o.log.Info("shards acquired", "shards", ns, "owned", len(o.held), "node", o.cfg.Node, "instance", o.instance)
 	reload := func(ctx context.Context) {
-		if err := c.reloadExecutions(ctx, set); err != nil && ctx.Err() == nil {
-			c.log.Error("reload executions of acquired shards", "shards", ns, "err", err)
+		if err := o.host.reloadExecutions(ctx, set); err != nil && ctx.Err() == nil {
+			o.log.Error("reload executions of acquired shards", "shards", ns, "err", err)
 		}
 	}
 	if o.starting {
@@ -309,111 +410,13 @@ func (c *Controller) shardsAcquired(ctx context.Context, ns []int) {
 	}
 	// The reload scans every execution: not on this loop, which must keep
 	// renewing leases meanwhile.
-	c.goRun(reload)
+	o.goRun(reload)
 }
-
-// errShardLost: the shard lease names another holder, or is gone.
-var errShardLost = errors.New("shard lease held by another replica or gone")
 
 // olderThanMe reports whether the process holding l started before this one.
-func (c *Controller) olderThanMe(l shardLease) bool {
-	if !l.Started.Equal(c.startedWall) {
-		return l.Started.Before(c.startedWall)
+func (o *ownership) olderThanMe(l shardLease) bool {
+	if !l.Started.Equal(o.started) {
+		return l.Started.Before(o.started)
 	}
-	return l.Instance < c.instance
-}
-
-// renewShards renews the given held shards at once (one KV round trip in
-// parallel, not one after the other) and applies the outcomes.
-func (c *Controller) renewShards(ctx context.Context, ns []int, now time.Time) {
-	o := c.own
-	type result struct {
-		rev uint64
-		err error
-	}
-	res := make([]result, len(ns))
-	var wg sync.WaitGroup
-	for i, n := range ns {
-		h := o.held[n]
-		val := shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: h.since, Started: c.startedWall}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res[i].rev, res[i].err = c.writeShardLease(ctx, n, val, h.rev)
-		}()
-	}
-	wg.Wait()
-	for i, n := range ns {
-		h, r := o.held[n], res[i]
-		switch {
-		case r.err == nil:
-			h.rev, h.renewed = r.rev, now
-			c.leases.putShard(n, shardLease{Shard: n, Node: c.cfg.Node, Instance: c.instance, Since: h.since, Started: c.startedWall}, r.rev, now)
-		case errors.Is(r.err, errShardLost):
-			c.log.Warn("shard lease lost: another replica holds it, or it lapsed", "shard", n, "node", c.cfg.Node)
-			c.dropShard(n, false)
-		case c.mono().Sub(h.renewed) >= c.cfg.LeaseTTL-c.cfg.LeaseRenewInterval:
-			// Not renewed for nearly a TTL (NATS unreachable): stop before
-			// another replica may take it.
-			c.log.Warn("shard lease not renewed in time; stopping the shard", "shard", n, "err", r.err)
-			c.dropShard(n, false)
-		default:
-			c.log.Warn("renew shard lease", "shard", n, "err", r.err)
-		}
-	}
-}
-
-// writeShardLease renews shard n's lease (compare-and-set on rev). A write
-// whose answer was lost (a timeout on a busy cluster) may still have
-// landed: when the key then holds this replica's own lease, that counts.
-func (c *Controller) writeShardLease(ctx context.Context, n int, val shardLease, rev uint64) (uint64, error) {
-	data, err := json.Marshal(val)
-	if err != nil {
-		return 0, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
-	defer cancel()
-	newRev, err := c.kv.Leases.Update(wctx, shardKey(n), data, rev)
-	if err == nil {
-		return newRev, nil
-	}
-	rctx, rcancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
-	defer rcancel()
-	e, gerr := c.kv.Leases.Get(rctx, shardKey(n))
-	switch {
-	case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
-		return 0, errShardLost
-	case gerr != nil:
-		return 0, err
-	}
-	var cur shardLease
-	if json.Unmarshal(e.Value(), &cur) == nil && cur.Node == c.cfg.Node && cur.Instance == c.instance {
-		return e.Revision(), nil // ours: the renewal landed, or an earlier one did
-	}
-	return 0, errShardLost
-}
-
-// leaseWriteTimeout bounds one KV request of the lease bookkeeping: long
-// enough for a busy cluster, short enough to act well within a TTL.
-func (c *Controller) leaseWriteTimeout() time.Duration {
-	return max(c.cfg.LeaseTTL/4, 100*time.Millisecond)
-}
-
-// isCASMiss reports a lost compare-and-set or create of a KV key.
-func isCASMiss(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) ||
-		errors.Is(err, jetstream.ErrKeyDeleted) || isWrongLastSeq(err)
-}
-
-// ShardOwners returns, for each shard, the node holding its lease ("" when
-// none), as this replica sees ax_leases now.
-func (c *Controller) ShardOwners() []string {
-	out := make([]string, c.cfg.Shards)
-	now := c.mono()
-	for n := range out {
-		if s, ok := c.leases.shard(n); ok && now.Sub(s.seen) < c.cfg.LeaseTTL {
-			out[n] = s.val.Node
-		}
-	}
-	return out
+	return l.Instance < o.instance
 }

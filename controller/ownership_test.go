@@ -31,7 +31,7 @@ func TestReplicasSplitShardsAndRefuseAnotherTTL(t *testing.T) {
 		for _, o := range a.ShardOwners() {
 			n[o]++
 		}
-		return n["ctl-a"] == 8 && n["ctl-b"] == 8 && len(a.ownedShards()) == 8 && len(b.ownedShards()) == 8
+		return n["ctl-a"] == 8 && n["ctl-b"] == 8 && len(a.own.ownedShards()) == 8 && len(b.own.ownedShards()) == 8
 	})
 
 	c, err := New(replicaConfig(t, srv.URL(), "ctl-c", 3*time.Second))
@@ -54,7 +54,7 @@ func TestReplicasSplitShardsAndRefuseAnotherTTL(t *testing.T) {
 			t.Fatalf("shard %d still leased to ctl-b after its Close: %s", n, e.Value())
 		}
 	}
-	eventually(t, 5*time.Second, "ctl-a owns all shards", func() bool { return len(a.ownedShards()) == a.cfg.Shards })
+	eventually(t, 5*time.Second, "ctl-a owns all shards", func() bool { return len(a.own.ownedShards()) == a.cfg.Shards })
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -70,13 +70,13 @@ func TestSameNodeNewerProcessWins(t *testing.T) {
 	older := startController(t, replicaConfig(t, srv.URL(), "ctl-a", time.Second))
 	newer := startController(t, replicaConfig(t, srv.URL(), "ctl-a", time.Second))
 	eventually(t, 10*time.Second, "the newer process works every shard", func() bool {
-		return len(newer.ownedShards()) == newer.cfg.Shards && len(older.ownedShards()) == 0
+		return len(newer.own.ownedShards()) == newer.cfg.Shards && len(older.own.ownedShards()) == 0
 	})
 	// Over two lease TTLs (many ownership passes), nothing moves back.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); <-tick.C {
-		if n, m := len(newer.ownedShards()), len(older.ownedShards()); n != newer.cfg.Shards || m != 0 {
+		if n, m := len(newer.own.ownedShards()), len(older.own.ownedShards()); n != newer.cfg.Shards || m != 0 {
 			t.Fatalf("shards moved between two processes of node ctl-a: newer works %d, older %d", n, m)
 		}
 	}

@@ -51,7 +51,7 @@ const epochSlack = time.Minute
 // execution was scheduled before that epoch ended (plus LeaseTTL and
 // epochSlack): an agent fires only while its lease is valid.
 func (c *Controller) authorizeEpoch(ctx context.Context, r protocol.Report) (reason, detail string) {
-	agent, st, ended := c.epochHolder(ctx, r.JobID, r.Epoch)
+	agent, st, ended := c.groups.epochHolder(ctx, r.JobID, r.Epoch)
 	switch {
 	case st == epochForgotten:
 		return rejectOldEpoch, fmt.Sprintf("lease epoch %d of job %s is older than the %d grants kept", r.Epoch, r.JobID, maxEpochGrants)
@@ -106,7 +106,7 @@ func (c *Controller) authorizeCreate(ctx context.Context, r protocol.Report) (re
 			return rejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false
 		}
 	case j.Target.Mode == protocol.ModeAll:
-		if r.Shard == nil || r.Epoch != 0 || !c.isMember(j, r.Agent) {
+		if r.Shard == nil || r.Epoch != 0 || !c.groups.isMember(j, r.Agent) {
 			return rejectNotAssigned, fmt.Sprintf("agent %s is not a member of job %s's group %q", r.Agent, j.ID, j.Target.Group), false
 		}
 	default:

@@ -95,7 +95,7 @@ func (c *Controller) retentionLoop(ctx context.Context) {
 func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 	c.purgeMarkers(ctx, s)
 	now := c.now()
-	shards := c.ownedShards()
+	shards := c.own.ownedShards()
 	jobs := map[string]bool{}
 	removed := 0
 	for range sweepBatches {

@@ -164,7 +164,7 @@ func (c *Controller) fireRetry(ctx context.Context, it retryItem) error {
 	if ok {
 		due := execution.RetryDue{Attempt: it.Attempt, GroupAny: isGroupAny(job)}
 		if due.GroupAny {
-			due.Holder, due.HolderEpoch, due.Held = c.currentHolder(job.ID)
+			due.Holder, due.HolderEpoch, due.Held = c.groups.currentHolder(job.ID)
 		}
 		ev = due
 	}

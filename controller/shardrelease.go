@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -9,19 +11,116 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Giving shards up: handed over on a rebalance or a clean stop (drained,
-// keys deleted), dropped when their lease was lost, abandoned in a crash.
+// Keeping shards and giving them up: renewed every LeaseRenewInterval;
+// handed over on a rebalance or a clean stop (drained, keys deleted),
+// dropped when their lease was lost, abandoned in a crash.
+
+// errShardLost: the shard lease names another holder, or is gone.
+var errShardLost = errors.New("shard lease held by another replica or gone")
+
+// renewShards renews the given held shards at once (one KV round trip in
+// parallel, not one after the other) and applies the outcomes.
+func (o *ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
+	type result struct {
+		rev uint64
+		err error
+	}
+	res := make([]result, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		h := o.held[n]
+		val := shardLease{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i].rev, res[i].err = o.writeShardLease(ctx, n, val, h.rev)
+		}()
+	}
+	wg.Wait()
+	for i, n := range ns {
+		h, r := o.held[n], res[i]
+		switch {
+		case r.err == nil:
+			h.rev, h.renewed = r.rev, now
+			o.leases.putShard(n, shardLease{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}, r.rev, now)
+		case errors.Is(r.err, errShardLost):
+			o.log.Warn("shard lease lost: another replica holds it, or it lapsed", "shard", n, "node", o.cfg.Node)
+			o.dropShard(n, false)
+		case o.mono().Sub(h.renewed) >= o.cfg.LeaseTTL-o.cfg.LeaseRenewInterval:
+			// Not renewed for nearly a TTL (NATS unreachable): stop before
+			// another replica may take it.
+			o.log.Warn("shard lease not renewed in time; stopping the shard", "shard", n, "err", r.err)
+			o.dropShard(n, false)
+		default:
+			o.log.Warn("renew shard lease", "shard", n, "err", r.err)
+		}
+	}
+}
+
+// writeShardLease renews shard n's lease (compare-and-set on rev). A write
+// whose answer was lost (a timeout on a busy cluster) may still have
+// landed: when the key then holds this replica's own lease, that counts.
+func (o *ownership) writeShardLease(ctx context.Context, n int, val shardLease, rev uint64) (uint64, error) {
+	data, err := json.Marshal(val)
+	if err != nil {
+		return 0, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
+	defer cancel()
+	newRev, err := o.kv.Update(wctx, shardKey(n), data, rev)
+	if err == nil {
+		return newRev, nil
+	}
+	rctx, rcancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
+	defer rcancel()
+	e, gerr := o.kv.Get(rctx, shardKey(n))
+	switch {
+	case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
+		return 0, errShardLost
+	case gerr != nil:
+		return 0, err
+	}
+	var cur shardLease
+	if json.Unmarshal(e.Value(), &cur) == nil && cur.Node == o.cfg.Node && cur.Instance == o.instance {
+		return e.Revision(), nil // ours: the renewal landed, or an earlier one did
+	}
+	return 0, errShardLost
+}
+
+// leaseWriteTimeout bounds one KV request of the lease bookkeeping: long
+// enough for a busy cluster, short enough to act well within a TTL.
+func leaseWriteTimeout(ttl time.Duration) time.Duration {
+	return max(ttl/4, 100*time.Millisecond)
+}
+
+// isCASMiss reports a lost compare-and-set or create of a KV key.
+func isCASMiss(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) ||
+		errors.Is(err, jetstream.ErrKeyDeleted) || isWrongLastSeq(err)
+}
+
+// shardOwners returns, for each shard, the node holding its lease ("" when
+// none), as this replica sees ax_leases now.
+func (o *ownership) shardOwners() []string {
+	out := make([]string, o.cfg.Shards)
+	now := o.mono()
+	for n := range out {
+		if s, ok := o.leases.shard(n); ok && now.Sub(s.seen) < o.cfg.LeaseTTL {
+			out[n] = s.val.Node
+		}
+	}
+	return out
+}
 
 // releaseShards hands shards ns over: their workers drain what they
 // pulled, in parallel and each for at most drainMax, then their keys are
 // deleted (compare-and-set) so that the new owner creates them.
-func (c *Controller) releaseShards(ctx context.Context, ns []int, why string, drainMax time.Duration) {
-	o := c.own
+func (o *ownership) releaseShards(ctx context.Context, ns []int, why string, drainMax time.Duration) {
 	var held []*heldShard
 	var nums []int
 	for _, n := range ns {
 		if h, ok := o.held[n]; ok {
-			c.owned[n].Store(false)
+			o.owned[n].Store(false)
 			delete(o.held, n)
 			held, nums = append(held, h), append(nums, n)
 		}
@@ -35,64 +134,53 @@ func (c *Controller) releaseShards(ctx context.Context, ns []int, why string, dr
 	}
 	wg.Wait()
 	for i, n := range nums {
-		c.forgetShard(n)
-		wctx, cancel := context.WithTimeout(ctx, c.leaseWriteTimeout())
-		if err := c.kv.Leases.Delete(wctx, shardKey(n), jetstream.LastRevision(held[i].rev)); err != nil && !isCASMiss(err) {
-			c.log.Warn("release shard lease", "shard", n, "err", err)
+		o.host.forgetShard(n)
+		wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
+		if err := o.kv.Delete(wctx, shardKey(n), jetstream.LastRevision(held[i].rev)); err != nil && !isCASMiss(err) {
+			o.log.Warn("release shard lease", "shard", n, "err", err)
 		}
 		cancel()
-		c.leases.dropShard(n, held[i].rev)
+		o.leases.dropShard(n, held[i].rev)
 	}
 	if len(nums) > 0 {
-		c.log.Info("shards released", "shards", nums, "node", c.cfg.Node, "why", why)
+		o.log.Info("shards released", "shards", nums, "node", o.cfg.Node, "why", why)
 	}
 }
 
 // dropShard stops working shard n at once (its lease was lost): the worker
 // stops without draining, its retry timers and group-lease bookkeeping go.
-func (c *Controller) dropShard(n int, drain bool) {
-	o := c.own
+func (o *ownership) dropShard(n int, drain bool) {
 	h, ok := o.held[n]
 	if !ok {
 		return
 	}
-	c.owned[n].Store(false)
+	o.owned[n].Store(false)
 	delete(o.held, n)
 	if h.w != nil {
-		h.w.stop(drain, c.cfg.LeaseTTL/2)
+		h.w.stop(drain, o.cfg.LeaseTTL/2)
 	}
-	c.forgetShard(n)
-}
-
-// forgetShard drops the retry timers and group-lease bookkeeping of the
-// jobs of shard n (its new owner reloads them).
-func (c *Controller) forgetShard(n int) {
-	if c.retries != nil {
-		c.retries.dropWhere(func(jobID string) bool { return c.shardOfJob(jobID) == n })
-	}
-	c.own.groups.forgetShard(func(jobID string) bool { return c.shardOfJob(jobID) == n })
+	o.host.forgetShard(n)
 }
 
 // releaseAll releases every held shard and the presence key (clean stop).
-func (c *Controller) releaseAll() {
+func (o *ownership) releaseAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	o := c.own
 	ns := make([]int, 0, len(o.held))
 	for n := range o.held {
 		ns = append(ns, n)
 	}
 	slices.Sort(ns)
-	c.releaseShards(ctx, ns, whyStopping, c.cfg.LeaseTTL/2)
+	o.releaseShards(ctx, ns, whyStopping, o.cfg.LeaseTTL/2)
 	if o.presenceRev != 0 {
-		_ = c.kv.Leases.Delete(ctx, replicaKey(c.cfg.Node), jetstream.LastRevision(o.presenceRev))
+		_ = o.kv.Delete(ctx, replicaKey(o.cfg.Node), jetstream.LastRevision(o.presenceRev))
 	}
 }
 
 // abandonShards stops the workers without releasing anything (a crash).
-func (c *Controller) abandonShards() {
-	for n, h := range c.own.held {
-		c.owned[n].Store(false)
+func (o *ownership) abandonShards() {
+	for n, h := range o.held {
+		o.owned[n].Store(false)
 		if h.w != nil {
 			h.w.stop(false, 0)
 		}

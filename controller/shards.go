@@ -45,18 +45,18 @@ type shardWorker struct {
 
 func shardConsumerName(n int) string { return "ax-shard-" + strconv.Itoa(n) }
 
-// consumersOf returns the report consumers shard n works: n itself and,
-// when fewer than protocol.DefaultShards shards are configured, the
-// consumers n+Shards, n+2×Shards, ... below DefaultShards.
+// consumersOf returns the report consumers shard n of shards works: n
+// itself and, when fewer than protocol.DefaultShards shards are configured,
+// the consumers n+shards, n+2×shards, ... below DefaultShards.
 //
 // An agent that has never registered reports on protocol.DefaultShards
 // shards (it learns the configured count from its registration reply).
 // Those early reports carry the full execution key, so which worker
 // applies them does not matter for correctness (every write is
 // compare-and-set on the revision).
-func (c *Controller) consumersOf(n int) []int {
+func consumersOf(n, shards int) []int {
 	out := []int{n}
-	for k := n + c.cfg.Shards; k < protocol.DefaultShards; k += c.cfg.Shards {
+	for k := n + shards; k < protocol.DefaultShards; k += shards {
 		out = append(out, k)
 	}
 	return out
@@ -96,7 +96,7 @@ func (c *Controller) ensureConsumers(ctx context.Context) error {
 func (c *Controller) startShardWorker(ctx context.Context, n int) (*shardWorker, error) {
 	w := &shardWorker{c: c, n: n}
 	w.ctx, w.cancel = context.WithCancel(c.ctx)
-	for _, k := range c.consumersOf(n) {
+	for _, k := range consumersOf(n, c.cfg.Shards) {
 		cons, err := c.js.Consumer(ctx, protocol.StreamReports, shardConsumerName(k))
 		if err == nil {
 			var it jetstream.MessagesContext
