@@ -49,6 +49,16 @@ func key(t *testing.T, who string) (string, string) {
 // account and a push consumer is refused; an agent account added to the
 // file works after the reloads the file's comment prescribes.
 func TestExternalServerFromSampleConfig(t *testing.T) {
+	if raceDetector {
+		// The test reloads the external server, as an operator does to
+		// enroll an agent, while the controller reads KV. nats-server
+		// 2.15.2 replaces its options in a reload and reads them without
+		// its lock in direct gets (stream.go:6365), which -race reports
+		// in about one run of ten. The controller guards only the reloads
+		// of its embedded server (controller/kvguard.go). scripts/test.sh
+		// runs this test again without -race.
+		t.Skip("reloads an external nats-server, whose own reload races its direct gets under -race (nats-server 2.15.2)")
+	}
 	sample, err := os.ReadFile(sampleConfig)
 	if err != nil {
 		t.Fatal(err)
