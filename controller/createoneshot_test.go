@@ -1,10 +1,8 @@
 package controller
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -138,17 +136,7 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	cfg.Registry = nil
 	c2 := startController(t, cfg)
-	var reload map[string]any
-	eventually(t, 20*time.Second, "executions reloaded", func() bool {
-		for _, line := range strings.Split(logs.String(), "\n") {
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "executions reloaded" {
-				reload = rec
-				return true
-			}
-		}
-		return false
-	})
+	reload := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
 	if reload["orphans_removed"] != float64(1) {
 		t.Errorf("reload %v: want 1 orphan removed", reload)
 	}

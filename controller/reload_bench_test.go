@@ -1,11 +1,9 @@
 package controller
 
 import (
-	"encoding/json"
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -56,16 +54,8 @@ func BenchmarkRestartWithPending(b *testing.B) {
 		t0 := time.Now()
 		c = startController(b, cfg)
 		ready += float64(time.Since(t0).Milliseconds())
-		eventually(b, 5*time.Minute, "executions reloaded", func() bool {
-			for _, line := range strings.Split(logs.String(), "\n") {
-				var rec map[string]any
-				if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "executions reloaded" && rec["pending"] == float64(n) {
-					resent += rec["pending_resent"].(float64)
-					return true
-				}
-			}
-			return false
-		})
+		rec := waitLogRecord(b, 5*time.Minute, logs, "executions reloaded", func(rec map[string]any) bool { return rec["pending"] == float64(n) })
+		resent += rec["pending_resent"].(float64)
 		reloaded += float64(time.Since(t0).Milliseconds())
 	}
 	b.ReportMetric(ready/float64(b.N), "ready-ms")

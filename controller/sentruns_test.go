@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -71,17 +70,7 @@ func TestRestartResendsOnlyMissingRuns(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	cfg.Registry = nil
 	c2 := startController(t, cfg)
-	var reload map[string]any
-	eventually(t, 20*time.Second, "executions reloaded", func() bool {
-		for _, line := range strings.Split(logs.String(), "\n") {
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "executions reloaded" && rec["pending"] == float64(2) {
-				reload = rec
-				return true
-			}
-		}
-		return false
-	})
+	reload := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", func(rec map[string]any) bool { return rec["pending"] == float64(2) })
 	if reload["pending_resent"] != float64(1) {
 		t.Errorf("reload %v: want 1 of the 2 PENDING runs re-sent", reload)
 	}

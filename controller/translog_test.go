@@ -29,6 +29,24 @@ func logMessages(t *testing.T, logs *testutil.Buffer, exec string) []string {
 	return out
 }
 
+// waitLogRecord waits up to d for a JSON line in logs whose msg is msg and
+// that match accepts (nil: any), and returns it decoded.
+func waitLogRecord(tb testing.TB, d time.Duration, logs *testutil.Buffer, msg string, match func(map[string]any) bool) map[string]any {
+	tb.Helper()
+	var found map[string]any
+	eventually(tb, d, "log record "+msg, func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg && (match == nil || match(rec)) {
+				found = rec
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
 // TestOneLogLinePerExecutionAtInfo: at info the controller logs one line
 // for an execution that ran to SUCCESS ("execution finished"); at debug
 // the trail of its steps as well.
