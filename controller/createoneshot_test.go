@@ -11,6 +11,7 @@ import (
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -158,5 +159,59 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 	}
 	if p := er.Path(old); len(p) != 0 {
 		t.Errorf("events of %s: %v, want none", old, p)
+	}
+}
+
+// TestCreateJobDrawsAgainWhenIDTaken: two creates in one second that draw
+// the same random part get the same job id; the second one's store finds
+// the key and CreateJob draws again instead of failing the client's
+// request. Both paths of the create are covered: a one-shot job (written
+// with its execution) and a periodic one. The ids are drawn from a fixed
+// sequence on a stopped clock.
+func TestCreateJobDrawsAgainWhenIDTaken(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock = clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	c := startController(t, cfg)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	a.register()
+	ctx := tctx(t)
+	draws := []uint32{7, 7, 8, 9, 9, 9, 10}
+	c.idRand = func() uint32 { r := draws[0]; draws = draws[1:]; return r }
+
+	first, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatalf("second one-shot create with a taken id: %v", err)
+	}
+	if second.ID == first.ID || second.ID != protocol.NewJobID(cfg.Node, second.CreatedAt, 8) {
+		t.Fatalf("second job id %s (first %s), want the second draw's", second.ID, first.ID)
+	}
+	every := protocol.Job{Name: "tick", Handler: "noop", Schedule: schedule.Spec{Every: "1m"}, Target: protocol.Target{Agent: "edge-1"}}
+	p1, err := c.CreateJob(ctx, every)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := c.CreateJob(ctx, every)
+	if err != nil {
+		t.Fatalf("second periodic create with a taken id: %v", err)
+	}
+	if p2.ID != protocol.NewJobID(cfg.Node, p2.CreatedAt, 10) || p1.ID == p2.ID {
+		t.Fatalf("periodic job ids %s, %s, want the draws 9 and 10", p1.ID, p2.ID)
+	}
+	for _, id := range []string{first.ID, second.ID, p1.ID, p2.ID} {
+		if _, err := c.GetJob(ctx, id); err != nil {
+			t.Errorf("GetJob(%s): %v", id, err)
+		}
+	}
+	// Each one-shot job has its one execution; the taken try left none.
+	n := 0
+	if err := c.scanExecs(ctx, func(*execRecord, uint64) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("%d execution records, want 2 (one per one-shot job)", n)
 	}
 }

@@ -37,3 +37,7 @@ func (e *ExistsError) Error() string {
 
 // Is makes errors.Is(err, ErrExists) true.
 func (e *ExistsError) Is(target error) bool { return target == ErrExists }
+
+// errJobIDTaken: the job id CreateJob drew is held by another job (KV
+// Create found the key); CreateJob draws another (jobs.go).
+var errJobIDTaken = errors.New("job id taken")

@@ -92,9 +92,33 @@ func (c *Controller) CreateJob(ctx context.Context, j protocol.Job) (protocol.Jo
 	}
 	now := c.now()
 	j = j.WithDefaults()
-	j.ID = protocol.NewJobID(c.cfg.Node, now, rand.Uint32())
 	j.CreatedAt = now
 	j.Generation = 1
+	for try := 1; ; try++ {
+		rnd := rand.Uint32
+		if c.idRand != nil {
+			rnd = c.idRand
+		}
+		j.ID = protocol.NewJobID(c.cfg.Node, now, rnd())
+		out, err := c.createJobAs(ctx, j)
+		if errors.Is(err, errJobIDTaken) && try < jobIDTries {
+			continue
+		}
+		return out, err
+	}
+}
+
+// jobIDTries bounds how often CreateJob draws a new id after the one it
+// drew was taken. A job id has about 31 random bits per node and second
+// (protocol.NewJobID), so at 10,000 creates a second two of them draw the
+// same id about once every 40 s; a second draw taken too is about one in
+// 200,000 of those.
+const jobIDTries = 4
+
+// createJobAs is one try of CreateJob with the id j carries. It returns an
+// error wrapping errJobIDTaken and jetstream.ErrKeyExists, having written
+// nothing that stays, when that id is taken.
+func (c *Controller) createJobAs(ctx context.Context, j protocol.Job) (protocol.Job, error) {
 	data, err := json.Marshal(j)
 	if err != nil {
 		return protocol.Job{}, fmt.Errorf("create job: encode: %w", err)
@@ -109,16 +133,25 @@ func (c *Controller) CreateJob(ctx context.Context, j protocol.Job) (protocol.Jo
 			return protocol.Job{}, err
 		}
 	}
-	if out, ok, err := c.createOneShot(ctx, j, data); ok {
-		if err != nil && idemRev != 0 {
+	release := func() {
+		if idemRev != 0 {
 			_ = c.kv.Idem.Delete(context.WithoutCancel(ctx), idemKey(j.IdempotencyKey), jetstream.LastRevision(idemRev))
+		}
+	}
+	if out, ok, err := c.createOneShot(ctx, j, data); ok {
+		if err != nil {
+			release()
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			err = fmt.Errorf("%w (%w)", err, errJobIDTaken)
 		}
 		return out, err
 	}
 	rev, err := c.kv.Jobs.Create(ctx, j.ID, data)
 	if err != nil {
-		if idemRev != 0 {
-			_ = c.kv.Idem.Delete(context.WithoutCancel(ctx), idemKey(j.IdempotencyKey), jetstream.LastRevision(idemRev))
+		release()
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return protocol.Job{}, fmt.Errorf("create job: store: %w (%w)", err, errJobIDTaken)
 		}
 		return protocol.Job{}, fmt.Errorf("create job: store: %w", err)
 	}

@@ -57,6 +57,9 @@ func BenchmarkRestartWithPending(b *testing.B) {
 		rec := waitLogRecord(b, 5*time.Minute, logs, "executions reloaded", func(rec map[string]any) bool { return rec["pending"] == float64(n) })
 		resent += rec["pending_resent"].(float64)
 		reloaded += float64(time.Since(t0).Milliseconds())
+		if os.Getenv("AX_BENCH_LOGS") != "" {
+			b.Logf("t0=%s\n%s", t0.Format(time.RFC3339Nano), logs.String())
+		}
 	}
 	b.ReportMetric(ready/float64(b.N), "ready-ms")
 	b.ReportMetric(reloaded/float64(b.N), "reloaded-ms")
