@@ -3,6 +3,7 @@ package controller
 import (
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"testing"
 	"time"
@@ -20,6 +21,8 @@ import (
 // again on the same store, and timed from New to its log line "executions
 // reloaded" (the shards worked again, every PENDING run checked). Metrics:
 // ready-ms (Start returned), reloaded-ms, and resent (runs published again).
+// AX_BENCH_LOGS=1 prints the restarted controller's log, and
+// AX_BENCH_CPUPROFILE=file writes a CPU profile of the restarts alone.
 func BenchmarkRestartWithPending(b *testing.B) {
 	n := 20_000
 	if v, err := strconv.Atoi(os.Getenv("AX_BENCH_PENDING")); err == nil && v > 0 {
@@ -50,6 +53,16 @@ func BenchmarkRestartWithPending(b *testing.B) {
 		logs := &testutil.Buffer{}
 		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 		cfg.Registry = nil
+		var prof *os.File
+		if path := os.Getenv("AX_BENCH_CPUPROFILE"); path != "" {
+			var err error
+			if prof, err = os.Create(path); err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(prof); err != nil {
+				b.Fatal(err)
+			}
+		}
 		b.StartTimer()
 		t0 := time.Now()
 		c = startController(b, cfg)
@@ -57,6 +70,10 @@ func BenchmarkRestartWithPending(b *testing.B) {
 		rec := waitLogRecord(b, 5*time.Minute, logs, "executions reloaded", func(rec map[string]any) bool { return rec["pending"] == float64(n) })
 		resent += rec["pending_resent"].(float64)
 		reloaded += float64(time.Since(t0).Milliseconds())
+		if prof != nil {
+			pprof.StopCPUProfile()
+			_ = prof.Close()
+		}
 		if os.Getenv("AX_BENCH_LOGS") != "" {
 			b.Logf("t0=%s\n%s", t0.Format(time.RFC3339Nano), logs.String())
 		}
