@@ -71,6 +71,9 @@ type Controller struct {
 	unplaced map[string]string // exec id → job id of PENDING executions without an agent
 	created  createdExecs      // records CreateJob wrote, for the first report's lane (createdcache.go)
 	evMemo   eventMemo         // events published, for the history follower (eventmemo.go)
+	// beforeReload, when a test sets it, runs at the start of every
+	// reloadExecutions (to hold a reload up).
+	beforeReload func()
 	// idRand, when a test sets it, draws the random part of new job ids
 	// instead of math/rand/v2's Uint32.
 	idRand func() uint32

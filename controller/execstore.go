@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -153,83 +152,6 @@ func (s execStore) retire(ctx context.Context, id string, rev uint64) (*marker, 
 		return nil, fmt.Errorf("retire execution %s: %w", id, err)
 	}
 	return &marker{stream: kvStream(protocol.BucketExecs), subject: m.Subject, seq: ack.Sequence}, nil
-}
-
-// scanExecs calls fn once for every execution in the bucket, with its
-// latest value as of the end of the scan (one ordered consumer pass, not
-// one request per key).
-//
-// A watcher's "initial values done" marker is not enough: a key updated
-// while the scan runs loses its old message (History 1) and comes again
-// as an update after the marker, so a scan that stopped at the marker
-// would miss it. The scan goes on until it has read up to the stream's
-// last sequence taken at the marker (delete markers are read too, so that
-// position is always reached).
-func (c *Controller) scanExecs(ctx context.Context, fn func(r *execRecord, rev uint64)) error {
-	w, err := c.kv.Execs.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("scan executions: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
-	type seen struct {
-		val []byte
-		rev uint64
-	}
-	latest := map[string]seen{}
-	var order []string
-	var maxRev, until uint64
-	initial := true
-	// After the marker, the updates up to `until` follow at once; a stream
-	// whose last message was removed outside KV never gets there, so the
-	// wait for them is bounded.
-	var stall <-chan time.Time
-	for initial || maxRev < until {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("scan executions: %w", ctx.Err())
-		case <-stall:
-			c.log.Warn("scan executions: stream position not reached; using what was read", "read_to", maxRev, "last_seq", until)
-			until = 0
-		case e, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("scan executions: watcher stopped")
-			}
-			if e == nil {
-				initial = false
-				if until, err = c.execsLastSeq(ctx); err != nil {
-					return err
-				}
-				t := time.NewTimer(5 * time.Second)
-				defer t.Stop()
-				stall = t.C
-				continue
-			}
-			maxRev = max(maxRev, e.Revision())
-			if e.Operation() != jetstream.KeyValuePut {
-				if _, ok := latest[e.Key()]; ok {
-					latest[e.Key()] = seen{}
-				}
-				continue
-			}
-			if _, ok := latest[e.Key()]; !ok {
-				order = append(order, e.Key())
-			}
-			latest[e.Key()] = seen{val: e.Value(), rev: e.Revision()}
-		}
-	}
-	for _, k := range order {
-		v := latest[k]
-		if v.val == nil {
-			continue // deleted during the scan
-		}
-		r, err := decodeExec(v.val)
-		if err != nil {
-			c.log.Error("bad execution record in KV", "key", k, "err", err)
-			continue
-		}
-		fn(r, v.rev)
-	}
-	return nil
 }
 
 // execsLastSeq returns the sequence of the last message the executions

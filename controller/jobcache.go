@@ -205,12 +205,39 @@ func (jc *jobCache) get(id string) (protocol.Job, uint64, bool) {
 	return cj.job, cj.rev, true
 }
 
-// all returns the live jobs sorted by id.
-func (jc *jobCache) all() []protocol.Job {
+// page returns, sorted by id, the first n live jobs with an id after
+// `after` ("": from the start) for which match holds. It keeps the n
+// smallest ids in a bounded heap (pageIDs) instead of copying and sorting
+// every job: with 300,000 live jobs a page of 50 visits each entry once,
+// most turned away by one comparison of ids. match runs under the cache's
+// read lock and must not call the cache.
+func (jc *jobCache) page(after string, n int, match func(*protocol.Job) bool) []protocol.Job {
 	jc.mu.RLock()
-	out := make([]protocol.Job, 0, len(jc.jobs))
+	defer jc.mu.RUnlock()
+	p := pageIDs{limit: n}
+	for id, cj := range jc.jobs {
+		if cj.deleted || after != "" && id <= after || len(p.ids) == n && id >= p.ids[0] {
+			continue
+		}
+		if match(&cj.job) {
+			p.offer(id)
+		}
+	}
+	out := make([]protocol.Job, 0, len(p.ids))
+	for _, id := range p.sorted() {
+		out = append(out, jc.jobs[id].job)
+	}
+	return out
+}
+
+// liveWhere returns the live jobs for which keep holds, sorted by id,
+// without copying the others. keep runs under the cache's read lock and
+// must not call the cache.
+func (jc *jobCache) liveWhere(keep func(*protocol.Job) bool) []protocol.Job {
+	jc.mu.RLock()
+	var out []protocol.Job
 	for _, cj := range jc.jobs {
-		if !cj.deleted {
+		if !cj.deleted && keep(&cj.job) {
 			out = append(out, cj.job)
 		}
 	}

@@ -270,15 +270,9 @@ func (c *Controller) ListJobs(ctx context.Context, f JobFilter) ([]protocol.Job,
 		}
 		return out, "", nil
 	}
-	var out []protocol.Job
-	for _, j := range c.jobs.all() {
-		if f.After != "" && j.ID <= f.After || !match(j) {
-			continue
-		}
-		if len(out) == limit {
-			return out, out[len(out)-1].ID, nil
-		}
-		out = append(out, j)
+	out := c.jobs.page(f.After, limit+1, func(j *protocol.Job) bool { return match(*j) })
+	if len(out) > limit {
+		return out[:limit], out[limit-1].ID, nil
 	}
 	return out, "", nil
 }

@@ -149,6 +149,9 @@ type ownership struct {
 	absentSince map[int]time.Time
 	newerSaid   bool // "a newer process runs under this node name" logged
 	starting    bool // the first pass, run by start
+	// startReload is the reload of the shards the first pass acquired,
+	// run by start once the loop renews their leases.
+	startReload func(context.Context)
 }
 
 // newOwnership returns the ownership of env, asking host for the rest.
@@ -162,15 +165,24 @@ func newOwnership(env ownershipEnv, host ownershipHost) *ownership {
 }
 
 // start takes the free shards (all of them for a lone replica) in a
-// first pass on the caller's goroutine, the reloads of their executions
-// included, then runs the loop that keeps them. leases is ax_leases.
+// first pass on the caller's goroutine, starts the loop that keeps them,
+// and then reloads their executions on the caller's goroutine, so that
+// start returns with the retry timers armed. The loop renews the leases
+// meanwhile: the reload of 300,000 PENDING executions takes longer than a
+// lease TTL on a loaded machine, and a reload that held up the renewals
+// lost every shard it had just taken. leases is ax_leases.
 func (o *ownership) start(ctx context.Context, leases jetstream.KeyValue) {
 	o.kv = leases
 	o.starting = true
 	o.step(ctx)
 	o.starting = false
+	reload := o.startReload
+	o.startReload = nil
 	o.running.Store(true)
 	o.goRun(o.loop)
+	if reload != nil {
+		reload(ctx)
+	}
 }
 
 // handOver makes the loop hand every shard over (applying what their
@@ -405,7 +417,7 @@ func (o *ownership) shardsAcquired(ctx context.Context, ns []int) {
 		}
 	}
 	if o.starting {
-		reload(ctx) // Start returns with the retry timers armed
+		o.startReload = reload // run by start, the loop renewing meanwhile
 		return
 	}
 	// The reload scans every execution: not on this loop, which must keep

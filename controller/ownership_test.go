@@ -3,10 +3,15 @@ package controller
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/pkg/protocol"
 )
 
 // replicaConfig is a config for a replica named node on an external server.
@@ -78,6 +83,73 @@ func TestSameNodeNewerProcessWins(t *testing.T) {
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); <-tick.C {
 		if n, m := len(newer.own.ownedShards()), len(older.own.ownedShards()); n != newer.cfg.Shards || m != 0 {
 			t.Fatalf("shards moved between two processes of node ctl-a: newer works %d, older %d", n, m)
+		}
+	}
+}
+
+// TestStartReloadKeepsRenewingLeases: the reload of the shards a starting
+// replica takes runs while its leases are renewed, so a reload longer than
+// the lease TTL (300,000 PENDING one-shots on a loaded machine) does not
+// lose every shard it just took. The reload is held up until shard 0's
+// lease has been renewed twice, over two lease TTLs; Start then returns
+// with every shard still held by this replica.
+func TestStartReloadKeepsRenewingLeases(t *testing.T) {
+	srv := natstest.Start(t)
+	cfg := replicaConfig(t, srv.URL(), "ctl-a", time.Second)
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	release := make(chan struct{})
+	var hold, free sync.Once
+	unblock := func() { free.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	c.beforeReload = func() { hold.Do(func() { <-release }) }
+	started := make(chan error, 1)
+	go func() { started <- c.Start(tctx(t)) }()
+
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kv jetstream.KeyValue
+	var first uint64
+	renewals := 0
+	eventually(t, 4*cfg.LeaseTTL, "shard 0's lease renewed twice while the start reload is held up", func() bool {
+		if kv == nil {
+			if kv, err = js.KeyValue(tctx(t), protocol.BucketLeases); err != nil {
+				kv = nil
+				return false
+			}
+		}
+		e, err := kv.Get(tctx(t), shardKey(0))
+		switch {
+		case err != nil:
+		case first == 0:
+			first = e.Revision()
+		case e.Revision() > first:
+			first = e.Revision()
+			renewals++
+		}
+		return renewals >= 2
+	})
+	unblock()
+	if err := <-started; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if n := len(c.own.ownedShards()); n != cfg.Shards {
+		t.Fatalf("%d shards owned after a start reload over two lease TTLs, want %d", n, cfg.Shards)
+	}
+	for n := range cfg.Shards {
+		e, err := kv.Get(tctx(t), shardKey(n))
+		if err != nil || !strings.Contains(string(e.Value()), `"node":"ctl-a"`) {
+			t.Fatalf("shard %d lease after the start: %v %v", n, e, err)
 		}
 	}
 }

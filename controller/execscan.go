@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// scanExecs calls fn once for every execution in the bucket, with its
+// latest value as of the end of the scan (one ordered consumer pass, not
+// one request per key), in the order the keys were first read.
+//
+// A watcher's "initial values done" marker is not enough: a key updated
+// while the scan runs loses its old message (History 1) and comes again
+// as an update after the marker, so a scan that stopped at the marker
+// would miss it. The scan goes on until it has read up to the stream's
+// last sequence taken at the marker (delete markers are read too, so that
+// position is always reached).
+//
+// Decoding is half the cost of a scan (300,000 PENDING records: about 2 s
+// to read and 2 s to decode on one core), so the values are decoded while
+// the scan reads on, in batches of scanBatch on up to GOMAXPROCS
+// goroutines; fn runs on the caller's goroutine once all are decoded.
+func (c *Controller) scanExecs(ctx context.Context, fn func(r *execRecord, rev uint64)) error {
+	w, err := c.kv.Execs.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("scan executions: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var (
+		batches []*scanBatchOf
+		cur     = &scanBatchOf{}
+		work    = make(chan *scanBatchOf, runtime.GOMAXPROCS(0))
+		wg      sync.WaitGroup
+	)
+	for range cap(work) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range work {
+				b.decode()
+			}
+		}()
+	}
+	flush := func() {
+		if len(cur.entries) > 0 {
+			batches = append(batches, cur)
+			work <- cur
+			cur = &scanBatchOf{}
+		}
+	}
+	err = c.readExecs(ctx, w, func(e jetstream.KeyValueEntry) {
+		cur.entries = append(cur.entries, e)
+		if len(cur.entries) == scanBatch {
+			flush()
+		}
+	})
+	flush()
+	close(work)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	// The latest entry of each key wins (a later revision, or a delete).
+	type latest struct {
+		b *scanBatchOf
+		i int
+	}
+	last := map[string]latest{}
+	var order []string
+	for _, b := range batches {
+		for i, e := range b.entries {
+			if _, ok := last[e.Key()]; !ok {
+				order = append(order, e.Key())
+			}
+			last[e.Key()] = latest{b, i}
+		}
+	}
+	for _, k := range order {
+		l := last[k]
+		e := l.b.entries[l.i]
+		if e.Operation() != jetstream.KeyValuePut {
+			continue // deleted during the scan
+		}
+		if err := l.b.errs[l.i]; err != nil {
+			c.log.Error("bad execution record in KV", "key", k, "err", err)
+			continue
+		}
+		fn(l.b.recs[l.i], e.Revision())
+	}
+	return nil
+}
+
+// scanBatch is how many entries one decoding goroutine takes at a time.
+const scanBatch = 1024
+
+// scanBatchOf is a batch of entries of a scan and their decoded records.
+type scanBatchOf struct {
+	entries []jetstream.KeyValueEntry
+	recs    []*execRecord
+	errs    []error
+}
+
+// decode decodes the batch's puts.
+func (b *scanBatchOf) decode() {
+	b.recs = make([]*execRecord, len(b.entries))
+	b.errs = make([]error, len(b.entries))
+	for i, e := range b.entries {
+		if e.Operation() == jetstream.KeyValuePut {
+			b.recs[i], b.errs[i] = decodeExec(e.Value())
+		}
+	}
+}
+
+// readExecs passes every entry of the watcher w of ax_execs to add, until
+// the stream position taken at its initial-values marker is read (see
+// scanExecs).
+func (c *Controller) readExecs(ctx context.Context, w jetstream.KeyWatcher, add func(jetstream.KeyValueEntry)) error {
+	var maxRev, until uint64
+	initial := true
+	// After the marker, the updates up to `until` follow at once; a stream
+	// whose last message was removed outside KV never gets there, so the
+	// wait for them is bounded.
+	var stall <-chan time.Time
+	for initial || maxRev < until {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("scan executions: %w", ctx.Err())
+		case <-stall:
+			c.log.Warn("scan executions: stream position not reached; using what was read", "read_to", maxRev, "last_seq", until)
+			until = 0
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("scan executions: watcher stopped")
+			}
+			if e == nil {
+				initial = false
+				var err error
+				if until, err = c.execsLastSeq(ctx); err != nil {
+					return err
+				}
+				t := time.NewTimer(5 * time.Second)
+				defer t.Stop()
+				stall = t.C
+				continue
+			}
+			maxRev = max(maxRev, e.Revision())
+			add(e)
+		}
+	}
+	return nil
+}

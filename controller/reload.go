@@ -1,0 +1,185 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// reloadExecutions runs when this replica acquires shards: for the
+// executions of their jobs, it re-arms the retry timer of every
+// RETRY_WAITING execution (overdue ones fire at once), re-sends the run
+// command of PENDING ones that AX_CMD does not hold (sentruns.go),
+// remembers those waiting for an agent, creates the execution of a
+// one-shot job whose creation was cut short by a crash, and restores the
+// events a crash kept from the history (historyrepair.go).
+//
+// Its cost follows the live executions of the shards: one scan of
+// ax_execs (execscan.go), then the read of AX_CMD's run ids on a second
+// goroutine while this one checks the one-shot jobs and the history (the
+// three are independent; with 300,000 PENDING one-shots each takes about a
+// second); the re-sends and the orphan check wait for the run ids.
+func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) error {
+	if c.beforeReload != nil {
+		c.beforeReload()
+	}
+	in := func(jobID string) bool { n := c.own.shardOf(jobID); return shards[n] && c.own.owns(n) }
+	s, err := c.reloadScan(ctx, in)
+	if err != nil {
+		return err
+	}
+	var (
+		sent    map[string]bool
+		sentErr error
+		sentCh  = make(chan struct{})
+	)
+	go func() {
+		defer close(sentCh)
+		if len(s.pending) == 0 {
+			return
+		}
+		oldest := s.pending[0].UpdatedAt
+		for _, r := range s.pending {
+			if r.UpdatedAt.Before(oldest) {
+				oldest = r.UpdatedAt
+			}
+		}
+		sent, sentErr = c.sentRuns(ctx, oldest)
+	}()
+	missing := c.createMissingOneShots(ctx, in, s.seen)
+	// The history of the executions whose job is known; a jobless PENDING
+	// one may be an orphan, removed below, which must not enter it.
+	withJob := make([]*execRecord, 0, len(s.live)-len(s.jobless))
+	for _, r := range s.live {
+		if _, ok := s.joblessRev[r.ExecID]; !ok {
+			withJob = append(withJob, r)
+		}
+	}
+	restored, herr := c.repairHistory(ctx, shards, withJob)
+	<-sentCh
+	sentKnown := sentErr == nil
+	if !sentKnown {
+		c.log.Warn("reading the run commands AX_CMD holds failed; re-sending every PENDING run", "err", sentErr)
+	}
+	resent := 0
+	for _, r := range s.pending {
+		j, _, ok := c.jobs.get(r.JobID)
+		if !ok || sent[runMsgID(r, r.Attempt)] {
+			continue
+		}
+		resent++
+		if err := c.sendRun(ctx, j, r, r.Attempt, r.ScheduledAt); err != nil {
+			return fmt.Errorf("re-send run %s: %w", r.ExecID, err)
+		}
+	}
+	orphans := 0
+	jobless := s.jobless
+	if sentKnown && len(jobless) > 0 {
+		removed := c.repairOrphanExecs(ctx, jobless, s.joblessRev, sent)
+		orphans = len(removed)
+		kept := jobless[:0]
+		for _, r := range jobless {
+			if !removed[r.ExecID] {
+				kept = append(kept, r)
+			}
+		}
+		jobless = kept
+	}
+	if herr == nil && len(jobless) > 0 {
+		n, err := c.repairHistory(ctx, shards, jobless)
+		restored, herr = restored+n, err
+	}
+	if herr != nil {
+		c.log.Warn("restore events missing from the history", "err", herr)
+	}
+	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", len(s.pending), "pending_resent", resent,
+		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored)
+	return nil
+}
+
+// reloadScanned is what the scan of a reload found in its shards.
+type reloadScanned struct {
+	live       []*execRecord     // every execution of the shards
+	pending    []*execRecord     // PENDING with an agent
+	jobless    []*execRecord     // PENDING whose job the cache does not hold
+	joblessRev map[string]uint64 // their revisions, by exec id
+	seen       map[string]bool   // exec ids of live
+	retries    int               // RETRY_WAITING, timers re-armed
+}
+
+// reloadScan reads ax_execs once, re-arms the retry timers and records
+// the PENDING executions waiting for an agent of the jobs for which in
+// holds.
+func (c *Controller) reloadScan(ctx context.Context, in func(jobID string) bool) (reloadScanned, error) {
+	s := reloadScanned{joblessRev: map[string]uint64{}, seen: map[string]bool{}}
+	err := c.scanExecs(ctx, func(r *execRecord, rev uint64) {
+		if !in(r.JobID) {
+			return
+		}
+		s.seen[r.ExecID] = true
+		s.live = append(s.live, r)
+		if _, _, ok := c.jobs.get(r.JobID); !ok && r.State == protocol.StatePending {
+			s.jobless = append(s.jobless, r)
+			s.joblessRev[r.ExecID] = rev
+		}
+		switch {
+		case r.State == protocol.StateRetryWaiting:
+			c.retries.schedule(r.ExecID, r.JobID, r.Attempt, r.NextAttemptAt)
+			s.retries++
+		case r.State == protocol.StatePending && r.Agent == "":
+			c.assignMu.Lock()
+			c.unplaced[r.ExecID] = r.JobID
+			c.assignMu.Unlock()
+		case r.State == protocol.StatePending:
+			s.pending = append(s.pending, r)
+		}
+	})
+	return s, err
+}
+
+// createMissingOneShots creates the execution of each live one-shot job
+// of the shards (in) whose execution is neither in ax_execs (seen) nor in
+// the history: its creation was cut short by a crash. It returns how many
+// it created.
+func (c *Controller) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool) int {
+	// The filter runs under the job cache's lock: it touches no cache.
+	cands := c.jobs.liveWhere(func(j *protocol.Job) bool {
+		if isPeriodic(*j) || j.Paused || j.Target.Mode == protocol.ModeAll || !in(j.ID) {
+			return false
+		}
+		s, err := schedule.Parse(j.Schedule, j.CreatedAt)
+		if err != nil {
+			return false
+		}
+		at, ok := s.Next(time.Time{})
+		return ok && !seen[protocol.ExecID(j.ID, at)]
+	})
+	missing := 0
+	for _, j := range cands {
+		s, err := schedule.Parse(j.Schedule, j.CreatedAt)
+		if err != nil {
+			continue
+		}
+		at, _ := s.Next(time.Time{})
+		id := protocol.ExecID(j.ID, at)
+		// Not in ax_execs: its creation was cut short, or it ended and left
+		// live state (retention.go), which the history index knows — unless
+		// the index is still being rebuilt and the job is older than the
+		// grace: then it is left alone rather than run twice.
+		if _, inHist, err := c.hist.idx.get(ctx, id); err != nil || inHist {
+			continue
+		}
+		if c.now().Sub(j.CreatedAt) >= LiveGrace && !c.hist.caught.Load() {
+			c.log.Warn("one-shot job without its execution while the history index catches up; not recreated", "job", j.ID)
+			continue
+		}
+		missing++
+		if _, err := c.createRuns(ctx, j, at, "scheduled", 0); err != nil {
+			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
+		}
+	}
+	return missing
+}
