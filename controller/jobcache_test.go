@@ -2,6 +2,7 @@ package controller
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +50,64 @@ func TestJobCacheSkipsKnownRevision(t *testing.T) {
 	if !strings.Contains(logs.String(), "bad job record") {
 		t.Error("the entry at a newer revision was not decoded")
 	}
+}
+
+// TestJobCachePageMatchesSortedScan: paging the cache with the bounded
+// heap gives what sorting every live job gives, page after page, with and
+// without a filter, tombstones skipped.
+func TestJobCachePageMatchesSortedScan(t *testing.T) {
+	jc := newJobCache()
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var live []protocol.Job
+	for i := range 1000 {
+		j := protocol.Job{ID: protocol.NewJobID("ctl-1", at.Add(time.Duration(i%7)*time.Second), uint32(i*7919)), Name: "n", Handler: "noop", Paused: i%3 == 0}
+		jc.put(j, uint64(i+1))
+		if i%10 == 9 {
+			jc.remove(j.ID, uint64(2000+i))
+			continue
+		}
+		live = append(live, j)
+	}
+	slices.SortFunc(live, func(a, b protocol.Job) int { return strings.Compare(a.ID, b.ID) })
+	for _, tc := range []struct {
+		name  string
+		match func(*protocol.Job) bool
+	}{
+		{"all", func(*protocol.Job) bool { return true }},
+		{"paused", func(j *protocol.Job) bool { return j.Paused }},
+		{"none", func(*protocol.Job) bool { return false }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []string
+			for _, j := range live {
+				if tc.match(&j) {
+					want = append(want, j.ID)
+				}
+			}
+			var got []string
+			after := ""
+			for range len(live) + 1 {
+				page := jc.page(after, 37, tc.match)
+				for _, j := range page {
+					got = append(got, j.ID)
+				}
+				if len(page) < 37 {
+					break
+				}
+				after = page[len(page)-1].ID
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("paged %d ids, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
