@@ -35,7 +35,10 @@ type jobCache struct {
 }
 
 type cachedJob struct {
-	job       protocol.Job
+	// job is the spec (nil: a tombstone that keeps none). A pointer keeps
+	// the map's entries small: a page or a reload's pass over 300,000
+	// jobs copies 48 bytes an entry, not the whole spec.
+	job       *protocol.Job
 	rev       uint64
 	deleted   bool
 	deletedAt time.Time // for pruneTombstones
@@ -98,9 +101,9 @@ func (jc *jobCache) put(job protocol.Job, rev uint64) {
 		return
 	}
 	if ok && !cur.deleted {
-		jc.index(cur.job, false)
+		jc.index(*cur.job, false)
 	}
-	jc.jobs[job.ID] = cachedJob{job: job, rev: rev}
+	jc.jobs[job.ID] = cachedJob{job: &job, rev: rev}
 	jc.index(job, true)
 }
 
@@ -112,10 +115,10 @@ func (jc *jobCache) remove(id string, rev uint64) {
 	if ok && cur.rev >= rev {
 		return
 	}
-	var last protocol.Job
+	var last *protocol.Job
 	if ok && !cur.deleted {
-		jc.index(cur.job, false)
-		if isPeriodic(cur.job) {
+		jc.index(*cur.job, false)
+		if isPeriodic(*cur.job) {
 			last = cur.job
 		}
 	}
@@ -134,10 +137,10 @@ func (jc *jobCache) deletedPeriodic(id string) (protocol.Job, time.Time, bool) {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	cj, ok := jc.jobs[id]
-	if !ok || !cj.deleted || cj.job.ID == "" {
+	if !ok || !cj.deleted || cj.job == nil {
 		return protocol.Job{}, time.Time{}, false
 	}
-	return cj.job, cj.deletedAt, true
+	return *cj.job, cj.deletedAt, true
 }
 
 // pinnedTo returns the live periodic jobs pinned to agent, sorted by id.
@@ -158,7 +161,7 @@ func (jc *jobCache) groupAllJobs() []protocol.Job {
 func (jc *jobCache) sorted(ids map[string]struct{}) []protocol.Job {
 	out := make([]protocol.Job, 0, len(ids))
 	for id := range ids {
-		out = append(out, jc.jobs[id].job)
+		out = append(out, *jc.jobs[id].job)
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
 	return out
@@ -170,7 +173,7 @@ func (jc *jobCache) pruneTombstones(t, periodicT time.Time) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	for id, cj := range jc.jobs {
-		if cj.deleted && cj.deletedAt.Before(t) && (cj.job.ID == "" || cj.deletedAt.Before(periodicT)) {
+		if cj.deleted && cj.deletedAt.Before(t) && (cj.job == nil || cj.deletedAt.Before(periodicT)) {
 			delete(jc.jobs, id)
 		}
 	}
@@ -189,7 +192,7 @@ func (jc *jobCache) groupAnyJobs() []protocol.Job {
 	defer jc.mu.RUnlock()
 	out := make([]protocol.Job, 0, len(jc.groupAny))
 	for id := range jc.groupAny {
-		out = append(out, jc.jobs[id].job)
+		out = append(out, *jc.jobs[id].job)
 	}
 	return out
 }
@@ -202,7 +205,7 @@ func (jc *jobCache) get(id string) (protocol.Job, uint64, bool) {
 	if !ok || cj.deleted {
 		return protocol.Job{}, 0, false
 	}
-	return cj.job, cj.rev, true
+	return *cj.job, cj.rev, true
 }
 
 // page returns, sorted by id, the first n live jobs with an id after
@@ -219,13 +222,13 @@ func (jc *jobCache) page(after string, n int, match func(*protocol.Job) bool) []
 		if cj.deleted || after != "" && id <= after || len(p.ids) == n && id >= p.ids[0] {
 			continue
 		}
-		if match(&cj.job) {
+		if match(cj.job) {
 			p.offer(id)
 		}
 	}
 	out := make([]protocol.Job, 0, len(p.ids))
 	for _, id := range p.sorted() {
-		out = append(out, jc.jobs[id].job)
+		out = append(out, *jc.jobs[id].job)
 	}
 	return out
 }
@@ -237,8 +240,8 @@ func (jc *jobCache) liveWhere(keep func(*protocol.Job) bool) []protocol.Job {
 	jc.mu.RLock()
 	var out []protocol.Job
 	for _, cj := range jc.jobs {
-		if !cj.deleted && keep(&cj.job) {
-			out = append(out, cj.job)
+		if !cj.deleted && keep(cj.job) {
+			out = append(out, *cj.job)
 		}
 	}
 	jc.mu.RUnlock()
