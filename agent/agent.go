@@ -179,6 +179,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	defer stopFlush()
 	l := newLink(a)
+	l.mem = mem
 	fl := newFlusher(a, l, mem)
 	wg.Add(1)
 	go func() { defer wg.Done(); fl.run(flushCtx) }()

@@ -59,6 +59,13 @@ func BenchmarkThroughput(b *testing.B) {
 			cfg.Workers = bc.workers
 			cfg.Queue.Size = 4096
 			cfg.Log.Level = "error"
+			if v := os.Getenv("AX_BENCH_OUTBOX_HOLD"); v != "" { // outbox.hold to try (default DefaultOutboxHold)
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					b.Fatalf("AX_BENCH_OUTBOX_HOLD: %v", err)
+				}
+				cfg.Outbox.Hold = d
+			}
 			a := startAgent(b, cfg, WithHandler("noop", func(context.Context, Task) Result { return Result{} }))
 			waitFor(b, 10*time.Second, "registered", func() bool { n, _ := c.heartbeats(); return n > 0 })
 			j := newJob("edge-b", "noop", schedule.Spec{Asap: true}, nil)
@@ -71,6 +78,7 @@ func BenchmarkThroughput(b *testing.B) {
 				cmds[i], _ = protocol.Encode(cmd)
 			}
 			ctx := context.Background()
+			rpt0 := reportMsgs(b, c)
 			b.ResetTimer()
 			st0, wb0 := a.Store().Stats(), writeBytes()
 			cpu0 := cpuTime()
@@ -114,6 +122,26 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(float64(st.Statements-st0.Statements)/float64(b.N), "stmts/exec")
 			b.ReportMetric(float64(st.ExecRowsRead-st0.ExecRowsRead)/float64(b.N), "rowsread/exec")
 			b.ReportMetric(float64(writeBytes()-wb0)/float64(b.N), "wbytes/exec")
+			// Report messages stored in AX_RPT per execution (one apply
+			// each on the controller): 1 when every attempt's steps were
+			// coalesced, 3 when none were.
+			b.ReportMetric(float64(reportMsgs(b, c)-rpt0)/float64(b.N), "reports/exec")
 		})
 	}
+}
+
+// reportMsgs is the number of messages AX_RPT holds.
+func reportMsgs(tb testing.TB, c *ctl) uint64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return info.State.Msgs
 }

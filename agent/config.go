@@ -160,6 +160,20 @@ type HTTPConfig struct {
 // finished reports go out as one (coalesced) message.
 const DefaultOutboxLinger = 10 * time.Millisecond
 
+// DefaultOutboxHold is how long the flusher holds back the triggered (or
+// triggered and running) report of an attempt of a run the controller
+// sent, for its later steps so that they go out as one report. 200 ms is
+// twice the controller's own hold of such reports
+// (controller/lanelinger.go, 100 ms) and covers the queue wait of
+// attempts under a moderate backlog, while a long handler still shows
+// RUNNING within a fifth of a second of its trigger.
+const DefaultOutboxHold = 200 * time.Millisecond
+
+// MaxOutboxHold bounds outbox.hold: under the default heartbeat interval,
+// so that what the controller sees of an attempt lags it by less than what
+// it sees of the agent's liveness.
+const MaxOutboxHold = 2 * time.Second
+
 // OutboxConfig tunes the report flusher.
 type OutboxConfig struct {
 	// Window is the number of outstanding async publishes.
@@ -168,6 +182,14 @@ type OutboxConfig struct {
 	// at once), at most a second. It delays only what the controller sees:
 	// reports are durable before, and handlers do not wait for it.
 	Linger time.Duration `config:"linger"`
+	// Hold is how long the triggered or running report of an attempt of
+	// a run the controller sent (asap, at, delay, retries: not the fires
+	// of periodic jobs) is held back, waiting for its next step so that
+	// they go out as one report (0: not held), at most MaxOutboxHold. Only
+	// the publish waits: the row is durable first. Finished, skipped and
+	// other reports are never held (beyond the linger), and a held report
+	// goes at once when the link comes back or the agent stops.
+	Hold time.Duration `config:"hold"`
 	// CoalesceSkipped records the fires of a job skipped by overlap as one
 	// report per job per second with their count (Report.SkippedCount),
 	// and a misfire's skipped fires likewise, instead of one report per
@@ -200,7 +222,7 @@ func DefaultConfig() Config {
 		Store: StoreConfig{Synchronous: DefaultStoreSynchronous, MaxBatch: DefaultStoreMaxBatch, Retention: DefaultRetention,
 			PruneInterval: DefaultPruneInterval},
 		Clock:    ClockConfig{MaxSkew: DefaultMaxSkew, OnSkew: DefaultOnSkew, JumpThreshold: DefaultJumpThreshold},
-		Outbox:   OutboxConfig{Window: DefaultOutboxWindow, Linger: DefaultOutboxLinger, CoalesceSkipped: true},
+		Outbox:   OutboxConfig{Window: DefaultOutboxWindow, Linger: DefaultOutboxLinger, Hold: DefaultOutboxHold, CoalesceSkipped: true},
 		Shutdown: ShutdownConfig{Grace: DefaultShutdownGrace},
 		Log:      LogConfig{Format: DefaultLogFormat, Level: DefaultLogLevel},
 	}
@@ -297,6 +319,9 @@ func (c Config) Validate() error {
 	}
 	if c.Outbox.Linger < 0 || c.Outbox.Linger > time.Second {
 		return cfgErr("outbox.linger", "must be between 0 and 1s, got %s", c.Outbox.Linger)
+	}
+	if c.Outbox.Hold < 0 || c.Outbox.Hold > MaxOutboxHold {
+		return cfgErr("outbox.hold", "must be between 0 and %s, got %s", MaxOutboxHold, c.Outbox.Hold)
 	}
 	switch c.Log.Format {
 	case "json", "text":

@@ -44,6 +44,8 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"outbox.window", func(c *Config) { c.Outbox.Window = 0 }},
 		{"outbox.linger", func(c *Config) { c.Outbox.Linger = 2 * time.Second }},
 		{"outbox.linger", func(c *Config) { c.Outbox.Linger = -time.Millisecond }},
+		{"outbox.hold", func(c *Config) { c.Outbox.Hold = 6 * time.Second }},
+		{"outbox.hold", func(c *Config) { c.Outbox.Hold = -time.Millisecond }},
 		{"shutdown.grace", func(c *Config) { c.Shutdown.Grace = 0 }},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }},
 	}

@@ -24,6 +24,12 @@ type link struct {
 	up  chan struct{} // (re)connected, capacity 1
 	hb  atomic.Int64  // heartbeat interval, ns
 	reg atomic.Bool   // registered since the last connect
+	// regs counts registrations and regSeq is the last outbox seq handed
+	// to mem at the latest one: when regs changes (the link came back) the
+	// flusher publishes the reports it holds and those up to regSeq.
+	regs   atomic.Uint64
+	regSeq atomic.Int64
+	mem    *memOutbox // set by Run before the link runs
 	// spread: reconnected, the first registration waits a random time
 	// (backoff.go); busyFor: the RetryAfter of a "busy" registration reply.
 	spread  atomic.Bool
@@ -233,6 +239,10 @@ func (l *link) run(ctx context.Context) {
 				continue
 			}
 			l.reg.Store(true)
+			if l.mem != nil {
+				l.regSeq.Store(l.mem.last())
+			}
+			l.regs.Add(1)
 			l.a.kickOutbox()
 			if err := l.startCommands(ctx); err != nil {
 				l.reg.Store(false)

@@ -38,7 +38,8 @@ const deleteWindows = 4
 // report in the same window is not sent; the later report carries the
 // earlier steps' times (TriggeredAt, StartedAt) and the controller applies
 // them in one write. Reports of one attempt are still published in order,
-// and a slow attempt's steps are each sent as they happen.
+// and a slow attempt's steps are each sent as they happen, held back for
+// up to outbox.hold waiting for the next one (outboxhold.go).
 type flusher struct {
 	a        *Agent
 	l        *link
@@ -49,17 +50,23 @@ type flusher struct {
 	sent     int64 // highest seq published (≥ acked)
 	inflight []pubWindow
 	fails    int
-	// published counts messages sent and coalesced counts rows not sent.
-	published, coalesced int64
+	holds    *holds
+	regGen   uint64 // l.regs when last seen
+	// published counts messages sent, coalesced rows not sent and held
+	// rows held back (outbox.hold).
+	published, coalesced, held int64
 }
 
 type pubWindow struct {
-	last int64 // highest seq of the window
-	rows int
+	last int64 // highest seq read into the window (f.sent when none)
+	rows int   // rows read into it
+	rel  []*heldRow
 	futs []jetstream.PubAckFuture
 }
 
-func newFlusher(a *Agent, l *link, mem *memOutbox) *flusher { return &flusher{a: a, l: l, mem: mem} }
+func newFlusher(a *Agent, l *link, mem *memOutbox) *flusher {
+	return &flusher{a: a, l: l, mem: mem, holds: newHolds()}
+}
 
 func (f *flusher) run(ctx context.Context) {
 	t := f.a.clk.NewTimer(time.Second)
@@ -90,7 +97,7 @@ func (f *flusher) run(ctx context.Context) {
 			}
 		}
 		f.deleteAcked()
-		t.Reset(time.Second)
+		t.Reset(f.wait())
 	}
 }
 
@@ -111,9 +118,12 @@ func (f *flusher) linger(ctx context.Context) {
 	}
 }
 
-// drain flushes until the outbox is empty, an error, or ctx ends.
+// drain flushes until the outbox is empty, an error, or ctx ends; no
+// report is held back any longer.
 func (f *flusher) drain(ctx context.Context) {
 	defer f.deleteAcked()
+	f.holds.all = true
+	f.holds.releaseAll(0)
 	for ctx.Err() == nil {
 		n, err := f.flushOnce(ctx)
 		if err != nil || n == 0 {
@@ -122,12 +132,16 @@ func (f *flusher) drain(ctx context.Context) {
 	}
 }
 
-// deleteAcked deletes the acknowledged rows not deleted yet, in one write.
+// deleteAcked deletes the acknowledged rows not deleted yet, in one write:
+// those below the oldest held row (store.Tx.Ack deletes by seq).
 func (f *flusher) deleteAcked() {
-	if f.acked <= f.deleted {
+	last := f.acked
+	if seq, ok := f.holds.minSeq(); ok {
+		last = min(last, seq-1)
+	}
+	if last <= f.deleted {
 		return
 	}
-	last := f.acked
 	f.deleted, f.undel = last, 0
 	f.a.st.Submit(func(tx *store.Tx) error { return tx.Ack(last) }, nil)
 }
@@ -139,6 +153,7 @@ var errLinkDown = errors.New("link down")
 func (f *flusher) reset() {
 	f.inflight = f.inflight[:0]
 	f.sent = f.acked
+	f.holds.reset()
 }
 
 // flushOnce publishes the next window (while fewer than maxWindows wait)
@@ -150,13 +165,18 @@ func (f *flusher) flushOnce(ctx context.Context) (int, error) {
 		f.reset()
 		return 0, nil
 	}
+	if g := f.l.regs.Load(); g != f.regGen {
+		// The link came back: what was written before goes at once.
+		f.regGen = g
+		f.holds.releaseAll(f.l.regSeq.Load())
+	}
 	for len(f.inflight) < maxWindows {
 		w, err := f.publish(ctx, js)
 		if err != nil {
 			f.reset()
 			return 0, err
 		}
-		if w.rows == 0 {
+		if w.rows == 0 && len(w.rel) == 0 {
 			break
 		}
 		f.inflight = append(f.inflight, w)
@@ -173,42 +193,97 @@ func (f *flusher) flushOnce(ctx context.Context) (int, error) {
 	f.inflight = append(f.inflight[:0], f.inflight[1:]...)
 	f.acked = w.last
 	f.mem.acked(w.last)
+	for _, r := range w.rel {
+		f.holds.drop(r)
+	}
 	if f.undel += w.rows; f.undel >= deleteWindows*f.a.cfg.Outbox.Window {
 		f.deleteAcked()
 	}
-	return w.rows, nil
+	return w.rows + len(w.rel), nil
 }
 
 // publish takes the rows after f.sent — from memory, or from SQLite when
 // memory does not hold them all (rows of an earlier run, a long
-// partition) — and publishes them (coalesced).
+// partition) — and publishes them (coalesced), after the held rows whose
+// hold ended; rows to hold are kept back (outboxhold.go).
 func (f *flusher) publish(ctx context.Context, js jetstream.JetStream) (pubWindow, error) {
-	msgs, ok := f.mem.after(f.sent, f.a.cfg.Outbox.Window)
-	if !ok {
+	msgs, fromMem := f.mem.after(f.sent, f.a.cfg.Outbox.Window)
+	if !fromMem {
 		var err error
 		if msgs, err = f.a.st.Outbox(ctx, f.sent, f.a.cfg.Outbox.Window); err != nil {
 			return pubWindow{}, err
 		}
 	}
-	if len(msgs) == 0 {
-		return pubWindow{}, nil
+	now := f.a.clk.Now()
+	w := pubWindow{last: f.sent, rows: len(msgs)}
+	release := func(r *heldRow) error {
+		if err := f.send(js, &w, r.msg); err != nil {
+			return err
+		}
+		r.inflight = true
+		w.rel = append(w.rel, r)
+		return nil
 	}
+	for _, r := range f.holds.rows {
+		if !r.gone && !r.inflight && !now.Before(r.due) {
+			if err := release(r); err != nil {
+				return pubWindow{}, err
+			}
+		}
+	}
+	if len(msgs) == 0 {
+		return w, nil
+	}
+	w.last = msgs[len(msgs)-1].Seq
+	hold := f.a.cfg.Outbox.Hold
 	skip := coalesce(msgs)
-	w := pubWindow{last: msgs[len(msgs)-1].Seq, rows: len(msgs), futs: make([]jetstream.PubAckFuture, 0, len(msgs))}
 	for i, m := range msgs {
 		if skip[i] {
 			f.coalesced++
 			continue
 		}
-		nm := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{jetstream.MsgIDHeader: []string{m.MsgID}}}
-		fut, err := js.PublishMsgAsync(nm)
-		if err != nil {
+		key, k, ok := splitMsgID(m.MsgID)
+		kind := protocol.ReportKind(k)
+		due := now.Add(hold)
+		if r := f.holds.byKey[key]; ok && r != nil {
+			switch {
+			case r.msg.Seq >= m.Seq:
+				// Held already, or superseded by the held row: read again
+				// after a reset.
+				continue
+			case r.inflight:
+			case supersedes(kind):
+				f.holds.drop(r)
+				f.coalesced++
+				due = r.due // the attempt's first held step sets the end
+			default:
+				if err := release(r); err != nil { // before the attempt's next row
+					return pubWindow{}, err
+				}
+			}
+		}
+		if ok && f.holds.holdable(m, kind, fromMem, hold) {
+			f.holds.add(m, key, due)
+			f.held++
+			continue
+		}
+		if err := f.send(js, &w, m); err != nil {
 			return pubWindow{}, err
 		}
-		f.published++
-		w.futs = append(w.futs, fut)
 	}
 	return w, nil
+}
+
+// send publishes m asynchronously with its Msg-Id into w.
+func (f *flusher) send(js jetstream.JetStream, w *pubWindow, m store.OutboxMsg) error {
+	nm := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{jetstream.MsgIDHeader: []string{m.MsgID}}}
+	fut, err := js.PublishMsgAsync(nm)
+	if err != nil {
+		return err
+	}
+	f.published++
+	w.futs = append(w.futs, fut)
+	return nil
 }
 
 // await waits for every PubAck of a window.

@@ -72,3 +72,13 @@ func (m *memOutbox) acked(seq int64) {
 		m.rows = nil
 	}
 }
+
+// last returns the highest seq handed over so far (base when none is held).
+func (m *memOutbox) last() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := len(m.rows); n > 0 {
+		return m.rows[n-1].Seq
+	}
+	return m.base
+}

@@ -179,6 +179,7 @@ func (a *applier) run(c command, r *protocol.Run) error {
 		if rep, err = a.env.host.EncodeReport(rowReport(e, protocol.ReportTriggered)); err != nil {
 			return err
 		}
+		rep.Hold = true // a run the controller sent: its record exists
 	}
 	var inserted bool
 	a.submit(c, func(tx *store.Tx) error {

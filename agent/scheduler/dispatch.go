@@ -143,6 +143,7 @@ func (r *runQueue) start(batch []*item) {
 					}
 				}
 			}
+			reps[i].Hold = !it.row.Periodic // a periodic fire's record may not exist yet
 			if err := reps[i].Enqueue(tx); err != nil {
 				return err
 			}

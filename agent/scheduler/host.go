@@ -33,10 +33,20 @@ type Host interface {
 type Report struct {
 	MsgID, Subject string
 	Data           []byte
+	// Hold: the outbox may hold the report back a while, waiting for the
+	// attempt's next step (agent outbox.hold): the triggered and running
+	// reports of a run the controller sent, whose execution record exists
+	// already (a periodic fire's first report makes its record: not held).
+	Hold bool
 }
 
 // Enqueue puts the report into the outbox in tx.
-func (r Report) Enqueue(tx *store.Tx) error { return tx.Enqueue(r.MsgID, r.Subject, r.Data) }
+func (r Report) Enqueue(tx *store.Tx) error {
+	if r.Hold {
+		return tx.EnqueueHeld(r.MsgID, r.Subject, r.Data)
+	}
+	return tx.Enqueue(r.MsgID, r.Subject, r.Data)
+}
 
 // Config is what New needs: the parts the scheduler uses (the store, the
 // clock, the handlers, the logger) and the settings it follows.

@@ -275,6 +275,7 @@ func (t *trigger) fireRun(w wheelItem) {
 		if err != nil {
 			return err
 		}
+		rep.Hold = true // a run the controller sent: its record exists
 		return rep.Enqueue(tx)
 	}, func(err error) {
 		if err == nil && ok {

@@ -80,6 +80,10 @@ type OutboxMsg struct {
 	MsgID   string
 	Subject string
 	Data    []byte
+	// Hold marks a report the outbox may hold back a while before it
+	// publishes it (Tx.EnqueueHeld). It is not stored: a row read back
+	// from the outbox (Store.Outbox) never has it.
+	Hold bool
 }
 
 // Counts are the live row counts.

@@ -122,3 +122,43 @@ func TestOutboxRowsWrittenTogether(t *testing.T) {
 		t.Fatalf("outbox after reopen %+v (err %v), want a, b with seqs %d, %d", rows, err, n+1, n+2)
 	}
 }
+
+// TestOutboxSinkHold: a row enqueued with EnqueueHeld reaches the sink
+// marked Hold; the row stored is the same as Enqueue's, and read back it
+// is not marked.
+func TestOutboxSinkHold(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "agent.db"))
+	var mu sync.Mutex
+	var got []OutboxMsg
+	if _, err := s.SetOutboxSink(ctx, func(rows []OutboxMsg) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, rows...)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Do(ctx, func(tx *Tx) error {
+		if err := tx.EnqueueHeld("h", "s", []byte("1")); err != nil {
+			return err
+		}
+		return tx.Enqueue("n", "s", []byte("2"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Do(ctx, func(*Tx) error { return nil }); err != nil { // delivery follows the callbacks
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || !got[0].Hold || got[1].Hold {
+		t.Fatalf("sink got %+v, want h held and n not", got)
+	}
+	back, err := s.Outbox(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != 2 || back[0].MsgID != "h" || string(back[0].Data) != "1" || back[0].Hold || back[1].Hold {
+		t.Fatalf("read back %+v, want h and n, neither marked", back)
+	}
+}

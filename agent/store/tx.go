@@ -365,6 +365,14 @@ func (t *Tx) Enqueue(msgID, subject string, data []byte) error {
 	return nil
 }
 
+// EnqueueHeld is Enqueue for a report whose publish may be held back a
+// while (OutboxMsg.Hold, handed to the outbox sink only); the row written
+// is the same.
+func (t *Tx) EnqueueHeld(msgID, subject string, data []byte) error {
+	t.fnRows = append(t.fnRows, OutboxMsg{MsgID: msgID, Subject: subject, Data: data, Hold: true})
+	return nil
+}
+
 // flushOutbox inserts the batch's outbox rows with the seqs after last
 // and returns the highest seq used.
 func (t *Tx) flushOutbox(last int64) (int64, error) {
