@@ -29,6 +29,7 @@ func main() {
 	duration := flag.Duration("duration", 30*time.Minute, "soak: how long")
 	retention := flag.String("retention", "10m", "soak: history.retention of the controller")
 	sample := flag.Duration("sample", 30*time.Second, "soak: sampling interval")
+	pprofAddr := flag.String("pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -49,10 +50,10 @@ func main() {
 	switch *mode {
 	case "pending":
 		ok, err = runPending(ctx, dir, *ctlBin, *agentBin, pendingConfig{n: *n, batch: *batch, inflight: *inflight,
-			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after})
+			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after, pprof: *pprofAddr})
 	case "soak":
 		ok, err = runSoak(ctx, dir, *ctlBin, *agentBin, soakConfig{rate: *rate, periodic: *periodic, duration: *duration,
-			retention: *retention, sample: *sample, batch: *batch})
+			retention: *retention, sample: *sample, batch: *batch, pprof: *pprofAddr})
 	default:
 		err = fmt.Errorf("unknown -mode %q (pending or soak)", *mode)
 	}
@@ -78,6 +79,7 @@ func runPending(ctx context.Context, dir, ctlBin, agentBin string, c pendingConf
 	if err != nil {
 		return false, err
 	}
+	s.pprof = c.pprof
 	defer s.stop()
 	if err := s.startController(); err != nil {
 		return false, err

@@ -17,6 +17,7 @@ type pendingConfig struct {
 	n, batch, inflight, gets int
 	restarts                 []string // "term", "kill"
 	holdTimeout, after       time.Duration
+	pprof                    string // the controller's --pprof-listen address ("": off)
 }
 
 // getPaths are the listings timed before and after the restarts.

@@ -20,6 +20,7 @@ type soakConfig struct {
 	rate, periodic, batch int
 	duration, sample      time.Duration
 	retention             string
+	pprof                 string // the controller's --pprof-listen address ("": off)
 }
 
 // sink is the HTTP endpoint the soak's jobs GET (cheaper than a fork per run).
@@ -66,6 +67,7 @@ func runSoak(ctx context.Context, dir, ctlBin, agentBin string, c soakConfig) (b
 	if err != nil {
 		return false, err
 	}
+	s.pprof = c.pprof
 	defer s.stop()
 	if err := s.startController(); err != nil {
 		return false, err

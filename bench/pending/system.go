@@ -37,6 +37,8 @@ type system struct {
 	nc                 *nats.Conn
 	js                 jetstream.JetStream
 	retention, sinkURL string
+	// pprof, when set, is the controller's --pprof-listen address.
+	pprof string
 }
 
 func newSystem(dir, ctlBin, agentBin, retention, sinkURL string) (*system, error) {
@@ -81,7 +83,11 @@ func (s *system) ctlLog(n int) string { return filepath.Join(s.dir, fmt.Sprintf(
 // startController starts a controller process and returns without waiting.
 func (s *system) startController() error {
 	s.ctlStarts++
-	p, err := start(s.ctlBin, s.ctlLog(s.ctlStarts), "serve", "--config", filepath.Join(s.dir, "ctl.yaml"))
+	args := []string{"serve", "--config", filepath.Join(s.dir, "ctl.yaml")}
+	if s.pprof != "" {
+		args = append(args, "--pprof-listen", s.pprof)
+	}
+	p, err := start(s.ctlBin, s.ctlLog(s.ctlStarts), args...)
 	if err != nil {
 		return err
 	}
