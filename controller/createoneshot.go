@@ -121,7 +121,7 @@ func (c *Controller) createOneShot(ctx context.Context, j protocol.Job, data []b
 		return protocol.Job{}, true, fmt.Errorf("create job: store: %w", jerr)
 	}
 	c.jobs.put(j, jrev)
-	c.log.Info("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
+	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
 	c.assignChange(ctx, nil, &j)
 	if failed {
 		// A record not stored: create the executions the general way,

@@ -73,24 +73,23 @@ func (c *Controller) scanExecs(ctx context.Context, fn func(r *execRecord, rev u
 	last := map[string]latest{}
 	var order []string
 	for _, b := range batches {
-		for i, e := range b.entries {
-			if _, ok := last[e.Key()]; !ok {
-				order = append(order, e.Key())
+		for i, k := range b.keys {
+			if _, ok := last[k]; !ok {
+				order = append(order, k)
 			}
-			last[e.Key()] = latest{b, i}
+			last[k] = latest{b, i}
 		}
 	}
 	for _, k := range order {
 		l := last[k]
-		e := l.b.entries[l.i]
-		if e.Operation() != jetstream.KeyValuePut {
+		if l.b.recs[l.i] == nil && l.b.errs[l.i] == nil {
 			continue // deleted during the scan
 		}
 		if err := l.b.errs[l.i]; err != nil {
 			c.log.Error("bad execution record in KV", "key", k, "err", err)
 			continue
 		}
-		fn(l.b.recs[l.i], e.Revision())
+		fn(l.b.recs[l.i], l.b.revs[l.i])
 	}
 	return nil
 }
@@ -98,22 +97,29 @@ func (c *Controller) scanExecs(ctx context.Context, fn func(r *execRecord, rev u
 // scanBatch is how many entries one decoding goroutine takes at a time.
 const scanBatch = 1024
 
-// scanBatchOf is a batch of entries of a scan and their decoded records.
+// scanBatchOf is a batch of entries of a scan and, once decoded, their
+// keys, revisions and records (nil record and error: a delete).
 type scanBatchOf struct {
 	entries []jetstream.KeyValueEntry
+	keys    []string
+	revs    []uint64
 	recs    []*execRecord
 	errs    []error
 }
 
-// decode decodes the batch's puts.
+// decode decodes the batch's puts and drops the entries, so that a scan
+// of 300,000 records does not hold their messages until it ends.
 func (b *scanBatchOf) decode() {
-	b.recs = make([]*execRecord, len(b.entries))
-	b.errs = make([]error, len(b.entries))
+	n := len(b.entries)
+	b.keys, b.revs = make([]string, n), make([]uint64, n)
+	b.recs, b.errs = make([]*execRecord, n), make([]error, n)
 	for i, e := range b.entries {
+		b.keys[i], b.revs[i] = e.Key(), e.Revision()
 		if e.Operation() == jetstream.KeyValuePut {
 			b.recs[i], b.errs[i] = decodeExec(e.Value())
 		}
 	}
+	b.entries = nil
 }
 
 // readExecs passes every entry of the watcher w of ax_execs to add, until

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -11,21 +13,54 @@ import (
 // replicas' writes too — on a goroutine started with goRun, until the
 // controller stops. It owns w and stops it.
 func followKV(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry), goRun func(func(context.Context))) error {
-	for initial := true; initial; {
-		select {
-		case <-ctx.Done():
-			_ = w.Stop()
-			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
+	return followKVWith(ctx, w, apply, 1, goRun)
+}
+
+// followKVWith is followKV with the values present at the start applied
+// by `workers` goroutines at once (the changes after them in order, on
+// one). apply must then be safe for concurrent use and give the same
+// result in any order of the keys' entries (a cache that keeps the
+// highest revision of each key): a key changed during the first pass
+// comes twice. The job cache loads 300,000 jobs so, decoding on every
+// core while the watcher reads.
+func followKVWith(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry), workers int, goRun func(func(context.Context))) error {
+	work := make(chan jetstream.KeyValueEntry, 256*workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range work {
+				apply(e)
 			}
-			if e == nil {
-				initial = false
-				continue
+		}()
+	}
+	err := func() error {
+		defer func() {
+			close(work)
+			wg.Wait()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				_ = w.Stop()
+				return ctx.Err()
+			case e, ok := <-w.Updates():
+				if !ok {
+					return errWatchStopped
+				}
+				if e == nil {
+					return nil
+				}
+				work <- e
 			}
-			apply(e)
 		}
+	}()
+	if errors.Is(err, errWatchStopped) {
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	goRun(func(ctx context.Context) {
 		defer func() { _ = w.Stop() }()
@@ -45,3 +80,8 @@ func followKV(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.
 	})
 	return nil
 }
+
+// errWatchStopped: the watcher's updates channel closed during the first
+// pass (the watcher was stopped); followKVWith returns nil then, as
+// followKV always did.
+var errWatchStopped = errors.New("watcher stopped")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -285,5 +286,5 @@ func (jc *jobCache) follow(ctx, runCtx context.Context, kv jetstream.KeyValue, l
 	if err != nil {
 		return err
 	}
-	return followKV(ctx, w, func(e jetstream.KeyValueEntry) { jc.apply(e, log) }, goRun)
+	return followKVWith(ctx, w, func(e jetstream.KeyValueEntry) { jc.apply(e, log) }, runtime.GOMAXPROCS(0), goRun)
 }

@@ -156,7 +156,7 @@ func (c *Controller) createJobAs(ctx context.Context, j protocol.Job) (protocol.
 		return protocol.Job{}, fmt.Errorf("create job: store: %w", err)
 	}
 	c.jobs.put(j, rev)
-	c.log.Info("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
+	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
 	c.onJobChanged(ctx, nil, &j)
 	return j, nil
 }

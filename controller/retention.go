@@ -281,7 +281,7 @@ func (c *Controller) retireJob(ctx context.Context, s *sweeper, id string, now t
 			}
 		}
 	}
-	c.log.Info("job retired", "job", id, "name", j.Name)
+	c.log.Debug("job retired", "job", id, "name", j.Name)
 	return true, nil
 }
 
