@@ -53,8 +53,9 @@ func TestJobCacheSkipsKnownRevision(t *testing.T) {
 }
 
 // TestJobCachePageMatchesSortedScan: paging the cache with the bounded
-// heap gives what sorting every live job gives, page after page, with and
-// without a filter, tombstones skipped.
+// id index gives what sorting every live job gives, page after page, with
+// and without a filter, tombstones skipped and jobs put again after their
+// removal listed.
 func TestJobCachePageMatchesSortedScan(t *testing.T) {
 	jc := newJobCache()
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -64,8 +65,13 @@ func TestJobCachePageMatchesSortedScan(t *testing.T) {
 		jc.put(j, uint64(i+1))
 		if i%10 == 9 {
 			jc.remove(j.ID, uint64(2000+i))
+			if i%20 == 19 { // put again at a newer revision: live again
+				jc.put(j, uint64(4000+i))
+				live = append(live, j)
+			}
 			continue
 		}
+		jc.put(j, uint64(i+1)) // the same revision again changes nothing
 		live = append(live, j)
 	}
 	slices.SortFunc(live, func(a, b protocol.Job) int { return strings.Compare(a.ID, b.ID) })
