@@ -87,7 +87,8 @@ type Config struct {
 
 // HistoryConfig is history.*: the execution history (history.go,
 // retention.go). A terminal execution leaves live state (ax_execs) after
-// the grace period LiveGrace, and a one-shot job whose executions all did
+// a grace period equal to reports.dedup_window (ReportsConfig.DedupWindow,
+// default 2h), and a one-shot job whose executions all did
 // leaves the live job set; both stay in every replica's history index for
 // Retention after they left live state, then go.
 type HistoryConfig struct {
@@ -99,12 +100,12 @@ type HistoryConfig struct {
 // DefaultHistoryRetention is the default of history.retention.
 const DefaultHistoryRetention = 7 * 24 * time.Hour
 
-// LiveGrace is how long a terminal execution stays in live state before
-// it leaves ax_execs for the history alone: the report de-duplication
-// window of AX_RPT (its Duplicates, 2h), so that a report the stream no
-// longer drops as a duplicate finds the execution in history and is
-// refused there, never applied to a new record.
-const LiveGrace = streams.DefaultDuplicates
+// LiveGrace is the live grace with the default reports.dedup_window.
+//
+// Deprecated: the grace follows Config.Reports.DedupWindow; use
+// DefaultDedupWindow for the default and Controller.liveGrace for a
+// controller's grace. Kept while reload.go still names it.
+const LiveGrace = DefaultDedupWindow
 
 // NATSConfig says which NATS server the controller uses.
 type NATSConfig struct {
@@ -141,7 +142,31 @@ type ReportsConfig struct {
 	MaxBytes int64
 	// MaxAge is reports.max_age, default 7 days, at least 1h.
 	MaxAge time.Duration
+	// DedupWindow is reports.dedup_window, default DefaultDedupWindow (2h),
+	// between 1m and 24h and at most MaxAge: the Msg-Id de-duplication
+	// window (Duplicates) of AX_CMD, AX_RPT and AX_EVT, and the live grace
+	// (see DefaultDedupWindow).
+	DedupWindow time.Duration
 }
+
+// DefaultDedupWindow is the default of reports.dedup_window. The window is
+// also the live grace: how long a terminal execution stays in live state
+// (ax_execs) after its last change before it leaves it for the history
+// alone. The grace equals the window (use the same value on every
+// replica: the last one started sets the streams), so a report that
+// AX_RPT no longer drops as a duplicate finds the execution either live
+// (the state machine refuses the step it already made) or in history
+// (refused there, never applied to a new record). A shorter window keeps
+// ax_execs and ax_jobs smaller (a terminal execution leaves them sooner)
+// and the embedded server's de-duplication map smaller (every Msg-Id
+// stored within the window, rebuilt by reading those messages at start).
+const DefaultDedupWindow = streams.DefaultDuplicates
+
+// Bounds of reports.dedup_window.
+const (
+	MinDedupWindow = time.Minute
+	MaxDedupWindow = 24 * time.Hour
+)
 
 // DefaultConfig returns a config with every default filled in except DataDir.
 func DefaultConfig() Config {
@@ -154,7 +179,7 @@ func DefaultConfig() Config {
 		LeaseTTL:           DefaultLeaseTTL,
 		LeaseRenewInterval: DefaultLeaseTTL / 3,
 		AckWait:            DefaultAckWait,
-		Reports:            ReportsConfig{MaxBytes: streams.DefaultReportMaxBytes, MaxAge: streams.DefaultReportMaxAge},
+		Reports:            ReportsConfig{MaxBytes: streams.DefaultReportMaxBytes, MaxAge: streams.DefaultReportMaxAge, DedupWindow: DefaultDedupWindow},
 		History:            HistoryConfig{Retention: DefaultHistoryRetention},
 	}
 }
@@ -199,6 +224,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Reports.MaxAge == 0 {
 		c.Reports.MaxAge = streams.DefaultReportMaxAge
+	}
+	if c.Reports.DedupWindow == 0 {
+		c.Reports.DedupWindow = DefaultDedupWindow
 	}
 	if c.History.Retention == 0 {
 		c.History.Retention = DefaultHistoryRetention
@@ -332,6 +360,12 @@ func (c Config) Validate() error {
 	}
 	if c.Reports.MaxAge < streams.MinReportMaxAge {
 		return configErr("reports.max_age", "must be at least %s, got %s", streams.MinReportMaxAge, c.Reports.MaxAge)
+	}
+	if c.Reports.DedupWindow < MinDedupWindow || c.Reports.DedupWindow > MaxDedupWindow {
+		return configErr("reports.dedup_window", "must be between %s and %s, got %s", MinDedupWindow, MaxDedupWindow, c.Reports.DedupWindow)
+	}
+	if c.Reports.DedupWindow > c.Reports.MaxAge {
+		return configErr("reports.dedup_window", "must be at most reports.max_age (%s): a stream cannot de-duplicate longer than it keeps messages, got %s", c.Reports.MaxAge, c.Reports.DedupWindow)
 	}
 	if c.History.Retention < time.Minute || c.History.Retention > streams.DefaultEventMaxAge {
 		return configErr("history.retention", "must be between 1m and %s (AX_EVT keeps events that long and the history is rebuilt from it), got %s",

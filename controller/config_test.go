@@ -62,6 +62,10 @@ func TestConfigValidate(t *testing.T) {
 		{"reports max bytes negative", func(c *Config) { c.Reports.MaxBytes = -1 }, "reports.max_bytes"},
 		{"reports max age short", func(c *Config) { c.Reports.MaxAge = time.Minute }, "reports.max_age: must be at least 1h"},
 		{"reports max age negative", func(c *Config) { c.Reports.MaxAge = -time.Hour }, "reports.max_age"},
+		{"dedup window short", func(c *Config) { c.Reports.DedupWindow = 30 * time.Second }, "reports.dedup_window: must be between 1m0s and 24h0m0s"},
+		{"dedup window long", func(c *Config) { c.Reports.DedupWindow = 25 * time.Hour }, "reports.dedup_window: must be between"},
+		{"dedup window negative", func(c *Config) { c.Reports.DedupWindow = -time.Hour }, "reports.dedup_window"},
+		{"dedup window over max age", func(c *Config) { c.Reports.MaxAge, c.Reports.DedupWindow = time.Hour, 2*time.Hour }, "reports.dedup_window: must be at most reports.max_age"},
 		{"history retention short", func(c *Config) { c.History.Retention = time.Second }, "history.retention: must be between 1m and 168h0m0s"},
 		{"history retention beyond AX_EVT", func(c *Config) { c.History.Retention = 30 * 24 * time.Hour }, "history.retention: must be between"},
 	}

@@ -226,13 +226,16 @@ func (c *Controller) start(ctx context.Context) error {
 	var b streams.Buckets
 	err = c.retryStart(ctx, "ensure streams", func(ctx context.Context) (err error) {
 		// AX_EVT keeps events as long as the history keeps executions
-		// (LiveGrace in live state, then history.retention; the index is
-		// rebuilt from it), which is also longer than its de-duplication
-		// window: a short history.retention keeps the data dir small
-		// instead of holding a week of events nobody reads.
+		// (the live grace in live state, then history.retention; the index
+		// is rebuilt from it), which is also longer than its
+		// de-duplication window: a short history.retention keeps the data
+		// dir small instead of holding a week of events nobody reads. The
+		// three streams de-duplicate Msg-Ids for reports.dedup_window, the
+		// live grace (an existing store's streams are updated to it).
 		b, err = streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL,
 			ReportMaxBytes: c.cfg.Reports.MaxBytes, ReportMaxAge: c.cfg.Reports.MaxAge,
-			EventMaxAge: LiveGrace + c.cfg.History.Retention})
+			Duplicates:  c.cfg.Reports.DedupWindow,
+			EventMaxAge: c.liveGrace() + c.cfg.History.Retention})
 		return err
 	})
 	if err != nil {

@@ -153,8 +153,8 @@
 // (historyrepair.go).
 //
 // retention.go: the owner of a shard removes, once a minute, the terminal
-// executions of its jobs whose last change is LiveGrace (2h, AX_RPT's
-// duplicate window) old — a compare-and-set purge of the key, then a
+// executions of its jobs whose last change is the live grace
+// (reports.dedup_window, default 2h: the streams' duplicate window) old — a compare-and-set purge of the key, then a
 // purge of its subject — and retires one-shot jobs all of whose
 // executions left (protocol.JobRetired on AX_EVT, then the same purge of
 // the job and its idempotency key). Every replica drops index rows

@@ -8,7 +8,7 @@ import (
 )
 
 // TestEventStreamFollowsRetention: AX_EVT keeps events as long as the
-// history keeps an execution (LiveGrace, then history.retention: the
+// history keeps an execution (the live grace, reports.dedup_window, then history.retention: the
 // history is rebuilt from it); a restart with another retention changes
 // the stream's max age.
 func TestEventStreamFollowsRetention(t *testing.T) {
@@ -16,8 +16,8 @@ func TestEventStreamFollowsRetention(t *testing.T) {
 	for _, tc := range []struct {
 		retention, want time.Duration
 	}{
-		{3 * 24 * time.Hour, LiveGrace + 3*24*time.Hour},
-		{10 * time.Minute, LiveGrace + 10*time.Minute},
+		{3 * 24 * time.Hour, DefaultDedupWindow + 3*24*time.Hour},
+		{10 * time.Minute, DefaultDedupWindow + 10*time.Minute},
 	} {
 		cfg := testConfig(t, dir)
 		cfg.History.Retention = tc.retention

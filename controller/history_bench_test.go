@@ -79,7 +79,7 @@ func populateHistory(b testing.TB, c *Controller, n int) ([]string, time.Time) {
 	b.Helper()
 	ctx := context.Background()
 	// Ended past the grace, well within the retention.
-	t0 := time.Now().UTC().Add(-LiveGrace - 3*time.Hour).Truncate(time.Hour)
+	t0 := time.Now().UTC().Add(-DefaultDedupWindow - 3*time.Hour).Truncate(time.Hour)
 	perJob := 100
 	var jobs []string
 	for i := range max(n/perJob, 1) {

@@ -17,13 +17,14 @@ import (
 
 // Lifecycle and retention (docs/architecture.md: A job's way, step 7).
 //
-// A terminal execution leaves live state — its key in ax_execs — LiveGrace
-// (2h, AX_RPT's de-duplication window) after its last change; a one-shot
+// A terminal execution leaves live state — its key in ax_execs — the live
+// grace (liveGrace: reports.dedup_window, default 2h, the Msg-Id
+// de-duplication window of AX_RPT) after its last change; a one-shot
 // job whose executions have all left it leaves the live job set (ax_jobs,
 // every replica's job cache) in the same pass, and its idempotency key is
 // released. Both stay in every replica's history index (history.go) for
 // history.retention after they left live state (an execution's rows go
-// LiveGrace + history.retention after its last change, on every replica
+// the grace + history.retention after its last change, on every replica
 // alike, whichever swept it); the index serves them
 // (GetExecution, ListExecutions, ListJobs with Retired) and refuses the
 // reports of an execution it holds that left live state (lanes.go), so a
@@ -52,6 +53,14 @@ import (
 // the stream, so ax_execs and ax_jobs hold only live work and a restart
 // or a shard takeover reads only that. A marker whose purge a crash cut
 // off stays (one small message per key).
+
+// liveGrace is how long a terminal execution stays in live state after its
+// last change: reports.dedup_window, the Msg-Id de-duplication window the
+// controller sets on AX_CMD, AX_RPT and AX_EVT. Never shorter than that
+// window: a replayed report the stream no longer drops finds the
+// execution live (the state machine refuses a step it made) or in history
+// (inHistory refuses it).
+func (c *Controller) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
 
 // defaultHistorySweep is how often the sweeper runs.
 const defaultHistorySweep = time.Minute
@@ -99,7 +108,7 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 	jobs := map[string]bool{}
 	removed := 0
 	for range sweepBatches {
-		batch, err := c.hist.idx.endedBefore(ctx, now.Add(-LiveGrace), shards, sweepBatch)
+		batch, err := c.hist.idx.endedBefore(ctx, now.Add(-c.liveGrace()), shards, sweepBatch)
 		if err != nil {
 			return err
 		}
@@ -160,7 +169,7 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 	}
 	pruned := int64(0)
 	for {
-		n, err := c.hist.idx.prune(ctx, now.Add(-LiveGrace-c.cfg.History.Retention), now.Add(-c.cfg.History.Retention), shards, 5000)
+		n, err := c.hist.idx.prune(ctx, now.Add(-c.liveGrace()-c.cfg.History.Retention), now.Add(-c.cfg.History.Retention), shards, 5000)
 		if err != nil {
 			return err
 		}
@@ -183,7 +192,7 @@ func (c *Controller) retireExec(ctx context.Context, id string, now time.Time) (
 	if err != nil {
 		return false, nil, err
 	}
-	_, _, err = execution.Apply(v.rec, execution.Expiry{Grace: LiveGrace}, execution.Env{Now: now})
+	_, _, err = execution.Apply(v.rec, execution.Expiry{Grace: c.liveGrace()}, execution.Env{Now: now})
 	switch {
 	case errors.Is(err, execution.ErrNoRecord):
 		return true, nil, nil
@@ -250,7 +259,7 @@ func (c *Controller) retireJob(ctx context.Context, s *sweeper, id string, now t
 	if err != nil {
 		return false, err
 	}
-	if isPeriodic(j) || now.Sub(j.CreatedAt) < LiveGrace {
+	if isPeriodic(j) || now.Sub(j.CreatedAt) < c.liveGrace() {
 		return false, nil
 	}
 	if done, err := c.hist.idx.jobDone(ctx, id); err != nil || !done {
@@ -307,11 +316,11 @@ func (c *Controller) purgeKey(ctx context.Context, bucket, key string, rev uint6
 
 // inHistory reports whether execution id, which has no record in
 // ax_execs, left live state (the history index holds it): its reports are
-// then refused. An execution scheduled less than half the grace ago
-// cannot have, and is not looked up.
+// then refused. An execution scheduled less than half the grace
+// (liveGrace) ago cannot have, and is not looked up.
 func (c *Controller) inHistory(ctx context.Context, id string) (protocol.Execution, bool) {
 	_, sched, err := protocol.ParseExecID("exec_id", id)
-	if err != nil || c.now().Sub(sched) < LiveGrace/2 {
+	if err != nil || c.now().Sub(sched) < c.liveGrace()/2 {
 		return protocol.Execution{}, false
 	}
 	e, ok, err := c.hist.idx.get(ctx, id)

@@ -24,12 +24,17 @@ type retentionFixture struct {
 	a   *testAgent
 }
 
-func newRetentionFixture(t *testing.T) *retentionFixture {
+// newRetentionFixture starts a retentionFixture; mods change its config
+// before the controller starts.
+func newRetentionFixture(t *testing.T, mods ...func(*Config)) *retentionFixture {
 	clk := &steppedClock{}
 	cfg := testConfig(t, t.TempDir())
 	cfg.Clock = clk
 	cfg.monoNow = time.Now
 	cfg.historySweep = 20 * time.Millisecond
+	for _, m := range mods {
+		m(&cfg)
+	}
 	c := startController(t, cfg)
 	return &retentionFixture{c: c, clk: clk, a: newTestAgent(t, c.NATSURL(), "edge-1", nil).start()}
 }
@@ -96,7 +101,7 @@ func subjects(t *testing.T, c *Controller, bucket string) map[string]uint64 {
 }
 
 // TestRetentionRemovesEndedWork: a terminal execution stays in ax_execs
-// through the grace period (LiveGrace, AX_RPT's duplicate window) and then
+// through the grace period (reports.dedup_window, default 2h) and then
 // leaves it without a trace in the stream; a one-shot job whose execution
 // left leaves ax_jobs, the job cache and its idempotency key; both stay
 // readable from history until history.retention, then go. Live work (a
@@ -121,7 +126,7 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 	f.indexed(t, fired)
 
 	// Within the grace nothing moves.
-	f.clk.step(LiveGrace - time.Minute)
+	f.clk.step(DefaultDedupWindow - time.Minute)
 	for range 5 {
 		if err := c.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
 			t.Fatal(err)
@@ -206,7 +211,7 @@ func TestRetentionLateReportsNeverResurrect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.clk.step(LiveGrace + time.Minute)
+	f.clk.step(DefaultDedupWindow + time.Minute)
 	f.leftLive(t, fired)
 	f.leftLive(t, execID)
 
@@ -248,7 +253,7 @@ func TestRetentionRestartDoesNotRemakeEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.clk.step(LiveGrace + time.Minute)
+	f.clk.step(DefaultDedupWindow + time.Minute)
 	f.leftLive(t, execID)
 	if _, err := c.GetJob(ctx, job.ID); err != nil {
 		t.Fatalf("job with a live execution (%s) left: %v", trig.ExecID, err)
@@ -368,7 +373,7 @@ func TestRetentionScanAfterPurge(t *testing.T) {
 	f := &retentionFixture{c: c, clk: clk, a: newTestAgent(t, c.NATSURL(), "edge-1", nil).start()}
 	_, execID := f.oneShot(t)
 	f.indexed(t, execID)
-	clk.step(LiveGrace + time.Minute)
+	clk.step(DefaultDedupWindow + time.Minute)
 	f.leftLive(t, execID)
 	eventually(t, 10*time.Second, "ax_execs empty", func() bool { return len(subjects(t, c, protocol.BucketExecs)) == 0 })
 	n := 0

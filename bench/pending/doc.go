@@ -35,7 +35,9 @@
 // (250) jobs with every: 1s and asap one-shots for the rest of the rate,
 // submitted through the batch API in ten batches a second; the jobs GET an
 // HTTP sink in this process (the http handler, no fork per run). The
-// controller runs with history.retention = -retention (10m). Every
+// controller runs with history.retention = -retention (10m) and
+// reports.dedup_window = -dedup-window (10m: the live grace, so a terminal
+// execution leaves ax_execs 10m after it ended; empty for the 2h default). Every
 // -sample (30s) it prints elapsed time, controller RSS, the messages of
 // KV_ax_jobs and KV_ax_execs (the keys of buckets ax_jobs and ax_execs) and
 // of AX_EVT, the controller data dir size, executions done/s (SUCCESS,

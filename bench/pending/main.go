@@ -28,6 +28,7 @@ func main() {
 	periodic := flag.Int("periodic", 250, "soak: periodic jobs (every: 1s); the rest of -rate is asap one-shots")
 	duration := flag.Duration("duration", 30*time.Minute, "soak: how long")
 	retention := flag.String("retention", "10m", "soak: history.retention of the controller")
+	dedupWindow := flag.String("dedup-window", "10m", "soak: reports.dedup_window of the controller (the live grace); empty for its default (2h)")
 	sample := flag.Duration("sample", 30*time.Second, "soak: sampling interval")
 	pprofAddr := flag.String("pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.Parse()
@@ -53,7 +54,7 @@ func main() {
 			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after, pprof: *pprofAddr})
 	case "soak":
 		ok, err = runSoak(ctx, dir, *ctlBin, *agentBin, soakConfig{rate: *rate, periodic: *periodic, duration: *duration,
-			retention: *retention, sample: *sample, batch: *batch, pprof: *pprofAddr})
+			retention: *retention, dedupWindow: *dedupWindow, sample: *sample, batch: *batch, pprof: *pprofAddr})
 	default:
 		err = fmt.Errorf("unknown -mode %q (pending or soak)", *mode)
 	}
@@ -75,7 +76,7 @@ func main() {
 // runPending is -mode pending; ok is false when a create failed or a
 // restart re-sent a run.
 func runPending(ctx context.Context, dir, ctlBin, agentBin string, c pendingConfig) (bool, error) {
-	s, err := newSystem(dir, ctlBin, agentBin, "", "")
+	s, err := newSystem(dir, ctlBin, agentBin, "", "", "")
 	if err != nil {
 		return false, err
 	}

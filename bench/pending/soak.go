@@ -20,6 +20,7 @@ type soakConfig struct {
 	rate, periodic, batch int
 	duration, sample      time.Duration
 	retention             string
+	dedupWindow           string // reports.dedup_window ("": the controller's default)
 	pprof                 string // the controller's --pprof-listen address ("": off)
 }
 
@@ -63,7 +64,7 @@ func runSoak(ctx context.Context, dir, ctlBin, agentBin string, c soakConfig) (b
 		return false, err
 	}
 	defer sk.srv.Close()
-	s, err := newSystem(dir, ctlBin, agentBin, c.retention, sk.url)
+	s, err := newSystem(dir, ctlBin, agentBin, c.retention, c.dedupWindow, sk.url)
 	if err != nil {
 		return false, err
 	}
@@ -89,8 +90,8 @@ func runSoak(ctx context.Context, dir, ctlBin, agentBin string, c soakConfig) (b
 		return false, fmt.Errorf("create periodic jobs: %d failed, first: %v", pc.failed, pc.first)
 	}
 	oneShot := c.rate - periodic
-	fmt.Printf("soak: %d periodic jobs (every: 1s) + %d asap one-shots/s for %s, history.retention %s, sample every %s\n",
-		periodic, oneShot, c.duration, c.retention, c.sample)
+	fmt.Printf("soak: %d periodic jobs (every: 1s) + %d asap one-shots/s for %s, history.retention %s, reports.dedup_window %s, sample every %s\n",
+		periodic, oneShot, c.duration, c.retention, c.dedupWindow, c.sample)
 
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()

@@ -41,7 +41,10 @@ type system struct {
 	pprof string
 }
 
-func newSystem(dir, ctlBin, agentBin, retention, sinkURL string) (*system, error) {
+// newSystem writes the configs of a controller and an agent in dir; a
+// non-empty retention and dedupWindow set history.retention and
+// reports.dedup_window.
+func newSystem(dir, ctlBin, agentBin, retention, dedupWindow, sinkURL string) (*system, error) {
 	s := &system{dir: dir, ctlBin: ctlBin, agentBin: agentBin, retention: retention, sinkURL: sinkURL}
 	var err error
 	if s.natsPort, err = freePort(); err != nil {
@@ -60,6 +63,9 @@ func newSystem(dir, ctlBin, agentBin, retention, sinkURL string) (*system, error
 		s.ctlDir(), s.natsPort, s.apiPort)
 	if retention != "" {
 		ctlCfg += fmt.Sprintf("history:\n  retention: %s\n", retention)
+	}
+	if dedupWindow != "" {
+		ctlCfg += fmt.Sprintf("reports:\n  dedup_window: %s\n", dedupWindow)
 	}
 	agentCfg := fmt.Sprintf("id: %s\ndata_dir: %s\nworkers: 8\nlog:\n  level: warn\nnats:\n  url: %s\nexec:\n  allow:\n    - /bin/true\n",
 		agentID, s.agentDir(), s.natsURL)

@@ -57,12 +57,16 @@ type Config struct {
 	API                APIConfig     `yaml:"api"`
 }
 
-// ReportsConfig mirrors controller.ReportsConfig: the bounds of AX_RPT.
+// ReportsConfig mirrors controller.ReportsConfig: the bounds of AX_RPT and
+// the streams' de-duplication window.
 type ReportsConfig struct {
 	// MaxBytes is the byte bound (past it agents keep reports in their outbox).
 	MaxBytes int64 `yaml:"max_bytes"`
 	// MaxAge is the age bound (an older report is removed by the stream).
 	MaxAge time.Duration `yaml:"max_age"`
+	// DedupWindow is the Msg-Id de-duplication window of the streams, and
+	// how long a terminal execution stays in live state.
+	DedupWindow time.Duration `yaml:"dedup_window"`
 }
 
 // HistoryConfig mirrors controller.HistoryConfig: how long ended
@@ -126,7 +130,7 @@ func keyKinds() map[string]string {
 		"node": "string", "data_dir": "string", "shards": "int",
 		"heartbeat_interval": "duration", "agent_offline_after": "duration",
 		"lease_ttl": "duration", "lease_renew_interval": "duration", "ack_wait": "duration",
-		"reports.max_bytes": "int", "reports.max_age": "duration", "history.retention": "duration",
+		"reports.max_bytes": "int", "reports.max_age": "duration", "reports.dedup_window": "duration", "history.retention": "duration",
 		"log.level": "string", "log.format": "string",
 		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int", "nats.auth": "string",
 		"nats.tls.cert_file": "string", "nats.tls.key_file": "string", "nats.tls.ca_file": "string", "nats.tls.verify_clients": "bool",
@@ -151,6 +155,7 @@ func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*v
 	v.SetDefault("ack_wait", d.AckWait)
 	v.SetDefault("reports.max_bytes", d.Reports.MaxBytes)
 	v.SetDefault("reports.max_age", d.Reports.MaxAge)
+	v.SetDefault("reports.dedup_window", d.Reports.DedupWindow)
 	v.SetDefault("history.retention", d.History.Retention)
 	v.SetDefault("log.level", "info")
 	v.SetDefault("log.format", "json")
@@ -237,6 +242,7 @@ func loadConfig(v *viper.Viper) (Config, error) {
 	c.AckWait = dur("ack_wait")
 	c.Reports.MaxBytes = r.integerIn("reports.max_bytes", "a byte count", false, 1, math.MaxInt64)
 	c.Reports.MaxAge = dur("reports.max_age")
+	c.Reports.DedupWindow = dur("reports.dedup_window")
 	c.History.Retention = dur("history.retention")
 	c.Log.Level = strings.ToLower(str("log.level"))
 	c.Log.Format = strings.ToLower(str("log.format"))
@@ -391,7 +397,7 @@ func (c Config) controllerConfig() controller.Config {
 	cc.LeaseTTL = c.LeaseTTL
 	cc.LeaseRenewInterval = c.LeaseRenewInterval
 	cc.AckWait = c.AckWait
-	cc.Reports = controller.ReportsConfig{MaxBytes: c.Reports.MaxBytes, MaxAge: c.Reports.MaxAge}
+	cc.Reports = controller.ReportsConfig{MaxBytes: c.Reports.MaxBytes, MaxAge: c.Reports.MaxAge, DedupWindow: c.Reports.DedupWindow}
 	cc.History = controller.HistoryConfig{Retention: c.History.Retention}
 	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas, Auth: c.NATS.Auth}
 	cc.NATS.TLS = controller.TLSConfig{CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile, CAFile: c.NATS.TLS.CAFile, VerifyClients: c.NATS.TLS.VerifyClients}
