@@ -100,13 +100,6 @@ type HistoryConfig struct {
 // DefaultHistoryRetention is the default of history.retention.
 const DefaultHistoryRetention = 7 * 24 * time.Hour
 
-// LiveGrace is the live grace with the default reports.dedup_window.
-//
-// Deprecated: the grace follows Config.Reports.DedupWindow; use
-// DefaultDedupWindow for the default and Controller.liveGrace for a
-// controller's grace. Kept while reload.go still names it.
-const LiveGrace = DefaultDedupWindow
-
 // NATSConfig says which NATS server the controller uses.
 type NATSConfig struct {
 	// URL names an external server or cluster; empty runs an embedded server.

@@ -57,7 +57,9 @@ const tombstoneKeep = time.Minute
 // deletedFireKeep is how long the tombstone of a deleted periodic job keeps
 // its spec: a fire the agent made before it applied the unassign (in
 // flight at the delete, or while its link was down) is reported up to this
-// long after and still recorded. It matches AX_RPT's duplicate window.
+// long after and still recorded (the default reports.dedup_window; a replay
+// after it is refused by the live record or the history, so the two need
+// not match).
 const deletedFireKeep = 2 * time.Hour
 
 func newJobCache() *jobCache {

@@ -172,7 +172,7 @@ func (c *Controller) createMissingOneShots(ctx context.Context, in func(jobID st
 		if _, inHist, err := c.hist.idx.get(ctx, id); err != nil || inHist {
 			continue
 		}
-		if c.now().Sub(j.CreatedAt) >= LiveGrace && !c.hist.caught.Load() {
+		if c.now().Sub(j.CreatedAt) >= c.liveGrace() && !c.hist.caught.Load() {
 			c.log.Warn("one-shot job without its execution while the history index catches up; not recreated", "job", j.ID)
 			continue
 		}
