@@ -36,8 +36,9 @@
 // submitted through the batch API in ten batches a second; the jobs GET an
 // HTTP sink in this process (the http handler, no fork per run). The
 // controller runs with history.retention = -retention (10m) and
-// reports.dedup_window = -dedup-window (10m: the live grace, so a terminal
-// execution leaves ax_execs 10m after it ended; empty for the 2h default). Every
+// reports.dedup_window = -dedup-window (the live grace: with 10m a terminal
+// execution leaves ax_execs 10m after it ended; empty, the default, for
+// the controller's 2h; it applies to -mode pending too). Every
 // -sample (30s) it prints elapsed time, controller RSS, the messages of
 // KV_ax_jobs and KV_ax_execs (the keys of buckets ax_jobs and ax_execs) and
 // of AX_EVT, the controller data dir size, executions done/s (SUCCESS,
@@ -49,7 +50,7 @@
 //	go build -o /tmp/ax-agent ./cmd/ax-agent
 //	(cd bench && go build -o /tmp/bench-pending ./pending)
 //	/tmp/bench-pending -controller /tmp/ax-controller -agent /tmp/ax-agent -n 300000
-//	/tmp/bench-pending -mode soak -controller /tmp/ax-controller -agent /tmp/ax-agent -rate 500 -duration 30m -retention 10m
+//	/tmp/bench-pending -mode soak -controller /tmp/ax-controller -agent /tmp/ax-agent -rate 500 -duration 30m -retention 10m -dedup-window 10m
 //
 // -keep keeps the temporary directory (data and the logs ctl-<n>.log,
 // agent.log); it is kept anyway when the run fails.

@@ -28,7 +28,7 @@ func main() {
 	periodic := flag.Int("periodic", 250, "soak: periodic jobs (every: 1s); the rest of -rate is asap one-shots")
 	duration := flag.Duration("duration", 30*time.Minute, "soak: how long")
 	retention := flag.String("retention", "10m", "soak: history.retention of the controller")
-	dedupWindow := flag.String("dedup-window", "10m", "soak: reports.dedup_window of the controller (the live grace); empty for its default (2h)")
+	dedupWindow := flag.String("dedup-window", "", "reports.dedup_window of the controller (the live grace, and the streams' Msg-Id window); empty for its default (2h)")
 	sample := flag.Duration("sample", 30*time.Second, "soak: sampling interval")
 	pprofAddr := flag.String("pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.Parse()
@@ -51,7 +51,7 @@ func main() {
 	switch *mode {
 	case "pending":
 		ok, err = runPending(ctx, dir, *ctlBin, *agentBin, pendingConfig{n: *n, batch: *batch, inflight: *inflight,
-			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after, pprof: *pprofAddr})
+			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after, pprof: *pprofAddr, dedupWindow: *dedupWindow})
 	case "soak":
 		ok, err = runSoak(ctx, dir, *ctlBin, *agentBin, soakConfig{rate: *rate, periodic: *periodic, duration: *duration,
 			retention: *retention, dedupWindow: *dedupWindow, sample: *sample, batch: *batch, pprof: *pprofAddr})
@@ -76,7 +76,7 @@ func main() {
 // runPending is -mode pending; ok is false when a create failed or a
 // restart re-sent a run.
 func runPending(ctx context.Context, dir, ctlBin, agentBin string, c pendingConfig) (bool, error) {
-	s, err := newSystem(dir, ctlBin, agentBin, "", "", "")
+	s, err := newSystem(dir, ctlBin, agentBin, "", c.dedupWindow, "")
 	if err != nil {
 		return false, err
 	}

@@ -18,6 +18,7 @@ type pendingConfig struct {
 	restarts                 []string // "term", "kill"
 	holdTimeout, after       time.Duration
 	pprof                    string // the controller's --pprof-listen address ("": off)
+	dedupWindow              string // reports.dedup_window ("": the controller's default)
 }
 
 // getPaths are the listings timed before and after the restarts.
