@@ -83,6 +83,9 @@ type Config struct {
 	reportSweep time.Duration
 	// historySweep overrides how often the retention sweeper runs (retention.go).
 	historySweep time.Duration
+	// historySweepBatch overrides sweepBatch (tests: a backlog of many
+	// batches without thousands of executions).
+	historySweepBatch int
 }
 
 // HistoryConfig is history.*: the execution history (history.go,

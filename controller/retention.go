@@ -65,11 +65,14 @@ func (c *Controller) liveGrace() time.Duration { return c.cfg.Reports.DedupWindo
 // defaultHistorySweep is how often the sweeper runs.
 const defaultHistorySweep = time.Minute
 
-// sweepBatch bounds the executions read from the index at once; a pass
-// handles at most sweepBatches of them.
+// sweepBatch bounds the executions read from the index at once. A pass
+// takes batch after batch until the executions past the grace are all
+// removed or it has run sweepBudget: a fixed number of batches a pass
+// (40, 20,000 executions a minute) fell behind a steady 500 executions a
+// second, and live state grew without bound.
 const (
-	sweepBatch   = 500
-	sweepBatches = 40
+	sweepBatch  = 500
+	sweepBudget = 45 * time.Second
 	// sweepParallel bounds the KV requests of a sweep in flight at once.
 	sweepParallel = 32
 )
@@ -107,8 +110,13 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 	shards := c.own.ownedShards()
 	jobs := map[string]bool{}
 	removed := 0
-	for range sweepBatches {
-		batch, err := c.hist.idx.endedBefore(ctx, now.Add(-c.liveGrace()), shards, sweepBatch)
+	start := c.mono()
+	size := sweepBatch
+	if c.cfg.historySweepBatch > 0 {
+		size = c.cfg.historySweepBatch
+	}
+	for {
+		batch, err := c.hist.idx.endedBefore(ctx, now.Add(-c.liveGrace()), shards, size)
 		if err != nil {
 			return err
 		}
@@ -139,7 +147,7 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 			return err
 		}
 		removed += len(ids)
-		if len(batch) < sweepBatch || len(ids) == 0 {
+		if len(batch) < size || len(ids) == 0 || c.mono().Sub(start) >= sweepBudget {
 			break
 		}
 	}
@@ -155,15 +163,32 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 	}
 	retired := 0
 	if len(s.jobs) > 0 && c.hist.upToDate(ctx) {
+		// sweepParallel at a time: one after the other (four round trips
+		// each) they retired fewer one-shot jobs a second than a steady
+		// 250 a second made.
+		ids := make([]string, 0, len(s.jobs))
 		for id := range s.jobs {
-			ok, err := c.retireJob(ctx, s, id, now)
+			ids = append(ids, id)
+		}
+		done := make([]bool, len(ids))
+		var mu sync.Mutex
+		parallel(len(ids), sweepParallel, func(i int) {
+			ok, ms, err := c.retireJob(ctx, ids[i], now)
 			if err != nil {
-				c.log.Warn("history sweep: retire job", "job", id, "err", err)
-				continue
+				c.log.Warn("history sweep: retire job", "job", ids[i], "err", err)
+				return
 			}
-			delete(s.jobs, id)
+			mu.Lock()
+			done[i] = true
+			s.markers = append(s.markers, ms...)
 			if ok {
 				retired++
+			}
+			mu.Unlock()
+		})
+		for i, id := range ids {
+			if done[i] {
+				delete(s.jobs, id)
 			}
 		}
 	}
@@ -250,48 +275,50 @@ func parallel(n, k int, fn func(i int)) {
 
 // retireJob removes one-shot job id from the live job set when every
 // execution it has in the index ended and left live state; it records the
-// job in history first (protocol.JobRetired on AX_EVT).
-func (c *Controller) retireJob(ctx context.Context, s *sweeper, id string, now time.Time) (bool, error) {
+// job in history first (protocol.JobRetired on AX_EVT). It returns the
+// purge markers it wrote, for the next pass to purge; safe to run for
+// several jobs at once.
+func (c *Controller) retireJob(ctx context.Context, id string, now time.Time) (bool, []marker, error) {
 	j, rev, err := c.readJob(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return false, nil
+		return false, nil, nil
 	}
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if isPeriodic(j) || now.Sub(j.CreatedAt) < c.liveGrace() {
-		return false, nil
+		return false, nil, nil
 	}
 	if done, err := c.hist.idx.jobDone(ctx, id); err != nil || !done {
-		return false, err
+		return false, nil, err
 	}
 	data, err := protocol.Encode(protocol.JobRetired{V: protocol.Version, Job: j, At: now})
 	if err != nil {
-		return false, fmt.Errorf("retire job %s: encode: %w", id, err)
+		return false, nil, fmt.Errorf("retire job %s: encode: %w", id, err)
 	}
 	msgID := "retired/" + id + "/" + strconv.FormatUint(j.Generation, 10)
 	if _, err := c.js.Publish(ctx, protocol.JobRetiredSubject(id), data, jetstream.WithMsgID(msgID)); err != nil {
-		return false, fmt.Errorf("retire job %s: record in history: %w", id, err)
+		return false, nil, fmt.Errorf("retire job %s: record in history: %w", id, err)
 	}
 	seq, err := c.purgeKey(ctx, protocol.BucketJobs, id, rev)
 	if errors.Is(err, errCASConflict) {
-		return false, nil // updated meanwhile; its retirement in history is overwritten by the next one
+		return false, nil, nil // updated meanwhile; its retirement in history is overwritten by the next one
 	}
 	if err != nil {
-		return false, fmt.Errorf("retire job %s: %w", id, err)
+		return false, nil, fmt.Errorf("retire job %s: %w", id, err)
 	}
-	s.markers = append(s.markers, marker{stream: kvStream(protocol.BucketJobs), subject: kvSubject(protocol.BucketJobs, id), seq: seq})
+	ms := []marker{{stream: kvStream(protocol.BucketJobs), subject: kvSubject(protocol.BucketJobs, id), seq: seq}}
 	c.jobs.remove(id, seq)
 	if j.IdempotencyKey != "" {
 		k := idemKey(j.IdempotencyKey)
 		if e, err := c.kv.Idem.Get(ctx, k); err == nil && string(e.Value()) == id {
 			if iseq, err := c.purgeKey(ctx, protocol.BucketIdem, k, e.Revision()); err == nil {
-				s.markers = append(s.markers, marker{stream: kvStream(protocol.BucketIdem), subject: kvSubject(protocol.BucketIdem, k), seq: iseq})
+				ms = append(ms, marker{stream: kvStream(protocol.BucketIdem), subject: kvSubject(protocol.BucketIdem, k), seq: iseq})
 			}
 		}
 	}
 	c.log.Debug("job retired", "job", id, "name", j.Name)
-	return true, nil
+	return true, ms, nil
 }
 
 func kvStream(bucket string) string       { return "KV_" + bucket }

@@ -384,3 +384,52 @@ func TestRetentionScanAfterPurge(t *testing.T) {
 		t.Fatalf("the scan waited for a purged sequence:\n%s", logs.String())
 	}
 }
+
+// TestSweepPassTakesTheWholeBacklog: one pass of the sweeper removes every
+// execution past the grace, however many batches that takes (a fixed 40
+// batches a pass fell behind 500 executions a second and live state grew
+// without bound), and retires their one-shot jobs in the same pass. The
+// batch is one execution here, so 45 executions are 45 batches.
+func TestSweepPassTakesTheWholeBacklog(t *testing.T) {
+	f := newRetentionFixture(t, func(cfg *Config) {
+		cfg.historySweep = 24 * time.Hour // only the pass below
+		cfg.historySweepBatch = 1
+	})
+	c, ctx := f.c, tctx(t)
+	var ids, jobIDs []string
+	for range 45 {
+		job, err := c.CreateJob(ctx, asapJob("edge-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := f.a.waitCommand("run", isRun(protocol.ExecID(job.ID, job.CreatedAt), 1)).Run
+		f.a.runAttempt(job.ID, run.ExecID, 1, run.RunAt, retry.OutcomeSuccess, ok)
+		ids, jobIDs = append(ids, run.ExecID), append(jobIDs, job.ID)
+	}
+	for _, id := range ids {
+		waitExec(t, c, id, "SUCCESS", inState(protocol.StateSuccess))
+		f.indexed(t, id)
+	}
+	f.clk.step(DefaultDedupWindow + time.Minute)
+	if err := c.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}, jobs: map[string]bool{}}); err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	for _, id := range ids {
+		if v, err := c.readExec(ctx, id); err != nil || v.rec != nil {
+			left++
+		}
+	}
+	if left != 0 {
+		t.Errorf("%d of %d executions past the grace still in ax_execs after one pass", left, len(ids))
+	}
+	live := 0
+	for _, id := range jobIDs {
+		if _, _, ok := c.jobs.get(id); ok {
+			live++
+		}
+	}
+	if live != 0 {
+		t.Errorf("%d of %d one-shot jobs still live after the pass that removed their executions", live, len(jobIDs))
+	}
+}
