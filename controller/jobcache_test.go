@@ -11,6 +11,7 @@ import (
 
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
 )
 
 // kvEntry is a jetstream.KeyValueEntry made by hand.
@@ -116,4 +117,23 @@ func firstDiff(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// BenchmarkJobCachePage is one page of 51 (a ListJobs page of 50 and its
+// cursor) from a job cache of 300,000 live one-shot jobs pinned to one
+// agent, with the agent filter GET /v1/jobs?agent= applies.
+func BenchmarkJobCachePage(b *testing.B) {
+	spec := protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "30m"}, Target: protocol.Target{Agent: "edge-1"}}.WithDefaults()
+	jc := newJobCache()
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 300_000 {
+		j := spec
+		j.ID = protocol.NewJobID("ctl-1", at.Add(time.Duration(i/5000)*time.Second), uint32(i*7919))
+		jc.put(j, uint64(i+1))
+	}
+	for b.Loop() {
+		if page := jc.page("", 51, func(j *protocol.Job) bool { return j.Target.Agent == "edge-1" }); len(page) != 51 {
+			b.Fatalf("page of %d jobs, want 51", len(page))
+		}
+	}
 }
