@@ -143,7 +143,9 @@ func (r *runQueue) start(batch []*item) {
 					}
 				}
 			}
-			reps[i].Hold = !it.row.Periodic // a periodic fire's record may not exist yet
+			// A periodic fire's record may not exist yet; a run under a
+			// group lease reports at once.
+			reps[i].Hold = !it.row.Periodic && it.row.Epoch == 0
 			if err := reps[i].Enqueue(tx); err != nil {
 				return err
 			}

@@ -36,7 +36,8 @@ type Report struct {
 	// Hold: the outbox may hold the report back a while, waiting for the
 	// attempt's next step (agent outbox.hold): the triggered and running
 	// reports of a run the controller sent, whose execution record exists
-	// already (a periodic fire's first report makes its record: not held).
+	// already (a periodic fire's first report makes its record: not held),
+	// and not under a group lease (epoch 0: its lease follows the reports).
 	Hold bool
 }
 

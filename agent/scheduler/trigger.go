@@ -275,7 +275,10 @@ func (t *trigger) fireRun(w wheelItem) {
 		if err != nil {
 			return err
 		}
-		rep.Hold = true // a run the controller sent: its record exists
+		// A run the controller sent: its record exists. Not a run under a
+		// group lease (epoch > 0): the lease and its moves follow the
+		// triggered reports, which go at once.
+		rep.Hold = row.Epoch == 0
 		return rep.Enqueue(tx)
 	}, func(err error) {
 		if err == nil && ok {

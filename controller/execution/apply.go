@@ -137,6 +137,15 @@ func applyRetryDue(rec *Record, e RetryDue, env Env) (*Record, []Effect, error) 
 		return nil, nil, reject(ErrNoAgent, "retry of attempt %d has no agent to run on", e.Attempt+1)
 	}
 	n := e.Attempt + 1
+	if rec.Sent == n && rec.Epoch > 0 && agent != rec.Agent && epoch > rec.Epoch {
+		// Attempt n went to rec.Agent already, and the job's lease has
+		// moved since (the timer fired again after a restart or a
+		// takeover, before the old holder's report arrived): that agent
+		// may be running it. Sending n to the new holder would run one
+		// attempt twice; it is the lease move's case instead: n is lost
+		// with its agent, and n+1 goes to the new holder after its backoff.
+		return applyAgentLost(rec, AgentLost{NewAgent: agent, Epoch: epoch}, env)
+	}
 	runAt := rec.NextAttemptAt
 	if runAt.After(env.Now) {
 		runAt = env.Now

@@ -245,6 +245,20 @@ func TestApplyEffects(t *testing.T) {
 	if again, effs, err := Apply(next, RetryDue{Attempt: 1, GroupAny: true, Held: true, Holder: "a3", HolderEpoch: 9}, env); err != nil || again != nil || len(effs) != 1 {
 		t.Fatalf("retry due again: %+v %v %v, want no write and the run", again, effs, err)
 	}
+	// Attempt 2 was sent to a3 under epoch 9; the timer fires again (a
+	// restart) after the lease moved to a4: a3 may be running attempt 2,
+	// so it is not sent to a4 too. It is lost with its agent and attempt 3
+	// goes to a4 after the backoff.
+	moved, effs, err := Apply(next, RetryDue{Attempt: 1, GroupAny: true, Held: true, Holder: "a4", HolderEpoch: 10}, env)
+	if err != nil || moved.Agent != "a4" || moved.Epoch != 10 || moved.Attempt != 2 || moved.State != protocol.StateRetryWaiting ||
+		moved.Outcome != retry.OutcomeAgentLost {
+		t.Fatalf("retry due after the lease moved: %+v %v, want attempt 2 lost on a3 and the execution re-pointed to a4", moved, err)
+	}
+	for _, e := range effs {
+		if r, ok := e.(SendRun); ok {
+			t.Fatalf("retry due after the lease moved sent %+v: attempt 2 would run on a3 and a4", r)
+		}
+	}
 	if _, _, err := Apply(w, RetryDue{Attempt: 1, GroupAny: true}, env); !errors.Is(err, ErrNoHolder) {
 		t.Fatalf("retry without holder: %v", err)
 	}
