@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/pkg/protocol"
-	"github.com/axsched/ax/pkg/retry"
 )
 
 // shortWindow is a reports.dedup_window and history.retention of 10m
@@ -143,15 +142,8 @@ func TestRetentionShortWindowReplayRefused(t *testing.T) {
 	f.leftLive(t, execID)
 
 	dup := val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))
-	replay := func(jobID, id string, sched time.Time) {
-		for _, k := range []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning} {
-			f.a.publish(f.a.rep(jobID, id, 1, k, sched), "replay/"+id+"/"+string(k))
-		}
-		r := finished(f.a.rep(jobID, id, 1, protocol.ReportFinished, sched), retry.OutcomeFailure, permanent, time.Millisecond)
-		f.a.publish(r, "replay/"+id+"/finished")
-	}
-	replay(per.ID, fired, at)
-	replay(job.ID, execID, job.CreatedAt)
+	f.replay(per.ID, fired, at)
+	f.replay(job.ID, execID, job.CreatedAt)
 	eventually(t, 10*time.Second, "six replayed reports refused as duplicates", func() bool {
 		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))-dup == 6
 	})

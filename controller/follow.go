@@ -80,8 +80,3 @@ func followKVWith(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstr
 	})
 	return nil
 }
-
-// errWatchStopped: the watcher's updates channel closed during the first
-// pass (the watcher was stopped); followKVWith returns nil then, as
-// followKV always did.
-var errWatchStopped = errors.New("watcher stopped")

@@ -77,6 +77,17 @@ func (f *retentionFixture) indexed(t *testing.T, id string) {
 	})
 }
 
+// replay publishes the three reports of attempt 1 of execution id again,
+// under new Msg-Ids (a failure this time), as an agent replaying its
+// outbox long after would.
+func (f *retentionFixture) replay(jobID, id string, sched time.Time) {
+	for _, k := range []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning} {
+		f.a.publish(f.a.rep(jobID, id, 1, k, sched), "replay/"+id+"/"+string(k))
+	}
+	r := finished(f.a.rep(jobID, id, 1, protocol.ReportFinished, sched), retry.OutcomeFailure, permanent, time.Millisecond)
+	f.a.publish(r, "replay/"+id+"/finished")
+}
+
 // leftLive waits until id has no record in ax_execs.
 func (f *retentionFixture) leftLive(t *testing.T, id string) {
 	t.Helper()
@@ -216,15 +227,8 @@ func TestRetentionLateReportsNeverResurrect(t *testing.T) {
 	f.leftLive(t, execID)
 
 	dup := val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))
-	replay := func(jobID, id string, sched time.Time) {
-		for _, k := range []protocol.ReportKind{protocol.ReportTriggered, protocol.ReportRunning} {
-			f.a.publish(f.a.rep(jobID, id, 1, k, sched), "replay/"+id+"/"+string(k))
-		}
-		r := finished(f.a.rep(jobID, id, 1, protocol.ReportFinished, sched), retry.OutcomeFailure, permanent, time.Millisecond)
-		f.a.publish(r, "replay/"+id+"/finished")
-	}
-	replay(per.ID, fired, at)
-	replay(job.ID, execID, job.CreatedAt)
+	f.replay(per.ID, fired, at)
+	f.replay(job.ID, execID, job.CreatedAt)
 	eventually(t, 10*time.Second, "six replayed reports refused as duplicates", func() bool {
 		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))-dup == 6
 	})
