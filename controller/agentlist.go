@@ -40,7 +40,7 @@ func (c *Controller) ListAgentPage(ctx context.Context, f AgentFilter) (AgentPag
 	}
 	page := c.fleet.listAgentPage(f, limit, sel)
 	for i := range page.Agents {
-		c.listed(&page.Agents[i])
+		c.agentsvc.listed(&page.Agents[i])
 	}
 	page.Counts.NoCommands = c.consumers.count()
 	return page, nil
@@ -146,7 +146,7 @@ func (p *pageIDs) sorted() []string {
 // listed completes agent a, with Online computed, as ListAgents shows
 // it: NoCommandConsumer, and Leases the group leases it holds in ax_leases
 // (not its own claims).
-func (c *Controller) listed(a *protocol.AgentInfo) {
+func (c *agentService) listed(a *protocol.AgentInfo) {
 	a.NoCommandConsumer = a.Online && c.consumers.notReady(a.Agent)
 	held := c.leases.heldBy(a.Agent, c.mono(), c.cfg.LeaseTTL)
 	a.Leases = nil
@@ -167,7 +167,7 @@ func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, erro
 	}
 	out := c.fleet.listAgents()
 	for i := range out {
-		c.listed(&out[i])
+		c.agentsvc.listed(&out[i])
 	}
 	return out, nil
 }

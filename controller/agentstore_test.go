@@ -136,7 +136,7 @@ func TestHeartbeatNotHeldUpByLivenessWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := &gatedKV{open: make(chan struct{})}
-	c.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue {
+	c.hooks.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue {
 		if kv.Bucket() != protocol.BucketAgents {
 			return kv
 		}

@@ -107,13 +107,13 @@ func sameAssign(a, b protocol.Assign) bool {
 // force(agent) re-sends an unchanged assignment (an agent that may have
 // missed it). Errors are logged: an agent that misses a command gets its
 // assignments again when it re-registers with a stale cursor.
-func (c *Controller) applyDiff(ctx context.Context, jobID string, before, after map[string]protocol.Assign, force func(string) bool, reason string) {
+func (c *placer) applyDiff(ctx context.Context, jobID string, before, after map[string]protocol.Assign, force func(string) bool, reason string) {
 	for agent := range before {
 		if _, ok := after[agent]; ok {
 			continue
 		}
 		cmd := protocol.Command{Kind: protocol.CmdUnassign, Agent: agent, Unassign: &protocol.Unassign{JobID: jobID, Reason: reason}}
-		if err := c.publishCommand(ctx, cmd, ""); err != nil {
+		if err := c.ex.publishCommand(ctx, cmd, ""); err != nil {
 			c.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
 			continue
 		}
@@ -125,7 +125,7 @@ func (c *Controller) applyDiff(ctx context.Context, jobID string, before, after 
 		}
 		a := a
 		cmd := protocol.Command{Kind: protocol.CmdAssign, Agent: agent, Assign: &a}
-		if err := c.publishCommand(ctx, cmd, ""); err != nil {
+		if err := c.ex.publishCommand(ctx, cmd, ""); err != nil {
 			c.log.Error("send assign", "job", jobID, "agent", agent, "err", err)
 			continue
 		}
@@ -140,7 +140,7 @@ func (c *Controller) applyDiff(ctx context.Context, jobID string, before, after 
 // onJobChanged dispatches a created (old nil), updated or deleted (next
 // nil) job: assignment diff for periodic jobs, a PENDING execution and run
 // command for one-shot jobs.
-func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) {
+func (c *placer) onJobChanged(ctx context.Context, old, next *protocol.Job) {
 	// The change is stored: its commands must go out even when the API
 	// caller whose request made it goes away now (a cancelled request
 	// context left a one-shot job stored without an execution).
@@ -156,7 +156,7 @@ func (c *Controller) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 
 // assignChange sends the assignment diff of a created (old nil), updated
 // or deleted (next nil) job: onJobChanged without the one-shot dispatch.
-func (c *Controller) assignChange(ctx context.Context, old, next *protocol.Job) {
+func (c *placer) assignChange(ctx context.Context, old, next *protocol.Job) {
 	c.assignMu.Lock()
 	var agents []protocol.AgentInfo
 	if old != nil && needsFleet(*old) || next != nil && needsFleet(*next) {
@@ -188,7 +188,7 @@ func (c *Controller) assignChange(ctx context.Context, old, next *protocol.Job) 
 // is its record before (nil when new). resend re-sends every assignment of
 // the agent (new agent, or its cursor is behind the stream). Called with
 // assignMu held.
-func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
+func (c *placer) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
 	if !resend && prev != nil && !groupChange(*prev, cur) {
 		// No group it is in changes and nothing is re-sent: its
 		// registration costs nothing here, whatever the job count.
@@ -241,7 +241,7 @@ func (c *Controller) reconcileAgent(ctx context.Context, prev *protocol.AgentInf
 // group to a live member. Registrations place them too, but a registration
 // may be answered by another replica than the one that knows the waiting
 // execution. The ownership loop calls it once a pass.
-func (c *Controller) placeWaiting(ctx context.Context, now time.Time) {
+func (c *placer) placeWaiting(ctx context.Context, now time.Time) {
 	c.assignMu.Lock()
 	defer c.assignMu.Unlock()
 	if len(c.unplaced) == 0 {

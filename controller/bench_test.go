@@ -228,23 +228,23 @@ func BenchmarkReportChecks(b *testing.B) {
 	})
 	b.Run("checks-pinned", func(b *testing.B) {
 		for b.Loop() {
-			if _, ok := c.shardOK(psubj, pr.JobID); !ok {
+			if _, ok := c.ingest.shardOK(psubj, pr.JobID); !ok {
 				b.Fatal("shard")
 			}
-			if reason, detail, _ := c.authorizeCreate(ctx, pr); reason != "" {
+			if reason, detail, _ := c.ingest.authorizeCreate(ctx, pr); reason != "" {
 				b.Fatal(detail)
 			}
 		}
 	})
 	b.Run("checks-group", func(b *testing.B) {
 		for b.Loop() {
-			if _, ok := c.shardOK(gsubj, gr.JobID); !ok {
+			if _, ok := c.ingest.shardOK(gsubj, gr.JobID); !ok {
 				b.Fatal("shard")
 			}
-			if reason, detail := c.authorizeEpoch(ctx, gr); reason != "" {
+			if reason, detail := c.ingest.authorizeEpoch(ctx, gr); reason != "" {
 				b.Fatal(detail)
 			}
-			if reason, detail, _ := c.authorizeCreate(ctx, gr); reason != "" {
+			if reason, detail, _ := c.ingest.authorizeCreate(ctx, gr); reason != "" {
 				b.Fatal(detail)
 			}
 		}

@@ -48,7 +48,7 @@ func (cc *consumerCheck) count() int {
 
 // checkConsumers lists AX_CMD's consumers and updates the marks of the
 // online agents and ax_agents_without_command_consumer.
-func (c *Controller) checkConsumers(ctx context.Context) error {
+func (c *core) checkConsumers(ctx context.Context) error {
 	s, err := c.js.Stream(ctx, protocol.StreamCommands)
 	if err != nil {
 		return fmt.Errorf("check command consumers: %w", err)
@@ -95,6 +95,6 @@ func (c *Controller) checkConsumers(ctx context.Context) error {
 }
 
 // consumerLoop runs checkConsumers every consumerCheckInterval.
-func (c *Controller) consumerLoop(ctx context.Context) {
+func (c *core) consumerLoop(ctx context.Context) {
 	c.every(ctx, consumerCheckInterval, consumerCheckInterval, "command consumer check failed", c.checkConsumers)
 }

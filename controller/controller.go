@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,10 +22,22 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// Controller is the ax controller core: embedded (or external) NATS,
-// jobs, executions and their state machine, retries, agents and the
-// commands that reach them. Make one with New, then Start it.
+// Controller is the ax controller: embedded (or external) NATS, jobs,
+// executions and their state machine, retries, agents and the commands
+// that reach them. Make one with New, then Start it.
+//
+// Its methods are the controller's API (the HTTP layer's Backend) and
+// its lifecycle; each is a short entry into the part that does the work
+// (parts.go).
 type Controller struct {
+	*core
+}
+
+// core is what every part of the controller shares: the configuration,
+// the stores and caches, the lease and fleet components and the parts
+// themselves (parts.go), and the lifecycle that starts and stops them.
+// The parts embed it; one core exists per Controller.
+type core struct {
 	cfg Config
 	log *slog.Logger
 	clk clock.Clock
@@ -46,12 +59,8 @@ type Controller struct {
 	fleet     *fleet
 	agents    *agentRegistry
 	consumers consumerCheck // online agents without a command consumer (consumers.go)
-	// wrapKV, when a test sets it, wraps ax_agents and ax_leases as the
-	// heartbeat path writes them (the fleet, the group-lease renewals), to
-	// delay the writes.
-	wrapKV  func(jetstream.KeyValue) jetstream.KeyValue
-	retries *retrier
-	hist    *history // the execution history index (history.go)
+	retries   *retrier
+	hist      *history // the execution history index (history.go)
 
 	// Leases (ownership.go, grouplease.go): the view of ax_leases; own
 	// holds the shard leases and says which shards this replica works
@@ -71,12 +80,12 @@ type Controller struct {
 	unplaced map[string]string // exec id → job id of PENDING executions without an agent
 	created  createdExecs      // records CreateJob wrote, for the first report's lane (createdcache.go)
 	evMemo   eventMemo         // events published, for the history follower (eventmemo.go)
-	// beforeReload, when a test sets it, runs at the start of every
-	// reloadExecutions (to hold a reload up).
-	beforeReload func()
-	// idRand, when a test sets it, draws the random part of new job ids
-	// instead of math/rand/v2's Uint32.
+	// idRand draws the random part of new job ids: math/rand/v2's Uint32
+	// (a test draws its own).
 	idRand func() uint32
+	hooks  testHooks
+
+	parts
 
 	lifeMu  sync.Mutex
 	state   lifeState
@@ -85,6 +94,16 @@ type Controller struct {
 	wg      sync.WaitGroup
 	subs    []*nats.Subscription
 	closeCh chan struct{}
+}
+
+// testHooks are nil in production; the package's tests set them to hold
+// a step up or to wrap a store.
+type testHooks struct {
+	// beforeReload runs at the start of every reloadExecutions.
+	beforeReload func()
+	// wrapKV wraps ax_agents and ax_leases as the heartbeat path writes
+	// them (the fleet, the group-lease renewals), to delay the writes.
+	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
 }
 
 type lifeState int
@@ -106,13 +125,14 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{
+	c := &core{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		clk:      cfg.Clock,
 		m:        m,
 		unplaced: map[string]string{},
 		closeCh:  make(chan struct{}),
+		idRand:   mrand.Uint32,
 	}
 	c.jobs = newJobCache()
 	c.jobs.now = c.now
@@ -126,7 +146,7 @@ func New(cfg Config) (*Controller, error) {
 		log: c.log, m: ownershipMetrics{shardsOwned: m.shardsOwned, takeovers: m.takeovers},
 		clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun,
 		leases: c.leases, instance: c.instance, started: cfg.Clock.Now().UTC().Round(0),
-	}, c)
+	}, ownershipHostOf{c})
 	c.fleet = newFleet(fleetEnv{
 		cfg: fleetConfig{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
 			HeartbeatInterval: cfg.HeartbeatInterval, AgentOfflineAfter: cfg.AgentOfflineAfter},
@@ -138,7 +158,7 @@ func New(cfg Config) (*Controller, error) {
 			return followKV(ctx, w, apply, c.goRun)
 		},
 		instance: c.instance, assign: &c.assignMu,
-	}, c)
+	}, fleetHostOf{c})
 	c.agents = c.fleet.agents
 	c.groups = newGroupLeases(groupLeaseEnv{
 		cfg: groupLeaseConfig{LeaseTTL: cfg.LeaseTTL, AgentOfflineAfter: cfg.AgentOfflineAfter},
@@ -147,8 +167,9 @@ func New(cfg Config) (*Controller, error) {
 			failover: m.failover},
 		now: c.now, mono: c.mono, goRun: c.goRun,
 		leases: c.leases, jobs: c.jobs, agents: c.agents, own: c.own,
-	}, c)
-	return c, nil
+	}, groupLeaseHostOf{c})
+	c.parts = newParts(c)
+	return &Controller{core: c}, nil
 }
 
 // Registry returns the registry the controller's metrics are registered on.
@@ -190,7 +211,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	return nil
 }
 
-func (c *Controller) start(ctx context.Context) error {
+func (c *core) start(ctx context.Context) error {
 	if c.cfg.NATS.URL == "" {
 		if err := c.fleet.openAuth(c.kvGuard.reload); err != nil {
 			return fmt.Errorf("start: %w", err)
@@ -267,8 +288,8 @@ func (c *Controller) start(ctx context.Context) error {
 		return fmt.Errorf("start: load leases: %w", err)
 	}
 	agentsKV, leaseKV := c.kv.Agents, c.kv.Leases
-	if c.wrapKV != nil {
-		agentsKV, leaseKV = c.wrapKV(agentsKV), c.wrapKV(leaseKV)
+	if c.hooks.wrapKV != nil {
+		agentsKV, leaseKV = c.hooks.wrapKV(agentsKV), c.hooks.wrapKV(leaseKV)
 	}
 	c.groups.attach(c.ctx, c.js, c.kv, leaseKV)
 	if err := c.retryStart(ctx, "load lease grants", c.groups.followEpochs); err != nil {
@@ -288,8 +309,8 @@ func (c *Controller) start(ctx context.Context) error {
 	c.goRun(c.fleet.livenessLoop)
 	c.goRun(c.fleet.store.digestLoop)
 	c.goRun(c.consumerLoop)
-	c.goRun(c.reportStreamLoop)
-	c.goRun(c.retentionLoop)
+	c.goRun(c.ingest.reportStreamLoop)
+	c.goRun(c.ret.retentionLoop)
 	return nil
 }
 
@@ -298,7 +319,7 @@ func (c *Controller) start(ctx context.Context) error {
 func (c *Controller) ShardOwners() []string { return c.own.shardOwners() }
 
 // goRun runs fn on a goroutine tracked by Close.
-func (c *Controller) goRun(fn func(ctx context.Context)) {
+func (c *core) goRun(fn func(ctx context.Context)) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -325,7 +346,7 @@ func (c *Controller) Close() error {
 	return nil
 }
 
-func (c *Controller) shutdown() {
+func (c *core) shutdown() {
 	for _, s := range c.subs {
 		_ = s.Unsubscribe()
 	}
@@ -355,7 +376,7 @@ func (c *Controller) shutdown() {
 }
 
 // ready returns ErrNotReady unless Start has completed and Close has not run.
-func (c *Controller) ready() error {
+func (c *core) ready() error {
 	c.lifeMu.Lock()
 	defer c.lifeMu.Unlock()
 	switch c.state {
@@ -402,7 +423,7 @@ func kvErr(op string, err error) error {
 // replicas use: a replica deciding that a lease lapsed after a shorter TTL
 // than the one its holder was granted would let two holders fire. With no
 // other replica live, the bucket's TTL is changed (by Ensure).
-func (c *Controller) checkLeaseTTL(ctx context.Context) error {
+func (c *core) checkLeaseTTL(ctx context.Context) error {
 	kv, err := c.js.KeyValue(ctx, protocol.BucketLeases)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil

@@ -57,7 +57,7 @@ func TestCreateOneShotReadsNothing(t *testing.T) {
 		t.Errorf("CreateJob read ax_execs %d times, want 0", n)
 	}
 	execID := protocol.ExecID(j.ID, j.CreatedAt)
-	v, err := c.readExec(ctx, execID)
+	v, err := c.ex.readExec(ctx, execID)
 	if err != nil || v.rec == nil || v.rec.State != protocol.StatePending || v.rec.Agent != "edge-1" {
 		t.Fatalf("execution %s after CreateJob: %+v, %v; want PENDING on edge-1", execID, v.rec, err)
 	}

@@ -60,7 +60,7 @@ type oneShotMade struct {
 //     client got an error, no run was sent; the reload removes such a
 //     record once it is older than orphanExecAfter (repairOrphanExecs).
 //     Without the crash, a failed job write retires the records at once.
-func (c *Controller) createOneShot(ctx context.Context, j protocol.Job, data []byte) (protocol.Job, bool, error) {
+func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []byte) (protocol.Job, bool, error) {
 	if isPeriodic(j) || j.Paused {
 		return protocol.Job{}, false, nil
 	}
@@ -72,7 +72,7 @@ func (c *Controller) createOneShot(ctx context.Context, j protocol.Job, data []b
 	if !ok {
 		return protocol.Job{}, false, nil
 	}
-	ps, err := c.placements(j, at)
+	ps, err := c.place.placements(j, at)
 	if err != nil {
 		return protocol.Job{}, false, nil // stored the other way, which logs why it has no execution
 	}
@@ -92,7 +92,7 @@ func (c *Controller) createOneShot(ctx context.Context, j protocol.Job, data []b
 	defer cancel()
 	wctx, wcancel := context.WithTimeout(ctx, createWriteWait)
 	defer wcancel()
-	execs := c.execs()
+	execs := c.ex.execs()
 	jm := &nats.Msg{Subject: kvSubject(protocol.BucketJobs, j.ID), Data: data, Header: nats.Header{}}
 	jfut, jerr := c.js.PublishMsgAsync(jm, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithStallWait(asyncStallWait))
 	for i := range made {
@@ -122,11 +122,11 @@ func (c *Controller) createOneShot(ctx context.Context, j protocol.Job, data []b
 	}
 	c.jobs.put(j, jrev)
 	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
-	c.assignChange(ctx, nil, &j)
+	c.place.assignChange(ctx, nil, &j)
 	if failed {
 		// A record not stored: create the executions the general way,
 		// which keeps those stored and sends their runs.
-		if _, err := c.createRuns(ctx, j, at, "scheduled", 0); err != nil {
+		if _, err := c.place.createRuns(ctx, j, at, "scheduled", 0); err != nil {
 			c.log.Error("dispatch one-shot job", "job", j.ID, "err", err)
 		}
 		return j, true, nil
@@ -145,7 +145,7 @@ func (c *Controller) createOneShot(ctx context.Context, j protocol.Job, data []b
 // runs' acks (createWriteWait) and the events' (eventAckWait), as
 // execEffects does, so that a list made after the reply shows the
 // executions.
-func (c *Controller) dispatchMade(ctx context.Context, j protocol.Job, made []oneShotMade) {
+func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []oneShotMade) {
 	type runSent struct {
 		rec *execRecord
 		fut jetstream.PubAckFuture
@@ -162,7 +162,7 @@ func (c *Controller) dispatchMade(ctx context.Context, j protocol.Job, made []on
 				rest = append(rest, e)
 			}
 		}
-		futs, _, _ := c.startEffects(ctx, m.next, &j, rest) // no command among them: no error
+		futs, _, _ := c.ex.startEffects(ctx, m.next, &j, rest) // no command among them: no error
 		evs = append(evs, futs...)
 		for _, r := range send {
 			fut, err := c.publishRunAsync(j, m.next, r.Attempt, r.RunAt)
@@ -197,7 +197,7 @@ func (c *Controller) dispatchMade(ctx context.Context, j protocol.Job, made []on
 
 // publishRunAsync publishes the run command of attempt of rec (as sendRun)
 // without waiting for its ack.
-func (c *Controller) publishRunAsync(job protocol.Job, rec *execRecord, attempt int, runAt time.Time) (jetstream.PubAckFuture, error) {
+func (c *jobService) publishRunAsync(job protocol.Job, rec *execRecord, attempt int, runAt time.Time) (jetstream.PubAckFuture, error) {
 	cmd := protocol.Command{V: protocol.Version, Kind: protocol.CmdRun, Agent: rec.Agent, IssuedAt: c.now(), Run: &protocol.Run{
 		Job: job, ExecID: rec.ExecID, Attempt: attempt, RunAt: runAt, Epoch: rec.Epoch,
 	}}
@@ -228,7 +228,7 @@ func waitAck(ctx context.Context, fut jetstream.PubAckFuture) (uint64, error) {
 // record younger than orphanExecAfter, whose run AX_CMD holds (sent), or
 // whose job has any message in ax_jobs (a deleted job, whose executions
 // run to their end) is left alone. It returns the ids it removed.
-func (c *Controller) repairOrphanExecs(ctx context.Context, recs []*execRecord, revs map[string]uint64, sent map[string]bool) map[string]bool {
+func (c *reloader) repairOrphanExecs(ctx context.Context, recs []*execRecord, revs map[string]uint64, sent map[string]bool) map[string]bool {
 	removed := map[string]bool{}
 	for _, r := range recs {
 		if r.State != protocol.StatePending || r.Attempt > 1 || sent[runMsgID(r, r.Attempt)] || c.now().Sub(r.UpdatedAt) < orphanExecAfter {
@@ -240,7 +240,7 @@ func (c *Controller) repairOrphanExecs(ctx context.Context, recs []*execRecord, 
 		if _, err := c.kv.Jobs.History(ctx, r.JobID); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // the job exists or existed, or ax_jobs could not be read
 		}
-		if _, err := c.execs().retire(ctx, r.ExecID, revs[r.ExecID]); err != nil {
+		if _, err := c.ex.execs().retire(ctx, r.ExecID, revs[r.ExecID]); err != nil {
 			c.log.Warn("remove execution of a job never stored", "exec", r.ExecID, "job", r.JobID, "err", err)
 			continue
 		}

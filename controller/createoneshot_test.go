@@ -46,7 +46,7 @@ func TestCreateOneShotWritesTogether(t *testing.T) {
 		t.Errorf("ax_execs stream at %d after the failed create, want %d (the record, written alongside the job, and its removal)", got, execsBefore+2)
 	}
 	n := 0
-	if err := c.scanExecs(ctx, func(*execRecord, uint64) { n++ }); err != nil {
+	if err := c.ex.scanExecs(ctx, func(*execRecord, uint64) { n++ }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -122,7 +122,7 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c1.execs().put(ctx, execVersion{}, rec); err != nil {
+		if _, err := c1.ex.execs().put(ctx, execVersion{}, rec); err != nil {
 			t.Fatal(err)
 		}
 		return rec.ExecID
@@ -141,11 +141,11 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 	if reload["orphans_removed"] != float64(1) {
 		t.Errorf("reload %v: want 1 orphan removed", reload)
 	}
-	if v, err := c2.readExec(ctx, old); err != nil || v.rec != nil {
+	if v, err := c2.ex.readExec(ctx, old); err != nil || v.rec != nil {
 		t.Errorf("execution %s of a job never stored after the reload: %+v, %v; want removed", old, v.rec, err)
 	}
 	for _, id := range []string{young, delExec} {
-		if v, err := c2.readExec(ctx, id); err != nil || v.rec == nil || v.rec.State != protocol.StatePending {
+		if v, err := c2.ex.readExec(ctx, id); err != nil || v.rec == nil || v.rec.State != protocol.StatePending {
 			t.Errorf("execution %s after the reload: %+v, %v; want kept PENDING", id, v.rec, err)
 		}
 	}
@@ -208,7 +208,7 @@ func TestCreateJobDrawsAgainWhenIDTaken(t *testing.T) {
 	}
 	// Each one-shot job has its one execution; the taken try left none.
 	n := 0
-	if err := c.scanExecs(ctx, func(*execRecord, uint64) { n++ }); err != nil {
+	if err := c.ex.scanExecs(ctx, func(*execRecord, uint64) { n++ }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {

@@ -77,11 +77,11 @@ func TestRetentionShortDedupWindow(t *testing.T) {
 
 	f.clk.step(9 * time.Minute)
 	for range 5 {
-		if err := c.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
+		if err := c.ret.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if v, _ := c.readExec(ctx, execID); v.rec == nil {
+	if v, _ := c.ex.readExec(ctx, execID); v.rec == nil {
 		t.Fatalf("%s left ax_execs before the 10m grace ended", execID)
 	}
 
@@ -97,7 +97,7 @@ func TestRetentionShortDedupWindow(t *testing.T) {
 
 	f.clk.step(7 * time.Minute) // 18m: within grace + retention
 	for range 5 {
-		if err := c.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
+		if err := c.ret.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,7 +148,7 @@ func TestRetentionShortWindowReplayRefused(t *testing.T) {
 		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))-dup == 6
 	})
 	for _, id := range []string{fired, execID} {
-		if v, err := c.readExec(context.Background(), id); err != nil || v.rec != nil {
+		if v, err := c.ex.readExec(context.Background(), id); err != nil || v.rec != nil {
 			t.Fatalf("%s is back in ax_execs: %+v, %v", id, v.rec, err)
 		}
 		if e, err := c.GetExecution(ctx, id); err != nil || e.State != protocol.StateSuccess {

@@ -22,7 +22,7 @@ type placement struct {
 }
 
 // placements returns where one fire of job at scheduled runs.
-func (c *Controller) placements(j protocol.Job, scheduled time.Time) ([]placement, error) {
+func (c *placer) placements(j protocol.Job, scheduled time.Time) ([]placement, error) {
 	if j.Target.Agent != "" {
 		return []placement{{execID: protocol.ExecID(j.ID, scheduled), agent: j.Target.Agent}}, nil
 	}
@@ -43,7 +43,7 @@ func (c *Controller) placements(j protocol.Job, scheduled time.Time) ([]placemen
 
 // pickRunAgent chooses the agent of a mode-any run: rendezvous over the
 // online members, else over all registered members, else none.
-func (c *Controller) pickRunAgent(j protocol.Job, members []protocol.AgentInfo) string {
+func (c *placer) pickRunAgent(j protocol.Job, members []protocol.AgentInfo) string {
 	now := c.now()
 	var online []protocol.AgentInfo
 	for _, a := range members {
@@ -62,7 +62,7 @@ func (c *Controller) pickRunAgent(j protocol.Job, members []protocol.AgentInfo) 
 // kept (and its run re-sent while PENDING). newJob says that j was created
 // in this call (CreateJob): its executions cannot exist yet, so they are
 // created without reading the history index or ax_execs first.
-func (c *Controller) dispatchOneShot(ctx context.Context, j protocol.Job, newJob bool) ([]protocol.Execution, error) {
+func (c *placer) dispatchOneShot(ctx context.Context, j protocol.Job, newJob bool) ([]protocol.Execution, error) {
 	s, err := schedule.Parse(j.Schedule, j.CreatedAt)
 	if err != nil {
 		return nil, fieldError(err)
@@ -94,7 +94,7 @@ const (
 // createRuns makes the PENDING executions of one fire of j at scheduled and
 // sends their run commands (attempt 1, run_at = scheduled); mode says what
 // it may assume (createMode).
-func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled time.Time, reason string, mode createMode) ([]protocol.Execution, error) {
+func (c *placer) createRuns(ctx context.Context, j protocol.Job, scheduled time.Time, reason string, mode createMode) ([]protocol.Execution, error) {
 	ps, err := c.placements(j, scheduled)
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled t
 			return out, err
 		} else if ok && e.State.Terminal() {
 			// Ended, and may have left live state (retention.go): never made again.
-			if v, err := c.readExec(ctx, p.execID); err != nil {
+			if v, err := c.ex.readExec(ctx, p.execID); err != nil {
 				return out, err
 			} else if v.rec == nil {
 				if fresh && i == 0 {
@@ -122,15 +122,15 @@ func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled t
 		var before, after *execRecord
 		var effs []execution.Effect
 		if newJob {
-			before, after, effs, err = c.createExec(ctx, ev)
+			before, after, effs, err = c.ex.createExec(ctx, ev)
 		} else {
-			before, after, effs, err = c.applyExec(ctx, p.execID, ev, execution.Env{})
+			before, after, effs, err = c.ex.applyExec(ctx, p.execID, ev, execution.Env{})
 		}
 		if errors.Is(err, execution.ErrExists) {
 			if fresh && i == 0 {
 				return nil, errExecExists
 			}
-			if err := c.execEffects(ctx, before, &j, effs); err != nil { // the run of a PENDING one, again
+			if err := c.ex.execEffects(ctx, before, &j, effs); err != nil { // the run of a PENDING one, again
 				return out, err
 			}
 			out = append(out, before.Execution)
@@ -139,7 +139,7 @@ func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled t
 		if err != nil {
 			return out, err
 		}
-		if err := c.execEffects(ctx, after, &j, effs); err != nil {
+		if err := c.ex.execEffects(ctx, after, &j, effs); err != nil {
 			return out, err
 		}
 		out = append(out, after.Execution)
@@ -149,7 +149,7 @@ func (c *Controller) createRuns(ctx context.Context, j protocol.Job, scheduled t
 
 // placeUnplaced gives the PENDING executions that wait for an agent of
 // their group to agent a, if it matches. Called with assignMu held.
-func (c *Controller) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
+func (c *placer) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 	for execID, jobID := range c.unplaced {
 		j, _, ok := c.jobs.get(jobID)
 		if !ok {
@@ -159,7 +159,7 @@ func (c *Controller) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 		if len(groupMembers(j, []protocol.AgentInfo{a})) == 0 {
 			continue
 		}
-		_, after, effs, err := c.applyExec(ctx, execID, execution.Place{Agent: a.Agent}, execution.Env{})
+		_, after, effs, err := c.ex.applyExec(ctx, execID, execution.Place{Agent: a.Agent}, execution.Env{})
 		if errors.Is(err, execution.ErrMovedOn) {
 			delete(c.unplaced, execID)
 			continue
@@ -169,7 +169,7 @@ func (c *Controller) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 			continue
 		}
 		delete(c.unplaced, execID)
-		if err := c.execEffects(ctx, after, &j, effs); err != nil {
+		if err := c.ex.execEffects(ctx, after, &j, effs); err != nil {
 			c.log.Warn("send run of placed execution", "exec", execID, "agent", a.Agent, "err", err)
 			continue
 		}
@@ -179,7 +179,7 @@ func (c *Controller) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 
 // dropUnplacedOf forgets the unplaced executions of a deleted job. Called
 // with assignMu held.
-func (c *Controller) dropUnplacedOf(jobID string) {
+func (c *placer) dropUnplacedOf(jobID string) {
 	for execID, j := range c.unplaced {
 		if j == jobID {
 			delete(c.unplaced, execID)
@@ -197,13 +197,13 @@ func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execut
 	if err := protocol.ValidateJobID("id", id); err != nil {
 		return protocol.Execution{}, fmt.Errorf("trigger job %q: %w", id, ErrNotFound)
 	}
-	j, _, err := c.readJob(ctx, id)
+	j, _, err := c.jobsvc.readJob(ctx, id)
 	if err != nil {
 		return protocol.Execution{}, err
 	}
 	scheduled := c.now().Truncate(time.Millisecond)
 	for range 1000 {
-		execs, err := c.createRuns(ctx, j, scheduled, "manual_trigger", runsFresh)
+		execs, err := c.place.createRuns(ctx, j, scheduled, "manual_trigger", runsFresh)
 		if errors.Is(err, errExecExists) {
 			scheduled = scheduled.Add(time.Millisecond)
 			continue
@@ -218,7 +218,7 @@ func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execut
 
 // forgetShard drops the retry timers and group-lease bookkeeping of the
 // jobs of shard n, no longer worked here (its new owner reloads them).
-func (c *Controller) forgetShard(n int) {
+func (c *placer) forgetShard(n int) {
 	if c.retries != nil {
 		c.retries.dropWhere(func(jobID string) bool { return c.own.shardOf(jobID) == n })
 	}

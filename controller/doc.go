@@ -17,6 +17,28 @@
 // Config.Logger discards logs; a nil Config.Registry gets a fresh
 // prometheus registry.
 //
+// # Parts
+//
+// Controller's methods are the API (what controller/api's Backend,
+// Enroller and Labeler ask for) and the lifecycle; each checks its
+// request and enters the part that does the work. The parts (parts.go)
+// share one core: the configuration, the stores and caches, the fleet,
+// ownership and group-lease components, and the lifecycle (start,
+// shutdown, the goroutine and loop runners). A call from one part into
+// another names the part (c.ex.applyExec, c.place.createRuns):
+//
+//	jobService    jobs and their idempotency keys, the one-shot fast path
+//	execService   the one execution.Apply, its effects, the execution store
+//	placer        agents for a job, assignments, runs, unplaced executions
+//	reportIngest  per-shard report consumers and lanes, report authorization
+//	reloader      a shard's live executions, reloaded at acquisition
+//	retention     terminal executions and finished jobs out of live state
+//	agentService  what the fleet asks of the rest (leases, store loss)
+//
+// The fleet, ownership and groupLeases components reach the parts through
+// their host interfaces (fleetHost, ownershipHost, groupLeaseHost), which
+// small adapters in parts.go answer.
+//
 // # Agents: the fleet
 //
 // The agents' side is the fleet type (fleet.go): registrations and
@@ -34,7 +56,7 @@
 // else it gets at construction (fleetConfig, fleetMetrics, the logger,
 // clocks, goroutine and loop runners, the assignment lock) and at start
 // (attach: context, connection, buckets). The rest of the controller
-// reads the registry (Controller.agents) to place jobs and never writes
+// reads the registry (core.agents) to place jobs and never writes
 // it; ListAgents, ListAgentPage, LabelAgent, EnrollAgent and RevokeAgent
 // check the request and delegate to the fleet.
 //
@@ -223,9 +245,8 @@
 // construction (groupLeaseConfig, groupLeaseMetrics, the logger, clocks,
 // the goroutine runner, the lease view, job cache, agent registry and the
 // ownership) and at start (attach: context, connection, buckets, the
-// ax_leases of the heartbeat path); the controller's manageGroupLeases,
-// renewLeases and releaseLeases, its ownershipHost and fleetHost methods,
-// delegate to it.
+// ax_leases of the heartbeat path); the placer's manageGroupLeases and
+// the agentService's renewLeases and releaseLeases delegate to it.
 //
 // # Report authorization
 //

@@ -20,7 +20,7 @@ type transition struct {
 // execution (execution.Transitioned): the event on ax.evt.<STATE>.<job>,
 // the metrics and the log line. It returns the event's publish future
 // (nil when it could not be published at all).
-func (c *Controller) transitionEffects(rec *execRecord, tr transition) jetstream.PubAckFuture {
+func (c *execService) transitionEffects(rec *execRecord, tr transition) jetstream.PubAckFuture {
 	c.m.executions.WithLabelValues(string(tr.to)).Add(float64(rec.Fires())) // a coalesced SKIPPED record counts its fires
 	fut := c.publishEvent(rec, tr)
 	c.logTransition(rec, tr)
@@ -39,7 +39,7 @@ func (c *Controller) transitionEffects(rec *execRecord, tr transition) jetstream
 // Msg-Id (evt/<exec_id>/<attempt>/<STATE>) so that a re-publish (a
 // duplicate report after a crash) is de-duplicated by the stream. It
 // returns the publish future, nil when the event could not be sent.
-func (c *Controller) publishEvent(rec *execRecord, tr transition) jetstream.PubAckFuture {
+func (c *execService) publishEvent(rec *execRecord, tr transition) jetstream.PubAckFuture {
 	ev := protocol.Event{
 		V: protocol.Version, JobID: rec.JobID, ExecID: rec.ExecID, Attempt: rec.Attempt,
 		From: tr.from, To: tr.to, Reason: tr.reason, At: rec.UpdatedAt, Agent: rec.Agent,
@@ -81,7 +81,7 @@ func (c *Controller) publishEvent(rec *execRecord, tr transition) jetstream.PubA
 // waits for a retry; at debug also created, triggered and running (with
 // lag). Info is the level a busy controller runs at: the full trail cost
 // four lines per execution on the hot path.
-func (c *Controller) logTransition(rec *execRecord, tr transition) {
+func (c *execService) logTransition(rec *execRecord, tr transition) {
 	level := slog.LevelInfo
 	switch tr.to {
 	case protocol.StatePending, protocol.StateTriggered, protocol.StateRunning:
@@ -112,7 +112,7 @@ func (c *Controller) logTransition(rec *execRecord, tr transition) {
 
 // publishCommand validates and publishes one command to an agent's
 // subject; msgID ("" for none) lets the stream drop a re-send.
-func (c *Controller) publishCommand(ctx context.Context, cmd protocol.Command, msgID string) error {
+func (c *execService) publishCommand(ctx context.Context, cmd protocol.Command, msgID string) error {
 	cmd.V = protocol.Version
 	cmd.IssuedAt = c.now()
 	data, err := protocol.Encode(cmd)
@@ -133,7 +133,7 @@ func (c *Controller) publishCommand(ctx context.Context, cmd protocol.Command, m
 }
 
 // sendRun asks agent for attempt of an execution at runAt.
-func (c *Controller) sendRun(ctx context.Context, job protocol.Job, rec *execRecord, attempt int, runAt time.Time) error {
+func (c *execService) sendRun(ctx context.Context, job protocol.Job, rec *execRecord, attempt int, runAt time.Time) error {
 	cmd := protocol.Command{Kind: protocol.CmdRun, Agent: rec.Agent, Run: &protocol.Run{
 		Job: job, ExecID: rec.ExecID, Attempt: attempt, RunAt: runAt, Epoch: rec.Epoch,
 	}}

@@ -10,7 +10,7 @@ import (
 // upkeep (liveness, consumer checks, report stream, history sweep), on the
 // controller's clock. A step's error is logged once, as what, unless ctx
 // ended.
-func (c *Controller) every(ctx context.Context, first, interval time.Duration, what string, step func(context.Context) error) {
+func (c *core) every(ctx context.Context, first, interval time.Duration, what string, step func(context.Context) error) {
 	t := c.clk.NewTimer(first)
 	defer t.Stop()
 	for {

@@ -20,7 +20,7 @@ import (
 // (after is nil when nothing was written) and the effects to execute
 // (execEffects); err is Apply's refusal (a *execution.Rejection) or a
 // store error. env.Now is set to the controller's time of each try.
-func (c *Controller) applyExec(ctx context.Context, id string, ev execution.Event, env execution.Env) (before, after *execRecord, effs []execution.Effect, err error) {
+func (c *execService) applyExec(ctx context.Context, id string, ev execution.Event, env execution.Env) (before, after *execRecord, effs []execution.Effect, err error) {
 	for range 20 {
 		cur, err := c.readExec(ctx, id)
 		if err != nil {
@@ -45,7 +45,7 @@ func (c *Controller) applyExec(ctx context.Context, id string, ev execution.Even
 // (one of a job created in this call): the record is written with a KV
 // create, without reading it first. A record found there after all (a
 // conflict) is handled as applyExec does, reading it.
-func (c *Controller) createExec(ctx context.Context, ev execution.Create) (before, after *execRecord, effs []execution.Effect, err error) {
+func (c *execService) createExec(ctx context.Context, ev execution.Create) (before, after *execRecord, effs []execution.Effect, err error) {
 	next, effs, err := execution.Apply(nil, ev, execution.Env{Now: c.now()})
 	if err != nil || next == nil {
 		return nil, nil, effs, err
@@ -63,7 +63,7 @@ func (c *Controller) createExec(ctx context.Context, ev execution.Create) (befor
 // jobEnv is the Env of a change to an execution of job jobID: its retry
 // policy (from the job cache, defaults when the job is not known) and the
 // jitter source. Now is set by applyExec or the caller.
-func (c *Controller) jobEnv(jobID string) execution.Env {
+func (c *execService) jobEnv(jobID string) execution.Env {
 	return execution.Env{
 		Now: c.now(),
 		Policy: func() retry.Policy {
@@ -82,7 +82,7 @@ func (c *Controller) jobEnv(jobID string) execution.Env {
 // asynchronously: their futures are returned, and evErr is true when one
 // could not be sent at all. A command that could not be sent stops the
 // effects after it and is the error.
-func (c *Controller) startEffects(ctx context.Context, rec *execRecord, job *protocol.Job, effs []execution.Effect) (futs []jetstream.PubAckFuture, evErr bool, err error) {
+func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *protocol.Job, effs []execution.Effect) (futs []jetstream.PubAckFuture, evErr bool, err error) {
 	for _, e := range effs {
 		switch e := e.(type) {
 		case execution.Transitioned:
@@ -144,7 +144,7 @@ func (c *Controller) startEffects(ctx context.Context, rec *execRecord, job *pro
 // execEffects is startEffects that then waits (at most eventAckWait) until
 // the events are stored, so that the history index can show the change to
 // a list made after the caller's write returned.
-func (c *Controller) execEffects(ctx context.Context, rec *execRecord, job *protocol.Job, effs []execution.Effect) error {
+func (c *execService) execEffects(ctx context.Context, rec *execRecord, job *protocol.Job, effs []execution.Effect) error {
 	futs, _, err := c.startEffects(ctx, rec, job, effs)
 	if len(futs) == 0 {
 		return err

@@ -25,7 +25,7 @@ import (
 // to read and 2 s to decode on one core), so the values are decoded while
 // the scan reads on, in batches of scanBatch on up to GOMAXPROCS
 // goroutines; fn runs on the caller's goroutine once all are decoded.
-func (c *Controller) scanExecs(ctx context.Context, fn func(r *execRecord, rev uint64)) error {
+func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev uint64)) error {
 	w, err := c.kv.Execs.WatchAll(ctx)
 	if err != nil {
 		return fmt.Errorf("scan executions: %w", err)
@@ -125,7 +125,7 @@ func (b *scanBatchOf) decode() {
 // readExecs passes every entry of the watcher w of ax_execs to add, until
 // the stream position taken at its initial-values marker is read (see
 // scanExecs).
-func (c *Controller) readExecs(ctx context.Context, w jetstream.KeyWatcher, add func(jetstream.KeyValueEntry)) error {
+func (c *execService) readExecs(ctx context.Context, w jetstream.KeyWatcher, add func(jetstream.KeyValueEntry)) error {
 	var maxRev, until uint64
 	initial := true
 	// After the marker, the updates up to `until` follow at once; a stream

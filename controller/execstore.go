@@ -38,10 +38,10 @@ type execStore struct {
 }
 
 // execs returns the execution store over the current ax_execs bucket.
-func (c *Controller) execs() execStore { return execStore{kv: c.kv.Execs, js: c.js} }
+func (c *execService) execs() execStore { return execStore{kv: c.kv.Execs, js: c.js} }
 
 // readExec reads an execution; a missing one is (nil, 0, nil).
-func (c *Controller) readExec(ctx context.Context, id string) (execVersion, error) {
+func (c *execService) readExec(ctx context.Context, id string) (execVersion, error) {
 	return c.execs().get(ctx, id)
 }
 
@@ -159,7 +159,7 @@ func (s execStore) retire(ctx context.Context, id string, rev uint64) (*marker, 
 // the retention sweeper purges keys with their markers (retention.go), so
 // the last sequence issued may be gone, and a scan waiting for it would
 // wait for its stall timeout.
-func (c *Controller) execsLastSeq(ctx context.Context) (uint64, error) {
+func (c *execService) execsLastSeq(ctx context.Context) (uint64, error) {
 	st, err := c.js.Stream(ctx, kvStream(protocol.BucketExecs))
 	if err != nil {
 		return 0, fmt.Errorf("scan executions: %w", err)

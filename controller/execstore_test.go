@@ -49,7 +49,7 @@ func TestScanExecsSeesKeysUpdatedDuringTheScan(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 	for scan := range 40 {
 		got := map[string]int{}
-		if err := c.scanExecs(ctx, func(r *execRecord, _ uint64) { got[r.ExecID]++ }); err != nil {
+		if err := c.ex.scanExecs(ctx, func(r *execRecord, _ uint64) { got[r.ExecID]++ }); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != n {

@@ -38,7 +38,7 @@ func (c *Controller) GetExecution(ctx context.Context, execID string) (protocol.
 	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
 		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
 	}
-	v, err := c.readExec(ctx, execID)
+	v, err := c.ex.readExec(ctx, execID)
 	if err != nil {
 		return protocol.Execution{}, err
 	}
@@ -89,7 +89,7 @@ func (c *Controller) ListExecutions(ctx context.Context, f ExecFilter) ([]protoc
 // notLive is the error of a change to an execution without a record in
 // ax_execs: ErrConflict when it left live state (it is in history, final),
 // else ErrNotFound.
-func (c *Controller) notLive(ctx context.Context, execID string) error {
+func (c *execService) notLive(ctx context.Context, execID string) error {
 	if e, ok, err := c.hist.idx.get(ctx, execID); err == nil && ok {
 		return fmt.Errorf("execution %s: %w: it ended (%s) and left live state; its history is final", execID, ErrConflict, e.State)
 	}
@@ -99,7 +99,7 @@ func (c *Controller) notLive(ctx context.Context, execID string) error {
 // refused is the error of an operator's change of an execution that
 // execution.Apply refused: not live (ErrNotFound, or ErrConflict when it
 // left live state), else ErrConflict with the state machine's reason.
-func (c *Controller) refused(ctx context.Context, op, execID string, err error) error {
+func (c *execService) refused(ctx context.Context, op, execID string, err error) error {
 	var rej *execution.Rejection
 	switch {
 	case errors.Is(err, execution.ErrNoRecord):
@@ -121,11 +121,11 @@ func (c *Controller) RetryExecution(ctx context.Context, execID string) (protoco
 	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
 		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
 	}
-	_, after, effs, err := c.applyExec(ctx, execID, execution.OperatorRetry{}, execution.Env{})
+	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.OperatorRetry{}, execution.Env{})
 	if err != nil {
-		return protocol.Execution{}, c.refused(ctx, "retry", execID, err)
+		return protocol.Execution{}, c.ex.refused(ctx, "retry", execID, err)
 	}
-	if err := c.execEffects(ctx, after, nil, effs); err != nil {
+	if err := c.ex.execEffects(ctx, after, nil, effs); err != nil {
 		return after.Execution, fmt.Errorf("retry execution %s: %w", execID, err)
 	}
 	return after.Execution, nil
@@ -141,11 +141,11 @@ func (c *Controller) CancelExecution(ctx context.Context, execID string) (protoc
 	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
 		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
 	}
-	_, after, effs, err := c.applyExec(ctx, execID, execution.OperatorCancel{}, execution.Env{})
+	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.OperatorCancel{}, execution.Env{})
 	if err != nil {
-		return protocol.Execution{}, c.refused(ctx, "cancel", execID, err)
+		return protocol.Execution{}, c.ex.refused(ctx, "cancel", execID, err)
 	}
-	if err := c.execEffects(ctx, after, nil, effs); err != nil {
+	if err := c.ex.execEffects(ctx, after, nil, effs); err != nil {
 		return after.Execution, fmt.Errorf("cancel execution %s: state is CANCELLED but the cancel command was not sent: %w", execID, err)
 	}
 	return after.Execution, nil

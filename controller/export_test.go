@@ -5,7 +5,7 @@ package controller
 // abandon drops the controller the way a crash would, for tests: the NATS
 // connection is closed at once (unacknowledged reports are redelivered to
 // the next controller after the ack wait) and nothing is flushed.
-func (c *Controller) abandon() {
+func (c *core) abandon() {
 	c.lifeMu.Lock()
 	c.state = lifeClosed
 	c.lifeMu.Unlock()

@@ -26,7 +26,7 @@ import (
 // ax_agents and ax_liveness; what it needs of the rest of the controller
 // (the assignments of an agent, its group leases, its commands) is
 // fleetHost. The rest of the controller reads the registry
-// (Controller.agents) to place jobs, and never writes it.
+// (core.agents) to place jobs, and never writes it.
 
 // Endpoints of ax_agent_requests_refused_total (the reasons of the
 // registration pool's refusals are in regpool.go).

@@ -21,7 +21,7 @@ const gatewayTimeout = 5 * time.Second
 // startGateway serves the agents' JetStream consumer requests
 // (auth.ServeGateway): with nats.auth: nkeys, an agent's account reaches
 // AX_CMD's consumer API only through it.
-func (c *Controller) startGateway() error {
+func (c *core) startGateway() error {
 	sub, err := auth.ServeGateway(c.nc, responderQueue, gatewayTimeout, auth.GatewayHooks{
 		Dropped: func(subject, reason string) {
 			c.m.agentRefused.WithLabelValues(endpointGateway, reason).Inc()

@@ -164,7 +164,7 @@ func (g *groupState) forgetShard(in func(jobID string) bool) {
 
 // manageGroupLeases runs the group leases' pass of the ownership loop
 // (groupLeases.manageGroupLeases).
-func (c *Controller) manageGroupLeases(ctx context.Context, now time.Time) {
+func (c *placer) manageGroupLeases(ctx context.Context, now time.Time) {
 	c.groups.manageGroupLeases(ctx, now)
 }
 

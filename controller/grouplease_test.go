@@ -421,7 +421,7 @@ func TestHeartbeatRenewsLeasesTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	leases := &barrierKV{want: 2, all: make(chan struct{})}
-	c.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue {
+	c.hooks.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue {
 		if kv.Bucket() != protocol.BucketLeases {
 			return kv
 		}

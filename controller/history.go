@@ -60,7 +60,7 @@ const (
 
 // history follows AX_EVT into the index.
 type history struct {
-	c   *Controller
+	c   *core
 	idx *historyIndex
 	evt jetstream.Stream
 
@@ -73,7 +73,7 @@ type history struct {
 
 // openHistory opens the index (DataDir/history.db; in memory without a
 // DataDir), checks its cursor against the stream, and starts the follower.
-func (c *Controller) openHistory(ctx context.Context) error {
+func (c *core) openHistory(ctx context.Context) error {
 	path := ""
 	if c.cfg.DataDir != "" {
 		if err := os.MkdirAll(c.cfg.DataDir, 0o750); err != nil {

@@ -67,7 +67,7 @@ func BenchmarkListExecutions(b *testing.B) {
 	for range 2 {
 		for _, fl := range filters {
 			run("index/"+fl.name, c.ListExecutions, fl.f)
-			run("scan/"+fl.name, c.listExecutionsScan, fl.f)
+			run("scan/"+fl.name, c.ex.listExecutionsScan, fl.f)
 		}
 	}
 }
@@ -155,7 +155,7 @@ func populateHistory(b testing.TB, c *Controller, n int) ([]string, time.Time) {
 
 // listExecutionsScan is ListExecutions as it was before the history index:
 // a pass over the whole bucket, filtered and sorted in memory.
-func (c *Controller) listExecutionsScan(ctx context.Context, f ExecFilter) ([]protocol.Execution, string, error) {
+func (c *execService) listExecutionsScan(ctx context.Context, f ExecFilter) ([]protocol.Execution, string, error) {
 	limit, err := pageSize(f.Limit)
 	if err != nil {
 		return nil, "", err

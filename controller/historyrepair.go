@@ -71,7 +71,7 @@ func (h *historyIndex) stamps(ctx context.Context, shards []int) (map[string]sta
 // repairHistory publishes the events the history index lacks for recs,
 // the live records of shards. It does nothing (and says so) while the
 // index is behind AX_EVT: a record it lacks then may only be on its way.
-func (c *Controller) repairHistory(ctx context.Context, shards map[int]bool, recs []*execRecord) (int, error) {
+func (c *reloader) repairHistory(ctx context.Context, shards map[int]bool, recs []*execRecord) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
@@ -92,7 +92,7 @@ func (c *Controller) repairHistory(ctx context.Context, shards map[int]bool, rec
 		if st, ok := have[r.ExecID]; ok && st.covers(r) {
 			continue
 		}
-		if fut := c.publishEvent(r, transition{to: r.State, reason: r.Reason}); fut != nil {
+		if fut := c.ex.publishEvent(r, transition{to: r.State, reason: r.Reason}); fut != nil {
 			futs = append(futs, fut)
 		}
 	}

@@ -44,7 +44,7 @@ func testHistoryRepaired(t *testing.T, skew time.Duration) {
 		}
 		return false
 	})
-	v, err := c.readExec(ctx, execID)
+	v, err := c.ex.readExec(ctx, execID)
 	if err != nil || v.rec == nil {
 		t.Fatalf("read %s: %+v %v", execID, v.rec, err)
 	}

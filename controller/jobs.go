@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -65,13 +64,13 @@ func idemKey(k string) string {
 }
 
 // now returns the controller's clock in UTC without a monotonic reading.
-func (c *Controller) now() time.Time { return c.clk.Now().UTC().Round(0) }
+func (c *core) now() time.Time { return c.clk.Now().UTC().Round(0) }
 
 // mono is the time lease durations are measured with: "seen at", "renewed
 // at" and the comparisons with them. It keeps Go's monotonic clock reading
 // (clock.Real), so a step of the wall clock (NTP, a VM resumed) neither
 // moves a live lease nor keeps a dead one. Values written to KV use now.
-func (c *Controller) mono() time.Time {
+func (c *core) mono() time.Time {
 	if c.cfg.monoNow != nil {
 		return c.cfg.monoNow()
 	}
@@ -95,12 +94,8 @@ func (c *Controller) CreateJob(ctx context.Context, j protocol.Job) (protocol.Jo
 	j.CreatedAt = now
 	j.Generation = 1
 	for try := 1; ; try++ {
-		rnd := rand.Uint32
-		if c.idRand != nil {
-			rnd = c.idRand
-		}
-		j.ID = protocol.NewJobID(c.cfg.Node, now, rnd())
-		out, err := c.createJobAs(ctx, j)
+		j.ID = protocol.NewJobID(c.cfg.Node, now, c.idRand())
+		out, err := c.jobsvc.createJobAs(ctx, j)
 		if errors.Is(err, errJobIDTaken) && try < jobIDTries {
 			continue
 		}
@@ -118,7 +113,7 @@ const jobIDTries = 4
 // createJobAs is one try of CreateJob with the id j carries. It returns an
 // error wrapping errJobIDTaken and jetstream.ErrKeyExists, having written
 // nothing that stays, when that id is taken.
-func (c *Controller) createJobAs(ctx context.Context, j protocol.Job) (protocol.Job, error) {
+func (c *jobService) createJobAs(ctx context.Context, j protocol.Job) (protocol.Job, error) {
 	data, err := json.Marshal(j)
 	if err != nil {
 		return protocol.Job{}, fmt.Errorf("create job: encode: %w", err)
@@ -157,14 +152,14 @@ func (c *Controller) createJobAs(ctx context.Context, j protocol.Job) (protocol.
 	}
 	c.jobs.put(j, rev)
 	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
-	c.onJobChanged(ctx, nil, &j)
+	c.place.onJobChanged(ctx, nil, &j)
 	return j, nil
 }
 
 // claimIdem makes the idempotency key point at jobID (KV Create is the
 // unique constraint) and returns the entry's revision; a taken key is
 // *ExistsError.
-func (c *Controller) claimIdem(ctx context.Context, key, jobID string) (uint64, error) {
+func (c *jobService) claimIdem(ctx context.Context, key, jobID string) (uint64, error) {
 	k := idemKey(key)
 	for range 5 {
 		rev, err := c.kv.Idem.Create(ctx, k, []byte(jobID))
@@ -202,11 +197,11 @@ func (c *Controller) GetJob(ctx context.Context, id string) (protocol.Job, error
 	if err := protocol.ValidateJobID("id", id); err != nil {
 		return protocol.Job{}, fmt.Errorf("get job %q: %w", id, ErrNotFound)
 	}
-	j, _, err := c.readJob(ctx, id)
+	j, _, err := c.jobsvc.readJob(ctx, id)
 	return j, err
 }
 
-func (c *Controller) readJob(ctx context.Context, id string) (protocol.Job, uint64, error) {
+func (c *jobService) readJob(ctx context.Context, id string) (protocol.Job, uint64, error) {
 	e, err := c.kv.Jobs.Get(ctx, id)
 	if err != nil {
 		return protocol.Job{}, 0, kvErr("get job "+id, err)
@@ -220,7 +215,7 @@ func (c *Controller) readJob(ctx context.Context, id string) (protocol.Job, uint
 }
 
 // jobDeleted reports whether the latest revision of id is a delete marker.
-func (c *Controller) jobDeleted(ctx context.Context, id string) bool {
+func (c *jobService) jobDeleted(ctx context.Context, id string) bool {
 	h, err := c.kv.Jobs.History(ctx, id)
 	if err != nil || len(h) == 0 {
 		return false
@@ -296,7 +291,7 @@ func (c *Controller) UpdateJob(ctx context.Context, id string, j protocol.Job) (
 	if err := validateSpec(spec); err != nil {
 		return protocol.Job{}, err
 	}
-	return c.mutateJob(ctx, id, func(cur protocol.Job) (protocol.Job, bool, error) {
+	return c.jobsvc.mutateJob(ctx, id, func(cur protocol.Job) (protocol.Job, bool, error) {
 		if j.Generation != 0 && j.Generation != cur.Generation {
 			return cur, false, fmt.Errorf("update job %s: %w: generation %d is not the current %d (updated meanwhile)", id, ErrConflict, j.Generation, cur.Generation)
 		}
@@ -311,15 +306,15 @@ func (c *Controller) UpdateJob(ctx context.Context, id string, j protocol.Job) (
 
 // PauseJob stops a job from firing (an update with paused=true).
 func (c *Controller) PauseJob(ctx context.Context, id string) (protocol.Job, error) {
-	return c.setPaused(ctx, id, true)
+	return c.jobsvc.setPaused(ctx, id, true)
 }
 
 // ResumeJob lets a paused job fire again (an update with paused=false).
 func (c *Controller) ResumeJob(ctx context.Context, id string) (protocol.Job, error) {
-	return c.setPaused(ctx, id, false)
+	return c.jobsvc.setPaused(ctx, id, false)
 }
 
-func (c *Controller) setPaused(ctx context.Context, id string, paused bool) (protocol.Job, error) {
+func (c *jobService) setPaused(ctx context.Context, id string, paused bool) (protocol.Job, error) {
 	if err := c.ready(); err != nil {
 		return protocol.Job{}, err
 	}
@@ -337,7 +332,7 @@ func (c *Controller) setPaused(ctx context.Context, id string, paused bool) (pro
 
 // mutateJob applies fn to the current job with compare-and-set, bumping the
 // generation when fn reports a change, and dispatches the change.
-func (c *Controller) mutateJob(ctx context.Context, id string, fn func(cur protocol.Job) (protocol.Job, bool, error)) (protocol.Job, error) {
+func (c *jobService) mutateJob(ctx context.Context, id string, fn func(cur protocol.Job) (protocol.Job, bool, error)) (protocol.Job, error) {
 	for range 10 {
 		cur, rev, err := c.readJob(ctx, id)
 		if errors.Is(err, ErrNotFound) {
@@ -367,7 +362,7 @@ func (c *Controller) mutateJob(ctx context.Context, id string, fn func(cur proto
 		}
 		c.jobs.put(next, nrev)
 		c.log.Info("job updated", "job", id, "generation", next.Generation, "paused", next.Paused)
-		c.onJobChanged(ctx, &cur, &next)
+		c.place.onJobChanged(ctx, &cur, &next)
 		return next, nil
 	}
 	return protocol.Job{}, fmt.Errorf("update job %s: %w: too much contention", id, ErrConflict)
@@ -383,7 +378,7 @@ func (c *Controller) DeleteJob(ctx context.Context, id string) error {
 		return fmt.Errorf("delete job %q: %w", id, ErrNotFound)
 	}
 	for range 10 {
-		cur, rev, err := c.readJob(ctx, id)
+		cur, rev, err := c.jobsvc.readJob(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -404,7 +399,7 @@ func (c *Controller) DeleteJob(ctx context.Context, id string) error {
 			}
 		}
 		c.log.Info("job deleted", "job", id)
-		c.onJobChanged(ctx, &cur, nil)
+		c.place.onJobChanged(ctx, &cur, nil)
 		return nil
 	}
 	return fmt.Errorf("delete job %s: %w: too much contention", id, ErrConflict)

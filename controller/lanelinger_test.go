@@ -50,7 +50,7 @@ func TestSuccessWritesTwoRevisions(t *testing.T) {
 	a.waitCommand("run", isRun(execID, 1))
 	a.runAttempt(j.ID, execID, 1, j.CreatedAt, retry.OutcomeSuccess, retry.Result{})
 	waitExec(t, c, execID, "SUCCESS", inState(protocol.StateSuccess))
-	v, err := c.readExec(ctx, execID)
+	v, err := c.ex.readExec(ctx, execID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestHoldBackOnlyOneShotSteps(t *testing.T) {
 		{"periodic fire triggered", []*pendingReport{rep(every, "e", protocol.ReportTriggered, later)}, false},
 	}
 	for _, tc := range cases {
-		l := newLane(&shardWorker{c: c})
+		l := newLane(&shardWorker{c: c.ingest})
 		l.addTo(tc.items[0])
 		for _, p := range tc.items[1:] {
 			l.addTo(p)
@@ -103,7 +103,7 @@ func TestHoldBackOnlyOneShotSteps(t *testing.T) {
 		if held := len(l.groups) == 0; held != tc.held || held && len(l.lingering) != len(tc.items) {
 			t.Errorf("%s: held back %v (%d reports), want %v", tc.name, held, len(l.lingering), tc.held)
 		}
-		l = newLane(&shardWorker{c: c})
+		l = newLane(&shardWorker{c: c.ingest})
 		for _, p := range tc.items {
 			l.addTo(p)
 		}

@@ -195,7 +195,7 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 		}
 		guessed := !ok && l.guessAbsent(g.items[0].r)
 		if !ok && !guessed {
-			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {
+			if cur, g.err = c.ex.readExec(ctx, g.id); g.err != nil {
 				continue
 			}
 		}
@@ -204,19 +204,19 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 			// Ahead of the cached record, or for another agent than it
 			// names: it may be stale (written outside this lane:
 			// settleEpochs, a retry sent, an operator's retry or cancel). Read.
-			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {
+			if cur, g.err = c.ex.readExec(ctx, g.id); g.err != nil {
 				continue
 			}
 			l.plan(g, cur)
 		}
 		if guessed && g.next == nil { // the guess decided nothing: read for real
-			if cur, g.err = c.readExec(ctx, g.id); g.err != nil {
+			if cur, g.err = c.ex.readExec(ctx, g.id); g.err != nil {
 				continue
 			}
 			l.plan(g, cur)
 		}
 		if g.next != nil {
-			g.put = c.execs().putAsync(g.cur, g.next)
+			g.put = c.ex.execs().putAsync(g.cur, g.next)
 		}
 	}
 	// Collect the writes; redo the failed ones one by one.
@@ -267,7 +267,7 @@ func (l *lane) plan(g *group, cur execVersion) {
 	rec := cur.rec
 	var env execution.Env
 	if len(g.items) > 0 {
-		env = c.jobEnv(g.items[0].r.JobID)
+		env = c.ex.jobEnv(g.items[0].r.JobID)
 	}
 	now := env.Now
 	for _, p := range g.items {
@@ -276,7 +276,7 @@ func (l *lane) plan(g *group, cur execVersion) {
 	if rec == nil && len(g.items) > 0 {
 		// No record: an execution that left live state (retention.go) is
 		// never made again by a late or replayed report.
-		if e, ok := c.inHistory(context.Background(), g.id); ok {
+		if e, ok := c.ex.inHistory(context.Background(), g.id); ok {
 			for _, p := range g.items {
 				p.effs, p.err = nil, &execution.Rejection{Err: execution.ErrDuplicate, Detail: fmt.Sprintf(
 					"execution left live state %s ago as %s; its history is final", now.Sub(e.UpdatedAt).Round(time.Second), e.State)}
@@ -363,7 +363,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 			backoff = min(2*backoff, 5*time.Second)
 			conflicts = 0
 		}
-		cur, err := c.readExec(ctx, g.id)
+		cur, err := c.ex.readExec(ctx, g.id)
 		if err != nil {
 			g.err = err
 			continue
@@ -372,7 +372,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 		if g.next == nil {
 			return true
 		}
-		if g.rev, g.err = c.execs().put(ctx, cur, g.next); g.err == nil {
+		if g.rev, g.err = c.ex.execs().put(ctx, cur, g.next); g.err == nil {
 			return true
 		}
 	}
@@ -405,7 +405,7 @@ func (l *lane) commit(g *group) {
 				"attempt", p.r.Attempt, "kind", p.r.Kind, "agent", p.r.Agent)
 		}
 		// Report effects are events and retry timers, never commands.
-		futs, evErr, _ := c.startEffects(context.Background(), g.next, nil, p.effs)
+		futs, evErr, _ := c.ex.startEffects(context.Background(), g.next, nil, p.effs)
 		g.evs = append(g.evs, futs...)
 		g.evErr = g.evErr || evErr
 	}

@@ -18,13 +18,13 @@ import (
 
 // renewLeases answers the lease claims of a heartbeat (fleetHost,
 // groupLeases.renewLeases).
-func (c *Controller) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
+func (c *agentService) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
 	return c.groups.renewLeases(ctx, a, claims)
 }
 
 // releaseLeases hands back the leases of a stopping agent (fleetHost,
 // groupLeases.releaseLeases).
-func (c *Controller) releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
+func (c *agentService) releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
 	c.groups.releaseLeases(ctx, agent, claims)
 }
 

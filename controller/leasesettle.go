@@ -38,14 +38,14 @@ type lostLease struct {
 // once); fireRetry sends it to whoever holds the lease at that time. Only
 // executions fired under a lease (epoch > 0) move; a one-shot run of a
 // group job is placed once and not moved.
-func (c *Controller) settleEpochs(ctx context.Context, lost []lostLease) {
+func (c *agentService) settleEpochs(ctx context.Context, lost []lostLease) {
 	byJob := map[string]lostLease{}
 	for _, l := range lost {
 		byJob[l.job] = l
 	}
 	type open struct{ id, job string }
 	var ids []open
-	err := c.scanExecs(ctx, func(r *execRecord, _ uint64) {
+	err := c.ex.scanExecs(ctx, func(r *execRecord, _ uint64) {
 		if l, ok := byJob[r.JobID]; ok && r.Epoch > 0 && r.Epoch < l.epoch && !r.State.Terminal() {
 			ids = append(ids, open{r.ExecID, r.JobID})
 		}
@@ -56,7 +56,7 @@ func (c *Controller) settleEpochs(ctx context.Context, lost []lostLease) {
 	}
 	for _, o := range ids {
 		l := byJob[o.job]
-		before, after, effs, err := c.applyExec(ctx, o.id, execution.AgentLost{NewAgent: l.newAgent, Epoch: l.epoch}, c.jobEnv(o.job))
+		before, after, effs, err := c.ex.applyExec(ctx, o.id, execution.AgentLost{NewAgent: l.newAgent, Epoch: l.epoch}, c.ex.jobEnv(o.job))
 		if errors.Is(err, execution.ErrMovedOn) {
 			continue
 		}
@@ -64,7 +64,7 @@ func (c *Controller) settleEpochs(ctx context.Context, lost []lostLease) {
 			c.log.Warn("settle earlier epochs: move execution", "exec", o.id, "err", err)
 			continue
 		}
-		if err := c.execEffects(ctx, after, nil, effs); err != nil {
+		if err := c.ex.execEffects(ctx, after, nil, effs); err != nil {
 			c.log.Warn("settle earlier epochs: effects", "exec", o.id, "err", err)
 		}
 		c.log.Warn("execution of an earlier lease epoch moved on", "exec", o.id, "job", after.JobID, "from_agent", before.Agent,

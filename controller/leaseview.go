@@ -258,7 +258,7 @@ func (v *leaseView) heldBy(agent string, now time.Time, ttl time.Duration) map[s
 }
 
 // followLeases loads ax_leases into the view and keeps it current.
-func (c *Controller) followLeases(ctx context.Context) error {
+func (c *core) followLeases(ctx context.Context) error {
 	w, err := c.kv.Leases.WatchAll(c.ctx)
 	if err != nil {
 		return err

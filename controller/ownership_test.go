@@ -105,7 +105,7 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 	var hold, free sync.Once
 	unblock := func() { free.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	c.beforeReload = func() { hold.Do(func() { <-release }) }
+	c.hooks.beforeReload = func() { hold.Do(func() { <-release }) }
 	started := make(chan error, 1)
 	go func() { started <- c.Start(tctx(t)) }()
 

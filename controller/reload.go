@@ -22,9 +22,9 @@ import (
 // goroutine while this one checks the one-shot jobs and the history (the
 // three are independent; with 300,000 PENDING one-shots each takes about a
 // second); the re-sends and the orphan check wait for the run ids.
-func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) error {
-	if c.beforeReload != nil {
-		c.beforeReload()
+func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) error {
+	if c.hooks.beforeReload != nil {
+		c.hooks.beforeReload()
 	}
 	in := func(jobID string) bool { n := c.own.shardOf(jobID); return shards[n] && c.own.owns(n) }
 	s, err := c.reloadScan(ctx, in)
@@ -71,7 +71,7 @@ func (c *Controller) reloadExecutions(ctx context.Context, shards map[int]bool) 
 			continue
 		}
 		resent++
-		if err := c.sendRun(ctx, j, r, r.Attempt, r.ScheduledAt); err != nil {
+		if err := c.ex.sendRun(ctx, j, r, r.Attempt, r.ScheduledAt); err != nil {
 			return fmt.Errorf("re-send run %s: %w", r.ExecID, err)
 		}
 	}
@@ -113,9 +113,9 @@ type reloadScanned struct {
 // reloadScan reads ax_execs once, re-arms the retry timers and records
 // the PENDING executions waiting for an agent of the jobs for which in
 // holds.
-func (c *Controller) reloadScan(ctx context.Context, in func(jobID string) bool) (reloadScanned, error) {
+func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (reloadScanned, error) {
 	s := reloadScanned{joblessRev: map[string]uint64{}, seen: map[string]bool{}}
-	err := c.scanExecs(ctx, func(r *execRecord, rev uint64) {
+	err := c.ex.scanExecs(ctx, func(r *execRecord, rev uint64) {
 		if !in(r.JobID) {
 			return
 		}
@@ -144,7 +144,7 @@ func (c *Controller) reloadScan(ctx context.Context, in func(jobID string) bool)
 // of the shards (in) whose execution is neither in ax_execs (seen) nor in
 // the history: its creation was cut short by a crash. It returns how many
 // it created.
-func (c *Controller) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool) int {
+func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool) int {
 	// The filter runs under the job cache's lock: it touches no cache.
 	cands := c.jobs.liveWhere(func(j *protocol.Job) bool {
 		if isPeriodic(*j) || j.Paused || j.Target.Mode == protocol.ModeAll || !in(j.ID) {
@@ -177,7 +177,7 @@ func (c *Controller) createMissingOneShots(ctx context.Context, in func(jobID st
 			continue
 		}
 		missing++
-		if _, err := c.createRuns(ctx, j, at, "scheduled", 0); err != nil {
+		if _, err := c.place.createRuns(ctx, j, at, "scheduled", 0); err != nil {
 			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
 		}
 	}

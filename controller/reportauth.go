@@ -32,7 +32,7 @@ import (
 // ax_reports_rejected_total{reason} and logged.
 
 // shardOK reports whether subject's shard token is the shard of jobID.
-func (c *Controller) shardOK(subject, jobID string) (int, bool) {
+func (c *reportIngest) shardOK(subject, jobID string) (int, bool) {
 	tok, ok := protocol.ReportSubjectShard(subject)
 	if !ok {
 		return -1, false
@@ -50,7 +50,7 @@ const epochSlack = time.Minute
 // authorizeEpoch checks that r.Agent held r.Epoch of r's job, and that r's
 // execution was scheduled before that epoch ended (plus LeaseTTL and
 // epochSlack): an agent fires only while its lease is valid.
-func (c *Controller) authorizeEpoch(ctx context.Context, r protocol.Report) (reason, detail string) {
+func (c *reportIngest) authorizeEpoch(ctx context.Context, r protocol.Report) (reason, detail string) {
 	agent, st, ended := c.groups.epochHolder(ctx, r.JobID, r.Epoch)
 	switch {
 	case st == epochForgotten:
@@ -73,7 +73,7 @@ func (c *Controller) authorizeEpoch(ctx context.Context, r protocol.Report) (rea
 // job exists, is periodic, and r.Agent may fire it (r.Epoch was checked by
 // authorizeEpoch before). early: the job could not be read now; the
 // report may be tried again later.
-func (c *Controller) authorizeCreate(ctx context.Context, r protocol.Report) (reason, detail string, early bool) {
+func (c *reportIngest) authorizeCreate(ctx context.Context, r protocol.Report) (reason, detail string, early bool) {
 	j, _, ok := c.jobs.get(r.JobID)
 	if dj, at, deleted := c.jobs.deletedPeriodic(r.JobID); !ok && deleted {
 		// Deleted: a fire the agent made before the deletion (in flight,
@@ -88,7 +88,7 @@ func (c *Controller) authorizeCreate(ctx context.Context, r protocol.Report) (re
 		// Not in this replica's cache: created on another replica just now?
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var err error
-		j, _, err = c.readJob(rctx, r.JobID)
+		j, _, err = c.jobsvc.readJob(rctx, r.JobID)
 		cancel()
 		if errors.Is(err, ErrNotFound) {
 			return rejectUnknownJob, fmt.Sprintf("job %s does not exist", r.JobID), false

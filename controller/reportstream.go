@@ -29,7 +29,7 @@ import (
 const defaultReportSweep = 10 * time.Second
 
 // reportStreamLoop runs reportStreamStep until ctx ends.
-func (c *Controller) reportStreamLoop(ctx context.Context) {
+func (c *reportIngest) reportStreamLoop(ctx context.Context) {
 	every := c.cfg.reportSweep
 	if every <= 0 {
 		every = defaultReportSweep
@@ -39,7 +39,7 @@ func (c *Controller) reportStreamLoop(ctx context.Context) {
 
 // reportStreamStep updates the gauges and, on the owner of shard 0,
 // purges the reports of tokens no consumer reads.
-func (c *Controller) reportStreamStep(ctx context.Context) error {
+func (c *reportIngest) reportStreamStep(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := c.js.Stream(ctx, protocol.StreamReports)
@@ -76,7 +76,7 @@ func (c *Controller) reportStreamStep(ctx context.Context) error {
 
 // purgeUnread purges the subjects of AX_RPT whose shard token no report
 // consumer reads and counts what was purged.
-func (c *Controller) purgeUnread(ctx context.Context, st jetstream.Stream) error {
+func (c *reportIngest) purgeUnread(ctx context.Context, st jetstream.Stream) error {
 	full, err := st.Info(ctx, jetstream.WithSubjectFilter(protocol.SubjectReportsAll))
 	if err != nil {
 		return fmt.Errorf("list %s subjects: %w", protocol.StreamReports, err)
@@ -108,7 +108,7 @@ func (c *Controller) purgeUnread(ctx context.Context, st jetstream.Stream) error
 // purgeSubject purges one subject of AX_RPT and returns how many reports
 // the server removed (the JetStream API answers it; the client library's
 // Purge does not say).
-func (c *Controller) purgeSubject(ctx context.Context, subj string) (uint64, error) {
+func (c *reportIngest) purgeSubject(ctx context.Context, subj string) (uint64, error) {
 	req, err := json.Marshal(struct {
 		Filter string `json:"filter"`
 	}{subj})

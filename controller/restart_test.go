@@ -20,7 +20,7 @@ func retryJob(agent string, base time.Duration) protocol.Job {
 
 func readRecord(t *testing.T, c *Controller, id string) *execRecord {
 	t.Helper()
-	v, err := c.readExec(tctx(t), id)
+	v, err := c.ex.readExec(tctx(t), id)
 	if err != nil || v.rec == nil {
 		t.Fatalf("read %s: %v", id, err)
 	}

@@ -60,7 +60,7 @@ import (
 // window: a replayed report the stream no longer drops finds the
 // execution live (the state machine refuses a step it made) or in history
 // (inHistory refuses it).
-func (c *Controller) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
+func (c *core) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
 
 // defaultHistorySweep is how often the sweeper runs.
 const defaultHistorySweep = time.Minute
@@ -93,7 +93,7 @@ type sweeper struct {
 }
 
 // retentionLoop runs a sweep every historySweep until ctx ends.
-func (c *Controller) retentionLoop(ctx context.Context) {
+func (c *retention) retentionLoop(ctx context.Context) {
 	every := c.cfg.historySweep
 	if every <= 0 {
 		every = defaultHistorySweep
@@ -104,7 +104,7 @@ func (c *Controller) retentionLoop(ctx context.Context) {
 
 // sweep is one pass: purge the markers of the last pass, remove the
 // executions and one-shot jobs past the grace, prune the index.
-func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
+func (c *retention) sweep(ctx context.Context, s *sweeper) error {
 	c.purgeMarkers(ctx, s)
 	now := c.now()
 	shards := c.own.ownedShards()
@@ -212,8 +212,8 @@ func (c *Controller) sweep(ctx context.Context, s *sweeper) error {
 // retireExec removes a terminal execution whose grace has passed from
 // ax_execs; true when it is gone (or was already), with the purge marker
 // to remove on the next pass.
-func (c *Controller) retireExec(ctx context.Context, id string, now time.Time) (bool, *marker, error) {
-	v, err := c.readExec(ctx, id)
+func (c *retention) retireExec(ctx context.Context, id string, now time.Time) (bool, *marker, error) {
+	v, err := c.ex.readExec(ctx, id)
 	if err != nil {
 		return false, nil, err
 	}
@@ -227,7 +227,7 @@ func (c *Controller) retireExec(ctx context.Context, id string, now time.Time) (
 		return false, nil, err
 	}
 	// The one effect is execution.Retire, done with the revision read.
-	m, err := c.execs().retire(ctx, id, v.rev)
+	m, err := c.ex.execs().retire(ctx, id, v.rev)
 	if errors.Is(err, errCASConflict) {
 		return false, nil, nil
 	}
@@ -238,7 +238,7 @@ func (c *Controller) retireExec(ctx context.Context, id string, now time.Time) (
 }
 
 // purgeMarkers purges the markers of the last pass, sweepParallel at a time.
-func (c *Controller) purgeMarkers(ctx context.Context, s *sweeper) {
+func (c *retention) purgeMarkers(ctx context.Context, s *sweeper) {
 	for _, name := range []string{protocol.BucketExecs, protocol.BucketJobs, protocol.BucketIdem} {
 		if _, ok := s.streams[kvStream(name)]; !ok {
 			st, err := c.js.Stream(ctx, kvStream(name))
@@ -278,8 +278,8 @@ func parallel(n, k int, fn func(i int)) {
 // job in history first (protocol.JobRetired on AX_EVT). It returns the
 // purge markers it wrote, for the next pass to purge; safe to run for
 // several jobs at once.
-func (c *Controller) retireJob(ctx context.Context, id string, now time.Time) (bool, []marker, error) {
-	j, rev, err := c.readJob(ctx, id)
+func (c *retention) retireJob(ctx context.Context, id string, now time.Time) (bool, []marker, error) {
+	j, rev, err := c.jobsvc.readJob(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil, nil
 	}
@@ -327,7 +327,7 @@ func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
 // purgeKey publishes a purge marker on key (the KV purge: the subject's
 // earlier messages go) with compare-and-set on rev, and returns its
 // sequence. A lost compare-and-set is errCASConflict.
-func (c *Controller) purgeKey(ctx context.Context, bucket, key string, rev uint64) (uint64, error) {
+func (c *retention) purgeKey(ctx context.Context, bucket, key string, rev uint64) (uint64, error) {
 	m := nats.NewMsg(kvSubject(bucket, key))
 	m.Header.Set("KV-Operation", "PURGE")
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
@@ -345,7 +345,7 @@ func (c *Controller) purgeKey(ctx context.Context, bucket, key string, rev uint6
 // ax_execs, left live state (the history index holds it): its reports are
 // then refused. An execution scheduled less than half the grace
 // (liveGrace) ago cannot have, and is not looked up.
-func (c *Controller) inHistory(ctx context.Context, id string) (protocol.Execution, bool) {
+func (c *execService) inHistory(ctx context.Context, id string) (protocol.Execution, bool) {
 	_, sched, err := protocol.ParseExecID("exec_id", id)
 	if err != nil || c.now().Sub(sched) < c.liveGrace()/2 {
 		return protocol.Execution{}, false

@@ -92,7 +92,7 @@ func (f *retentionFixture) replay(jobID, id string, sched time.Time) {
 func (f *retentionFixture) leftLive(t *testing.T, id string) {
 	t.Helper()
 	eventually(t, 10*time.Second, id+" gone from ax_execs", func() bool {
-		v, err := f.c.readExec(context.Background(), id)
+		v, err := f.c.ex.readExec(context.Background(), id)
 		return err == nil && v.rec == nil
 	})
 }
@@ -139,11 +139,11 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 	// Within the grace nothing moves.
 	f.clk.step(DefaultDedupWindow - time.Minute)
 	for range 5 {
-		if err := c.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
+		if err := c.ret.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if v, _ := c.readExec(ctx, execID); v.rec == nil {
+	if v, _ := c.ex.readExec(ctx, execID); v.rec == nil {
 		t.Fatalf("%s left ax_execs before the grace ended", execID)
 	}
 
@@ -166,7 +166,7 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 			t.Errorf("live job %s: %v", id, err)
 		}
 	}
-	if v, _ := c.readExec(ctx, protocol.ExecID(pending.ID, pending.CreatedAt.Add(30*time.Minute))); v.rec == nil || v.rec.State != protocol.StatePending {
+	if v, _ := c.ex.readExec(ctx, protocol.ExecID(pending.ID, pending.CreatedAt.Add(30*time.Minute))); v.rec == nil || v.rec.State != protocol.StatePending {
 		t.Errorf("pending delayed execution: %+v", v.rec)
 	}
 	// History still has both, and the retired job.
@@ -233,7 +233,7 @@ func TestRetentionLateReportsNeverResurrect(t *testing.T) {
 		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))-dup == 6
 	})
 	for _, id := range []string{fired, execID} {
-		if v, err := c.readExec(ctx, id); err != nil || v.rec != nil {
+		if v, err := c.ex.readExec(ctx, id); err != nil || v.rec != nil {
 			t.Fatalf("%s is back in ax_execs: %+v, %v", id, v.rec, err)
 		}
 	}
@@ -267,10 +267,10 @@ func TestRetentionRestartDoesNotRemakeEnded(t *testing.T) {
 	_ = c.Close()
 
 	c = startController(t, cfg)
-	if v, err := c.readExec(ctx, trig.ExecID); err != nil || v.rec == nil {
+	if v, err := c.ex.readExec(ctx, trig.ExecID); err != nil || v.rec == nil {
 		t.Fatalf("live execution %s after restart: %+v, %v", trig.ExecID, v.rec, err)
 	}
-	if v, err := c.readExec(ctx, execID); err != nil || v.rec != nil {
+	if v, err := c.ex.readExec(ctx, execID); err != nil || v.rec != nil {
 		t.Fatalf("ended execution %s made again at restart: %+v, %v", execID, v.rec, err)
 	}
 	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
@@ -381,7 +381,7 @@ func TestRetentionScanAfterPurge(t *testing.T) {
 	f.leftLive(t, execID)
 	eventually(t, 10*time.Second, "ax_execs empty", func() bool { return len(subjects(t, c, protocol.BucketExecs)) == 0 })
 	n := 0
-	if err := c.scanExecs(tctx(t), func(*execRecord, uint64) { n++ }); err != nil || n != 0 {
+	if err := c.ex.scanExecs(tctx(t), func(*execRecord, uint64) { n++ }); err != nil || n != 0 {
 		t.Fatalf("scan = %d records, %v", n, err)
 	}
 	if strings.Contains(logs.String(), "stream position not reached") {
@@ -415,12 +415,12 @@ func TestSweepPassTakesTheWholeBacklog(t *testing.T) {
 		f.indexed(t, id)
 	}
 	f.clk.step(DefaultDedupWindow + time.Minute)
-	if err := c.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}, jobs: map[string]bool{}}); err != nil {
+	if err := c.ret.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}, jobs: map[string]bool{}}); err != nil {
 		t.Fatal(err)
 	}
 	left := 0
 	for _, id := range ids {
-		if v, err := c.readExec(ctx, id); err != nil || v.rec != nil {
+		if v, err := c.ex.readExec(ctx, id); err != nil || v.rec != nil {
 			left++
 		}
 	}

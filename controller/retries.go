@@ -22,7 +22,7 @@ type retryItem struct {
 // each execution's pending timer. Fired items are queued and handled on
 // their own goroutine so the wheel never waits for NATS.
 type retrier struct {
-	c *Controller
+	c *core
 	d *wheel.Driver[retryItem]
 
 	mu      sync.Mutex
@@ -37,7 +37,7 @@ type retryEntry struct {
 	jobID   string
 }
 
-func newRetrier(c *Controller) (*retrier, error) {
+func newRetrier(c *core) (*retrier, error) {
 	r := &retrier{c: c, handles: map[string]retryEntry{}, signal: make(chan struct{}, 1)}
 	d, err := wheel.NewDriver[retryItem](wheel.DefaultConfig(), c.clk, r.fired)
 	if err != nil {
@@ -127,7 +127,7 @@ func (r *retrier) run(ctx context.Context) {
 			it := r.queue[0]
 			r.queue = r.queue[1:]
 			r.mu.Unlock()
-			if err := r.c.fireRetry(ctx, it); err != nil && ctx.Err() == nil {
+			if err := r.c.ingest.fireRetry(ctx, it); err != nil && ctx.Err() == nil {
 				wait := time.Second
 				if errors.Is(err, errNoHolder) {
 					// A grant re-arms it too (settleEpochs); this is the fallback.
@@ -158,7 +158,7 @@ var errNoHolder = errors.New("the group job's lease has no holder now")
 // whom. A retry of a group job goes to the holder of the job's lease now.
 // The retry of a job deleted meanwhile cancels the execution
 // (execution.JobDeleted).
-func (c *Controller) fireRetry(ctx context.Context, it retryItem) error {
+func (c *reportIngest) fireRetry(ctx context.Context, it retryItem) error {
 	job, _, ok := c.jobs.get(it.JobID)
 	var ev execution.Event = execution.JobDeleted{Attempt: it.Attempt}
 	if ok {
@@ -168,7 +168,7 @@ func (c *Controller) fireRetry(ctx context.Context, it retryItem) error {
 		}
 		ev = due
 	}
-	before, after, effs, err := c.applyExec(ctx, it.ExecID, ev, c.jobEnv(it.JobID))
+	before, after, effs, err := c.ex.applyExec(ctx, it.ExecID, ev, c.ex.jobEnv(it.JobID))
 	switch {
 	case errors.Is(err, execution.ErrMovedOn):
 		return nil // moved on meanwhile (cancelled, already triggered)
@@ -189,9 +189,9 @@ func (c *Controller) fireRetry(ctx context.Context, it retryItem) error {
 		}
 	}
 	if !ok {
-		return c.execEffects(ctx, rec, nil, effs)
+		return c.ex.execEffects(ctx, rec, nil, effs)
 	}
-	if err := c.execEffects(ctx, rec, &job, effs); err != nil {
+	if err := c.ex.execEffects(ctx, rec, &job, effs); err != nil {
 		return err
 	}
 	c.log.Info("retry sent", "exec", rec.ExecID, "job", rec.JobID, "attempt", it.Attempt+1, "agent", rec.Agent, "epoch", rec.Epoch)

@@ -36,7 +36,7 @@ const sentRunsSkew = 5 * time.Minute
 
 // sentRuns returns the Msg-Ids of the commands AX_CMD holds that were
 // stored at or after since (less sentRunsSkew), read with headers only.
-func (c *Controller) sentRuns(ctx context.Context, since time.Time) (map[string]bool, error) {
+func (c *reloader) sentRuns(ctx context.Context, since time.Time) (map[string]bool, error) {
 	st, err := c.js.Stream(ctx, protocol.StreamCommands)
 	if err != nil {
 		return nil, fmt.Errorf("sent runs: %w", err)

@@ -34,7 +34,7 @@ const shardLanes = 4
 // there one at a time, in stream order. A worker runs while this replica
 // holds the shard's lease (ownership.go).
 type shardWorker struct {
-	c      *Controller
+	c      *reportIngest
 	n      int
 	its    []jetstream.MessagesContext
 	lanes  []*lane
@@ -64,7 +64,7 @@ func consumersOf(n, shards int) []int {
 
 // ensureConsumers creates (or updates) the per-shard durable consumers,
 // refusing a shard count other than the one they were made for.
-func (c *Controller) ensureConsumers(ctx context.Context) error {
+func (c *core) ensureConsumers(ctx context.Context) error {
 	if cons, err := c.js.Consumer(ctx, protocol.StreamReports, shardConsumerName(0)); err == nil {
 		if got := cons.CachedInfo().Config.Metadata[shardMetaKey]; got != "" && got != strconv.Itoa(c.cfg.Shards) {
 			return configErr("shards", "the report consumers were made for %s shards, config says %d (the shard count is fixed once streams exist)", got, c.cfg.Shards)
@@ -93,7 +93,7 @@ func (c *Controller) ensureConsumers(ctx context.Context) error {
 }
 
 // startShardWorker starts consuming shard n.
-func (c *Controller) startShardWorker(ctx context.Context, n int) (*shardWorker, error) {
+func (c *reportIngest) startShardWorker(ctx context.Context, n int) (*shardWorker, error) {
 	w := &shardWorker{c: c, n: n}
 	w.ctx, w.cancel = context.WithCancel(c.ctx)
 	for _, k := range consumersOf(n, c.cfg.Shards) {

@@ -17,7 +17,7 @@ const startRetryFor = 2 * time.Minute
 
 // retryStart runs load until it succeeds, retrying (with a growing pause,
 // up to startRetryFor) while it fails with a request timeout.
-func (c *Controller) retryStart(ctx context.Context, what string, load func(context.Context) error) error {
+func (c *core) retryStart(ctx context.Context, what string, load func(context.Context) error) error {
 	t0, pause := c.mono(), 250*time.Millisecond
 	for {
 		err := load(ctx)

@@ -36,7 +36,7 @@ func storeLost(prev protocol.AgentInfo, r protocol.Register) bool {
 
 // lastCommandSeq returns the AX_CMD sequence of the last command sent to
 // agent, 0 when there is none.
-func (c *Controller) lastCommandSeq(ctx context.Context, agent string) (uint64, error) {
+func (c *agentService) lastCommandSeq(ctx context.Context, agent string) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := c.js.Stream(ctx, protocol.StreamCommands)
@@ -57,11 +57,11 @@ func (c *Controller) lastCommandSeq(ctx context.Context, agent string) (uint64, 
 // it (see above); after is the sequence it resumes after, which makes the
 // message ids of these re-sends differ from the originals' (the stream
 // would drop them as duplicates).
-func (c *Controller) resendRuns(ctx context.Context, agent string, after uint64) {
+func (c *agentService) resendRuns(ctx context.Context, agent string, after uint64) {
 	now := c.now()
 	var again []*execRecord
 	var lost []string
-	err := c.scanExecs(ctx, func(r *execRecord, _ uint64) {
+	err := c.ex.scanExecs(ctx, func(r *execRecord, _ uint64) {
 		if r.Agent != agent {
 			return
 		}
@@ -92,7 +92,7 @@ func (c *Controller) resendRuns(ctx context.Context, agent string, after uint64)
 			Job: j, ExecID: r.ExecID, Attempt: attempt, RunAt: runAt, Epoch: r.Epoch,
 		}}
 		msgID := protocol.RunAgainMsgID(r.ExecID, attempt, agent, after)
-		if err := c.publishCommand(ctx, cmd, msgID); err != nil {
+		if err := c.ex.publishCommand(ctx, cmd, msgID); err != nil {
 			c.log.Error("agent store lost its state: send run again", "agent", agent, "exec", r.ExecID, "err", err)
 			continue
 		}

@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// parts are the controller's components. Each owns one concern and its
+// files; they share the core (the configuration, stores, caches and the
+// lease and fleet components) and call each other through these fields,
+// so a call that crosses a concern names the part it enters.
+//
+//	jobsvc    jobs: create (one-shot fast path, batch), read, update,
+//	          pause, delete, idempotency keys (jobs.go, jobsbatch.go,
+//	          createoneshot.go)
+//	ex        executions: the one Apply and its effects, the execution
+//	          store and scans, events and commands out, operator retry and
+//	          cancel (execapply.go, effects.go, execstore.go, execscan.go,
+//	          executions.go)
+//	place     placement: which agents run a job, assignment diffs, runs of
+//	          new executions, executions waiting for an agent (assign.go,
+//	          dispatch.go)
+//	ingest    reports in: the per-shard consumers and lanes, report
+//	          authorization, the report stream's upkeep, retry timers that
+//	          fire (shards.go, lanes.go, reportauth.go, reportstream.go,
+//	          retries.go)
+//	reloader  the reload of a shard's live executions at acquisition
+//	          (reload.go, sentruns.go, historyrepair.go)
+//	ret       retention: the sweeper that moves terminal executions and
+//	          finished one-shot jobs out of live state (retention.go)
+//	agentsvc  what the fleet asks of the rest: lease renewals and
+//	          releases, lost epochs, runs re-sent after an agent lost its
+//	          store, agent listings (leaserenew.go, leasesettle.go,
+//	          storeloss.go, agentlist.go)
+type parts struct {
+	jobsvc   *jobService
+	ex       *execService
+	place    *placer
+	ingest   *reportIngest
+	reloader *reloader
+	ret      *retention
+	agentsvc *agentService
+}
+
+// newParts makes the parts of c.
+func newParts(c *core) parts {
+	return parts{
+		jobsvc:   &jobService{c},
+		ex:       &execService{c},
+		place:    &placer{c},
+		ingest:   &reportIngest{c},
+		reloader: &reloader{c},
+		ret:      &retention{c},
+		agentsvc: &agentService{c},
+	}
+}
+
+// jobService creates, reads, changes and deletes jobs.
+type jobService struct{ *core }
+
+// execService changes executions (through execution.Apply and the
+// execution store) and carries out the effects.
+type execService struct{ *core }
+
+// placer decides which agents run a job and sends them its assignments
+// and runs.
+type placer struct{ *core }
+
+// reportIngest takes the agents' reports in, per shard.
+type reportIngest struct{ *core }
+
+// reloader loads a shard's live executions when this replica acquires it.
+type reloader struct{ *core }
+
+// retention moves finished work out of live state into history.
+type retention struct{ *core }
+
+// agentService is what the fleet asks of the rest of the controller.
+type agentService struct{ *core }
+
+// ownershipHostOf answers the shard ownership's ownershipHost from the
+// parts that own each step.
+type ownershipHostOf struct{ *core }
+
+func (h ownershipHostOf) startShardWorker(ctx context.Context, n int) (*shardWorker, error) {
+	return h.ingest.startShardWorker(ctx, n)
+}
+
+func (h ownershipHostOf) reloadExecutions(ctx context.Context, shards map[int]bool) error {
+	return h.reloader.reloadExecutions(ctx, shards)
+}
+
+func (h ownershipHostOf) forgetShard(n int) { h.place.forgetShard(n) }
+
+func (h ownershipHostOf) manageGroupLeases(ctx context.Context, now time.Time) {
+	h.place.manageGroupLeases(ctx, now)
+}
+
+func (h ownershipHostOf) placeWaiting(ctx context.Context, now time.Time) {
+	h.place.placeWaiting(ctx, now)
+}
+
+// fleetHostOf answers the fleet's fleetHost.
+type fleetHostOf struct{ *core }
+
+func (h fleetHostOf) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
+	h.place.reconcileAgent(ctx, prev, cur, resend)
+}
+
+func (h fleetHostOf) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
+	h.place.placeUnplaced(ctx, a)
+}
+
+func (h fleetHostOf) lastCommandSeq(ctx context.Context, agent string) (uint64, error) {
+	return h.agentsvc.lastCommandSeq(ctx, agent)
+}
+
+func (h fleetHostOf) resendRuns(ctx context.Context, agent string, after uint64) {
+	h.agentsvc.resendRuns(ctx, agent, after)
+}
+
+func (h fleetHostOf) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) ([]protocol.Lease, []protocol.HeldLease) {
+	return h.agentsvc.renewLeases(ctx, a, claims)
+}
+
+func (h fleetHostOf) releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
+	h.agentsvc.releaseLeases(ctx, agent, claims)
+}
+
+// groupLeaseHostOf answers the group leases' groupLeaseHost.
+type groupLeaseHostOf struct{ *core }
+
+func (h groupLeaseHostOf) publishCommand(ctx context.Context, cmd protocol.Command, msgID string) error {
+	return h.ex.publishCommand(ctx, cmd, msgID)
+}
+
+func (h groupLeaseHostOf) readJob(ctx context.Context, id string) (protocol.Job, uint64, error) {
+	return h.jobsvc.readJob(ctx, id)
+}
+
+func (h groupLeaseHostOf) settleEpochs(ctx context.Context, lost []lostLease) {
+	h.agentsvc.settleEpochs(ctx, lost)
+}
