@@ -179,7 +179,7 @@ func (c *placer) assignChange(ctx context.Context, old, next *protocol.Job) {
 	}
 	c.applyDiff(ctx, id, before, after, nil, reason)
 	if next == nil {
-		c.dropUnplacedOf(id)
+		c.cancelUnplacedOf(ctx, id)
 	}
 	c.assignMu.Unlock()
 }
@@ -247,6 +247,7 @@ func (c *placer) placeWaiting(ctx context.Context, now time.Time) {
 	if len(c.unplaced) == 0 {
 		return
 	}
+	c.cancelUnplacedOf(ctx, "") // of jobs deleted through another replica
 	for _, a := range c.agents.snapshot() {
 		if isOnline(a, now, c.cfg.AgentOfflineAfter) {
 			c.placeUnplaced(ctx, a)

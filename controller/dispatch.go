@@ -153,6 +153,10 @@ func (c *placer) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 	for execID, jobID := range c.unplaced {
 		j, _, ok := c.jobs.get(jobID)
 		if !ok {
+			if _, err := c.cancelDeletedJobRun(ctx, execID, jobID, false); err != nil {
+				c.log.Warn("cancel execution of a deleted job", "exec", execID, "job", jobID, "err", err)
+				continue
+			}
 			delete(c.unplaced, execID)
 			continue
 		}
@@ -174,16 +178,6 @@ func (c *placer) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 			continue
 		}
 		c.log.Info("execution placed", "exec", execID, "agent", a.Agent)
-	}
-}
-
-// dropUnplacedOf forgets the unplaced executions of a deleted job. Called
-// with assignMu held.
-func (c *placer) dropUnplacedOf(jobID string) {
-	for execID, j := range c.unplaced {
-		if j == jobID {
-			delete(c.unplaced, execID)
-		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -95,9 +96,39 @@ func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) er
 	if herr != nil {
 		c.log.Warn("restore events missing from the history", "err", herr)
 	}
+	cancelled := 0
+	if sentKnown {
+		cancelled = c.cancelUnsentOfDeleted(ctx, jobless, sent)
+	}
 	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", len(s.pending), "pending_resent", resent,
-		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored)
+		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled)
 	return nil
+}
+
+// cancelUnsentOfDeleted cancels the PENDING executions of deleted jobs
+// (among jobless) whose run AX_CMD does not hold (sent): the run was lost
+// in a crash before it went out, and the job's spec went with the delete,
+// so it can be neither re-sent nor run. A record younger than
+// orphanExecAfter (its run may be on its way) or older than AX_CMD keeps
+// commands (its run may have aged out of the stream) is left alone, and so
+// is an unplaced one (placeWaiting takes those). It returns how many it
+// cancelled.
+func (c *reloader) cancelUnsentOfDeleted(ctx context.Context, jobless []*execRecord, sent map[string]bool) int {
+	n := 0
+	for _, r := range jobless {
+		age := c.now().Sub(r.UpdatedAt)
+		if r.Agent == "" || sent[runMsgID(r, r.Attempt)] || age < orphanExecAfter || age > streams.DefaultCommandMaxAge-time.Hour {
+			continue
+		}
+		ok, err := c.place.cancelDeletedJobRun(ctx, r.ExecID, r.JobID, true)
+		if err != nil {
+			c.log.Warn("cancel execution of a deleted job", "exec", r.ExecID, "job", r.JobID, "err", err)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
 }
 
 // reloadScanned is what the scan of a reload found in its shards.

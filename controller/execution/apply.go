@@ -264,17 +264,27 @@ func applyAgentLost(rec *Record, e AgentLost, env Env) (*Record, []Effect, error
 	return next, eff, nil
 }
 
-// applyJobDeleted cancels a RETRY_WAITING execution whose job is gone.
+// applyJobDeleted cancels an execution whose job is gone and that no
+// agent will run: RETRY_WAITING, or PENDING without a run out (unplaced,
+// or e.Unsent).
 func applyJobDeleted(rec *Record, e JobDeleted, env Env) (*Record, []Effect, error) {
-	if rec == nil || rec.State != protocol.StateRetryWaiting || rec.Attempt != e.Attempt {
-		return nil, nil, reject(ErrMovedOn, "retry of attempt %d no longer due", e.Attempt)
+	if rec == nil || rec.Attempt != e.Attempt {
+		return nil, nil, reject(ErrMovedOn, "attempt %d no longer waits", e.Attempt)
+	}
+	switch {
+	case rec.State == protocol.StateRetryWaiting:
+	case rec.State == protocol.StatePending && (rec.Agent == "" || e.Unsent):
+	case rec.State == protocol.StatePending:
+		return nil, nil, reject(ErrMovedOn, "the run of attempt %d may be on agent %s", e.Attempt, rec.Agent)
+	default:
+		return nil, nil, reject(ErrMovedOn, "attempt %d is %s", e.Attempt, rec.State)
 	}
 	if err := CheckTransition(rec.State, protocol.StateCancelled); err != nil {
 		return nil, nil, transitionRefused(err, "")
 	}
 	next := rec.Clone()
 	next.State, next.Reason, next.UpdatedAt = protocol.StateCancelled, "job_deleted", env.Now
-	return next, changed(next, Transition{From: protocol.StateRetryWaiting, To: protocol.StateCancelled, Reason: "job_deleted"}), nil
+	return next, changed(next, Transition{From: rec.State, To: protocol.StateCancelled, Reason: "job_deleted"}), nil
 }
 
 // applyExpiry lets a terminal execution that ended e.Grace or longer ago

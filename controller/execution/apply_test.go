@@ -100,6 +100,8 @@ func eventFor(col string, rec *Record) Event {
 		return AgentLost{NewAgent: "a2", Epoch: 6}
 	case "job_deleted":
 		return JobDeleted{Attempt: 1}
+	case "job_deleted_unsent":
+		return JobDeleted{Attempt: 1, Unsent: true}
 	case "expiry":
 		return Expiry{Grace: 2 * time.Hour}
 	}
@@ -109,7 +111,7 @@ func eventFor(col string, rec *Record) Event {
 var (
 	rows = []string{"", "PENDING-unplaced", "PENDING", "TRIGGERED", "RUNNING", "SUCCESS", "FAILED", "RETRY_WAITING", "CANCELLED", "SKIPPED"}
 	cols = []string{"create", "triggered", "running", "finished", "interrupted", "skipped", "fenced", "running_by_a2", "place", "retry_due",
-		"operator_retry", "operator_cancel", "agent_lost", "job_deleted", "expiry"}
+		"operator_retry", "operator_cancel", "agent_lost", "job_deleted", "expiry", "job_deleted_unsent"}
 )
 
 // The expected answer of a cell: a state (accepted, the next record's),
@@ -119,24 +121,25 @@ const (
 	P, T, R, S    = protocol.StatePending, protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess
 	F, W, C, K    = protocol.StateFailed, protocol.StateRetryWaiting, protocol.StateCancelled, protocol.StateSkipped
 	retire, same  = "retire", "same"
-	lastColumnIdx = 14
+	lastColumnIdx = 15
 )
 
 // want is the table written out by hand, row by row, in the order of cols.
 var want = map[string][]any{
 	//                  create, triggered, running, finished, interrupted, skipped, fenced, running_by_a2, place,
-	//                  retry_due, operator_retry, operator_cancel, agent_lost, job_deleted, expiry
+	//                  retry_due, operator_retry, operator_cancel, agent_lost, job_deleted, expiry, job_deleted_unsent
+	// job_deleted cancels what no agent will run: RETRY_WAITING, PENDING unplaced, PENDING whose run was never sent.
 	// TRIGGERED + interrupted: the attempt is lost unstarted, T → RETRY_WAITING (the agent-lost edge).
-	"":                 {P, T, ErrUnknownExec, ErrUnknownExec, ErrUnknownExec, K, ErrUnknownExec, ErrUnknownExec, ErrMovedOn, ErrMovedOn, ErrNoRecord, ErrNoRecord, ErrMovedOn, ErrMovedOn, ErrNoRecord},
-	"PENDING-unplaced": {ErrExists, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, P, ErrMovedOn, ErrNotRetryable, C, ErrMovedOn, ErrMovedOn, ErrNotExpired},
-	"PENDING":          {ErrExists, T, ErrTransition, ErrTransition, ErrTransition, K, ErrTransition, ErrWrongAgent, ErrMovedOn, ErrMovedOn, ErrNotRetryable, C, ErrMovedOn, ErrMovedOn, ErrNotExpired},
-	"TRIGGERED":        {ErrExists, ErrDuplicate, R, ErrTransition, W, K, W, ErrWrongAgent, ErrMovedOn, ErrMovedOn, ErrNotRetryable, C, W, ErrMovedOn, ErrNotExpired},
-	"RUNNING":          {ErrExists, ErrDuplicate, ErrDuplicate, S, W, ErrTransition, ErrTransition, ErrDuplicate, ErrMovedOn, ErrMovedOn, ErrNotRetryable, C, W, ErrMovedOn, ErrNotExpired},
-	"SUCCESS":          {ErrExists, ErrDuplicate, ErrDuplicate, ErrDuplicate, ErrTerminal, ErrTerminal, ErrTerminal, ErrDuplicate, ErrMovedOn, ErrMovedOn, ErrNotRetryable, ErrTransition, ErrMovedOn, ErrMovedOn, retire},
-	"FAILED":           {ErrExists, ErrDuplicate, ErrDuplicate, ErrDuplicate, ErrTerminal, ErrTerminal, ErrTerminal, ErrDuplicate, ErrMovedOn, ErrMovedOn, W, ErrTransition, ErrMovedOn, ErrMovedOn, retire},
-	"RETRY_WAITING":    {ErrExists, T, ErrFuture, ErrFuture, ErrFuture, ErrFuture, W, ErrWrongAgent, ErrMovedOn, W, ErrNotRetryable, C, W, C, ErrNotExpired},
-	"CANCELLED":        {ErrExists, ErrDuplicate, ErrTerminal, ErrTerminal, ErrTerminal, ErrTerminal, ErrTerminal, ErrWrongAgent, ErrMovedOn, ErrMovedOn, ErrNotRetryable, ErrTransition, ErrMovedOn, ErrMovedOn, retire},
-	"SKIPPED":          {ErrExists, ErrTerminal, ErrTerminal, ErrTerminal, ErrTerminal, ErrDuplicate, ErrTerminal, ErrWrongAgent, ErrMovedOn, ErrMovedOn, ErrNotRetryable, ErrTransition, ErrMovedOn, ErrMovedOn, retire},
+	"":                 {P, T, ErrUnknownExec, ErrUnknownExec, ErrUnknownExec, K, ErrUnknownExec, ErrUnknownExec, ErrMovedOn, ErrMovedOn, ErrNoRecord, ErrNoRecord, ErrMovedOn, ErrMovedOn, ErrNoRecord, ErrMovedOn},
+	"PENDING-unplaced": {ErrExists, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, ErrWrongAgent, P, ErrMovedOn, ErrNotRetryable, C, ErrMovedOn, C, ErrNotExpired, C},
+	"PENDING":          {ErrExists, T, ErrTransition, ErrTransition, ErrTransition, K, ErrTransition, ErrWrongAgent, ErrMovedOn, ErrMovedOn, ErrNotRetryable, C, ErrMovedOn, ErrMovedOn, ErrNotExpired, C},
+	"TRIGGERED":        {ErrExists, ErrDuplicate, R, ErrTransition, W, K, W, ErrWrongAgent, ErrMovedOn, ErrMovedOn, ErrNotRetryable, C, W, ErrMovedOn, ErrNotExpired, ErrMovedOn},
+	"RUNNING":          {ErrExists, ErrDuplicate, ErrDuplicate, S, W, ErrTransition, ErrTransition, ErrDuplicate, ErrMovedOn, ErrMovedOn, ErrNotRetryable, C, W, ErrMovedOn, ErrNotExpired, ErrMovedOn},
+	"SUCCESS":          {ErrExists, ErrDuplicate, ErrDuplicate, ErrDuplicate, ErrTerminal, ErrTerminal, ErrTerminal, ErrDuplicate, ErrMovedOn, ErrMovedOn, ErrNotRetryable, ErrTransition, ErrMovedOn, ErrMovedOn, retire, ErrMovedOn},
+	"FAILED":           {ErrExists, ErrDuplicate, ErrDuplicate, ErrDuplicate, ErrTerminal, ErrTerminal, ErrTerminal, ErrDuplicate, ErrMovedOn, ErrMovedOn, W, ErrTransition, ErrMovedOn, ErrMovedOn, retire, ErrMovedOn},
+	"RETRY_WAITING":    {ErrExists, T, ErrFuture, ErrFuture, ErrFuture, ErrFuture, W, ErrWrongAgent, ErrMovedOn, W, ErrNotRetryable, C, W, C, ErrNotExpired, C},
+	"CANCELLED":        {ErrExists, ErrDuplicate, ErrTerminal, ErrTerminal, ErrTerminal, ErrTerminal, ErrTerminal, ErrWrongAgent, ErrMovedOn, ErrMovedOn, ErrNotRetryable, ErrTransition, ErrMovedOn, ErrMovedOn, retire, ErrMovedOn},
+	"SKIPPED":          {ErrExists, ErrTerminal, ErrTerminal, ErrTerminal, ErrTerminal, ErrDuplicate, ErrTerminal, ErrWrongAgent, ErrMovedOn, ErrMovedOn, ErrNotRetryable, ErrTransition, ErrMovedOn, ErrMovedOn, retire, ErrMovedOn},
 }
 
 func tableEnv() Env {
@@ -201,7 +204,7 @@ func TestApplyEveryStateEvent(t *testing.T) {
 			})
 		}
 	}
-	if n != 10*15 {
+	if n != 10*16 {
 		t.Fatalf("checked %d cells", n)
 	}
 }

@@ -15,7 +15,8 @@
 //     running, finished, interrupted, skipped, fenced), Place (an agent
 //     found for a waiting run), RetryDue (a retry timer fired),
 //     OperatorRetry, OperatorCancel, AgentLost (a group lease moved on),
-//     JobDeleted (a retry of a deleted job) and Expiry (a terminal
+//     JobDeleted (a deleted job's attempt that no agent will run: a
+//     retry due, a run never placed or never sent) and Expiry (a terminal
 //     execution leaving live state).
 //   - The checks that make reports idempotent and safe from untrusted
 //     agents: duplicate step (exec_id, attempt, kind), old attempt, old

@@ -87,10 +87,14 @@ type AgentLost struct {
 	Epoch    uint64
 }
 
-// JobDeleted is the retry timer of attempt Attempt firing for an
-// execution whose job is gone.
+// JobDeleted says that the job of an execution is gone while attempt
+// Attempt waits: its retry timer fired (RETRY_WAITING), or it is PENDING
+// and no agent holds its run — none was placed (no agent), or Unsent: the
+// caller knows the run was never sent (AX_CMD holds no run of it). A
+// PENDING attempt whose run an agent may hold is left to run.
 type JobDeleted struct {
 	Attempt int
+	Unsent  bool
 }
 
 // Expiry asks whether a terminal execution may leave live state: it ended

@@ -48,7 +48,7 @@ func decodeEvent(b []byte, cur *Record, now time.Time) Event {
 	case 5:
 		return AgentLost{NewAgent: agent, Epoch: epoch + 1}
 	case 6:
-		return JobDeleted{Attempt: attempt}
+		return JobDeleted{Attempt: attempt, Unsent: b[4]&1 == 1}
 	case 7:
 		return Expiry{Grace: time.Duration(b[4]) * time.Minute}
 	}
