@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/axsched/ax/bench/internal/proc"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -136,7 +137,7 @@ func (s *system) soakSample(ctx context.Context, t0 time.Time, sk *sink) (soakSa
 	var o soakSample
 	var err error
 	o.at = time.Since(t0)
-	o.rss, _ = memOf(s.ctl.pid())
+	o.rss, _ = proc.Mem(s.ctl.PID())
 	if o.jobs, err = s.streamMsgs(ctx, "KV_ax_jobs"); err != nil {
 		return o, err
 	}
