@@ -140,8 +140,7 @@ func TestHelperAgentProcess(t *testing.T) {
 // stops; an error is printed as "ERROR ..." with exit code 2.
 func runAgentChild(a *agent.Agent, err error) {
 	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
+		testutil.ChildFail(err)
 	}
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -149,8 +148,7 @@ func runAgentChild(a *agent.Agent, err error) {
 	}()
 	fmt.Println("READY")
 	if err := a.Run(context.Background()); err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
+		testutil.ChildFail(err)
 	}
 	os.Exit(0)
 }

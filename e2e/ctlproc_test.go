@@ -42,20 +42,13 @@ func TestHelperReplicaProcess(t *testing.T) {
 	if url == "" {
 		t.Skip("helper process of TestReplicaKill9UnderLoad")
 	}
-	c, err := controller.New(replicaConfig(url, os.Getenv(envReplicaNode)))
-	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
-	fmt.Println("READY")
-	<-time.After(2 * time.Minute) // watchdog: the parent kills us long before
-	os.Exit(3)
+	testutil.RunChild(func(ctx context.Context) error {
+		c, err := controller.New(replicaConfig(url, os.Getenv(envReplicaNode)))
+		if err != nil {
+			return err
+		}
+		return c.Start(ctx)
+	})
 }
 
 // startReplicaProcess runs a controller replica named node against the

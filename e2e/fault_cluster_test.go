@@ -65,10 +65,7 @@ func TestHelperFaultController(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process of TestFaultInjection")
 	}
-	fail := func(err error) {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
+	fail := testutil.ChildFail
 	port, err := strconv.Atoi(os.Getenv(envFaultCtlNATS))
 	if err != nil {
 		fail(err)

@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -78,3 +80,25 @@ func (c *Child) Signal(sig os.Signal) error { return c.Cmd.Process.Signal(sig) }
 
 // Done is closed when the process has exited.
 func (c *Child) Done() <-chan struct{} { return c.done }
+
+// ChildFail ends a helper process that could not start: it prints
+// "ERROR err", the line StartChild fails the test with, and exits 2.
+func ChildFail(err error) {
+	fmt.Println("ERROR", err)
+	os.Exit(2)
+}
+
+// RunChild is the body of a helper process that StartChild runs and kills:
+// it calls start with a context that ends after a minute (ChildFail when
+// start fails), prints READY and waits to be killed, exiting 3 after a
+// two-minute watchdog. It does not return.
+func RunChild(start func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := start(ctx); err != nil {
+		ChildFail(err)
+	}
+	fmt.Println("READY")
+	<-time.After(2 * time.Minute) // watchdog: the parent kills us long before
+	os.Exit(3)
+}
