@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -13,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/internal/protocoltest"
-	"github.com/axsched/ax/internal/testutil"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -180,13 +178,7 @@ func (c *ctl) sendRaw(id string, b []byte) uint64 {
 func (c *ctl) reportsOf(execID string) []protocol.Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []protocol.Report
-	for _, r := range c.reports {
-		if r.ExecID == execID {
-			out = append(out, r)
-		}
-	}
-	return out
+	return testutil.Filter(c.reports, func(r protocol.Report) bool { return r.ExecID == execID })
 }
 
 func (c *ctl) all() []protocol.Report {
@@ -196,13 +188,9 @@ func (c *ctl) all() []protocol.Report {
 }
 
 func (c *ctl) count(kind protocol.ReportKind) int {
-	n := 0
-	for _, r := range c.all() {
-		if r.Kind == kind {
-			n++
-		}
-	}
-	return n
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(testutil.Filter(c.reports, func(r protocol.Report) bool { return r.Kind == kind }))
 }
 
 func (c *ctl) heartbeats() (int, protocol.Heartbeat) {
@@ -227,13 +215,8 @@ func testConfig(t testing.TB, id, url string) Config {
 	return cfg
 }
 
-// testLogger writes to the test log only when -v and the test fails.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("AX_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+// testLogger is the test kit's logger (stderr with AX_TEST_LOG set).
+func testLogger(testing.TB) *slog.Logger { return testutil.Logger() }
 
 // startAgent runs an agent until the test ends.
 func startAgent(t testing.TB, cfg Config, opts ...Option) *Agent {
