@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/agent"
@@ -108,12 +107,8 @@ func (j loadJob) expectedPath() []protocol.State {
 // delivered and not acknowledged, and those not delivered yet.
 func reportsInFlight(tb testing.TB, url string, owners []string, node string) (unacked, waiting int) {
 	tb.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	nc, js := natstest.Connect(tb, url)
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx := testutil.Context(tb, 10*time.Second)
 	for n, o := range owners {
 		if o != node {
@@ -134,12 +129,8 @@ func reportsInFlight(tb testing.TB, url string, owners []string, node string) (u
 // after its de-duplication by Msg-Id, in stream order.
 func streamEvents(tb testing.TB, url string) []protocol.Event {
 	tb.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	nc, js := natstest.Connect(tb, url)
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx := testutil.Context(tb, 30*time.Second)
 	st, err := js.Stream(ctx, protocol.StreamEvents)
 	if err != nil {

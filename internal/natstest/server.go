@@ -104,13 +104,23 @@ func (s *Server) String() string {
 // connection (closed when the test ends) and its JetStream context.
 func JetStream(tb testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	tb.Helper()
+	nc, js := Connect(tb, url, opts...)
+	tb.Cleanup(nc.Close)
+	return nc, js
+}
+
+// Connect is JetStream for a short look at the server, in a helper that a
+// poll may call on every try: the caller closes the connection, which is
+// not kept open until the test ends.
+func Connect(tb testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		tb.Fatalf("nats connect %s: %v", url, err)
 	}
-	tb.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
+		nc.Close()
 		tb.Fatalf("jetstream: %v", err)
 	}
 	return nc, js
