@@ -24,10 +24,7 @@ const (
 // TestHelperControllerProcess is not a test: TestKill9Restart runs the test
 // binary again with it to get a controller in a process it can SIGKILL.
 func TestHelperControllerProcess(t *testing.T) {
-	dir := os.Getenv(envChildDir)
-	if dir == "" {
-		t.Skip("helper process of TestKill9Restart")
-	}
+	dir := testutil.ChildEnv(t, envChildDir, "TestKill9Restart")
 	port, _ := strconv.Atoi(os.Getenv(envChildPort))
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.NATS.Port, cfg.AckWait = dir, port, time.Second

@@ -102,10 +102,7 @@ func readFires(tb testing.TB, path string) []groupFire {
 // TestHelperAgentProcess is not a test: startAgentProc runs the test
 // binary again with it to get an agent in a process it can SIGKILL.
 func TestHelperAgentProcess(t *testing.T) {
-	id := os.Getenv(envAgentID)
-	if id == "" {
-		t.Skip("helper process of the failover tests")
-	}
+	id := testutil.ChildEnv(t, envAgentID, "the failover tests")
 	labels := map[string]string{}
 	for kv := range strings.SplitSeq(os.Getenv(envAgentLabels), ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {

@@ -37,10 +37,7 @@ const (
 // same settings as the in-process replicas) in a process of its own. It
 // prints READY once started and then waits to be killed.
 func TestHelperReplicaProcess(t *testing.T) {
-	url := os.Getenv(envReplicaURL)
-	if url == "" {
-		t.Skip("helper process of TestReplicaKill9UnderLoad")
-	}
+	url := testutil.ChildEnv(t, envReplicaURL, "TestReplicaKill9UnderLoad")
 	testutil.RunChild(func(ctx context.Context) error {
 		c, err := controller.New(replicaConfig(url, os.Getenv(envReplicaNode)))
 		if err != nil {

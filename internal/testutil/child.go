@@ -81,6 +81,19 @@ func (c *Child) Signal(sig os.Signal) error { return c.Cmd.Process.Signal(sig) }
 // Done is closed when the process has exited.
 func (c *Child) Done() <-chan struct{} { return c.done }
 
+// ChildEnv returns the environment variable key that the parent test set
+// for a helper process (StartChild's env); when it is empty the helper
+// test runs as an ordinary test and is skipped, with a message naming of,
+// the tests the helper serves.
+func ChildEnv(tb testing.TB, key, of string) string {
+	tb.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		tb.Skip("helper process of " + of)
+	}
+	return v
+}
+
 // ChildFail ends a helper process that could not start: it prints
 // "ERROR err", the line StartChild fails the test with, and exits 2.
 func ChildFail(err error) {

@@ -156,3 +156,14 @@ func TestFilter(t *testing.T) {
 		t.Fatalf("Filter of none = %v, want nil", none)
 	}
 }
+
+func TestChildEnv(t *testing.T) {
+	t.Setenv("AX_TESTUTIL_CHILD", "x")
+	if v := ChildEnv(t, "AX_TESTUTIL_CHILD", "TestChildEnv"); v != "x" {
+		t.Fatalf("ChildEnv = %q, want x", v)
+	}
+	t.Run("unset", func(t *testing.T) {
+		ChildEnv(t, "AX_TESTUTIL_CHILD_UNSET", "TestChildEnv")
+		t.Fatal("ChildEnv did not skip without its variable")
+	})
+}
