@@ -272,6 +272,19 @@ func runCmd(j protocol.Job, attempt int, at time.Time) protocol.Command {
 }
 func assignCmd(j protocol.Job) protocol.Command { return protocoltest.AssignCmd(j) }
 
+// waitFinished waits up to d for the finished report of execID and
+// returns it.
+func waitFinished(t testing.TB, c *ctl, d time.Duration, execID string) protocol.Report {
+	t.Helper()
+	var fin protocol.Report
+	waitFor(t, d, "finished report", func() bool {
+		var ok bool
+		fin, ok = finishedOf(c, execID)
+		return ok
+	})
+	return fin
+}
+
 func finishedOf(c *ctl, execID string) (protocol.Report, bool) {
 	for _, r := range c.reportsOf(execID) {
 		if r.Kind == protocol.ReportFinished {
