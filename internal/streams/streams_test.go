@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/internal/natstest"
@@ -16,12 +15,8 @@ import (
 
 func TestEnsureIsIdempotent(t *testing.T) {
 	s := natstest.Start(t)
-	nc, err := nats.Connect(s.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.Connect(t, s.URL())
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -84,12 +79,8 @@ func TestConfigValidate(t *testing.T) {
 // by an earlier version gets them from Ensure.
 func TestReportStreamBounded(t *testing.T) {
 	s := natstest.Start(t)
-	nc, err := nats.Connect(s.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.Connect(t, s.URL())
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
