@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/internal/streams"
@@ -243,6 +244,20 @@ func startAgent(t testing.TB, cfg Config, opts ...Option) *Agent {
 		}
 	})
 	return a
+}
+
+// stallStore stalls a's store writer: a write holds its batch open until
+// the returned unstall (also run when the test ends; it may be called more
+// than once), and stallStore returns once the writer is inside it.
+func stallStore(t testing.TB, a *Agent) (unstall func()) {
+	t.Helper()
+	release, stalled := make(chan struct{}), make(chan struct{})
+	var entered, released sync.Once
+	unstall = func() { released.Do(func() { close(release) }) }
+	a.st.Submit(func(*store.Tx) error { entered.Do(func() { close(stalled) }); <-release; return nil }, nil)
+	t.Cleanup(unstall)
+	<-stalled
+	return unstall
 }
 
 // newStopped builds an agent that is not run (its store is closed when
