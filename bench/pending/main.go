@@ -84,10 +84,7 @@ func runPending(ctx context.Context, dir, ctlBin, agentBin string, c pendingConf
 	}
 	s.pprof = c.pprof
 	defer s.stop()
-	if err := s.startController(); err != nil {
-		return false, err
-	}
-	ready0, err := s.waitReady(ctx, 2*time.Minute)
+	ready0, err := s.startReady(ctx, 2*time.Minute)
 	if err != nil {
 		return false, err
 	}

@@ -71,10 +71,7 @@ func runSoak(ctx context.Context, dir, ctlBin, agentBin string, c soakConfig) (b
 	}
 	s.pprof = c.pprof
 	defer s.stop()
-	if err := s.startController(); err != nil {
-		return false, err
-	}
-	if _, err := s.waitReady(ctx, 2*time.Minute); err != nil {
+	if _, err := s.startReady(ctx, 2*time.Minute); err != nil {
 		return false, err
 	}
 	if err := s.startAgent(ctx); err != nil {

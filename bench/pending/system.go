@@ -103,6 +103,15 @@ func (s *system) startController() error {
 	return nil
 }
 
+// startReady starts the controller and waits up to d until it is ready
+// (waitReady).
+func (s *system) startReady(ctx context.Context, d time.Duration) (time.Duration, error) {
+	if err := s.startController(); err != nil {
+		return 0, err
+	}
+	return s.waitReady(ctx, d)
+}
+
 // waitReady polls /readyz every 20 ms; it returns the time from the
 // process start until the first 200.
 func (s *system) waitReady(ctx context.Context, d time.Duration) (time.Duration, error) {
