@@ -48,12 +48,7 @@ func TestPanicIsRecoveredWithStack(t *testing.T) {
 	at := time.Now()
 	cmd := runCmd(j, 1, at)
 	c.send("edge-p", cmd)
-	var fin protocol.Report
-	waitFor(t, 10*time.Second, "finished report", func() bool {
-		var ok bool
-		fin, ok = finishedOf(c, cmd.Run.ExecID)
-		return ok
-	})
+	fin := waitFinished(t, c, 10*time.Second, cmd.Run.ExecID)
 	if fin.Outcome != retry.OutcomePanic {
 		t.Fatalf("outcome = %s, want panic", fin.Outcome)
 	}

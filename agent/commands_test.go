@@ -52,12 +52,7 @@ func TestCancelCommand(t *testing.T) {
 			} // a pending run: commands apply in order, so the cancel finds it stored
 			before := ran.get()
 			c.send("edge-c", protocol.Command{Kind: protocol.CmdCancel, Cancel: &protocol.Cancel{ExecID: run.Run.ExecID, Reason: "operator"}})
-			var fin protocol.Report
-			waitFor(t, 10*time.Second, "finished report", func() bool {
-				var ok bool
-				fin, ok = finishedOf(c, run.Run.ExecID)
-				return ok
-			})
+			fin := waitFinished(t, c, 10*time.Second, run.Run.ExecID)
 			if fin.Outcome != retry.OutcomeCancelled {
 				t.Fatalf("outcome %s, want cancelled (%+v)", fin.Outcome, fin.Result)
 			}

@@ -50,17 +50,7 @@ func checkComplete(t *testing.T, c *ctl) (attempts int) {
 // attempts a stopped agent holds TRIGGERED in its store).
 func checkCompleteExcept(t *testing.T, c *ctl, queued map[string]bool) (attempts int) {
 	t.Helper()
-	final := map[string]bool{}
-	triggered := map[string]bool{}
-	for _, r := range c.all() {
-		key := r.ExecID + "/" + strconv.Itoa(r.Attempt)
-		if r.Kind == protocol.ReportTriggered {
-			triggered[key] = true
-		}
-		if isFinal(r.Kind) {
-			final[key] = true
-		}
-	}
+	triggered, final := attemptsSeen(c)
 	for k := range triggered {
 		if !final[k] && !queued[k] {
 			t.Errorf("attempt %s was triggered but has no final report", k)
@@ -81,17 +71,7 @@ func checkCompleteExcept(t *testing.T, c *ctl, queued map[string]bool) (attempts
 // it runs at the next start: a graceful stop does not dispatch queued
 // attempts). queued holds the latter.
 func settled(c *ctl, st *store.Store) (queued map[string]bool, ok bool) {
-	final := map[string]bool{}
-	trig := map[string]protocol.Report{}
-	for _, r := range c.all() {
-		key := r.ExecID + "/" + strconv.Itoa(r.Attempt)
-		if r.Kind == protocol.ReportTriggered {
-			trig[key] = r
-		}
-		if isFinal(r.Kind) {
-			final[key] = true
-		}
-	}
+	trig, final := attemptsSeen(c)
 	queued = map[string]bool{}
 	for key, r := range trig {
 		if final[key] {
@@ -106,19 +86,26 @@ func settled(c *ctl, st *store.Store) (queued map[string]bool, ok bool) {
 	return queued, true
 }
 
-func allFinal(c *ctl) bool {
-	final := map[string]bool{}
-	var trig []string
+// attemptsSeen sorts the reports c received by attempt ("<exec id>/<attempt>"):
+// the triggered report of each attempt that has one, and the attempts with
+// a final report.
+func attemptsSeen(c *ctl) (triggered map[string]protocol.Report, final map[string]bool) {
+	triggered, final = map[string]protocol.Report{}, map[string]bool{}
 	for _, r := range c.all() {
 		key := r.ExecID + "/" + strconv.Itoa(r.Attempt)
 		if r.Kind == protocol.ReportTriggered {
-			trig = append(trig, key)
+			triggered[key] = r
 		}
 		if isFinal(r.Kind) {
 			final[key] = true
 		}
 	}
-	for _, k := range trig {
+	return triggered, final
+}
+
+func allFinal(c *ctl) bool {
+	trig, final := attemptsSeen(c)
+	for k := range trig {
 		if !final[k] {
 			return false
 		}

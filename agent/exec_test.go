@@ -42,12 +42,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	j.Timeout = protocol.Duration(300 * time.Millisecond)
 	cmd := runCmd(j, 1, time.Now())
 	c.send("edge-x", cmd)
-	var fin protocol.Report
-	waitFor(t, 15*time.Second, "finished report", func() bool {
-		var ok bool
-		fin, ok = finishedOf(c, cmd.Run.ExecID)
-		return ok
-	})
+	fin := waitFinished(t, c, 15*time.Second, cmd.Run.ExecID)
 	if fin.Outcome != retry.OutcomeTimeout {
 		t.Fatalf("outcome = %s (%+v), want timeout", fin.Outcome, fin.Result)
 	}
@@ -77,12 +72,7 @@ func TestExecOutsideAllowlistNeverStarts(t *testing.T) {
 			j := newJob("edge-a", "exec", schedule.Spec{Asap: true}, tc.payload)
 			cmd := runCmd(j, 1, time.Now())
 			c.send("edge-a", cmd)
-			var fin protocol.Report
-			waitFor(t, 10*time.Second, "finished report", func() bool {
-				var ok bool
-				fin, ok = finishedOf(c, cmd.Run.ExecID)
-				return ok
-			})
+			fin := waitFinished(t, c, 10*time.Second, cmd.Run.ExecID)
 			if fin.Outcome != retry.OutcomeFailure || fin.Result.Retryable {
 				t.Fatalf("outcome %s retryable %v, want failure not retryable", fin.Outcome, fin.Result.Retryable)
 			}
@@ -98,12 +88,7 @@ func TestExecOutsideAllowlistNeverStarts(t *testing.T) {
 	j := newJob("edge-a", "exec", schedule.Spec{Asap: true}, map[string]any{"command": "/bin/echo", "args": []string{"hello"}})
 	cmd := runCmd(j, 1, time.Now())
 	c.send("edge-a", cmd)
-	var fin protocol.Report
-	waitFor(t, 10*time.Second, "finished report", func() bool {
-		var ok bool
-		fin, ok = finishedOf(c, cmd.Run.ExecID)
-		return ok
-	})
+	fin := waitFinished(t, c, 10*time.Second, cmd.Run.ExecID)
 	if fin.Outcome != retry.OutcomeSuccess || !strings.Contains(fin.Result.Message, "hello") {
 		t.Fatalf("allowed command: %s %+v", fin.Outcome, fin.Result)
 	}
@@ -138,12 +123,7 @@ func TestExecPayloadEnvCannotRunCode(t *testing.T) {
 			j := newJob("edge-env", "exec", schedule.Spec{Asap: true}, tc.payload)
 			cmd := runCmd(j, 1, time.Now())
 			c.send("edge-env", cmd)
-			var fin protocol.Report
-			waitFor(t, 10*time.Second, "finished report", func() bool {
-				var ok bool
-				fin, ok = finishedOf(c, cmd.Run.ExecID)
-				return ok
-			})
+			fin := waitFinished(t, c, 10*time.Second, cmd.Run.ExecID)
 			if fin.Outcome != retry.OutcomeFailure || fin.Result.Retryable || !strings.Contains(fin.Result.Message, tc.variable+" is not in exec.env_allow") {
 				t.Errorf("outcome %s %+v, want failure, not retryable, naming %s", fin.Outcome, fin.Result, tc.variable)
 			}

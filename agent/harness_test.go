@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -13,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/internal/protocoltest"
-	"github.com/axsched/ax/internal/testutil"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -180,13 +179,7 @@ func (c *ctl) sendRaw(id string, b []byte) uint64 {
 func (c *ctl) reportsOf(execID string) []protocol.Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []protocol.Report
-	for _, r := range c.reports {
-		if r.ExecID == execID {
-			out = append(out, r)
-		}
-	}
-	return out
+	return testutil.Filter(c.reports, func(r protocol.Report) bool { return r.ExecID == execID })
 }
 
 func (c *ctl) all() []protocol.Report {
@@ -196,13 +189,9 @@ func (c *ctl) all() []protocol.Report {
 }
 
 func (c *ctl) count(kind protocol.ReportKind) int {
-	n := 0
-	for _, r := range c.all() {
-		if r.Kind == kind {
-			n++
-		}
-	}
-	return n
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(testutil.Filter(c.reports, func(r protocol.Report) bool { return r.Kind == kind }))
 }
 
 func (c *ctl) heartbeats() (int, protocol.Heartbeat) {
@@ -227,13 +216,8 @@ func testConfig(t testing.TB, id, url string) Config {
 	return cfg
 }
 
-// testLogger writes to the test log only when -v and the test fails.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("AX_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+// testLogger is the test kit's logger (stderr with AX_TEST_LOG set).
+func testLogger(testing.TB) *slog.Logger { return testutil.Logger() }
 
 // startAgent runs an agent until the test ends.
 func startAgent(t testing.TB, cfg Config, opts ...Option) *Agent {
@@ -262,6 +246,20 @@ func startAgent(t testing.TB, cfg Config, opts ...Option) *Agent {
 	return a
 }
 
+// stallStore stalls a's store writer: a write holds its batch open until
+// the returned unstall (also run when the test ends; it may be called more
+// than once), and stallStore returns once the writer is inside it.
+func stallStore(t testing.TB, a *Agent) (unstall func()) {
+	t.Helper()
+	release, stalled := make(chan struct{}), make(chan struct{})
+	var entered, released sync.Once
+	unstall = func() { released.Do(func() { close(release) }) }
+	a.st.Submit(func(*store.Tx) error { entered.Do(func() { close(stalled) }); <-release; return nil }, nil)
+	t.Cleanup(unstall)
+	<-stalled
+	return unstall
+}
+
 // newStopped builds an agent that is not run (its store is closed when
 // the test ends).
 func newStopped(t testing.TB, cfg Config, opts ...Option) *Agent {
@@ -288,6 +286,19 @@ func runCmd(j protocol.Job, attempt int, at time.Time) protocol.Command {
 	return protocoltest.RunCmd(j, attempt, at)
 }
 func assignCmd(j protocol.Job) protocol.Command { return protocoltest.AssignCmd(j) }
+
+// waitFinished waits up to d for the finished report of execID and
+// returns it.
+func waitFinished(t testing.TB, c *ctl, d time.Duration, execID string) protocol.Report {
+	t.Helper()
+	var fin protocol.Report
+	waitFor(t, d, "finished report", func() bool {
+		var ok bool
+		fin, ok = finishedOf(c, execID)
+		return ok
+	})
+	return fin
+}
 
 func finishedOf(c *ctl, execID string) (protocol.Report, bool) {
 	for _, r := range c.reportsOf(execID) {

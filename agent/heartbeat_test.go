@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,12 +53,7 @@ func TestHeartbeatNotBehindBacklog(t *testing.T) {
 	})
 
 	// Stall the writer: the write below holds the batch open until released.
-	release, stalled := make(chan struct{}), make(chan struct{})
-	var entered, released sync.Once
-	unstall := func() { released.Do(func() { close(release) }) }
-	a.st.Submit(func(*store.Tx) error { entered.Do(func() { close(stalled) }); <-release; return nil }, nil)
-	t.Cleanup(unstall)
-	<-stalled
+	unstall := stallStore(t, a)
 
 	c.skew.Store(int64(time.Minute + 8*time.Second)) // the controller's clock moves with the agent's
 	clk.Advance(time.Minute + 8*time.Second)

@@ -2,13 +2,10 @@ package agent
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-
-	"github.com/axsched/ax/agent/store"
 )
 
 // TestRegisterNotBehindStalledStore: the server drops the agent's
@@ -22,12 +19,7 @@ func TestRegisterNotBehindStalledStore(t *testing.T) {
 	regs := func() int { c.mu.Lock(); defer c.mu.Unlock(); return c.regs }
 	waitFor(t, 10*time.Second, "registered", func() bool { return regs() > 0 })
 
-	release, stalled := make(chan struct{}), make(chan struct{})
-	var entered, released sync.Once
-	unstall := func() { released.Do(func() { close(release) }) }
-	a.st.Submit(func(*store.Tx) error { entered.Do(func() { close(stalled) }); <-release; return nil }, nil)
-	t.Cleanup(unstall)
-	<-stalled
+	stallStore(t, a)
 
 	r0 := regs()
 	connz, err := c.srv.Server().Connz(&server.ConnzOptions{})

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -25,34 +24,26 @@ const (
 // TestHelperControllerProcess is not a test: TestKill9Restart runs the test
 // binary again with it to get a controller in a process it can SIGKILL.
 func TestHelperControllerProcess(t *testing.T) {
-	dir := os.Getenv(envChildDir)
-	if dir == "" {
-		t.Skip("helper process of TestKill9Restart")
-	}
+	dir := testutil.ChildEnv(t, envChildDir, "TestKill9Restart")
 	port, _ := strconv.Atoi(os.Getenv(envChildPort))
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.NATS.Port, cfg.AckWait = dir, port, time.Second
-	c, err := New(cfg)
-	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
-	n, _ := strconv.Atoi(os.Getenv(envChildCreate))
-	for range n {
-		if _, err := c.CreateJob(ctx, retryJob("edge-1", 300*time.Millisecond)); err != nil {
-			fmt.Println("ERROR", err)
-			os.Exit(2)
+	testutil.RunChild(func(ctx context.Context) error {
+		c, err := New(cfg)
+		if err != nil {
+			return err
 		}
-	}
-	fmt.Println("READY")
-	<-time.After(2 * time.Minute) // watchdog: the parent kills us long before
-	os.Exit(3)
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		n, _ := strconv.Atoi(os.Getenv(envChildCreate))
+		for range n {
+			if _, err := c.CreateJob(ctx, retryJob("edge-1", 300*time.Millisecond)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // startChild runs a controller process on dir and port and waits for READY.

@@ -102,10 +102,7 @@ func readFires(tb testing.TB, path string) []groupFire {
 // TestHelperAgentProcess is not a test: startAgentProc runs the test
 // binary again with it to get an agent in a process it can SIGKILL.
 func TestHelperAgentProcess(t *testing.T) {
-	id := os.Getenv(envAgentID)
-	if id == "" {
-		t.Skip("helper process of the failover tests")
-	}
+	id := testutil.ChildEnv(t, envAgentID, "the failover tests")
 	labels := map[string]string{}
 	for kv := range strings.SplitSeq(os.Getenv(envAgentLabels), ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -140,8 +137,7 @@ func TestHelperAgentProcess(t *testing.T) {
 // stops; an error is printed as "ERROR ..." with exit code 2.
 func runAgentChild(a *agent.Agent, err error) {
 	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
+		testutil.ChildFail(err)
 	}
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -149,8 +145,7 @@ func runAgentChild(a *agent.Agent, err error) {
 	}()
 	fmt.Println("READY")
 	if err := a.Run(context.Background()); err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
+		testutil.ChildFail(err)
 	}
 	os.Exit(0)
 }

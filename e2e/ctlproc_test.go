@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/agent"
@@ -38,24 +37,14 @@ const (
 // same settings as the in-process replicas) in a process of its own. It
 // prints READY once started and then waits to be killed.
 func TestHelperReplicaProcess(t *testing.T) {
-	url := os.Getenv(envReplicaURL)
-	if url == "" {
-		t.Skip("helper process of TestReplicaKill9UnderLoad")
-	}
-	c, err := controller.New(replicaConfig(url, os.Getenv(envReplicaNode)))
-	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
-	fmt.Println("READY")
-	<-time.After(2 * time.Minute) // watchdog: the parent kills us long before
-	os.Exit(3)
+	url := testutil.ChildEnv(t, envReplicaURL, "TestReplicaKill9UnderLoad")
+	testutil.RunChild(func(ctx context.Context) error {
+		c, err := controller.New(replicaConfig(url, os.Getenv(envReplicaNode)))
+		if err != nil {
+			return err
+		}
+		return c.Start(ctx)
+	})
 }
 
 // startReplicaProcess runs a controller replica named node against the
@@ -115,12 +104,8 @@ func (j loadJob) expectedPath() []protocol.State {
 // delivered and not acknowledged, and those not delivered yet.
 func reportsInFlight(tb testing.TB, url string, owners []string, node string) (unacked, waiting int) {
 	tb.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	nc, js := natstest.Connect(tb, url)
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx := testutil.Context(tb, 10*time.Second)
 	for n, o := range owners {
 		if o != node {
@@ -141,12 +126,8 @@ func reportsInFlight(tb testing.TB, url string, owners []string, node string) (u
 // after its de-duplication by Msg-Id, in stream order.
 func streamEvents(tb testing.TB, url string) []protocol.Event {
 	tb.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	nc, js := natstest.Connect(tb, url)
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx := testutil.Context(tb, 30*time.Second)
 	st, err := js.Stream(ctx, protocol.StreamEvents)
 	if err != nil {

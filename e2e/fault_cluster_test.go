@@ -61,14 +61,8 @@ func faultCtlConfig(dir string, natsPort int) controller.Config {
 // It prints READY once the controller and its API are up, and exits when
 // its parent goes away (stdin closes).
 func TestHelperFaultController(t *testing.T) {
-	dir := os.Getenv(envFaultCtlDir)
-	if dir == "" {
-		t.Skip("helper process of TestFaultInjection")
-	}
-	fail := func(err error) {
-		fmt.Println("ERROR", err)
-		os.Exit(2)
-	}
+	dir := testutil.ChildEnv(t, envFaultCtlDir, "TestFaultInjection")
+	fail := testutil.ChildFail
 	port, err := strconv.Atoi(os.Getenv(envFaultCtlNATS))
 	if err != nil {
 		fail(err)

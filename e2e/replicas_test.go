@@ -202,12 +202,8 @@ func connectedTo(tb testing.TB, cl *natstest.Cluster, name string) int {
 // consumerLeaders names the node leading each consumer of stream.
 func consumerLeaders(tb testing.TB, url, stream string) string {
 	tb.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	nc, js := natstest.Connect(tb, url)
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx := testutil.Context(tb, 10*time.Second)
 	var out []string
 	st, err := js.Stream(ctx, stream)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/pkg/schedule"
 )
 
@@ -19,11 +20,11 @@ func TestDispatchedBatchStartsInOneStatement(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, cfg, start)
 	s := o.s
-	j := newJob("edge-d", "noop", schedule.Spec{Asap: true}, nil)
+	j := protocoltest.NewJob("edge-d", "noop", schedule.Spec{Asap: true}, nil)
 	j.Concurrency = 8
 	s.runs.busy = cfg.Workers // hold dispatch until every run is stored
 	for i := range 8 {
-		o.apply(runCmd(j, 1, start.Add(-time.Duration(8-i)*time.Second)))
+		o.apply(protocoltest.RunCmd(j, 1, start.Add(-time.Duration(8-i)*time.Second)))
 	}
 	s.runs.busy = 0
 	st0 := o.st.Stats()
@@ -53,11 +54,11 @@ func TestReloadedBatchStartsWithoutReads(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, cfg, start)
 	s := o.s
-	j := newJob("edge-r", "noop", schedule.Spec{Asap: true}, map[string]int{"n": 1})
+	j := protocoltest.NewJob("edge-r", "noop", schedule.Spec{Asap: true}, map[string]int{"n": 1})
 	j.Concurrency = 8
 	s.runs.busy = cfg.Workers // hold dispatch until every run is stored
 	for i := range 8 {
-		o.apply(runCmd(j, 1, start.Add(-time.Duration(8-i)*time.Second)))
+		o.apply(protocoltest.RunCmd(j, 1, start.Add(-time.Duration(8-i)*time.Second)))
 	}
 	if !s.runs.spilled {
 		t.Fatal("8 runs with a queue of 4 did not spill")

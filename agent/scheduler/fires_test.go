@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -20,9 +21,9 @@ func TestFiresOfOnePassShareOneWrite(t *testing.T) {
 	const n = 50
 	jobs := make([]protocol.Job, n)
 	for i := range jobs {
-		jobs[i] = newJob("edge-f", "noop", schedule.Spec{Every: "1s"}, nil)
+		jobs[i] = protocoltest.NewJob("edge-f", "noop", schedule.Spec{Every: "1s"}, nil)
 		jobs[i].CreatedAt = start.Add(-time.Hour)
-		o.apply(assignCmd(jobs[i]))
+		o.apply(protocoltest.AssignCmd(jobs[i]))
 	}
 	at := s.jobs.byID[jobs[0].ID].assigned.next
 	for _, j := range jobs {

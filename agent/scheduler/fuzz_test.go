@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -15,10 +16,10 @@ import (
 // end (decode, validate, apply to a real SQLite store): nothing panics, every
 // command is answered, and the cursor always advances past it.
 func FuzzApplyCommand(f *testing.F) {
-	j := newJob("edge-f", "noop", schedule.Spec{Every: "1s"}, map[string]any{"k": 1})
+	j := protocoltest.NewJob("edge-f", "noop", schedule.Spec{Every: "1s"}, map[string]any{"k": 1})
 	for _, cmd := range []protocol.Command{
-		assignCmd(j),
-		runCmd(j, 2, time.Unix(1800000000, 0)),
+		protocoltest.AssignCmd(j),
+		protocoltest.RunCmd(j, 2, time.Unix(1800000000, 0)),
 		{Kind: protocol.CmdUnassign, Unassign: &protocol.Unassign{JobID: j.ID}},
 		{Kind: protocol.CmdCancel, Cancel: &protocol.Cancel{ExecID: protocol.ExecID(j.ID, time.Unix(1800000000, 0))}},
 		{Kind: protocol.CmdLeaseGrant, Lease: &protocol.Lease{JobID: j.ID, Epoch: 3, TTL: protocol.Duration(time.Second)}},

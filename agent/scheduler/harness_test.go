@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/internal/protocoltest"
-
 	"github.com/axsched/ax/agent/handler"
 	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
@@ -171,7 +170,7 @@ func (o *offline) row(execID string) (store.Exec, bool) {
 func (o *offline) heldLeases() []protocol.HeldLease { return o.s.jobs.held(o.clk.Now()) }
 
 func groupJob(id string, every string, mode string) protocol.Job {
-	j := newJob(id, "noop", schedule.Spec{Every: every}, nil)
+	j := protocoltest.NewJob(id, "noop", schedule.Spec{Every: every}, nil)
 	j.Target = protocol.Target{Group: "site=a", Mode: mode}
 	j.CreatedAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	return j
@@ -179,21 +178,6 @@ func groupJob(id string, every string, mode string) protocol.Job {
 
 // testLogger is the test kit's logger (stderr with AX_TEST_LOG set).
 func testLogger(testing.TB) *slog.Logger { return testutil.Logger() }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, d, what, cond)
-}
-
-// Jobs and commands for the tests (internal/protocoltest).
-func newJob(id, handler string, spec schedule.Spec, payload any) protocol.Job {
-	return protocoltest.NewJob(id, handler, spec, payload)
-}
-func runCmd(j protocol.Job, attempt int, at time.Time) protocol.Command {
-	return protocoltest.RunCmd(j, attempt, at)
-}
-func assignCmd(j protocol.Job) protocol.Command { return protocoltest.AssignCmd(j) }
 
 func must(t testing.TB, err error) {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -51,13 +52,13 @@ func TestUnstartedFiresAtRestart(t *testing.T) {
 			cfg := offlineConfig(t, "edge-u")
 			start := time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)
 			o := newOffline(t, cfg, start)
-			j := newJob("edge-u", "noop", schedule.Spec{Every: "1m"}, nil)
+			j := protocoltest.NewJob("edge-u", "noop", schedule.Spec{Every: "1m"}, nil)
 			j.CreatedAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			j.Misfire = protocol.MisfireSpec{Policy: string(tc.policy), Grace: protocol.Duration(tc.grace)}
 			if tc.allow {
 				j.Overlap, j.Concurrency = protocol.OverlapAllow, 10
 			}
-			o.apply(assignCmd(j))
+			o.apply(protocoltest.AssignCmd(j))
 			first := o.fireNext(j.ID)
 			for range tc.fires - 1 {
 				o.fireNext(j.ID)
@@ -85,9 +86,9 @@ func TestUnstartedRunRunsAtRestart(t *testing.T) {
 	cfg := offlineConfig(t, "edge-u")
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, cfg, start)
-	j := newJob("edge-u", "noop", schedule.Spec{Asap: true}, nil)
+	j := protocoltest.NewJob("edge-u", "noop", schedule.Spec{Asap: true}, nil)
 	j.Misfire = protocol.MisfireSpec{Policy: string(schedule.Skip)}
-	o.apply(runCmd(j, 1, start))
+	o.apply(protocoltest.RunCmd(j, 1, start))
 	must(t, o.st.Close())
 
 	o2 := newOffline(t, cfg, start.Add(24*time.Hour))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -132,11 +133,11 @@ func TestMisfireAtStart(t *testing.T) {
 			cfg := offlineConfig(t, "edge-m")
 			start := time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)
 			o := newOffline(t, cfg, start)
-			j := newJob("edge-m", "noop", schedule.Spec{Every: "1m"}, nil)
+			j := protocoltest.NewJob("edge-m", "noop", schedule.Spec{Every: "1m"}, nil)
 			j.CreatedAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			j.Misfire = protocol.MisfireSpec{Policy: string(tc.policy), Grace: protocol.Duration(time.Second), Cap: 100}
 			j.Overlap, j.Concurrency = protocol.OverlapAllow, 20 // none is skipped as an overlap
-			o.apply(assignCmd(j))
+			o.apply(protocoltest.AssignCmd(j))
 			first := o.s.jobs.byID[j.ID].assigned.next
 			must(t, o.st.Close())
 
@@ -221,8 +222,8 @@ func TestUnassignStopsFiring(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, offlineConfig(t, "edge-u"), start)
 	s := o.s
-	j := newJob("edge-u", "noop", schedule.Spec{Every: "1s"}, nil)
-	o.apply(assignCmd(j))
+	j := protocoltest.NewJob("edge-u", "noop", schedule.Spec{Every: "1s"}, nil)
+	o.apply(protocoltest.AssignCmd(j))
 	aj := s.jobs.byID[j.ID].assigned
 	w := wheelItem{id: aj.ref, seq: uint32(aj.planSeq)}
 	at := aj.next
@@ -250,10 +251,10 @@ func TestSlowStartAfterRestart(t *testing.T) {
 	cfg.Queue.Size = 16
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, cfg, start)
-	j := newJob("edge-w", "noop", schedule.Spec{Asap: true}, nil)
+	j := protocoltest.NewJob("edge-w", "noop", schedule.Spec{Asap: true}, nil)
 	j.Concurrency = 8
 	for i := range 6 {
-		o.apply(runCmd(j, 1, start.Add(-time.Duration(i+1)*time.Second)))
+		o.apply(protocoltest.RunCmd(j, 1, start.Add(-time.Duration(i+1)*time.Second)))
 	}
 	must(t, o.st.Close())
 
@@ -300,7 +301,7 @@ func TestRetentionPrunes(t *testing.T) {
 	cfg.Store.Retention = time.Hour
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, cfg, start)
-	jobID := newJob("edge-r", "noop", schedule.Spec{Asap: true}, nil).ID
+	jobID := protocoltest.NewJob("edge-r", "noop", schedule.Spec{Asap: true}, nil).ID
 	rows := []struct {
 		name     string
 		state    string

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -20,9 +21,9 @@ func TestOnSkewAdopt(t *testing.T) {
 			start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 			o := newOffline(t, cfg, start)
 			s := o.s
-			j := newJob("edge-a", "noop", schedule.Spec{Every: "1s"}, nil)
+			j := protocoltest.NewJob("edge-a", "noop", schedule.Spec{Every: "1s"}, nil)
 			j.CreatedAt = start.Add(-time.Hour)
-			o.apply(assignCmd(j))
+			o.apply(protocoltest.AssignCmd(j))
 			o.host.offset.Store(int64(time.Hour)) // the controller is an hour ahead (no RTC here)
 			s.trig.checkSkew()
 			if s.trig.adopt != (policy == SkewAdopt) || s.trig.skewRefusing != (policy == SkewRefuse) {
@@ -62,11 +63,11 @@ func TestRunAppliedRightAfterSkewCheckRefused(t *testing.T) {
 	cfg := offlineConfig(t, "edge-s")
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, cfg, start)
-	j := newJob("edge-s", "noop", schedule.Spec{Asap: true}, nil)
+	j := protocoltest.NewJob("edge-s", "noop", schedule.Spec{Asap: true}, nil)
 	j.CreatedAt = start
 	o.host.offset.Store(int64(time.Hour))
 	o.s.CheckSkew() // posted, not handled: the test goroutine is the scheduler's
-	run := runCmd(j, 1, start)
+	run := protocoltest.RunCmd(j, 1, start)
 	o.apply(run)
 	e, ok := o.row(run.Run.ExecID)
 	if !ok {

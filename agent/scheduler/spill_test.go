@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/protocoltest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -20,11 +22,11 @@ func TestActiveCountsSpilledAttempts(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, cfg, start)
 	s := o.s
-	j := newJob("edge-c", "noop", schedule.Spec{Asap: true}, nil)
+	j := protocoltest.NewJob("edge-c", "noop", schedule.Spec{Asap: true}, nil)
 	j.Concurrency = 32 // the queue's bound, not the job's, leaves some in SQLite
 	const n = 20
 	for i := range n {
-		o.apply(runCmd(j, 1, start.Add(-time.Duration(n-i)*time.Second)))
+		o.apply(protocoltest.RunCmd(j, 1, start.Add(-time.Duration(n-i)*time.Second)))
 	}
 	check := func(when string) {
 		t.Helper()
@@ -94,7 +96,7 @@ func TestStopWhileInboxNeverEmpties(t *testing.T) {
 	}()
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
-	waitFor(t, 20*time.Second, "the scheduler to stop", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the scheduler to stop", func() bool {
 		select {
 		case <-done:
 			return true
@@ -117,11 +119,11 @@ func TestReloadLeavesParkedRowsOut(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	o := newOffline(t, cfg, start)
 	s := o.s
-	j := newJob("edge-p", "noop", schedule.Spec{Asap: true}, nil)
+	j := protocoltest.NewJob("edge-p", "noop", schedule.Spec{Asap: true}, nil)
 	j.Concurrency = 4
 	const n = 400
 	for i := range n {
-		o.apply(runCmd(j, 1, start.Add(-time.Duration(n-i)*time.Second)))
+		o.apply(protocoltest.RunCmd(j, 1, start.Add(-time.Duration(n-i)*time.Second)))
 	}
 	read0 := o.st.Stats().ExecRowsRead
 	ran := map[int64]bool{}

@@ -14,20 +14,9 @@ import (
 // continue after the highest seq ever used.
 func TestMigrateOutboxKeepsRowsAndSeq(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{migrations[0], migrations[1], "PRAGMA user_version = 2",
+	writeDB(t, path, migrations[0], migrations[1], "PRAGMA user_version = 2",
 		`INSERT INTO outbox(msg_id, subject, data) VALUES ('m1', 's', 'a'), ('m2', 's', 'b'), ('m3', 's', 'c'), ('m4', 's', 'd')`,
-		`DELETE FROM outbox WHERE seq IN (1, 4)`} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+		`DELETE FROM outbox WHERE seq IN (1, 4)`)
 	s := open(t, path)
 	ctx := context.Background()
 	rows, err := s.Outbox(ctx, 0, 10)
@@ -67,5 +56,23 @@ func TestLiveStateIndexHoldsJobID(t *testing.T) {
 	}
 	if len(cols) != 3 || cols[0] != "state" || cols[1] != "id" || cols[2] != "job_id" {
 		t.Fatalf("execs_state indexes %v, want state, id, job_id", cols)
+	}
+}
+
+// writeDB runs queries on a new SQLite file at path, without the store:
+// a file as an earlier version of the agent left it.
+func writeDB(t *testing.T, path string, queries ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queries {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -300,23 +299,12 @@ func TestConnectionCaches(t *testing.T) {
 // job in one read.
 func TestMigrateKeepsRowsAndMarksPeriodic(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{migrations[0], "PRAGMA user_version = 1",
-		`INSERT INTO execs(exec_id, attempt, job_id, state, scheduled_at, run_at) VALUES ('old-1', 1, 'j', 'TRIGGERED', 1, 1)`} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeDB(t, path, migrations[0], "PRAGMA user_version = 1",
+		`INSERT INTO execs(exec_id, attempt, job_id, state, scheduled_at, run_at) VALUES ('old-1', 1, 'j', 'TRIGGERED', 1, 1)`)
 	s := open(t, path)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	err = s.Do(ctx, func(tx *Tx) error {
+	err := s.Do(ctx, func(tx *Tx) error {
 		for i, st := range []string{StateTriggered, StateRunning, StateSkipped} {
 			if _, _, err := tx.InsertExec(Exec{ExecID: fmt.Sprintf("new-%d", i), Attempt: 1, JobID: "j", State: st, Periodic: true,
 				ScheduledAt: now, RunAt: now, ShardIndex: -1}); err != nil {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/axsched/ax/bench/internal/proc"
 )
 
 // The fleet API under a steady fleet: GET /v1/agents?limit=100 paged the
@@ -65,7 +67,7 @@ func (s *sim) agentsListPhase(ctx context.Context, api string) error {
 			k.name, k.n, pct(rtt, .5), pct(rtt, .99), pct(rtt, 1), agents/k.n, bytes/k.n>>10)
 	}
 	fmt.Printf("GET /v1/agents?limit=100 (all kinds): %d requests, RTT p50 %s p99 %s; %s\n",
-		len(all), pct(all, .5), pct(all, .99), loadavg())
+		len(all), pct(all, .5), pct(all, .99), "load "+proc.LoadAvg())
 	return nil
 }
 

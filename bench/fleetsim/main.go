@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/bench/internal/proc"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -138,16 +139,6 @@ type sim struct {
 	// reports counts runs whose running and finished reports were
 	// acknowledged, reportErr those whose publication failed.
 	reports, reportErr atomic.Int64
-}
-
-// loadavg returns the machine's load averages (/proc/loadavg).
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "load ?"
-	}
-	f := strings.Fields(string(b))
-	return "load " + strings.Join(f[:3], " ")
 }
 
 func pct(ds []time.Duration, p float64) time.Duration {
@@ -320,7 +311,7 @@ func run(c config) error {
 	self1, selfRSS := procUsage("self")
 	el := float64(time.Since(t0))
 	fmt.Printf("steady %s: controller CPU %.1f%% of a core, RSS %d MiB; simulator CPU %.1f%%, RSS %d MiB; %s\n", c.meas,
-		100*float64(cpu1-cpu0)/el, rss>>20, 100*float64(self1-self0)/el, selfRSS>>20, loadavg())
+		100*float64(cpu1-cpu0)/el, rss>>20, 100*float64(self1-self0)/el, selfRSS>>20, "load "+proc.LoadAvg())
 	s.report("steady")
 	if c.list {
 		if err := s.agentsListPhase(ctx, api); err != nil {

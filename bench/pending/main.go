@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/axsched/ax/bench/internal/proc"
 )
 
 func main() {
@@ -46,7 +48,7 @@ func main() {
 			rs = append(rs, r)
 		}
 	}
-	fmt.Printf("ax bench/pending -mode %s, dir %s, load %s, %s\n", *mode, dir, loadAvg(), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("ax bench/pending -mode %s, dir %s, load %s, %s\n", *mode, dir, proc.LoadAvg(), time.Now().UTC().Format(time.RFC3339))
 	var ok bool
 	switch *mode {
 	case "pending":
@@ -58,7 +60,7 @@ func main() {
 	default:
 		err = fmt.Errorf("unknown -mode %q (pending or soak)", *mode)
 	}
-	fmt.Printf("load at the end %s\n", loadAvg())
+	fmt.Printf("load at the end %s\n", proc.LoadAvg())
 	if *keep || err != nil || !ok {
 		fmt.Printf("kept %s (logs: %s)\n", dir, filepath.Join(dir, "*.log"))
 	} else {
@@ -82,10 +84,7 @@ func runPending(ctx context.Context, dir, ctlBin, agentBin string, c pendingConf
 	}
 	s.pprof = c.pprof
 	defer s.stop()
-	if err := s.startController(); err != nil {
-		return false, err
-	}
-	ready0, err := s.waitReady(ctx, 2*time.Minute)
+	ready0, err := s.startReady(ctx, 2*time.Minute)
 	if err != nil {
 		return false, err
 	}

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/axsched/ax/bench/internal/proc"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -39,8 +41,8 @@ type snapshot struct {
 
 func (s *system) snapshot(ctx context.Context) (snapshot, error) {
 	var sn snapshot
-	sn.ctlRSS, sn.ctlHWM = memOf(s.ctl.pid())
-	sn.agentRSS, sn.agentHWM = memOf(s.agent.pid())
+	sn.ctlRSS, sn.ctlHWM = proc.Mem(s.ctl.PID())
+	sn.agentRSS, sn.agentHWM = proc.Mem(s.agent.PID())
 	var err error
 	if sn.ctlDisk, err = duMiB(ctx, s.ctlDir()); err != nil {
 		return sn, err
@@ -79,7 +81,7 @@ func (s *system) waitHeld(ctx context.Context, n int, d time.Duration) (time.Dur
 	t0 := time.Now()
 	var h held
 	last := time.Now()
-	err := poll(ctx, d, time.Second, "agent holds every run", func() (bool, error) {
+	err := proc.Poll(ctx, d, time.Second, "agent holds every run", func() (bool, error) {
 		var err error
 		if h, err = s.held(ctx); err != nil {
 			return false, nil // the API may be slow under load; poll on
@@ -175,10 +177,10 @@ func (s *system) restart(ctx context.Context, how string, after time.Duration) (
 	}
 	switch how {
 	case "term":
-		r.stopTook, r.stopKilled = s.ctl.stop(120 * time.Second)
+		r.stopTook, r.stopKilled = s.ctl.Stop(syscall.SIGTERM, 120*time.Second)
 	case "kill":
 		t0 := time.Now()
-		s.ctl.kill()
+		s.ctl.Kill()
 		r.stopTook = time.Since(t0)
 	default:
 		return r, fmt.Errorf("restart: unknown kind %q (term or kill)", how)
@@ -189,7 +191,7 @@ func (s *system) restart(ctx context.Context, how string, after time.Duration) (
 	if r.ready, err = s.waitReady(ctx, 10*time.Minute); err != nil {
 		return r, fmt.Errorf("ready after %s: %w", how, err)
 	}
-	r.rssReady, _ = memOf(s.ctl.pid())
+	r.rssReady, _ = proc.Mem(s.ctl.PID())
 	readyAt := time.Now()
 	r.minShards = -1
 	for time.Since(readyAt) < after {
@@ -200,7 +202,7 @@ func (s *system) restart(ctx context.Context, how string, after time.Duration) (
 		}
 		time.Sleep(time.Second)
 	}
-	r.rss30, r.hwm30 = memOf(s.ctl.pid())
+	r.rss30, r.hwm30 = proc.Mem(s.ctl.PID())
 	if r.after, err = s.metrics(ctx); err != nil {
 		return r, fmt.Errorf("metrics after %s restart: %w", how, err)
 	}
@@ -213,7 +215,7 @@ func (s *system) restart(ctx context.Context, how string, after time.Duration) (
 		r.reloads++
 		r.pending += rec.num("pending")
 		r.resent += rec.num("pending_resent")
-		if d := rec.at.Sub(s.ctl.started); d > r.reloaded {
+		if d := rec.at.Sub(s.ctl.Started()); d > r.reloaded {
 			r.reloaded = d
 		}
 	}

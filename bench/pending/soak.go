@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/axsched/ax/bench/internal/proc"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -70,10 +71,7 @@ func runSoak(ctx context.Context, dir, ctlBin, agentBin string, c soakConfig) (b
 	}
 	s.pprof = c.pprof
 	defer s.stop()
-	if err := s.startController(); err != nil {
-		return false, err
-	}
-	if _, err := s.waitReady(ctx, 2*time.Minute); err != nil {
+	if _, err := s.startReady(ctx, 2*time.Minute); err != nil {
 		return false, err
 	}
 	if err := s.startAgent(ctx); err != nil {
@@ -136,7 +134,7 @@ func (s *system) soakSample(ctx context.Context, t0 time.Time, sk *sink) (soakSa
 	var o soakSample
 	var err error
 	o.at = time.Since(t0)
-	o.rss, _ = memOf(s.ctl.pid())
+	o.rss, _ = proc.Mem(s.ctl.PID())
 	if o.jobs, err = s.streamMsgs(ctx, "KV_ax_jobs"); err != nil {
 		return o, err
 	}

@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/bench/internal/proc"
 	"github.com/axsched/ax/controller/client"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -30,7 +32,7 @@ type system struct {
 	ctlBin, agentBin   string
 	natsPort, apiPort  int
 	api, natsURL       string
-	ctl, agent         *proc
+	ctl, agent         *proc.Proc
 	ctlStarts          int
 	cl                 *client.Client
 	hc                 *http.Client
@@ -47,10 +49,10 @@ type system struct {
 func newSystem(dir, ctlBin, agentBin, retention, dedupWindow, sinkURL string) (*system, error) {
 	s := &system{dir: dir, ctlBin: ctlBin, agentBin: agentBin, retention: retention, sinkURL: sinkURL}
 	var err error
-	if s.natsPort, err = freePort(); err != nil {
+	if s.natsPort, err = proc.FreePort(); err != nil {
 		return nil, err
 	}
-	if s.apiPort, err = freePort(); err != nil {
+	if s.apiPort, err = proc.FreePort(); err != nil {
 		return nil, err
 	}
 	s.api = fmt.Sprintf("http://127.0.0.1:%d", s.apiPort)
@@ -93,7 +95,7 @@ func (s *system) startController() error {
 	if s.pprof != "" {
 		args = append(args, "--pprof-listen", s.pprof)
 	}
-	p, err := start(s.ctlBin, s.ctlLog(s.ctlStarts), args...)
+	p, err := proc.Start(s.ctlBin, s.ctlLog(s.ctlStarts), axFreeEnv(), args...)
 	if err != nil {
 		return err
 	}
@@ -101,12 +103,21 @@ func (s *system) startController() error {
 	return nil
 }
 
+// startReady starts the controller and waits up to d until it is ready
+// (waitReady).
+func (s *system) startReady(ctx context.Context, d time.Duration) (time.Duration, error) {
+	if err := s.startController(); err != nil {
+		return 0, err
+	}
+	return s.waitReady(ctx, d)
+}
+
 // waitReady polls /readyz every 20 ms; it returns the time from the
 // process start until the first 200.
 func (s *system) waitReady(ctx context.Context, d time.Duration) (time.Duration, error) {
 	var at time.Time
-	err := poll(ctx, d, 20*time.Millisecond, "controller /readyz", func() (bool, error) {
-		if s.ctl.exited() {
+	err := proc.Poll(ctx, d, 20*time.Millisecond, "controller /readyz", func() (bool, error) {
+		if s.ctl.Exited() {
 			return false, fmt.Errorf("controller exited (log %s)", s.ctlLog(s.ctlStarts))
 		}
 		if s.cl.Ready(ctx) != nil {
@@ -118,7 +129,7 @@ func (s *system) waitReady(ctx context.Context, d time.Duration) (time.Duration,
 	if err != nil {
 		return 0, err
 	}
-	return at.Sub(s.ctl.started), nil
+	return at.Sub(s.ctl.Started()), nil
 }
 
 // connectNATS opens the connection used for stream info.
@@ -148,13 +159,13 @@ func (s *system) streamMsgs(ctx context.Context, name string) (uint64, error) {
 
 // startAgent starts the agent and waits until the controller lists it online.
 func (s *system) startAgent(ctx context.Context) error {
-	p, err := start(s.agentBin, filepath.Join(s.dir, "agent.log"), "run", "--config", filepath.Join(s.dir, "agent.yaml"))
+	p, err := proc.Start(s.agentBin, filepath.Join(s.dir, "agent.log"), axFreeEnv(), "run", "--config", filepath.Join(s.dir, "agent.yaml"))
 	if err != nil {
 		return err
 	}
 	s.agent = p
-	return poll(ctx, 60*time.Second, 100*time.Millisecond, "agent online", func() (bool, error) {
-		if p.exited() {
+	return proc.Poll(ctx, 60*time.Second, 100*time.Millisecond, "agent online", func() (bool, error) {
+		if p.Exited() {
 			return false, fmt.Errorf("agent exited (log %s)", filepath.Join(s.dir, "agent.log"))
 		}
 		a, ok, _ := s.agentInfo(ctx)
@@ -261,10 +272,15 @@ func (s *system) stop() {
 	if s.nc != nil {
 		s.nc.Close()
 	}
-	if s.agent != nil && !s.agent.exited() {
-		s.agent.stop(20 * time.Second)
+	if s.agent != nil && !s.agent.Exited() {
+		s.agent.Stop(syscall.SIGTERM, 20*time.Second)
 	}
-	if s.ctl != nil && !s.ctl.exited() {
-		s.ctl.stop(60 * time.Second)
+	if s.ctl != nil && !s.ctl.Exited() {
+		s.ctl.Stop(syscall.SIGTERM, 60*time.Second)
 	}
 }
+
+// axFreeEnv is the environment of the processes the system starts: this
+// one's without the AX_* settings of the caller's shell (AX_NATS_URL would
+// make serve use an external server).
+func axFreeEnv() []string { return proc.EnvWithout("AX_") }

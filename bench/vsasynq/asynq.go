@@ -14,14 +14,16 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/axsched/ax/bench/internal/proc"
 )
 
 // asynqSystem is redis-server (AOF everysec) plus a worker process of this
 // command (asynq.Server, 8 workers, and asynq.Scheduler for periodic
 // jobs).
 type asynqSystem struct {
-	redis  *proc
-	worker *proc
+	redis  *proc.Proc
+	worker *proc.Proc
 	addr   string
 	client *asynq.Client
 	insp   *asynq.Inspector
@@ -30,19 +32,19 @@ type asynqSystem struct {
 func (q *asynqSystem) name() string { return "asynq" }
 
 func (q *asynqSystem) start(ctx context.Context, dir string, s *sink, periodic int) error {
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
 	q.addr = fmt.Sprintf("127.0.0.1:%d", port)
-	if q.redis, err = start("redis-server", filepath.Join(dir, "redis.log"), "--port", strconv.Itoa(port),
+	if q.redis, err = proc.Start("redis-server", filepath.Join(dir, "redis.log"), nil, "--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1", "--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec", "--save", ""); err != nil {
 		return err
 	}
 	opt := asynq.RedisClientOpt{Addr: q.addr}
 	q.client = asynq.NewClient(opt)
 	q.insp = asynq.NewInspector(opt)
-	if err := poll(ctx, 30*time.Second, "redis up", func() (bool, error) {
+	if err := proc.Poll(ctx, 30*time.Second, 20*time.Millisecond, "redis up", func() (bool, error) {
 		_, err := q.insp.Queues()
 		return err == nil, nil
 	}); err != nil {
@@ -52,11 +54,11 @@ func (q *asynqSystem) start(ctx context.Context, dir string, s *sink, periodic i
 	if err != nil {
 		return err
 	}
-	if q.worker, err = start(self, filepath.Join(dir, "worker.log"), "asynq-worker", "-redis", q.addr,
+	if q.worker, err = proc.Start(self, filepath.Join(dir, "worker.log"), nil, "asynq-worker", "-redis", q.addr,
 		"-periodic", strconv.Itoa(periodic), "-url", s.url+"/hit"); err != nil {
 		return err
 	}
-	return poll(ctx, 30*time.Second, "asynq worker up", func() (bool, error) {
+	return proc.Poll(ctx, 30*time.Second, 20*time.Millisecond, "asynq worker up", func() (bool, error) {
 		srv, err := q.insp.Servers()
 		return err == nil && len(srv) > 0, nil
 	})
@@ -77,10 +79,10 @@ func (q *asynqSystem) recorded(context.Context) (int, error) {
 }
 
 func (q *asynqSystem) extra(context.Context) string {
-	return fmt.Sprintf("rss_redis=%.0fMiB rss_worker=%.0fMiB", rssOf(q.redis.pid()), rssOf(q.worker.pid()))
+	return fmt.Sprintf("rss_redis=%.0fMiB rss_worker=%.0fMiB", rssOf(q.redis.PID()), rssOf(q.worker.PID()))
 }
 
-func (q *asynqSystem) pids() []int { return []int{q.redis.pid(), q.worker.pid()} }
+func (q *asynqSystem) pids() []int { return []int{q.redis.PID(), q.worker.PID()} }
 
 func (q *asynqSystem) stop() {
 	if q.client != nil {
@@ -88,10 +90,10 @@ func (q *asynqSystem) stop() {
 		q.insp.Close()
 	}
 	if q.worker != nil {
-		q.worker.stop()
+		q.worker.Stop(os.Interrupt, 10*time.Second)
 	}
 	if q.redis != nil {
-		q.redis.stop()
+		q.redis.Stop(os.Interrupt, 10*time.Second)
 	}
 	q.worker, q.redis, q.client = nil, nil, nil
 }
@@ -155,4 +157,10 @@ func asynqWorker(args []string) error {
 func haveRedis() bool {
 	_, err := exec.LookPath("redis-server")
 	return err == nil
+}
+
+// rssOf returns the resident set size of a process in MiB.
+func rssOf(pid int) float64 {
+	rss, _ := proc.Mem(pid)
+	return rss
 }

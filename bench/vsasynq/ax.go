@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/axsched/ax/bench/internal/proc"
 )
 
 // axSystem is ax-controller (embedded NATS) plus one ax-agent with 8
@@ -21,19 +23,19 @@ type axSystem struct {
 	binDir string
 	pprof  string // --pprof-listen of the controller ("" for none)
 	api    string
-	ctl    *proc
-	agent  *proc
+	ctl    *proc.Proc
+	agent  *proc.Proc
 	hc     *http.Client
 }
 
 func (a *axSystem) name() string { return "ax" }
 
 func (a *axSystem) start(ctx context.Context, dir string, s *sink, periodic int) error {
-	natsPort, err := freePort()
+	natsPort, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
-	apiPort, err := freePort()
+	apiPort, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -52,20 +54,20 @@ func (a *axSystem) start(ctx context.Context, dir string, s *sink, periodic int)
 	if a.pprof != "" {
 		args = append(args, "--pprof-listen", a.pprof)
 	}
-	if a.ctl, err = start(filepath.Join(a.binDir, "ax-controller"), filepath.Join(dir, "ctl.log"), args...); err != nil {
+	if a.ctl, err = proc.Start(filepath.Join(a.binDir, "ax-controller"), filepath.Join(dir, "ctl.log"), nil, args...); err != nil {
 		return err
 	}
-	if err := poll(ctx, 60*time.Second, "controller API up", func() (bool, error) {
+	if err := proc.Poll(ctx, 60*time.Second, 20*time.Millisecond, "controller API up", func() (bool, error) {
 		_, err := a.recorded(ctx)
 		return err == nil, nil
 	}); err != nil {
 		return err
 	}
-	if a.agent, err = start(filepath.Join(a.binDir, "ax-agent"), filepath.Join(dir, "agent.log"),
+	if a.agent, err = proc.Start(filepath.Join(a.binDir, "ax-agent"), filepath.Join(dir, "agent.log"), nil,
 		"run", "--config", filepath.Join(dir, "agent.yaml")); err != nil {
 		return err
 	}
-	if err := poll(ctx, 60*time.Second, "agent online", a.online); err != nil {
+	if err := proc.Poll(ctx, 60*time.Second, 20*time.Millisecond, "agent online", a.online); err != nil {
 		return err
 	}
 	for i := range periodic {
@@ -145,21 +147,21 @@ func (a *axSystem) metric(ctx context.Context, series string) (int, error) {
 
 func (a *axSystem) extra(ctx context.Context) string {
 	sk, _ := a.metric(ctx, `ax_executions_total{state="SKIPPED"}`)
-	return fmt.Sprintf("skipped=%d rss_ctl=%.0fMiB rss_agent=%.0fMiB", sk, rssOf(a.ctl.pid()), rssOf(a.agent.pid()))
+	return fmt.Sprintf("skipped=%d rss_ctl=%.0fMiB rss_agent=%.0fMiB", sk, rssOf(a.ctl.PID()), rssOf(a.agent.PID()))
 }
 
-func (a *axSystem) pids() []int { return []int{a.ctl.pid(), a.agent.pid()} }
+func (a *axSystem) pids() []int { return []int{a.ctl.PID(), a.agent.PID()} }
 
 // mainPID is the controller's: "main-cpu-ms/exec" is the controller's CPU
 // (with its embedded NATS server) per execution.
-func (a *axSystem) mainPID() int { return a.ctl.pid() }
+func (a *axSystem) mainPID() int { return a.ctl.PID() }
 
 func (a *axSystem) stop() {
 	if a.agent != nil {
-		a.agent.stop()
+		a.agent.Stop(os.Interrupt, 10*time.Second)
 	}
 	if a.ctl != nil {
-		a.ctl.stop()
+		a.ctl.Stop(os.Interrupt, 10*time.Second)
 	}
 	a.ctl, a.agent = nil, nil
 }

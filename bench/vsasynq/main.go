@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/axsched/ax/bench/internal/proc"
 )
 
 // system is one scheduler under test.
@@ -98,7 +100,7 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 	res := results{}
-	fmt.Printf("# vsasynq: %d reps; load before: %s\n", c.reps, loadavg())
+	fmt.Printf("# vsasynq: %d reps; load before: %s\n", c.reps, proc.LoadAvg())
 	for rep := range c.reps {
 		order := systems
 		if rep%2 == 1 {
@@ -116,7 +118,7 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 	}
-	fmt.Printf("# load after: %s\n\n", loadavg())
+	fmt.Printf("# load after: %s\n\n", proc.LoadAvg())
 	res.print(os.Stdout)
 	return nil
 }
@@ -152,12 +154,3 @@ func runOne(ctx context.Context, c config, s *sink, sys system, w string) (resul
 
 // keepDir names dir for an error message (runOne removes it unless -keep).
 func keepDir(dir string) string { return dir + ", rerun with -keep to keep it" }
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:3], " ")
-}

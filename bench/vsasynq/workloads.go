@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/axsched/ax/bench/internal/proc"
 )
 
 // dispatch submits c.tasks one-shot tasks from c.clients goroutines and
@@ -15,7 +17,7 @@ func dispatch(ctx context.Context, c config, s *sink, sys system) (result, error
 	if err != nil {
 		return result{}, err
 	}
-	cpu0, err := cpuOf(sys.pids()...)
+	cpu0, err := proc.CPU(sys.pids()...)
 	if err != nil {
 		return result{}, err
 	}
@@ -46,14 +48,14 @@ func dispatch(ctx context.Context, c config, s *sink, sys system) (result, error
 	if err := <-errs; err != nil {
 		return result{}, fmt.Errorf("submit: %w", err)
 	}
-	if err := poll(ctx, 10*time.Minute, "all recorded", func() (bool, error) {
+	if err := proc.Poll(ctx, 10*time.Minute, 20*time.Millisecond, "all recorded", func() (bool, error) {
 		n, err := sys.recorded(ctx)
 		return n-base >= c.tasks, err
 	}); err != nil {
 		return result{}, err
 	}
 	done := time.Since(t0)
-	cpu1, err := cpuOf(sys.pids()...)
+	cpu1, err := proc.CPU(sys.pids()...)
 	if err != nil {
 		return result{}, err
 	}
@@ -71,7 +73,7 @@ func dispatch(ctx context.Context, c config, s *sink, sys system) (result, error
 // submit → handler start at the sink.
 func latency(ctx context.Context, c config, s *sink, sys system) (result, error) {
 	n := int(float64(c.rate) * c.latencyFor.Seconds())
-	cpu0, err := cpuOf(sys.pids()...)
+	cpu0, err := proc.CPU(sys.pids()...)
 	if err != nil {
 		return result{}, err
 	}
@@ -105,10 +107,10 @@ func latency(ctx context.Context, c config, s *sink, sys system) (result, error)
 		return result{}, fmt.Errorf("submit: %w", err)
 	default:
 	}
-	if err := poll(ctx, 5*time.Minute, "all started", func() (bool, error) { return s.count() >= n, nil }); err != nil {
+	if err := proc.Poll(ctx, 5*time.Minute, 20*time.Millisecond, "all started", func() (bool, error) { return s.count() >= n, nil }); err != nil {
 		return result{}, err
 	}
-	cpu1, err := cpuOf(sys.pids()...)
+	cpu1, err := proc.CPU(sys.pids()...)
 	if err != nil {
 		return result{}, err
 	}
@@ -134,7 +136,7 @@ func periodicRun(ctx context.Context, c config, s *sink, sys system) (result, er
 	case <-ctx.Done():
 		return result{}, ctx.Err()
 	}
-	cpu0, err := cpuOf(sys.pids()...)
+	cpu0, err := proc.CPU(sys.pids()...)
 	if err != nil {
 		return result{}, err
 	}
@@ -145,7 +147,7 @@ func periodicRun(ctx context.Context, c config, s *sink, sys system) (result, er
 	case <-ctx.Done():
 		return result{}, ctx.Err()
 	}
-	cpu1, err := cpuOf(sys.pids()...)
+	cpu1, err := proc.CPU(sys.pids()...)
 	if err != nil {
 		return result{}, err
 	}
@@ -167,7 +169,7 @@ func mainCPU(sys system) time.Duration {
 	if !ok {
 		return 0
 	}
-	d, _ := cpuOf(mp.mainPID())
+	d, _ := proc.CPU(mp.mainPID())
 	return d
 }
 

@@ -234,12 +234,7 @@ func TestDemoDeviceScripts(t *testing.T) {
 		cmd := exec.Command(script, tc.args...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "AX_ATTEMPT=" + tc.attempt, "AX_EXEC_ID=x"}
 		err := cmd.Run()
-		code := 0
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		code := exitCode(t, err)
 		if code != tc.code {
 			t.Errorf("valvectl.sh %v (attempt %s): exit %d, want %d", tc.args, tc.attempt, code, tc.code)
 		}
@@ -250,12 +245,7 @@ func TestDemoDeviceScripts(t *testing.T) {
 		code int
 	}{{[]string{"refresh-cache"}, 0}, {[]string{"close-order", "ORD-1"}, 0}, {[]string{"close-order"}, 64}} {
 		err := exec.Command(gw, tc.args...).Run()
-		code := 0
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		code := exitCode(t, err)
 		if code != tc.code {
 			t.Errorf("gatewayctl.sh %v: exit %d, want %d", tc.args, code, tc.code)
 		}
@@ -302,6 +292,19 @@ func TestDemoControllerConfigKeys(t *testing.T) {
 }
 
 // execCommand returns the command of an exec job's payload.
+// exitCode is the exit code of a command that ran with err as its
+// outcome (0 for none); an error other than an exit fails the test.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
 func execCommand(t *testing.T, j protocol.Job) string {
 	t.Helper()
 	var p struct {

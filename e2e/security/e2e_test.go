@@ -67,6 +67,17 @@ func (s *stack) enroll(t *testing.T, id string, req auth.EnrollRequest) string {
 	return path
 }
 
+// embeddedConfig is the config of a controller with its store in dir and
+// its embedded NATS server on a random port, nats.auth mode.
+func embeddedConfig(dir, mode string) controller.Config {
+	cfg := controller.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.NATS.Port = -1
+	cfg.NATS.Auth = mode
+	cfg.Logger = testutil.Logger()
+	return cfg
+}
+
 func noop(context.Context, agent.Task) agent.Result { return agent.Result{} }
 
 // runAgent runs a real agent with only the credentials in creds.
@@ -183,10 +194,7 @@ func TestEnrolledAgentRunsJobs(t *testing.T) {
 
 // TestEnrollWithoutAuthRefused: a controller with nats.auth none issues no identities.
 func TestEnrollWithoutAuthRefused(t *testing.T) {
-	cfg := controller.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.Port = -1
-	cfg.Logger = testutil.Logger()
+	cfg := embeddedConfig(t.TempDir(), auth.ModeNone)
 	ctl := apitest.Start(t, cfg)
 	if _, err := ctl.EnrollAgent(testutil.Context(t, 60*time.Second), "edge-x", auth.EnrollRequest{}); !errors.Is(err, controller.ErrConflict) {
 		t.Fatalf("enroll without auth: %v, want ErrConflict", err)

@@ -52,10 +52,7 @@ func refused(t *testing.T, ctl *controller.Controller, endpoint, reason string) 
 // global inbox are dropped unprocessed and counted; nothing is published
 // on those subjects.
 func TestRespondersAnswerOnlyTheAgentsInbox(t *testing.T) {
-	cfg := controller.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.NATS.Port = -1
-	cfg.Logger = testutil.Logger()
+	cfg := embeddedConfig(t.TempDir(), auth.ModeNone)
 	ctl := apitest.Start(t, cfg)
 	nc, err := nats.Connect(ctl.NATSURL(), nats.CustomInboxPrefix(protocol.InboxPrefix("edge-z")))
 	if err != nil {
@@ -176,11 +173,7 @@ func TestControllerRefusesMissingRegistry(t *testing.T) {
 	if err := os.Remove(regPath); err != nil {
 		t.Fatal(err)
 	}
-	cfg := controller.DefaultConfig()
-	cfg.DataDir = dir
-	cfg.NATS.Port = -1
-	cfg.NATS.Auth = auth.ModeNKeys
-	cfg.Logger = testutil.Logger()
+	cfg := embeddedConfig(dir, auth.ModeNKeys)
 	ctl, err := controller.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -201,11 +194,7 @@ func TestControllerRefusesMissingRegistry(t *testing.T) {
 func TestStoreFollowsAuthMode(t *testing.T) {
 	dir := t.TempDir()
 	start := func(mode string) *controller.Controller {
-		cfg := controller.DefaultConfig()
-		cfg.DataDir = dir
-		cfg.NATS.Port = -1
-		cfg.NATS.Auth = mode
-		cfg.Logger = testutil.Logger()
+		cfg := embeddedConfig(dir, mode)
 		ctl := apitest.Start(t, cfg)
 		return ctl
 	}

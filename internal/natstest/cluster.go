@@ -50,24 +50,10 @@ func StartCluster(tb testing.TB, n int, opts ...Option) *Cluster {
 		routes = append(routes, "nats-route://127.0.0.1:"+strconv.Itoa(p))
 	}
 	for i := range n {
-		o := server.Options{
-			ServerName:         fmt.Sprintf("n%d", i),
-			Host:               "127.0.0.1",
-			Port:               clientPorts[i],
-			JetStream:          true,
-			StoreDir:           tb.TempDir(),
-			NoLog:              true,
-			NoSigs:             true,
-			MaxPayload:         1 << 20,
-			JetStreamMaxMemory: 256 << 20,
-			JetStreamMaxStore:  4 << 30,
-			Cluster: server.ClusterOpts{
-				Name: c.name,
-				Host: "127.0.0.1",
-				Port: clusterPorts[i],
-			},
-			Routes: server.RoutesFromStr(strings.Join(routes, ",")),
-		}
+		o := baseOptions(tb)
+		o.ServerName, o.Port = fmt.Sprintf("n%d", i), clientPorts[i]
+		o.Cluster = server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: clusterPorts[i]}
+		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		for _, fn := range opts {
 			fn(&o)
 		}

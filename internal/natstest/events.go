@@ -110,13 +110,7 @@ func (ev *Events) All() []protocol.Event {
 func (ev *Events) Of(execID string) []protocol.Event {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	var out []protocol.Event
-	for _, e := range ev.all {
-		if e.ExecID == execID {
-			out = append(out, e)
-		}
-	}
-	return out
+	return testutil.Filter(ev.all, func(e protocol.Event) bool { return e.ExecID == execID })
 }
 
 // Path returns the states execID went through, in event order.

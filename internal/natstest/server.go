@@ -22,13 +22,12 @@ type Server struct {
 // Option changes the server options before the first start.
 type Option func(*server.Options)
 
-// Start runs a JetStream server on 127.0.0.1 with a random port and a store
-// in a temp dir; it is shut down when the test ends.
-func Start(tb testing.TB, opts ...Option) *Server {
-	tb.Helper()
-	o := server.Options{
+// baseOptions are the options of every server this package runs, a lone
+// one or a cluster node: JetStream with its store in a temp dir of tb, on
+// 127.0.0.1, quiet, 1 MiB payloads, 256 MiB memory and 4 GiB file store.
+func baseOptions(tb testing.TB) server.Options {
+	return server.Options{
 		Host:               "127.0.0.1",
-		Port:               server.RANDOM_PORT,
 		JetStream:          true,
 		StoreDir:           tb.TempDir(),
 		NoLog:              true,
@@ -37,6 +36,14 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		JetStreamMaxMemory: 256 << 20,
 		JetStreamMaxStore:  4 << 30,
 	}
+}
+
+// Start runs a JetStream server on 127.0.0.1 with a random port and a store
+// in a temp dir; it is shut down when the test ends.
+func Start(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	o := baseOptions(tb)
+	o.Port = server.RANDOM_PORT
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -104,13 +111,23 @@ func (s *Server) String() string {
 // connection (closed when the test ends) and its JetStream context.
 func JetStream(tb testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	tb.Helper()
+	nc, js := Connect(tb, url, opts...)
+	tb.Cleanup(nc.Close)
+	return nc, js
+}
+
+// Connect is JetStream for a short look at the server, in a helper that a
+// poll may call on every try: the caller closes the connection, which is
+// not kept open until the test ends.
+func Connect(tb testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		tb.Fatalf("nats connect %s: %v", url, err)
 	}
-	tb.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
+		nc.Close()
 		tb.Fatalf("jetstream: %v", err)
 	}
 	return nc, js

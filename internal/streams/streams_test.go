@@ -7,23 +7,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
+// startJetStream starts a server for the test and returns a JetStream
+// context on it and a context of 30s (both end with the test).
+func startJetStream(t *testing.T) (jetstream.JetStream, context.Context) {
+	t.Helper()
+	_, js := natstest.JetStream(t, natstest.Start(t).URL())
+	return js, testutil.Context(t, 30*time.Second)
+}
+
 func TestEnsureIsIdempotent(t *testing.T) {
-	s := natstest.Start(t)
-	nc, err := nats.Connect(s.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	js, ctx := startJetStream(t)
 
 	b, err := Ensure(ctx, js, Config{})
 	if err != nil {
@@ -83,15 +83,7 @@ func TestConfigValidate(t *testing.T) {
 // report) rather than dropping stored ones. A stream made without bounds
 // by an earlier version gets them from Ensure.
 func TestReportStreamBounded(t *testing.T) {
-	s := natstest.Start(t)
-	nc, err := nats.Connect(s.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	js, ctx := startJetStream(t)
 
 	// An AX_RPT as an earlier version made it: no bounds, discard old.
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: protocol.StreamReports, Subjects: []string{protocol.SubjectReportsAll},

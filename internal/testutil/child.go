@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -78,3 +80,38 @@ func (c *Child) Signal(sig os.Signal) error { return c.Cmd.Process.Signal(sig) }
 
 // Done is closed when the process has exited.
 func (c *Child) Done() <-chan struct{} { return c.done }
+
+// ChildEnv returns the environment variable key that the parent test set
+// for a helper process (StartChild's env); when it is empty the helper
+// test runs as an ordinary test and is skipped, with a message naming of,
+// the tests the helper serves.
+func ChildEnv(tb testing.TB, key, of string) string {
+	tb.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		tb.Skip("helper process of " + of)
+	}
+	return v
+}
+
+// ChildFail ends a helper process that could not start: it prints
+// "ERROR err", the line StartChild fails the test with, and exits 2.
+func ChildFail(err error) {
+	fmt.Println("ERROR", err)
+	os.Exit(2)
+}
+
+// RunChild is the body of a helper process that StartChild runs and kills:
+// it calls start with a context that ends after a minute (ChildFail when
+// start fails), prints READY and waits to be killed, exiting 3 after a
+// two-minute watchdog. It does not return.
+func RunChild(start func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := start(ctx); err != nil {
+		ChildFail(err)
+	}
+	fmt.Println("READY")
+	<-time.After(2 * time.Minute) // watchdog: the parent kills us long before
+	os.Exit(3)
+}

@@ -72,3 +72,16 @@ func FreePort(tb testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// Filter returns, in a new slice, the elements of s that keep holds, in
+// their order (nil when none does): the events or reports of one
+// execution out of all a test recorded.
+func Filter[T any](s []T, keep func(T) bool) []T {
+	var out []T
+	for _, v := range s {
+		if keep(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -141,3 +141,29 @@ func TestLogger(t *testing.T) {
 		t.Fatalf("Logger with %s=1 drops debug, want debug on", LogEnv)
 	}
 }
+
+func TestFilter(t *testing.T) {
+	s := []int{1, 2, 3, 4, 5}
+	even := Filter(s, func(v int) bool { return v%2 == 0 })
+	if len(even) != 2 || even[0] != 2 || even[1] != 4 {
+		t.Fatalf("Filter = %v, want [2 4]", even)
+	}
+	even[0] = 9
+	if s[1] != 2 {
+		t.Fatalf("Filter shares the input's array: %v", s)
+	}
+	if none := Filter(s, func(int) bool { return false }); none != nil {
+		t.Fatalf("Filter of none = %v, want nil", none)
+	}
+}
+
+func TestChildEnv(t *testing.T) {
+	t.Setenv("AX_TESTUTIL_CHILD", "x")
+	if v := ChildEnv(t, "AX_TESTUTIL_CHILD", "TestChildEnv"); v != "x" {
+		t.Fatalf("ChildEnv = %q, want x", v)
+	}
+	t.Run("unset", func(t *testing.T) {
+		ChildEnv(t, "AX_TESTUTIL_CHILD_UNSET", "TestChildEnv")
+		t.Fatal("ChildEnv did not skip without its variable")
+	})
+}

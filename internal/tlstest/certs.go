@@ -29,15 +29,9 @@ type CA struct {
 func NewCA(tb testing.TB, name string) *CA {
 	tb.Helper()
 	key := newKey(tb)
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(tb),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
+	tmpl := template(tb, name)
+	tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+	tmpl.KeyUsage |= x509.KeyUsageCertSign
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		tb.Fatalf("create CA %s: %v", name, err)
@@ -69,14 +63,8 @@ func (ca *CA) Client(tb testing.TB, name string) (certFile, keyFile string) {
 func (ca *CA) issue(tb testing.TB, name string, usage x509.ExtKeyUsage) (string, string) {
 	tb.Helper()
 	key := newKey(tb)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(tb),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
+	tmpl := template(tb, name)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
 	if usage == x509.ExtKeyUsageServerAuth {
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 		tmpl.DNSNames = []string{"localhost"}
@@ -94,6 +82,19 @@ func (ca *CA) issue(tb testing.TB, name string, usage x509.ExtKeyUsage) (string,
 	writePEM(tb, certFile, "CERTIFICATE", der, 0o644)
 	writePEM(tb, keyFile, "EC PRIVATE KEY", kder, 0o600)
 	return certFile, keyFile
+}
+
+// template is a certificate for common name name with a random serial,
+// valid from an hour ago for a day, for digital signatures.
+func template(tb testing.TB, name string) *x509.Certificate {
+	tb.Helper()
+	return &x509.Certificate{
+		SerialNumber: serial(tb),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
 }
 
 func newKey(tb testing.TB) *ecdsa.PrivateKey {
