@@ -38,7 +38,9 @@ func TestWriterLingersWhileWritesKeepComing(t *testing.T) {
 	if writes != writers*rounds {
 		t.Fatalf("%d writes committed, want %d", writes, writers*rounds)
 	}
-	if per := float64(writes) / float64(commits); per < writers/4 {
-		t.Fatalf("%.1f writes per commit, want ≥ %d (a quarter of the %d writers)", per, writers/4, writers)
+	// The bound sits between the two (6 of 32); a bound of 8 failed in
+	// some runs on a loaded machine (load 3.5), with the linger in place.
+	if per := float64(writes) / float64(commits); per < 6 {
+		t.Fatalf("%.1f writes per commit, want ≥ 6 of the %d writers", per, writers)
 	}
 }
