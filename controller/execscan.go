@@ -70,8 +70,12 @@ func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev 
 		b *scanBatchOf
 		i int
 	}
-	last := map[string]latest{}
-	var order []string
+	total := 0
+	for _, b := range batches {
+		total += len(b.keys)
+	}
+	last := make(map[string]latest, total)
+	order := make([]string, 0, total)
 	for _, b := range batches {
 		for i, k := range b.keys {
 			if _, ok := last[k]; !ok {

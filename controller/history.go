@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -224,7 +224,7 @@ func (h *history) decode(m jetstream.Msg, batch *[]histItem) (seq, pending uint6
 	// and only the controllers publish on ax.evt (the fields the index
 	// keys on are checked here).
 	var ev protocol.Event
-	if err := json.Unmarshal(m.Data(), &ev); err != nil || ev.ExecID == "" || ev.JobID == "" || !ev.To.Valid() {
+	if err := storedjson.Unmarshal(m.Data(), &ev); err != nil || ev.ExecID == "" || ev.JobID == "" || !ev.To.Valid() {
 		h.c.log.Warn("history: bad event skipped", "subject", m.Subject(), "seq", seq, "err", err)
 		return seq, pending
 	}

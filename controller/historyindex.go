@@ -12,6 +12,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -411,7 +412,7 @@ func (h *historyIndex) retiredJobs(ctx context.Context, after string, limit int,
 			return nil, fmt.Errorf("history index: retired jobs: %w", err)
 		}
 		var j protocol.Job
-		if err := json.Unmarshal(body, &j); err != nil {
+		if err := storedjson.Unmarshal(body, &j); err != nil {
 			return nil, fmt.Errorf("history index: retired jobs: decode: %w", err)
 		}
 		if keep(j) {

@@ -3,12 +3,12 @@ package controller
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
 
+	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -94,7 +94,7 @@ func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]pro
 			return nil, fmt.Errorf("history index: list: %w", err)
 		}
 		var e protocol.Execution
-		if err := json.Unmarshal(body, &e); err != nil {
+		if err := storedjson.Unmarshal(body, &e); err != nil {
 			return nil, fmt.Errorf("history index: list: decode: %w", err)
 		}
 		out = append(out, e)
@@ -155,7 +155,7 @@ func (h *historyIndex) get(ctx context.Context, id string) (protocol.Execution, 
 		return protocol.Execution{}, false, fmt.Errorf("history index: get %s: %w", id, err)
 	}
 	var e protocol.Execution
-	if err := json.Unmarshal(body, &e); err != nil {
+	if err := storedjson.Unmarshal(body, &e); err != nil {
 		return protocol.Execution{}, false, fmt.Errorf("history index: get %s: decode: %w", id, err)
 	}
 	return e, true, nil

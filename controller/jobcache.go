@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"runtime"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"github.com/google/btree"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -66,6 +66,15 @@ func newJobCache() *jobCache {
 	return &jobCache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{},
 		groupAll: map[string]struct{}{}, pinned: map[string]map[string]struct{}{},
 		ids: btree.NewG(32, func(a, b string) bool { return a < b })}
+}
+
+// reserve sizes an empty cache for n jobs.
+func (jc *jobCache) reserve(n int) {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	if len(jc.jobs) == 0 {
+		jc.jobs = make(map[string]cachedJob, n)
+	}
 }
 
 // index adds (add true) or removes live job j from the indexes.
@@ -278,7 +287,7 @@ func (jc *jobCache) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		return
 	}
 	var j protocol.Job
-	if err := json.Unmarshal(e.Value(), &j); err != nil {
+	if err := storedjson.Unmarshal(e.Value(), &j); err != nil {
 		log.Error("bad job record in KV", "key", e.Key(), "err", err)
 		return
 	}
@@ -289,6 +298,9 @@ func (jc *jobCache) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 // existing job before returning, then keeps applying changes (other
 // replicas' writes too) on a goroutine started by goRun.
 func (jc *jobCache) follow(ctx, runCtx context.Context, kv jetstream.KeyValue, log *slog.Logger, goRun func(func(context.Context))) error {
+	if st, err := kv.Status(ctx); err == nil && st.Values() > 0 {
+		jc.reserve(int(st.Values())) // one allocation instead of a rehash per doubling
+	}
 	w, err := kv.WatchAll(runCtx)
 	if err != nil {
 		return err

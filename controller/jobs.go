@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -207,7 +208,7 @@ func (c *jobService) readJob(ctx context.Context, id string) (protocol.Job, uint
 		return protocol.Job{}, 0, kvErr("get job "+id, err)
 	}
 	var j protocol.Job
-	if err := json.Unmarshal(e.Value(), &j); err != nil {
+	if err := storedjson.Unmarshal(e.Value(), &j); err != nil {
 		return protocol.Job{}, 0, fmt.Errorf("get job %s: decode: %w", id, err)
 	}
 	c.jobs.put(j, e.Revision())

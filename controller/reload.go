@@ -19,10 +19,11 @@ import (
 // events a crash kept from the history (historyrepair.go).
 //
 // Its cost follows the live executions of the shards: one scan of
-// ax_execs (execscan.go), then the read of AX_CMD's run ids on a second
-// goroutine while this one checks the one-shot jobs and the history (the
-// three are independent; with 300,000 PENDING one-shots each takes about a
-// second); the re-sends and the orphan check wait for the run ids.
+// ax_execs (execscan.go), then the read of AX_CMD's run ids and the check
+// of the one-shot jobs on two more goroutines while this one checks the
+// history (the three are independent; with 300,000 PENDING one-shots each
+// takes about a second); the re-sends and the orphan check wait for the
+// run ids.
 func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) error {
 	if c.hooks.beforeReload != nil {
 		c.hooks.beforeReload()
@@ -48,9 +49,14 @@ func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) er
 				oldest = r.UpdatedAt
 			}
 		}
-		sent, sentErr = c.sentRuns(ctx, oldest)
+		sent, sentErr = c.sentRuns(ctx, oldest, len(s.pending))
 	}()
-	missing := c.createMissingOneShots(ctx, in, s.seen)
+	missing := 0
+	missingCh := make(chan struct{})
+	go func() {
+		defer close(missingCh)
+		missing = c.createMissingOneShots(ctx, in, s.seen)
+	}()
 	// The history of the executions whose job is known; a jobless PENDING
 	// one may be an orphan, removed below, which must not enter it.
 	withJob := make([]*execRecord, 0, len(s.live)-len(s.jobless))
@@ -60,6 +66,7 @@ func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) er
 		}
 	}
 	restored, herr := c.repairHistory(ctx, shards, withJob)
+	<-missingCh
 	<-sentCh
 	sentKnown := sentErr == nil
 	if !sentKnown {
@@ -145,7 +152,11 @@ type reloadScanned struct {
 // the PENDING executions waiting for an agent of the jobs for which in
 // holds.
 func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (reloadScanned, error) {
-	s := reloadScanned{joblessRev: map[string]uint64{}, seen: map[string]bool{}}
+	n := 0
+	if st, err := c.kv.Execs.Status(ctx); err == nil {
+		n = int(st.Values()) // a size hint for the maps below
+	}
+	s := reloadScanned{joblessRev: map[string]uint64{}, seen: make(map[string]bool, n), live: make([]*execRecord, 0, n)}
 	err := c.ex.scanExecs(ctx, func(r *execRecord, rev uint64) {
 		if !in(r.JobID) {
 			return

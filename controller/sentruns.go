@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,8 +36,12 @@ func runMsgID(rec *execRecord, attempt int) string {
 const sentRunsSkew = 5 * time.Minute
 
 // sentRuns returns the Msg-Ids of the commands AX_CMD holds that were
-// stored at or after since (less sentRunsSkew), read with headers only.
-func (c *reloader) sentRuns(ctx context.Context, since time.Time) (map[string]bool, error) {
+// stored at or after since (less sentRunsSkew), read with headers only;
+// about is how many to expect (a size hint). The messages are pulled
+// ahead, sentRunsPull at a time, while the ids are taken; a read that
+// waits sentRunsIdle for the next one ends (the stream's last messages
+// aged out before they were read).
+func (c *reloader) sentRuns(ctx context.Context, since time.Time, about int) (map[string]bool, error) {
 	st, err := c.js.Stream(ctx, protocol.StreamCommands)
 	if err != nil {
 		return nil, fmt.Errorf("sent runs: %w", err)
@@ -45,7 +50,7 @@ func (c *reloader) sentRuns(ctx context.Context, since time.Time) (map[string]bo
 	if err != nil {
 		return nil, fmt.Errorf("sent runs: %w", err)
 	}
-	out := map[string]bool{}
+	out := make(map[string]bool, about)
 	last := info.State.LastSeq
 	start := since.Add(-sentRunsSkew)
 	if info.State.Msgs == 0 || info.State.LastTime.Before(start) {
@@ -57,27 +62,33 @@ func (c *reloader) sentRuns(ctx context.Context, since time.Time) (map[string]bo
 	if err != nil {
 		return nil, fmt.Errorf("sent runs: %w", err)
 	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(sentRunsPull), jetstream.PullExpiry(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("sent runs: %w", err)
+	}
+	defer it.Stop()
 	for {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		wctx, cancel := context.WithTimeout(ctx, sentRunsIdle)
+		m, err := it.Next(jetstream.NextContext(wctx))
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return out, nil // nothing more (the last messages aged out)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sent runs: %w", err)
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
-				out[id] = true
-			}
-			md, err := m.Metadata()
-			if err == nil && md.Sequence.Stream >= last {
-				return out, nil
-			}
+		if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
+			out[id] = true
 		}
-		if err := batch.Error(); err != nil {
-			return nil, fmt.Errorf("sent runs: %w", err)
-		}
-		if n == 0 {
-			return out, nil // nothing more (the last messages aged out)
+		if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= last {
+			return out, nil
 		}
 	}
 }
+
+// sentRunsPull is how many messages sentRuns keeps pulled ahead, and
+// sentRunsIdle how long it waits for the next one.
+const (
+	sentRunsPull = 4096
+	sentRunsIdle = 5 * time.Second
+)

@@ -1,10 +1,10 @@
 package execution
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 
+	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -53,7 +53,7 @@ func (r *Record) HasApplied(k protocol.ReportKind) bool { return slices.Contains
 // Decode parses a stored record.
 func Decode(b []byte) (*Record, error) {
 	var r Record
-	if err := json.Unmarshal(b, &r); err != nil {
+	if err := storedjson.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("decode execution record: %w", err)
 	}
 	return &r, nil

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -28,7 +29,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && !bytes.ContainsAny(b[1:n-1], "\\\"") {
+		s = string(b[1 : n-1]) // a plain string, as ax writes it: no decoder needed
+	} else if err := json.Unmarshal(b, &s); err != nil {
 		return durationTypeErr(truncate(string(b), 32))
 	}
 	if err := d.parse(s); err != nil {

@@ -156,4 +156,13 @@ func TestDurationJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"D":0}`), &v); err != nil || v.D != 0 {
 		t.Fatalf("zero = %v, %v", v.D, err)
 	}
+	// A string with escapes takes the decoder, not the plain-string path.
+	if err := json.Unmarshal([]byte(`{"D":"\u0031m\u0035s"}`), &v); err != nil || v.D.D() != time.Minute+5*time.Second {
+		t.Fatalf("escaped = %v, %v", v.D, err)
+	}
+	for _, bad := range []string{`{"D":"5 parsecs"}`, `{"D":"\"5s"}`, `{"D":5}`, `{"D":"5s\"}`} {
+		if err := json.Unmarshal([]byte(bad), &v); err == nil {
+			t.Errorf("%s decoded to %v, want an error", bad, v.D)
+		}
+	}
 }
