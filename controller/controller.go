@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -312,11 +311,6 @@ func (c *core) start(ctx context.Context) error {
 	c.goRun(c.consumerLoop)
 	c.goRun(c.ingest.reportStreamLoop)
 	c.goRun(c.ret.retentionLoop)
-	// The start's reads (the job cache's first load, the reload's scans)
-	// leave most of the heap they grew to idle: with 300,000 pending
-	// one-shot jobs, 1.15 GB idle beside 0.63 GB in use. Go's scavenger
-	// would keep it for minutes; it goes back to the OS now.
-	c.goRun(func(context.Context) { debug.FreeOSMemory() })
 	return nil
 }
 

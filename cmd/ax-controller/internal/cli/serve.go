@@ -115,7 +115,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Error("close controller", "err", err)
 		}
 	}()
-	if err := ctrl.Start(ctx); err != nil {
+	if err := startController(ctx, ctrl); err != nil {
 		return fmt.Errorf("start controller: %w", err)
 	}
 	h, err := api.NewHandler(api.Options{Backend: ctrl, Metrics: ctrl.Registry(), Registerer: ctrl.Registry(), Tokens: tokens, Logger: log})
