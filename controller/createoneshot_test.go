@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/execution"
-	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
@@ -98,12 +97,8 @@ func streamLastSeq(t *testing.T, c *Controller, name string) uint64 {
 // without a run or an event; a younger one (a create that may still be in
 // flight) and the PENDING execution of a deleted job are kept.
 func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
-	srv := natstest.Start(t)
-	cfg := testConfig(t, "")
-	cfg.NATS.URL = srv.URL()
-	c1 := startController(t, cfg)
+	cfg, c1, a := onExternalServer(t, nil)
 	ctx := tctx(t)
-	a := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	a.register()
 	deleted, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
 		Target: protocol.Target{Agent: "edge-1"}})
@@ -132,7 +127,7 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	er := recordEvents(t, srv.URL())
+	er := recordEvents(t, cfg.NATS.URL)
 	logs := &testutil.Buffer{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	cfg.Registry = nil

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/execution"
-	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -54,12 +53,8 @@ func TestDeleteJobCancelsUnplacedExecution(t *testing.T) {
 // whose run was sent is left PENDING: its agent holds the run and the
 // spec, and runs it.
 func TestReloadCancelsUnsentRunOfDeletedJob(t *testing.T) {
-	srv := natstest.Start(t)
-	cfg := testConfig(t, "")
-	cfg.NATS.URL = srv.URL()
-	c1 := startController(t, cfg)
+	cfg, c1, a := onExternalServer(t, nil)
 	ctx := tctx(t)
-	a := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	a.register()
 	j, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
 		Target: protocol.Target{Agent: "edge-1"}})

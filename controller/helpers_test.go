@@ -370,3 +370,19 @@ func mustCreateJobs(tb testing.TB, ctx context.Context, c *Controller, jobs []pr
 		}
 	}
 }
+
+// onExternalServer starts a NATS server of its own, a controller on it
+// (its config changed by adjust first, when given) and test agent edge-1:
+// the start of a test that stops the controller and starts another on the
+// same store. It returns the config to start the next one with.
+func onExternalServer(t *testing.T, adjust func(*Config)) (Config, *Controller, *testAgent) {
+	t.Helper()
+	srv := natstest.Start(t)
+	cfg := testConfig(t, "")
+	cfg.NATS.URL = srv.URL()
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	c := startController(t, cfg)
+	return cfg, c, newTestAgent(t, srv.URL(), "edge-1", nil).start()
+}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -97,12 +96,8 @@ func TestRestartReloadsRetryTimers(t *testing.T) {
 // published (some twice, with other Msg-Ids) while it is down. The next
 // controller loses none and applies none twice, and the retries fire.
 func TestRestartReportsInFlight(t *testing.T) {
-	srv := natstest.Start(t)
-	cfg := testConfig(t, "")
-	cfg.NATS.URL = srv.URL()
-	c1 := startController(t, cfg)
+	cfg, c1, a := onExternalServer(t, nil)
 	ctx := tctx(t)
-	a := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	var retrying, inflight []*protocol.Run
 	for i := range 6 {
 		j, err := c1.CreateJob(ctx, retryJob("edge-1", 1500*time.Millisecond))
@@ -134,7 +129,7 @@ func TestRestartReportsInFlight(t *testing.T) {
 		a.publish(a.rep(r.Job.ID, r.ExecID, 1, protocol.ReportRunning, r.RunAt), "again-"+r.ExecID)
 		a.publish(finished(a.rep(r.Job.ID, r.ExecID, 1, protocol.ReportFinished, r.RunAt), retry.OutcomeSuccess, ok, time.Millisecond), "")
 	}
-	ev := recordEvents(t, srv.URL())
+	ev := recordEvents(t, cfg.NATS.URL)
 	c2 := startController(t, cfg)
 	for _, r := range inflight {
 		waitExec(t, c2, r.ExecID, "SUCCESS", inState(protocol.StateSuccess))
@@ -173,13 +168,8 @@ func TestRestartReportsInFlight(t *testing.T) {
 // nothing acknowledged or flushed) leaves unacknowledged reports; the next
 // controller gets them after the ack wait and applies each exactly once.
 func TestAbandonRedelivers(t *testing.T) {
-	srv := natstest.Start(t)
-	cfg := testConfig(t, "")
-	cfg.NATS.URL = srv.URL()
-	cfg.AckWait = time.Second
-	c1 := startController(t, cfg)
+	cfg, c1, a := onExternalServer(t, func(cfg *Config) { cfg.AckWait = time.Second })
 	ctx := tctx(t)
-	a := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	job, err := c1.CreateJob(ctx, everyJob("edge-1", "1s"))
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -20,12 +19,8 @@ import (
 // command); the run of the other one, which its agent already holds, is
 // not published again.
 func TestRestartResendsOnlyMissingRuns(t *testing.T) {
-	srv := natstest.Start(t)
-	cfg := testConfig(t, "")
-	cfg.NATS.URL = srv.URL()
-	c1 := startController(t, cfg)
+	cfg, c1, a := onExternalServer(t, nil)
 	ctx := tctx(t)
-	a := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	var runs []*protocol.Run
 	for range 2 {
 		j, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
