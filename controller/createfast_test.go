@@ -42,7 +42,7 @@ func TestCreateOneShotReadsNothing(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.hist.idx.rdb.Close(); err != nil {
+	if err := c.hist.idx.CloseReads(); err != nil {
 		t.Fatal(err)
 	}
 

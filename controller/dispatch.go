@@ -104,7 +104,7 @@ func (c *placer) createRuns(ctx context.Context, j protocol.Job, scheduled time.
 	for i, p := range ps {
 		if newJob {
 			// No history to look up: the job did not exist before this call.
-		} else if e, ok, err := c.hist.idx.get(ctx, p.execID); err != nil {
+		} else if e, ok, err := c.hist.idx.Get(ctx, p.execID); err != nil {
 			return out, err
 		} else if ok && e.State.Terminal() {
 			// Ended, and may have left live state (retention.go): never made again.

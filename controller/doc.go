@@ -157,11 +157,12 @@
 //
 // # History and retention
 //
-// history.go: every replica keeps a SQLite index of every execution (and
-// of retired one-shot jobs) in DataDir/history.db, fed from AX_EVT by an
-// ordered consumer; each event carries the execution's snapshot
-// (protocol.Event.Execution), and the stream sequence is stored in the
-// transaction of the rows it applied, so the index resumes exactly and a
+// history.go: every replica keeps a SQLite index (package histindex) of
+// every execution (and of retired one-shot jobs) in DataDir/history.db,
+// fed from AX_EVT by an ordered consumer; each event carries the
+// execution's snapshot (protocol.Event.Execution), and the stream
+// sequence is stored in the transaction of the rows it applied, so the
+// index resumes exactly and a
 // deleted file is rebuilt from the stream. ListExecutions (filters job,
 // agent, state, scheduled range From/To; paged by exec id) and ListJobs
 // with Retired read it; GetExecution reads ax_execs first and the index

@@ -76,7 +76,7 @@ func waitHist(t *testing.T, c *Controller, id string, s protocol.State) protocol
 	var e protocol.Execution
 	eventually(t, 10*time.Second, "history of "+id+" in "+string(s), func() bool {
 		c.hist.catchUp(tctx(t))
-		got, ok, err := c.hist.idx.get(tctx(t), id)
+		got, ok, err := c.hist.idx.Get(tctx(t), id)
 		e = got
 		return err == nil && ok && got.State == s
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/histindex"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -45,7 +46,7 @@ func (c *Controller) GetExecution(ctx context.Context, execID string) (protocol.
 	if v.rec != nil {
 		return v.rec.Execution, nil
 	}
-	e, ok, err := c.hist.idx.get(ctx, execID)
+	e, ok, err := c.hist.idx.Get(ctx, execID)
 	if err != nil {
 		return protocol.Execution{}, err
 	}
@@ -76,7 +77,8 @@ func (c *Controller) ListExecutions(ctx context.Context, f ExecFilter) ([]protoc
 		return nil, "", invalidField("to", "must be after from (%s), got %s", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano))
 	}
 	c.hist.catchUp(ctx)
-	all, err := c.hist.idx.list(ctx, f, limit+1)
+	all, err := c.hist.idx.List(ctx, histindex.Filter{State: f.State, JobID: f.JobID, Agent: f.Agent, After: f.After,
+		From: f.From, To: f.To}, limit+1)
 	if err != nil {
 		return nil, "", err
 	}
@@ -90,7 +92,7 @@ func (c *Controller) ListExecutions(ctx context.Context, f ExecFilter) ([]protoc
 // ax_execs: ErrConflict when it left live state (it is in history, final),
 // else ErrNotFound.
 func (c *execService) notLive(ctx context.Context, execID string) error {
-	if e, ok, err := c.hist.idx.get(ctx, execID); err == nil && ok {
+	if e, ok, err := c.hist.idx.Get(ctx, execID); err == nil && ok {
 		return fmt.Errorf("execution %s: %w: it ended (%s) and left live state; its history is final", execID, ErrConflict, e.State)
 	}
 	return fmt.Errorf("execution %s: %w", execID, ErrNotFound)

@@ -12,12 +12,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/histindex"
 	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
 // The execution history (docs/architecture.md: A job's way, step 7): every replica keeps a SQLite index
-// (historyindex.go) of every execution, live or ended, and of the one-shot
+// (package histindex) of every execution, live or ended, and of the one-shot
 // jobs retired from the live job set (retention.go), built from AX_EVT
 // alone. Each event carries the execution's snapshot right after its
 // transition (protocol.Event.Execution); each job retirement is a
@@ -61,7 +62,7 @@ const (
 // history follows AX_EVT into the index.
 type history struct {
 	c   *core
-	idx *historyIndex
+	idx *histindex.Index
 	evt jetstream.Stream
 
 	mu      sync.Mutex
@@ -81,28 +82,28 @@ func (c *core) openHistory(ctx context.Context) error {
 		}
 		path = filepath.Join(c.cfg.DataDir, historyFile)
 	}
-	idx, err := openHistoryIndex(ctx, path, c.cfg.Shards)
+	idx, err := histindex.Open(ctx, path, c.cfg.Shards)
 	if err != nil {
 		return err
 	}
 	evt, err := c.js.Stream(ctx, protocol.StreamEvents)
 	if err != nil {
-		_ = idx.close()
+		_ = idx.Close()
 		return fmt.Errorf("history index: stream %s: %w", protocol.StreamEvents, err)
 	}
-	if idx.rebuilt {
-		c.log.Warn("history index was of another schema version; rebuilding it from AX_EVT", "version", historyVersion)
+	if idx.Rebuilt() {
+		c.log.Warn("history index was of another schema version; rebuilding it from AX_EVT", "version", histindex.Version)
 	}
-	seq, err := idx.cursor(ctx)
+	seq, err := idx.Cursor(ctx)
 	if err != nil {
-		_ = idx.close()
+		_ = idx.Close()
 		return err
 	}
 	if last := evt.CachedInfo().State.LastSeq; seq > last {
 		// The stream is not the one the index was built from (recreated).
 		c.log.Warn("history index is ahead of AX_EVT (the stream was recreated); rebuilding it", "cursor", seq, "last_seq", last)
-		if err := idx.reset(ctx); err != nil {
-			_ = idx.close()
+		if err := idx.Reset(ctx); err != nil {
+			_ = idx.Close()
 			return err
 		}
 		seq = 0
@@ -169,7 +170,7 @@ func (h *history) follow(ctx context.Context) error {
 			}
 		}
 	}()
-	batch := make([]histItem, 0, historyBatch)
+	batch := make([]histindex.Item, 0, historyBatch)
 	for m := range msgs {
 		batch = batch[:0]
 		last, pending := h.decode(m, &batch)
@@ -193,7 +194,7 @@ func (h *history) follow(ctx context.Context) error {
 			}
 		}
 		linger.Stop()
-		if err := h.idx.apply(ctx, latestOnly(batch), last); err != nil {
+		if err := h.idx.Apply(ctx, histindex.LatestOnly(batch), last); err != nil {
 			return err
 		}
 		h.advance(last, pending == 0)
@@ -203,7 +204,7 @@ func (h *history) follow(ctx context.Context) error {
 
 // decode appends the history item of one message to batch and returns its
 // stream sequence and how many messages follow it in the stream.
-func (h *history) decode(m jetstream.Msg, batch *[]histItem) (seq, pending uint64) {
+func (h *history) decode(m jetstream.Msg, batch *[]histindex.Item) (seq, pending uint64) {
 	if md, err := m.Metadata(); err == nil {
 		seq, pending = md.Sequence.Stream, md.NumPending
 	}
@@ -213,11 +214,11 @@ func (h *history) decode(m jetstream.Msg, batch *[]histItem) (seq, pending uint6
 			h.c.log.Warn("history: bad job retirement skipped", "subject", m.Subject(), "seq", seq, "err", err)
 			return seq, pending
 		}
-		*batch = append(*batch, histItem{job: &r})
+		*batch = append(*batch, histindex.Item{Job: &r})
 		return seq, pending
 	}
 	if e, ok := h.c.evMemo.take(m.Headers().Get(jetstream.MsgIDHeader), m.Data()); ok {
-		*batch = append(*batch, histItem{exec: e}) // this replica's own event, as published
+		*batch = append(*batch, histindex.Item{Exec: e}) // this replica's own event, as published
 		return seq, pending
 	}
 	// Not protocol.DecodeEvent: its strict checks cost more than the row,
@@ -228,7 +229,7 @@ func (h *history) decode(m jetstream.Msg, batch *[]histItem) (seq, pending uint6
 		h.c.log.Warn("history: bad event skipped", "subject", m.Subject(), "seq", seq, "err", err)
 		return seq, pending
 	}
-	*batch = append(*batch, histItem{exec: snapshotOf(ev)})
+	*batch = append(*batch, histindex.Item{Exec: snapshotOf(ev)})
 	return seq, pending
 }
 
@@ -317,7 +318,7 @@ func (h *history) upToDate(ctx context.Context) bool {
 }
 
 func (h *history) close() {
-	if err := h.idx.close(); err != nil {
+	if err := h.idx.Close(); err != nil {
 		h.c.log.Warn("close history index", "err", err)
 	}
 }

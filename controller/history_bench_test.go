@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/histindex"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 )
@@ -248,17 +249,17 @@ func BenchmarkRestartWithHistory(b *testing.B) {
 // transaction each, the cursor with them). Metric rows/s.
 func BenchmarkHistoryIndexApply(b *testing.B) {
 	ctx := context.Background()
-	idx, err := openHistoryIndex(ctx, b.TempDir()+"/"+historyFile, 16)
+	idx, err := histindex.Open(ctx, b.TempDir()+"/"+historyFile, 16)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer idx.close()
+	defer idx.Close()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	jobs := make([]string, 1000)
 	for i := range jobs {
 		jobs[i] = protocol.NewJobID("bench", t0, rand.Uint32())
 	}
-	items := make([]histItem, 1000)
+	items := make([]histindex.Item, 1000)
 	seq := uint64(0)
 	start := time.Now()
 	w0 := wchar(b)
@@ -268,9 +269,9 @@ func BenchmarkHistoryIndexApply(b *testing.B) {
 			at := t0.Add(time.Duration(seq) * time.Second)
 			e := &protocol.Execution{ExecID: protocol.ExecID(jobs[i], at), JobID: jobs[i], Attempt: 1, State: protocol.StateSuccess,
 				Agent: "bench-" + strconv.Itoa(i%16), ScheduledAt: at, UpdatedAt: at, Outcome: retry.OutcomeSuccess}
-			items[i] = histItem{exec: e}
+			items[i] = histindex.Item{Exec: e}
 		}
-		if err := idx.apply(ctx, items, seq); err != nil {
+		if err := idx.Apply(ctx, items, seq); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -63,19 +64,11 @@ func historyFixture(t *testing.T, c *Controller) (a, b []string, sched map[strin
 	for _, id := range append(slices.Clone(a), b...) {
 		want := waitExec(t, c, id, "stored", func(protocol.Execution) bool { return true })
 		eventually(t, 20*time.Second, id+" indexed in state "+string(want.State), func() bool {
-			e, ok, err := c.hist.idx.get(ctx, id)
+			e, ok, err := c.hist.idx.Get(ctx, id)
 			return err == nil && ok && e.State == want.State
 		})
 	}
 	return a, b, sched
-}
-
-func execIDs(es []protocol.Execution) []string {
-	out := make([]string, len(es))
-	for i, e := range es {
-		out[i] = e.ExecID
-	}
-	return out
 }
 
 // listIDs lists with f and returns the exec ids of the page.
@@ -85,7 +78,7 @@ func listIDs(t *testing.T, c *Controller, f ExecFilter) []string {
 	if err != nil {
 		t.Fatalf("ListExecutions(%+v): %v", f, err)
 	}
-	return execIDs(es)
+	return protocoltest.ExecIDs(es)
 }
 
 func sorted(ids ...[]string) []string {
@@ -135,7 +128,7 @@ func TestHistoryListFilters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		paged = append(paged, execIDs(es)...)
+		paged = append(paged, protocoltest.ExecIDs(es)...)
 		if next == "" {
 			break
 		}
@@ -191,7 +184,7 @@ func TestHistoryIndexRebuiltAndResumed(t *testing.T) {
 	if seq := c.hist.appliedSeq(); seq != last {
 		t.Fatalf("restart resumed at sequence %d, want %d (stored with the rows)", seq, last)
 	}
-	if got := listIDs(t, c, ExecFilter{}); !slices.Equal(got, execIDs(want)) {
+	if got := listIDs(t, c, ExecFilter{}); !slices.Equal(got, protocoltest.ExecIDs(want)) {
 		t.Fatalf("after restart = %v", got)
 	}
 }

@@ -3,11 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
+	"github.com/axsched/ax/controller/histindex"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/axsched/ax/pkg/protocol"
 )
 
 // A transition's event is published after its record is written; a
@@ -23,49 +21,14 @@ import (
 // lost one's, so an event that was in fact stored is dropped by the
 // stream's de-duplication.
 
-// stamp is what the index holds of an execution: the updated_at (Unix
-// ns) and state of its newest snapshot.
-type stamp struct {
-	at    int64
-	state protocol.State
-}
-
 // covers reports whether the index's snapshot is rec's or newer. The
 // steps of one report share their updated_at (a coalesced report applies
 // triggered, running and finished at once), so the state is compared too:
 // an index that kept the RUNNING step of a SUCCESS record lacks its last
 // event.
-func (s stamp) covers(rec *execRecord) bool {
+func covers(s histindex.Stamp, rec *execRecord) bool {
 	at := rec.UpdatedAt.UnixNano()
-	return s.at > at || (s.at == at && s.state == rec.State)
-}
-
-// stamps returns, for the rows of the given shards still marked live, the
-// exec id → stamp the index holds.
-func (h *historyIndex) stamps(ctx context.Context, shards []int) (map[string]stamp, error) {
-	out := map[string]stamp{}
-	if len(shards) == 0 {
-		return out, nil
-	}
-	in := strings.TrimSuffix(strings.Repeat("?,", len(shards)), ",")
-	args := make([]any, len(shards))
-	for i, s := range shards {
-		args[i] = s
-	}
-	rows, err := h.rdb.QueryContext(ctx, "SELECT exec_id, updated_at, state FROM execs WHERE live = 1 AND shard IN ("+in+")", args...)
-	if err != nil {
-		return nil, fmt.Errorf("history index: stamps: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, state string
-		var at int64
-		if err := rows.Scan(&id, &at, &state); err != nil {
-			return nil, fmt.Errorf("history index: stamps: %w", err)
-		}
-		out[id] = stamp{at: at, state: protocol.State(state)}
-	}
-	return out, rows.Err()
+	return s.At > at || (s.At == at && s.State == rec.State)
 }
 
 // repairHistory publishes the events the history index lacks for recs,
@@ -83,13 +46,13 @@ func (c *reloader) repairHistory(ctx context.Context, shards map[int]bool, recs 
 	for s := range shards {
 		list = append(list, s)
 	}
-	have, err := c.hist.idx.stamps(ctx, list)
+	have, err := c.hist.idx.Stamps(ctx, list)
 	if err != nil {
 		return 0, err
 	}
 	var futs []jetstream.PubAckFuture
 	for _, r := range recs {
-		if st, ok := have[r.ExecID]; ok && st.covers(r) {
+		if st, ok := have[r.ExecID]; ok && covers(st, r) {
 			continue
 		}
 		if fut := c.ex.publishEvent(r, transition{to: r.State, reason: r.Reason}); fut != nil {

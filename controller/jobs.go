@@ -257,7 +257,7 @@ func (c *Controller) ListJobs(ctx context.Context, f JobFilter) ([]protocol.Job,
 	}
 	if f.Retired {
 		c.hist.catchUp(ctx)
-		out, err := c.hist.idx.retiredJobs(ctx, f.After, limit+1, match)
+		out, err := c.hist.idx.RetiredJobs(ctx, f.After, limit+1, match)
 		if err != nil {
 			return nil, "", err
 		}

@@ -211,7 +211,7 @@ func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID stri
 		// live state (retention.go), which the history index knows — unless
 		// the index is still being rebuilt and the job is older than the
 		// grace: then it is left alone rather than run twice.
-		if _, inHist, err := c.hist.idx.get(ctx, id); err != nil || inHist {
+		if _, inHist, err := c.hist.idx.Get(ctx, id); err != nil || inHist {
 			continue
 		}
 		if c.now().Sub(j.CreatedAt) >= c.liveGrace() && !c.hist.caught.Load() {

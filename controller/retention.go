@@ -116,7 +116,7 @@ func (c *retention) sweep(ctx context.Context, s *sweeper) error {
 		size = c.cfg.historySweepBatch
 	}
 	for {
-		batch, err := c.hist.idx.endedBefore(ctx, now.Add(-c.liveGrace()), shards, size)
+		batch, err := c.hist.idx.EndedBefore(ctx, now.Add(-c.liveGrace()), shards, size)
 		if err != nil {
 			return err
 		}
@@ -125,9 +125,9 @@ func (c *retention) sweep(ctx context.Context, s *sweeper) error {
 		gone := make([]bool, len(batch))
 		var mu sync.Mutex
 		parallel(len(batch), sweepParallel, func(i int) {
-			ok, m, err := c.retireExec(ctx, batch[i].execID, now)
+			ok, m, err := c.retireExec(ctx, batch[i].ExecID, now)
 			if err != nil {
-				c.log.Warn("history sweep: remove execution", "exec", batch[i].execID, "err", err)
+				c.log.Warn("history sweep: remove execution", "exec", batch[i].ExecID, "err", err)
 				return
 			}
 			gone[i] = ok
@@ -140,10 +140,10 @@ func (c *retention) sweep(ctx context.Context, s *sweeper) error {
 		var ids []string
 		for i, e := range batch {
 			if gone[i] {
-				ids, jobs[e.jobID] = append(ids, e.execID), true
+				ids, jobs[e.JobID] = append(ids, e.ExecID), true
 			}
 		}
-		if err := c.hist.idx.markGone(ctx, ids); err != nil {
+		if err := c.hist.idx.MarkGone(ctx, ids); err != nil {
 			return err
 		}
 		removed += len(ids)
@@ -194,7 +194,7 @@ func (c *retention) sweep(ctx context.Context, s *sweeper) error {
 	}
 	pruned := int64(0)
 	for {
-		n, err := c.hist.idx.prune(ctx, now.Add(-c.liveGrace()-c.cfg.History.Retention), now.Add(-c.cfg.History.Retention), shards, 5000)
+		n, err := c.hist.idx.Prune(ctx, now.Add(-c.liveGrace()-c.cfg.History.Retention), now.Add(-c.cfg.History.Retention), shards, 5000)
 		if err != nil {
 			return err
 		}
@@ -289,7 +289,7 @@ func (c *retention) retireJob(ctx context.Context, id string, now time.Time) (bo
 	if isPeriodic(j) || now.Sub(j.CreatedAt) < c.liveGrace() {
 		return false, nil, nil
 	}
-	if done, err := c.hist.idx.jobDone(ctx, id); err != nil || !done {
+	if done, err := c.hist.idx.JobDone(ctx, id); err != nil || !done {
 		return false, nil, err
 	}
 	data, err := protocol.Encode(protocol.JobRetired{V: protocol.Version, Job: j, At: now})
@@ -350,7 +350,7 @@ func (c *execService) inHistory(ctx context.Context, id string) (protocol.Execut
 	if err != nil || c.now().Sub(sched) < c.liveGrace()/2 {
 		return protocol.Execution{}, false
 	}
-	e, ok, err := c.hist.idx.get(ctx, id)
+	e, ok, err := c.hist.idx.Get(ctx, id)
 	if err != nil {
 		c.log.Warn("history lookup", "exec", id, "err", err)
 		return protocol.Execution{}, false

@@ -72,7 +72,7 @@ func (f *retentionFixture) fire(t *testing.T, job protocol.Job) (string, time.Ti
 func (f *retentionFixture) indexed(t *testing.T, id string) {
 	t.Helper()
 	eventually(t, 10*time.Second, id+" terminal in the history index", func() bool {
-		e, ok, err := f.c.hist.idx.get(context.Background(), id)
+		e, ok, err := f.c.hist.idx.Get(context.Background(), id)
 		return err == nil && ok && e.State.Terminal()
 	})
 }
@@ -304,8 +304,8 @@ func TestRetentionKeysFlat(t *testing.T) {
 		return info.State.Msgs
 	}
 	rows := func() int {
-		var n int
-		if err := c.hist.idx.rdb.QueryRowContext(ctx, "SELECT count(*) FROM execs").Scan(&n); err != nil {
+		n, err := c.hist.idx.Len(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -328,7 +328,7 @@ func TestRetentionKeysFlat(t *testing.T) {
 		}
 		waitExec(t, c, last, "SUCCESS", inState(protocol.StateSuccess))
 		eventually(t, 10*time.Second, "round's executions indexed", func() bool {
-			e, ok, _ := c.hist.idx.get(ctx, last)
+			e, ok, _ := c.hist.idx.Get(ctx, last)
 			return ok && e.State.Terminal()
 		})
 		clk.step(15 * time.Minute)

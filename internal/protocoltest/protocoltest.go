@@ -40,3 +40,12 @@ func RunCmd(j protocol.Job, attempt int, at time.Time) protocol.Command {
 func AssignCmd(j protocol.Job) protocol.Command {
 	return protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j}}
 }
+
+// ExecIDs returns the exec ids of es, in order.
+func ExecIDs(es []protocol.Execution) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.ExecID
+	}
+	return out
+}

@@ -1,8 +1,8 @@
-package controller
+package histindex
 
 import "github.com/axsched/ax/pkg/protocol"
 
-// latestOnly keeps, of the snapshots of one execution in batch, only the
+// LatestOnly keeps, of the snapshots of one execution in batch, only the
 // newest (supersedes: by updated_at, then progress, then the later in the
 // stream), in place,
 // and returns the shortened batch; job retirements are all kept. The
@@ -10,17 +10,17 @@ import "github.com/axsched/ax/pkg/protocol"
 // newer row); this spares it the writes: under load one batch often holds
 // the triggered, running and finished events of the same execution, which
 // become one row write instead of three.
-func latestOnly(batch []histItem) []histItem {
+func LatestOnly(batch []Item) []Item {
 	if len(batch) < 2 {
 		return batch
 	}
 	last := make(map[string]int, len(batch))
 	for i, it := range batch {
-		if it.exec == nil {
+		if it.Exec == nil {
 			continue
 		}
-		if k, ok := last[it.exec.ExecID]; !ok || supersedes(it.exec, batch[k].exec) {
-			last[it.exec.ExecID] = i
+		if k, ok := last[it.Exec.ExecID]; !ok || Supersedes(it.Exec, batch[k].Exec) {
+			last[it.Exec.ExecID] = i
 		}
 	}
 	if len(last) == len(batch) {
@@ -28,21 +28,21 @@ func latestOnly(batch []histItem) []histItem {
 	}
 	out := batch[:0]
 	for i, it := range batch {
-		if it.exec == nil || last[it.exec.ExecID] == i {
+		if it.Exec == nil || last[it.Exec.ExecID] == i {
 			out = append(out, it)
 		}
 	}
 	return out
 }
 
-// progress orders the snapshots of one execution that share an
+// Progress orders the snapshots of one execution that share an
 // updated_at: the steps one report applies at once (triggered, running,
 // finished of a coalesced report) get the same updated_at, and their
 // events may reach AX_EVT out of order (a replay of an earlier step's
 // event after the last one's), so the attempt and how far the state is
 // along decide: PENDING, TRIGGERED, RUNNING, RETRY_WAITING, then the
 // terminal states.
-func progress(e *protocol.Execution) int64 {
+func Progress(e *protocol.Execution) int64 {
 	rank := 0
 	switch e.State {
 	case protocol.StatePending:
@@ -61,12 +61,12 @@ func progress(e *protocol.Execution) int64 {
 	return int64(e.Attempt)*8 + int64(rank)
 }
 
-// supersedes reports whether snapshot a is to replace b, its execution's
+// Supersedes reports whether snapshot a is to replace b, its execution's
 // earlier one in the stream: a is newer, or as new and at least as far
 // along (progress).
-func supersedes(a, b *protocol.Execution) bool {
+func Supersedes(a, b *protocol.Execution) bool {
 	if !a.UpdatedAt.Equal(b.UpdatedAt) {
 		return a.UpdatedAt.After(b.UpdatedAt)
 	}
-	return progress(a) >= progress(b)
+	return Progress(a) >= Progress(b)
 }

@@ -1,4 +1,4 @@
-package controller
+package histindex
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/protocoltest"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -21,11 +22,11 @@ import (
 // stored with the last batch.
 func TestHistoryIndexListMatchesFilter(t *testing.T) {
 	ctx := context.Background()
-	idx, err := openHistoryIndex(ctx, filepath.Join(t.TempDir(), historyFile), 16)
+	idx, err := Open(ctx, filepath.Join(t.TempDir(), "history.db"), 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer idx.close()
+	defer idx.Close()
 	rnd := rand.New(rand.NewPCG(1, 2))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var jobs []string
@@ -41,7 +42,7 @@ func TestHistoryIndexListMatchesFilter(t *testing.T) {
 	}
 	states := []protocol.State{protocol.StatePending, protocol.StateRunning, protocol.StateSuccess, protocol.StateFailed}
 	var all []protocol.Execution
-	var items []histItem
+	var items []Item
 	seen := map[string]bool{}
 	for len(all) < 8000 {
 		job := jobs[rnd.IntN(len(jobs))]
@@ -54,37 +55,37 @@ func TestHistoryIndexListMatchesFilter(t *testing.T) {
 		e := protocol.Execution{ExecID: id, JobID: job, Attempt: 1, State: states[rnd.IntN(len(states))],
 			Agent: "a-" + string(rune('0'+rnd.IntN(4))), ScheduledAt: at, UpdatedAt: at.Add(time.Minute)}
 		all = append(all, e)
-		items = append(items, histItem{exec: &e})
+		items = append(items, Item{Exec: &e})
 	}
-	if err := idx.apply(ctx, items, 1); err != nil {
+	if err := idx.Apply(ctx, items, 1); err != nil {
 		t.Fatal(err)
 	}
 	// A stale snapshot of the first one changes nothing.
 	stale := all[0]
 	stale.State, stale.UpdatedAt = protocol.StateTriggered, stale.UpdatedAt.Add(-time.Second)
-	if err := idx.apply(ctx, []histItem{{exec: &stale}}, 2); err != nil {
+	if err := idx.Apply(ctx, []Item{{Exec: &stale}}, 2); err != nil {
 		t.Fatal(err)
 	}
-	if e, ok, _ := idx.get(ctx, all[0].ExecID); !ok || e.State != all[0].State {
+	if e, ok, _ := idx.Get(ctx, all[0].ExecID); !ok || e.State != all[0].State {
 		t.Fatalf("stale snapshot applied: %+v", e)
 	}
 	// In one batch the newest snapshot wins, whatever the order.
 	newer, older := all[1], all[1]
 	newer.State, newer.UpdatedAt = protocol.StateFailed, newer.UpdatedAt.Add(time.Hour)
 	older.State, older.UpdatedAt = protocol.StateRunning, older.UpdatedAt.Add(time.Minute)
-	if err := idx.apply(ctx, []histItem{{exec: &newer}, {exec: &older}}, 3); err != nil {
+	if err := idx.Apply(ctx, []Item{{Exec: &newer}, {Exec: &older}}, 3); err != nil {
 		t.Fatal(err)
 	}
-	if e, _, _ := idx.get(ctx, newer.ExecID); e.State != protocol.StateFailed {
+	if e, _, _ := idx.Get(ctx, newer.ExecID); e.State != protocol.StateFailed {
 		t.Fatalf("batch applied the older snapshot: %+v", e)
 	}
 	all[1] = newer
-	if seq, _ := idx.cursor(ctx); seq != 3 {
+	if seq, _ := idx.Cursor(ctx); seq != 3 {
 		t.Fatalf("cursor %d, want 3 (stored with the last batch)", seq)
 	}
 	slices.SortFunc(all, func(a, b protocol.Execution) int { return strings.Compare(a.ExecID, b.ExecID) })
 	for i := range 300 {
-		var f ExecFilter
+		var f Filter
 		if rnd.IntN(3) == 0 {
 			f.JobID = jobs[rnd.IntN(len(jobs))]
 		}
@@ -118,12 +119,12 @@ func TestHistoryIndexListMatchesFilter(t *testing.T) {
 				break
 			}
 		}
-		got, err := idx.list(ctx, f, limit)
+		got, err := idx.List(ctx, f, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(execIDs(got), want) {
-			t.Fatalf("case %d: list(%+v, %d) = %v, want %v", i, f, limit, execIDs(got), want)
+		if !slices.Equal(protocoltest.ExecIDs(got), want) {
+			t.Fatalf("case %d: list(%+v, %d) = %v, want %v", i, f, limit, protocoltest.ExecIDs(got), want)
 		}
 	}
 }
@@ -134,7 +135,7 @@ func TestHistoryIndexListMatchesFilter(t *testing.T) {
 // the current version is kept.
 func TestHistoryIndexOtherVersionRebuilt(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), historyFile)
+	path := filepath.Join(t.TempDir(), "history.db")
 	old, err := sql.Open("sqlite", "file:"+path)
 	if err != nil {
 		t.Fatal(err)
@@ -145,28 +146,28 @@ func TestHistoryIndexOtherVersionRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = old.Close()
-	idx, err := openHistoryIndex(ctx, path, 16)
+	idx, err := Open(ctx, path, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seq, err := idx.cursor(ctx); err != nil || seq != 0 || !idx.rebuilt {
+	if seq, err := idx.Cursor(ctx); err != nil || seq != 0 || !idx.rebuilt {
 		t.Fatalf("after opening a version-0 index: cursor %d, %v, rebuilt %v; want 0, rebuilt", seq, err, idx.rebuilt)
 	}
 	e := protocol.Execution{ExecID: protocol.ExecID("ax-n-20260101000000-abcdef", time.Unix(1, 0)), JobID: "ax-n-20260101000000-abcdef",
 		State: protocol.StateSuccess, UpdatedAt: time.Unix(2, 0)}
-	if err := idx.apply(ctx, []histItem{{exec: &e}}, 7); err != nil {
+	if err := idx.Apply(ctx, []Item{{Exec: &e}}, 7); err != nil {
 		t.Fatal(err)
 	}
-	_ = idx.close()
-	idx, err = openHistoryIndex(ctx, path, 16)
+	_ = idx.Close()
+	idx, err = Open(ctx, path, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer idx.close()
-	if seq, _ := idx.cursor(ctx); seq != 7 || idx.rebuilt {
+	defer idx.Close()
+	if seq, _ := idx.Cursor(ctx); seq != 7 || idx.rebuilt {
 		t.Fatalf("reopened current index: cursor %d, rebuilt %v; want 7, kept", seq, idx.rebuilt)
 	}
-	if _, ok, err := idx.get(ctx, e.ExecID); !ok || err != nil {
+	if _, ok, err := idx.Get(ctx, e.ExecID); !ok || err != nil {
 		t.Fatalf("reopened current index lost %s: %v, %v", e.ExecID, ok, err)
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package histindex
 
 import (
 	"context"
@@ -15,32 +15,32 @@ import (
 // are kept in order.
 func TestLatestOnly(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	ex := func(id string, state protocol.State, at time.Duration) histItem {
-		return histItem{exec: &protocol.Execution{ExecID: id, State: state, UpdatedAt: t0.Add(at)}}
+	ex := func(id string, state protocol.State, at time.Duration) Item {
+		return Item{Exec: &protocol.Execution{ExecID: id, State: state, UpdatedAt: t0.Add(at)}}
 	}
-	job := histItem{job: &protocol.JobRetired{Job: protocol.Job{ID: "j"}}}
-	batch := []histItem{
+	job := Item{Job: &protocol.JobRetired{Job: protocol.Job{ID: "j"}}}
+	batch := []Item{
 		ex("a", protocol.StateTriggered, 1), ex("b", protocol.StateTriggered, 1), job,
 		ex("a", protocol.StateRunning, 2), ex("a", protocol.StateSuccess, 3),
 		ex("b", protocol.StateRunning, 2), ex("b", protocol.StateTriggered, 1), // b: an older event re-published late
 		ex("c", protocol.StatePending, 5), ex("c", protocol.StateCancelled, 5), // c: a tie, the later one wins
 	}
-	got := latestOnly(batch)
+	got := LatestOnly(batch)
 	want := []string{"job", "a SUCCESS", "b RUNNING", "c CANCELLED"}
 	if len(got) != len(want) {
 		t.Fatalf("%d items, want %d: %+v", len(got), len(want), got)
 	}
 	for i, it := range got {
 		s := "job"
-		if it.exec != nil {
-			s = it.exec.ExecID + " " + string(it.exec.State)
+		if it.Exec != nil {
+			s = it.Exec.ExecID + " " + string(it.Exec.State)
 		}
 		if s != want[i] {
 			t.Errorf("item %d: %s, want %s", i, s, want[i])
 		}
 	}
-	one := []histItem{ex("x", protocol.StateSuccess, 1)}
-	if got := latestOnly(one); len(got) != 1 {
+	one := []Item{ex("x", protocol.StateSuccess, 1)}
+	if got := LatestOnly(one); len(got) != 1 {
 		t.Fatalf("single item: %+v", got)
 	}
 }
@@ -52,17 +52,17 @@ func TestLatestOnly(t *testing.T) {
 // updated_at, still replaces it.
 func TestSameInstantStepsOutOfOrder(t *testing.T) {
 	ctx := context.Background()
-	idx, err := openHistoryIndex(ctx, filepath.Join(t.TempDir(), historyFile), 16)
+	idx, err := Open(ctx, filepath.Join(t.TempDir(), "history.db"), 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer idx.close()
+	defer idx.Close()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	snap := func(id string, attempt int, s protocol.State, updated time.Time) histItem {
-		return histItem{exec: &protocol.Execution{ExecID: id, JobID: "ax-n-20260101000000-abcdef", Attempt: attempt, State: s, UpdatedAt: updated}}
+	snap := func(id string, attempt int, s protocol.State, updated time.Time) Item {
+		return Item{Exec: &protocol.Execution{ExecID: id, JobID: "ax-n-20260101000000-abcdef", Attempt: attempt, State: s, UpdatedAt: updated}}
 	}
 	state := func(id string) protocol.State {
-		e, ok, err := idx.get(ctx, id)
+		e, ok, err := idx.Get(ctx, id)
 		if err != nil || !ok {
 			t.Fatalf("get %s: %v %v", id, ok, err)
 		}
@@ -70,23 +70,23 @@ func TestSameInstantStepsOutOfOrder(t *testing.T) {
 	}
 	a, b := "ax-n-20260101000000-abcdef-1", "ax-n-20260101000000-abcdef-2"
 	// One batch: SUCCESS, then TRIGGERED and RUNNING of the same instant.
-	if err := idx.apply(ctx, latestOnly([]histItem{snap(a, 1, protocol.StateSuccess, at), snap(a, 1, protocol.StateTriggered, at),
+	if err := idx.Apply(ctx, LatestOnly([]Item{snap(a, 1, protocol.StateSuccess, at), snap(a, 1, protocol.StateTriggered, at),
 		snap(a, 1, protocol.StateRunning, at)}), 3); err != nil {
 		t.Fatal(err)
 	}
 	// Two batches.
-	for i, it := range []histItem{snap(b, 1, protocol.StateSuccess, at), snap(b, 1, protocol.StateRunning, at)} {
-		if err := idx.apply(ctx, []histItem{it}, uint64(4+i)); err != nil {
+	for i, it := range []Item{snap(b, 1, protocol.StateSuccess, at), snap(b, 1, protocol.StateRunning, at)} {
+		if err := idx.Apply(ctx, []Item{it}, uint64(4+i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if sa, sb := state(a), state(b); sa != protocol.StateSuccess || sb != protocol.StateSuccess {
 		t.Fatalf("after same-instant steps out of order: %s, %s; want SUCCESS, SUCCESS", sa, sb)
 	}
-	if err := idx.apply(ctx, []histItem{snap(b, 2, protocol.StatePending, at)}, 6); err != nil {
+	if err := idx.Apply(ctx, []Item{snap(b, 2, protocol.StatePending, at)}, 6); err != nil {
 		t.Fatal(err)
 	}
-	if err := idx.apply(ctx, []histItem{snap(a, 1, protocol.StateCancelled, at.Add(time.Millisecond))}, 7); err != nil {
+	if err := idx.Apply(ctx, []Item{snap(a, 1, protocol.StateCancelled, at.Add(time.Millisecond))}, 7); err != nil {
 		t.Fatal(err)
 	}
 	if sa, sb := state(a), state(b); sa != protocol.StateCancelled || sb != protocol.StatePending {

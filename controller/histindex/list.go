@@ -1,4 +1,4 @@
-package controller
+package histindex
 
 import (
 	"context"
@@ -7,17 +7,34 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
 // The history index's reads for the API: a page of executions by filter,
-// and one execution by id (historyindex.go has the schema and the writes).
+// and one execution by id (index.go has the schema and the writes).
 
-// list returns up to limit executions matching f (f.Limit ignored),
-// ordered by exec id.
-func (h *historyIndex) list(ctx context.Context, f ExecFilter, limit int) ([]protocol.Execution, error) {
+// Filter selects executions; the zero value selects all of them.
+type Filter struct {
+	// State matches executions in this state.
+	State protocol.State
+	// JobID matches executions of this job.
+	JobID string
+	// Agent matches executions whose current attempt runs on this agent.
+	Agent string
+	// After is the last exec id of the previous page; executions are
+	// ordered by exec id.
+	After string
+	// From, when set, matches executions scheduled at or after it.
+	From time.Time
+	// To, when set, matches executions scheduled before it.
+	To time.Time
+}
+
+// List returns up to limit executions matching f, ordered by exec id.
+func (h *Index) List(ctx context.Context, f Filter, limit int) ([]protocol.Execution, error) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
@@ -116,7 +133,7 @@ const rangeDense = 5000
 
 // rangeDense reports whether [from, to) holds rangeDense rows or more
 // (counted on the index, at most rangeDense of them).
-func (h *historyIndex) rangeDense(ctx context.Context, from, to int64) (bool, error) {
+func (h *Index) rangeDense(ctx context.Context, from, to int64) (bool, error) {
 	var n int
 	err := h.rdb.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM execs WHERE scheduled_at >= ? AND scheduled_at < ? LIMIT ?)",
 		from, to, rangeDense).Scan(&n)
@@ -127,7 +144,7 @@ func (h *historyIndex) rangeDense(ctx context.Context, from, to int64) (bool, er
 }
 
 // strings runs a query of one text column.
-func (h *historyIndex) strings(ctx context.Context, q string, args ...any) ([]string, error) {
+func (h *Index) strings(ctx context.Context, q string, args ...any) ([]string, error) {
 	rows, err := h.rdb.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -144,8 +161,8 @@ func (h *historyIndex) strings(ctx context.Context, q string, args ...any) ([]st
 	return out, rows.Err()
 }
 
-// get returns the indexed snapshot of an execution (false: none).
-func (h *historyIndex) get(ctx context.Context, id string) (protocol.Execution, bool, error) {
+// Get returns the indexed snapshot of an execution (false: none).
+func (h *Index) Get(ctx context.Context, id string) (protocol.Execution, bool, error) {
 	var body []byte
 	err := h.rdb.QueryRowContext(ctx, "SELECT b.body FROM execs e JOIN bodies b ON b.id = e.id WHERE e.exec_id = ?", id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -1,4 +1,4 @@
-package controller
+package histindex
 
 import (
 	"context"
@@ -16,22 +16,22 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// historyIndex is the SQLite file behind the execution history
+// Index is the SQLite file behind the execution history
 // (history.go): one row per execution (its latest snapshot from AX_EVT),
 // the retired one-shot jobs, and the AX_EVT sequence applied last, written
 // in the same transaction as the rows it applied. One writer connection
 // (the history follower), several readers (the API); WAL mode, so readers
 // never wait for the writer.
-type historyIndex struct {
+type Index struct {
 	wdb, rdb *sql.DB
 	shards   int
 	rebuilt  bool // opened on an index of another version, emptied
 }
 
-// historyVersion is the schema's version (PRAGMA user_version). An index
+// Version is the schema's version (PRAGMA user_version). An index
 // of another version is emptied and rebuilt from AX_EVT when opened: it
 // holds nothing the stream does not.
-const historyVersion = 3
+const Version = 3
 
 // The execution rows and their bodies are keyed by an integer assigned in
 // insertion order (id), not by exec id: a batch of new executions then
@@ -87,10 +87,10 @@ DROP TABLE IF EXISTS jobs;
 DROP TABLE IF EXISTS cursor;
 `
 
-// openHistoryIndex opens (creating if needed) the index at path; an empty
+// Open opens (creating if needed) the index at path; an empty
 // path keeps it in memory (one connection for reads and writes).
-func openHistoryIndex(ctx context.Context, path string, shards int) (*historyIndex, error) {
-	h := &historyIndex{shards: shards}
+func Open(ctx context.Context, path string, shards int) (*Index, error) {
+	h := &Index{shards: shards}
 	var err error
 	if path == "" {
 		if h.wdb, err = sql.Open("sqlite", "file::memory:"); err != nil {
@@ -112,7 +112,7 @@ func openHistoryIndex(ctx context.Context, path string, shards int) (*historyInd
 		h.rdb.SetMaxOpenConns(4)
 	}
 	if err := h.migrate(ctx); err != nil {
-		_ = h.close()
+		_ = h.Close()
 		return nil, fmt.Errorf("open history index %s: schema: %w", path, err)
 	}
 	return h, nil
@@ -121,7 +121,7 @@ func openHistoryIndex(ctx context.Context, path string, shards int) (*historyInd
 // migrate creates the schema, first dropping the tables of an index of
 // another version (its cursor goes with them, so the follower rebuilds it
 // from the stream).
-func (h *historyIndex) migrate(ctx context.Context) error {
+func (h *Index) migrate(ctx context.Context) error {
 	var v int
 	if err := h.wdb.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return err
@@ -130,7 +130,7 @@ func (h *historyIndex) migrate(ctx context.Context) error {
 	if err := h.wdb.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil {
 		return err
 	}
-	if v != historyVersion && tables > 0 {
+	if v != Version && tables > 0 {
 		h.rebuilt = true
 		if _, err := h.wdb.ExecContext(ctx, historyDrop); err != nil {
 			return err
@@ -139,7 +139,7 @@ func (h *historyIndex) migrate(ctx context.Context) error {
 	if _, err := h.wdb.ExecContext(ctx, historySchema); err != nil {
 		return err
 	}
-	_, err := h.wdb.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", historyVersion))
+	_, err := h.wdb.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", Version))
 	return err
 }
 
@@ -168,7 +168,12 @@ func historyDSN(path string, readOnly bool) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-func (h *historyIndex) close() error {
+// Rebuilt reports whether Open found an index of another version and
+// emptied it (the caller rebuilds it from AX_EVT).
+func (h *Index) Rebuilt() bool { return h.rebuilt }
+
+// Close closes the index's connections.
+func (h *Index) Close() error {
 	err := h.wdb.Close()
 	if h.rdb != h.wdb {
 		err = errors.Join(err, h.rdb.Close())
@@ -176,8 +181,8 @@ func (h *historyIndex) close() error {
 	return err
 }
 
-// cursor returns the AX_EVT sequence applied last (0: none).
-func (h *historyIndex) cursor(ctx context.Context) (uint64, error) {
+// Cursor returns the AX_EVT sequence applied last (0: none).
+func (h *Index) Cursor(ctx context.Context) (uint64, error) {
 	var seq uint64
 	if err := h.wdb.QueryRowContext(ctx, "SELECT seq FROM cursor WHERE id = 1").Scan(&seq); err != nil {
 		return 0, fmt.Errorf("history index: read cursor: %w", err)
@@ -185,8 +190,8 @@ func (h *historyIndex) cursor(ctx context.Context) (uint64, error) {
 	return seq, nil
 }
 
-// reset empties the index (the stream was recreated: rebuild from it).
-func (h *historyIndex) reset(ctx context.Context) error {
+// Reset empties the index (the stream was recreated: rebuild from it).
+func (h *Index) Reset(ctx context.Context) error {
 	_, err := h.wdb.ExecContext(ctx, "DELETE FROM execs; DELETE FROM bodies; DELETE FROM jobs; UPDATE cursor SET seq = 0 WHERE id = 1")
 	if err != nil {
 		return fmt.Errorf("history index: reset: %w", err)
@@ -194,18 +199,18 @@ func (h *historyIndex) reset(ctx context.Context) error {
 	return nil
 }
 
-// histItem is one AX_EVT message decoded: an execution snapshot or a
+// Item is one AX_EVT message decoded: an execution snapshot or a
 // retired job (exactly one is set).
-type histItem struct {
-	exec *protocol.Execution
-	job  *protocol.JobRetired
+type Item struct {
+	Exec *protocol.Execution
+	Job  *protocol.JobRetired
 }
 
-// apply stores items and moves the cursor to seq, in one transaction. A
+// Apply stores items and moves the cursor to seq, in one transaction. A
 // snapshot replaces the row only when it supersedes it (historybatch.go:
 // newer updated_at, or the same one and at least as far along), so events
 // re-published out of order change nothing.
-func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) error {
+func (h *Index) Apply(ctx context.Context, items []Item, seq uint64) error {
 	tx, err := h.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("history index: begin: %w", err)
@@ -235,27 +240,27 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 	// order of equals, as the upsert's rule has it.
 	last := make(map[string]int, len(items))
 	for i, it := range items {
-		if it.exec == nil {
+		if it.Exec == nil {
 			continue
 		}
-		if j, ok := last[it.exec.ExecID]; !ok || supersedes(it.exec, items[j].exec) {
-			last[it.exec.ExecID] = i
+		if j, ok := last[it.Exec.ExecID]; !ok || Supersedes(it.Exec, items[j].Exec) {
+			last[it.Exec.ExecID] = i
 		}
 	}
 	for i, it := range items {
 		switch {
-		case it.exec != nil:
-			if last[it.exec.ExecID] != i {
+		case it.Exec != nil:
+			if last[it.Exec.ExecID] != i {
 				continue
 			}
-			e := it.exec
+			e := it.Exec
 			body, err := json.Marshal(e)
 			if err != nil {
 				return fmt.Errorf("history index: encode %s: %w", e.ExecID, err)
 			}
 			var id int64
 			err = upExec.QueryRowContext(ctx, e.ExecID, e.JobID, e.Agent, string(e.State), e.ScheduledAt.UnixNano(),
-				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards), progress(e)).Scan(&id)
+				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards), Progress(e)).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // the index holds a newer snapshot
 			}
@@ -265,14 +270,14 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 			if _, err := upBody.ExecContext(ctx, id, body); err != nil {
 				return fmt.Errorf("history index: store %s: %w", e.ExecID, err)
 			}
-		case it.job != nil:
-			body, err := json.Marshal(it.job.Job)
+		case it.Job != nil:
+			body, err := json.Marshal(it.Job.Job)
 			if err != nil {
-				return fmt.Errorf("history index: encode job %s: %w", it.job.Job.ID, err)
+				return fmt.Errorf("history index: encode job %s: %w", it.Job.Job.ID, err)
 			}
 			if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO jobs (job_id, retired_at, body) VALUES (?, ?, ?)",
-				it.job.Job.ID, it.job.At.UnixNano(), body); err != nil {
-				return fmt.Errorf("history index: store job %s: %w", it.job.Job.ID, err)
+				it.Job.Job.ID, it.Job.At.UnixNano(), body); err != nil {
+				return fmt.Errorf("history index: store job %s: %w", it.Job.Job.ID, err)
 			}
 		}
 	}
@@ -285,13 +290,13 @@ func (h *historyIndex) apply(ctx context.Context, items []histItem, seq uint64) 
 	return nil
 }
 
-// ended is an execution the index saw terminal and not yet removed from
+// Ended is an execution the index saw terminal and not yet removed from
 // live state.
-type ended struct{ execID, jobID string }
+type Ended struct{ ExecID, JobID string }
 
-// endedBefore returns up to n executions of the given shards that were
+// EndedBefore returns up to n executions of the given shards that were
 // terminal as of updated_at before cutoff and are still marked live.
-func (h *historyIndex) endedBefore(ctx context.Context, cutoff time.Time, shards []int, n int) ([]ended, error) {
+func (h *Index) EndedBefore(ctx context.Context, cutoff time.Time, shards []int, n int) ([]Ended, error) {
 	if len(shards) == 0 {
 		return nil, nil
 	}
@@ -306,10 +311,10 @@ func (h *historyIndex) endedBefore(ctx context.Context, cutoff time.Time, shards
 		return nil, fmt.Errorf("history index: ended executions: %w", err)
 	}
 	defer rows.Close()
-	var out []ended
+	var out []Ended
 	for rows.Next() {
-		var e ended
-		if err := rows.Scan(&e.execID, &e.jobID); err != nil {
+		var e Ended
+		if err := rows.Scan(&e.ExecID, &e.JobID); err != nil {
 			return nil, fmt.Errorf("history index: ended executions: %w", err)
 		}
 		out = append(out, e)
@@ -317,9 +322,9 @@ func (h *historyIndex) endedBefore(ctx context.Context, cutoff time.Time, shards
 	return out, rows.Err()
 }
 
-// markGone records that executions left live state (ax_execs), in one
+// MarkGone records that executions left live state (ax_execs), in one
 // transaction.
-func (h *historyIndex) markGone(ctx context.Context, ids []string) error {
+func (h *Index) MarkGone(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -344,9 +349,9 @@ func (h *historyIndex) markGone(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// jobDone reports whether job id has executions in the index and all of
+// JobDone reports whether job id has executions in the index and all of
 // them are terminal and gone from live state.
-func (h *historyIndex) jobDone(ctx context.Context, id string) (bool, error) {
+func (h *Index) JobDone(ctx context.Context, id string) (bool, error) {
 	var total, open sql.NullInt64
 	lo, hi := jobRange(id)
 	err := h.rdb.QueryRowContext(ctx, "SELECT count(*), sum(terminal = 0 OR live = 1) FROM execs WHERE exec_id >= ? AND exec_id < ? AND job_id = ?",
@@ -357,12 +362,12 @@ func (h *historyIndex) jobDone(ctx context.Context, id string) (bool, error) {
 	return total.Int64 > 0 && open.Int64 == 0, nil
 }
 
-// prune removes terminal executions last updated before cutoff, and jobs
+// Prune removes terminal executions last updated before cutoff, and jobs
 // retired before jobCutoff, at most n rows of each per call; it returns
 // how many rows went. Rows of the owned shards still marked live stay:
 // this replica's sweeper has not removed them from ax_execs yet, and
 // finds them here.
-func (h *historyIndex) prune(ctx context.Context, cutoff, jobCutoff time.Time, owned []int, n int) (int64, error) {
+func (h *Index) Prune(ctx context.Context, cutoff, jobCutoff time.Time, owned []int, n int) (int64, error) {
 	tx, err := h.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("history index: prune executions: %w", err)
@@ -397,9 +402,9 @@ func (h *historyIndex) prune(ctx context.Context, cutoff, jobCutoff time.Time, o
 	return gone + jobs, nil
 }
 
-// retiredJobs returns retired jobs with id > after, ordered by id, for
+// RetiredJobs returns retired jobs with id > after, ordered by id, for
 // which keep is true, up to limit.
-func (h *historyIndex) retiredJobs(ctx context.Context, after string, limit int, keep func(protocol.Job) bool) ([]protocol.Job, error) {
+func (h *Index) RetiredJobs(ctx context.Context, after string, limit int, keep func(protocol.Job) bool) ([]protocol.Job, error) {
 	rows, err := h.rdb.QueryContext(ctx, "SELECT body FROM jobs WHERE job_id > ? ORDER BY job_id", after)
 	if err != nil {
 		return nil, fmt.Errorf("history index: retired jobs: %w", err)
@@ -420,4 +425,23 @@ func (h *historyIndex) retiredJobs(ctx context.Context, after string, limit int,
 		}
 	}
 	return out, rows.Err()
+}
+
+// Len returns how many executions the index holds.
+func (h *Index) Len(ctx context.Context) (int, error) {
+	var n int
+	if err := h.rdb.QueryRowContext(ctx, "SELECT count(*) FROM execs").Scan(&n); err != nil {
+		return 0, fmt.Errorf("history index: count: %w", err)
+	}
+	return n, nil
+}
+
+// CloseReads closes the connections the reads (List, Get, Stamps, ...)
+// use, so that every read fails from then on; the writes go on. A test
+// shows with it that a path reads nothing from the index.
+func (h *Index) CloseReads() error {
+	if h.rdb == h.wdb {
+		return errors.New("history index: in memory, reads and writes share one connection")
+	}
+	return h.rdb.Close()
 }

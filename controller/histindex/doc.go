@@ -1,0 +1,36 @@
+// Package histindex is the execution history index of an ax controller
+// replica: one SQLite file (modernc.org/sqlite, pure Go) that holds the
+// latest snapshot of every execution, live or ended, and the one-shot jobs
+// retired from the live job set, together with the AX_EVT sequence it
+// applied last. It owns the schema, the writes and the reads; it knows
+// nothing of NATS. The controller's history follower decodes AX_EVT and
+// hands batches of Items to Apply, with the sequence of their last
+// message; the API's lists read List and Get; retention asks EndedBefore,
+// MarkGone, JobDone and Prune; the reload of a shard compares its live
+// records with Stamps.
+//
+// # Shape
+//
+//   - One writer connection (the follower) and up to four readers (the
+//     API), WAL mode: readers never wait for the writer. An empty path
+//     keeps the index in memory, on one connection.
+//   - Apply writes a batch and the cursor in one transaction, so a restart
+//     resumes exactly where the last commit ended. A snapshot replaces a
+//     row only when it Supersedes it (newer updated_at, or the same one
+//     and at least as far along, Progress), so events replayed or read
+//     out of order change nothing; LatestOnly spares the writes of the
+//     older snapshots of one batch.
+//   - Rows are keyed in insertion order, not by exec id: a batch appends
+//     to the two largest b-trees. An exec id starts with its job's id, so
+//     the exec id index also finds a job's executions.
+//   - An index of another schema Version is emptied when opened (Rebuilt),
+//     and the follower rebuilds it from the stream: it holds nothing
+//     AX_EVT does not.
+//
+// # Costs
+//
+// A list page reads its rows from an index (exec id, agent, state, or
+// scheduled time for a narrow range): one million executions list in
+// 0.7–1.3 ms a page (controller/BENCHMARKS.md). Applying 1,000-row batches
+// to a 100,000-row index writes about 16 KB per row.
+package histindex
