@@ -26,7 +26,7 @@ import (
 
 // desired returns the assignments of job j given the agents (sorted by id).
 func desired(j protocol.Job, agents []protocol.AgentInfo) map[string]protocol.Assign {
-	if !isPeriodic(j) || isGroupAny(j) {
+	if !j.Periodic() || j.GroupAny() {
 		return nil
 	}
 	if j.Target.Agent != "" {
@@ -46,7 +46,7 @@ func desired(j protocol.Job, agents []protocol.AgentInfo) map[string]protocol.As
 // needsFleet reports whether desired(j, agents) depends on agents: a
 // periodic group job of mode all.
 func needsFleet(j protocol.Job) bool {
-	return isPeriodic(j) && !isGroupAny(j) && j.Target.Agent == ""
+	return j.Periodic() && !j.GroupAny() && j.Target.Agent == ""
 }
 
 // groupMembers returns the registered, non-revoked agents matching j's
@@ -147,7 +147,7 @@ func (c *placer) onJobChanged(ctx context.Context, old, next *protocol.Job) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	c.assignChange(ctx, old, next)
-	if next != nil && !isPeriodic(*next) && !next.Paused {
+	if next != nil && !next.Periodic() && !next.Paused {
 		if _, err := c.dispatchOneShot(ctx, *next, old == nil); err != nil {
 			c.log.Error("dispatch one-shot job", "job", next.ID, "err", err)
 		}

@@ -61,7 +61,7 @@ type oneShotMade struct {
 //     record once it is older than orphanExecAfter (repairOrphanExecs).
 //     Without the crash, a failed job write retires the records at once.
 func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []byte) (protocol.Job, bool, error) {
-	if isPeriodic(j) || j.Paused {
+	if j.Periodic() || j.Paused {
 		return protocol.Job{}, false, nil
 	}
 	s, err := schedule.Parse(j.Schedule, j.CreatedAt)

@@ -168,11 +168,6 @@ func (c *placer) manageGroupLeases(ctx context.Context, now time.Time) {
 	c.groups.manageGroupLeases(ctx, now)
 }
 
-// isGroupAny reports whether j is a periodic job leased to one agent of a group.
-func isGroupAny(j protocol.Job) bool {
-	return isPeriodic(j) && j.Target.Agent == "" && j.Target.Group != "" && j.Target.Mode != protocol.ModeAll
-}
-
 // isMember reports whether agent id is a registered, non-revoked member of
 // j's group.
 func (g *groupLeases) isMember(j protocol.Job, id string) bool {
@@ -257,7 +252,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 		rctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
 		j, _, err := g.host.readJob(rctx, id)
 		cancel()
-		if errors.Is(err, ErrNotFound) || err == nil && !isGroupAny(j) {
+		if errors.Is(err, ErrNotFound) || err == nil && !j.GroupAny() {
 			g.dropEpochs(ctx, id)
 		}
 	}

@@ -23,7 +23,7 @@ import (
 type jobCache struct {
 	mu   sync.RWMutex
 	jobs map[string]cachedJob
-	// groupAny indexes the live group jobs of mode any (isGroupAny), the
+	// groupAny indexes the live group jobs of mode any (protocol.Job.GroupAny), the
 	// ones the ownership loop looks at on every pass.
 	groupAny map[string]struct{}
 	// groupAll indexes the live periodic group jobs of mode all, and
@@ -79,7 +79,7 @@ func (jc *jobCache) reserve(n int) {
 
 // index adds (add true) or removes live job j from the indexes.
 func (jc *jobCache) index(j protocol.Job, add bool) {
-	if !isPeriodic(j) {
+	if !j.Periodic() {
 		return
 	}
 	var set map[string]struct{}
@@ -93,7 +93,7 @@ func (jc *jobCache) index(j protocol.Job, add bool) {
 			set = map[string]struct{}{}
 			jc.pinned[j.Target.Agent] = set
 		}
-	case isGroupAny(j):
+	case j.GroupAny():
 		set = jc.groupAny
 	case j.Target.Group != "":
 		set = jc.groupAll
@@ -140,7 +140,7 @@ func (jc *jobCache) remove(id string, rev uint64) {
 	if ok && !cur.deleted {
 		jc.ids.Delete(id)
 		jc.index(*cur.job, false)
-		if isPeriodic(*cur.job) {
+		if cur.job.Periodic() {
 			last = cur.job
 		}
 	}

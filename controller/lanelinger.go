@@ -53,7 +53,7 @@ func (l *lane) holdBack(now time.Time, flush bool) {
 // reports of a periodic fire make its record; they are never held back.
 func (l *lane) oneShot(g *group) bool {
 	j, _, ok := l.w.c.jobs.get(g.items[0].r.JobID)
-	return ok && !isPeriodic(j)
+	return ok && !j.Periodic()
 }
 
 // mayLinger reports whether every report of g is a triggered or running

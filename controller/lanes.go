@@ -255,7 +255,7 @@ func (l *lane) guessAbsent(r protocol.Report) bool {
 		return false
 	}
 	j, _, ok := l.w.c.jobs.get(r.JobID)
-	return ok && isPeriodic(j)
+	return ok && j.Periodic()
 }
 
 // plan applies the group's reports, in order, to cur. A report ahead of

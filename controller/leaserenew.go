@@ -53,7 +53,7 @@ func (g *groupLeases) renewLeases(ctx context.Context, a protocol.AgentInfo, cla
 	var wg sync.WaitGroup
 	for i, cl := range claims {
 		j, _, ok := g.jobs.get(cl.JobID)
-		if out[i].member = ok && isGroupAny(j) && len(groupMembers(j, []protocol.AgentInfo{a})) == 1; !out[i].member {
+		if out[i].member = ok && j.GroupAny() && len(groupMembers(j, []protocol.AgentInfo{a})) == 1; !out[i].member {
 			continue
 		}
 		sem <- struct{}{}

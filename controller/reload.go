@@ -189,7 +189,7 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool) int {
 	// The filter runs under the job cache's lock: it touches no cache.
 	cands := c.jobs.liveWhere(func(j *protocol.Job) bool {
-		if isPeriodic(*j) || j.Paused || j.Target.Mode == protocol.ModeAll || !in(j.ID) {
+		if j.Periodic() || j.Paused || j.Target.Mode == protocol.ModeAll || !in(j.ID) {
 			return false
 		}
 		s, err := schedule.Parse(j.Schedule, j.CreatedAt)

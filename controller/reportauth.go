@@ -97,7 +97,7 @@ func (c *reportIngest) authorizeCreate(ctx context.Context, r protocol.Report) (
 			return rejectUnknownJob, fmt.Sprintf("job %s could not be read: %v", r.JobID, err), true
 		}
 	}
-	if !isPeriodic(j) {
+	if !j.Periodic() {
 		return rejectNotAssigned, fmt.Sprintf("job %s is one-shot: its executions are made by the controller", j.ID), false
 	}
 	switch {

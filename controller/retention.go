@@ -286,7 +286,7 @@ func (c *retention) retireJob(ctx context.Context, id string, now time.Time) (bo
 	if err != nil {
 		return false, nil, err
 	}
-	if isPeriodic(j) || now.Sub(j.CreatedAt) < c.liveGrace() {
+	if j.Periodic() || now.Sub(j.CreatedAt) < c.liveGrace() {
 		return false, nil, nil
 	}
 	if done, err := c.hist.idx.JobDone(ctx, id); err != nil || !done {

@@ -162,7 +162,7 @@ func (c *reportIngest) fireRetry(ctx context.Context, it retryItem) error {
 	job, _, ok := c.jobs.get(it.JobID)
 	var ev execution.Event = execution.JobDeleted{Attempt: it.Attempt}
 	if ok {
-		due := execution.RetryDue{Attempt: it.Attempt, GroupAny: isGroupAny(job)}
+		due := execution.RetryDue{Attempt: it.Attempt, GroupAny: job.GroupAny()}
 		if due.GroupAny {
 			due.Holder, due.HolderEpoch, due.Held = c.groups.currentHolder(job.ID)
 		}

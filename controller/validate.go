@@ -62,12 +62,3 @@ func validateNew(j protocol.Job) error {
 	}
 	return validateSpec(j)
 }
-
-// isPeriodic reports whether a (valid) job fires repeatedly (every, cron).
-func isPeriodic(j protocol.Job) bool {
-	switch j.Schedule.Kind() {
-	case schedule.KindEvery, schedule.KindCron:
-		return true
-	}
-	return false
-}

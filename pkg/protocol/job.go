@@ -118,6 +118,22 @@ type Job struct {
 	CreatedAt time.Time `json:"created_at,omitzero" yaml:"created_at,omitempty"`
 }
 
+// Periodic reports whether the job fires repeatedly (schedule every or
+// cron); a one-shot job (asap, at, delay) runs once.
+func (j Job) Periodic() bool {
+	switch j.Schedule.Kind() {
+	case schedule.KindEvery, schedule.KindCron:
+		return true
+	}
+	return false
+}
+
+// GroupAny reports whether the job is a periodic job of a group that one
+// of its agents at a time runs, under a lease (Target.Group, mode any).
+func (j Job) GroupAny() bool {
+	return j.Periodic() && j.Target.Agent == "" && j.Target.Group != "" && j.Target.Mode != ModeAll
+}
+
 // WithDefaults returns a copy of j with unset policy fields given their defaults.
 func (j Job) WithDefaults() Job {
 	if j.Target.Group != "" && j.Target.Mode == "" {

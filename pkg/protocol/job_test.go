@@ -166,3 +166,27 @@ func TestDurationJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestJobPredicates: Periodic and GroupAny for each schedule kind and target.
+func TestJobPredicates(t *testing.T) {
+	grp := Target{Group: "site=plant-3"}
+	for _, tc := range []struct {
+		name               string
+		spec               schedule.Spec
+		target             Target
+		periodic, groupAny bool
+	}{
+		{"every, group any", schedule.Spec{Every: "1m"}, grp, true, true},
+		{"cron, group any", schedule.Spec{Cron: "*/5 * * * *"}, Target{Group: "site=a", Mode: ModeAny}, true, true},
+		{"every, group all", schedule.Spec{Every: "1m"}, Target{Group: "site=a", Mode: ModeAll}, true, false},
+		{"every, pinned", schedule.Spec{Every: "1m"}, Target{Agent: "edge-1"}, true, false},
+		{"delay, group", schedule.Spec{Delay: "5m"}, grp, false, false},
+		{"asap, pinned", schedule.Spec{}, Target{Agent: "edge-1"}, false, false},
+		{"at", schedule.Spec{At: "2026-12-02T10:00:00Z"}, grp, false, false},
+	} {
+		j := Job{Schedule: tc.spec, Target: tc.target}
+		if p, g := j.Periodic(), j.GroupAny(); p != tc.periodic || g != tc.groupAny {
+			t.Errorf("%s: Periodic %v GroupAny %v, want %v %v", tc.name, p, g, tc.periodic, tc.groupAny)
+		}
+	}
+}
