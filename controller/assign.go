@@ -214,12 +214,12 @@ func (c *placer) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, c
 	force := func(agent string) bool { return resend && agent == cur.Agent }
 	if resend {
 		// Only the agent's own pinned jobs, not every job of the controller.
-		for _, j := range c.jobs.pinnedTo(cur.Agent) {
+		for _, j := range c.jobs.PinnedTo(cur.Agent) {
 			a := desired(j, nil) // a pinned job's does not depend on the fleet
 			c.applyDiff(ctx, j.ID, a, a, force, "agent registered")
 		}
 	}
-	for _, j := range c.jobs.groupAllJobs() {
+	for _, j := range c.jobs.GroupAllJobs() {
 		sel, err := protocol.ParseSelector("target.group", j.Target.Group)
 		if err != nil {
 			continue

@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/controller/jobcache"
+	"github.com/axsched/ax/internal/kvfollow"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
@@ -52,7 +54,7 @@ type core struct {
 	// kvGuard keeps server reloads apart from KV reads (kvguard.go).
 	kvGuard reloadGuard
 
-	jobs *jobCache
+	jobs *jobcache.Cache
 	// fleet answers the agents' registrations and heartbeats and owns
 	// their registry (fleet.go); agents is that registry, read here to
 	// place jobs.
@@ -134,8 +136,7 @@ func New(cfg Config) (*Controller, error) {
 		closeCh:  make(chan struct{}),
 		idRand:   mrand.Uint32,
 	}
-	c.jobs = newJobCache()
-	c.jobs.now = c.now
+	c.jobs = jobcache.New(c.now)
 	c.leases = newLeaseView()
 	var id [6]byte
 	_, _ = rand.Read(id[:])
@@ -155,7 +156,7 @@ func New(cfg Config) (*Controller, error) {
 			storeResets: m.storeResets, agentRefused: m.agentRefused, agentStats: m.agentStats, forgetAgent: m.forgetAgent},
 		clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun, every: c.every,
 		follow: func(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error {
-			return followKV(ctx, w, apply, c.goRun)
+			return kvfollow.Follow(ctx, w, apply, 1, c.goRun)
 		},
 		instance: c.instance, assign: &c.assignMu,
 	}, fleetHostOf{c})
@@ -268,7 +269,7 @@ func (c *core) start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	if err := c.retryStart(ctx, "load jobs", func(ctx context.Context) error {
-		return c.jobs.follow(ctx, c.ctx, c.kv.Jobs, c.log, c.goRun)
+		return c.jobs.Follow(ctx, c.ctx, c.kv.Jobs, c.log, c.goRun)
 	}); err != nil {
 		return fmt.Errorf("start: load jobs: %w", err)
 	}

@@ -120,7 +120,7 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 		}
 		return protocol.Job{}, true, fmt.Errorf("create job: store: %w", jerr)
 	}
-	c.jobs.put(j, jrev)
+	c.jobs.Put(j, jrev)
 	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
 	c.place.assignChange(ctx, nil, &j)
 	if failed {
@@ -234,7 +234,7 @@ func (c *reloader) repairOrphanExecs(ctx context.Context, recs []*execRecord, re
 		if r.State != protocol.StatePending || r.Attempt > 1 || sent[runMsgID(r, r.Attempt)] || c.now().Sub(r.UpdatedAt) < orphanExecAfter {
 			continue
 		}
-		if _, _, ok := c.jobs.get(r.JobID); ok {
+		if _, _, ok := c.jobs.Get(r.JobID); ok {
 			continue
 		}
 		if _, err := c.kv.Jobs.History(ctx, r.JobID); !errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -45,7 +45,7 @@ func (c *placer) cancelUnplacedOf(ctx context.Context, jobID string) {
 			continue
 		}
 		if jobID == "" {
-			if _, _, ok := c.jobs.get(j); ok {
+			if _, _, ok := c.jobs.Get(j); ok {
 				continue
 			}
 		}

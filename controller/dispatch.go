@@ -151,7 +151,7 @@ func (c *placer) createRuns(ctx context.Context, j protocol.Job, scheduled time.
 // their group to agent a, if it matches. Called with assignMu held.
 func (c *placer) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 	for execID, jobID := range c.unplaced {
-		j, _, ok := c.jobs.get(jobID)
+		j, _, ok := c.jobs.Get(jobID)
 		if !ok {
 			if _, err := c.cancelDeletedJobRun(ctx, execID, jobID, false); err != nil {
 				c.log.Warn("cancel execution of a deleted job", "exec", execID, "job", jobID, "err", err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/internal/kvfollow"
 )
 
 // Epoch history (KV ax_epochs, no TTL). A group job's lease key in
@@ -145,7 +147,7 @@ func (g *groupLeases) followEpochs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return followKV(ctx, w, g.epochs.apply, g.goRun)
+	return kvfollow.Follow(ctx, w, g.epochs.apply, 1, g.goRun)
 }
 
 // recordGrant appends (epoch → agent) to job's history before the lease

@@ -41,8 +41,3 @@ func (e *ExistsError) Is(target error) bool { return target == ErrExists }
 // errJobIDTaken: the job id CreateJob drew is held by another job (KV
 // Create found the key); CreateJob draws another (jobs.go).
 var errJobIDTaken = errors.New("job id taken")
-
-// errWatchStopped: a KV watcher's updates channel closed during the first
-// pass (the watcher was stopped); followKVWith returns nil then, as
-// followKV always did.
-var errWatchStopped = errors.New("watcher stopped")

@@ -67,7 +67,7 @@ func (c *execService) jobEnv(jobID string) execution.Env {
 	return execution.Env{
 		Now: c.now(),
 		Policy: func() retry.Policy {
-			if j, _, ok := c.jobs.get(jobID); ok {
+			if j, _, ok := c.jobs.Get(jobID); ok {
 				return j.Retry.Policy().WithDefaults()
 			}
 			return retry.DefaultPolicy()
@@ -117,7 +117,7 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 		case execution.SendRun:
 			j := job
 			if j == nil {
-				cj, _, ok := c.jobs.get(rec.JobID)
+				cj, _, ok := c.jobs.Get(rec.JobID)
 				if !ok {
 					return futs, evErr, fmt.Errorf("send run %s: job %s: %w", rec.ExecID, rec.JobID, ErrNotFound)
 				}

@@ -96,7 +96,7 @@ type fleetEnv struct {
 	goRun func(func(context.Context))
 	every func(ctx context.Context, first, interval time.Duration, what string, step func(context.Context) error)
 	// follow applies a watch's entries: those present before it returns,
-	// later ones on a goroutine (followKV).
+	// later ones on a goroutine (kvfollow.Follow).
 	follow   func(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error
 	instance string // this controller process (in its liveness digests)
 	// assign serializes assignment decisions (Controller.assignMu); the

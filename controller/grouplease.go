@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -97,7 +98,7 @@ type groupLeaseEnv struct {
 	// The controller's views: ax_leases, ax_jobs, the agents' registry; and
 	// which shards this replica works (own).
 	leases *leaseView
-	jobs   *jobCache
+	jobs   *jobcache.Cache
 	agents *agentRegistry
 	own    *ownership
 
@@ -184,7 +185,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 	var agents []protocol.AgentInfo // read once, only when a lease is granted
 	var lost []lostLease
 	seen := map[string]bool{}
-	for _, j := range g.jobs.groupAnyJobs() {
+	for _, j := range g.jobs.GroupAnyJobs() {
 		if !g.own.ownsJob(j.ID) {
 			continue
 		}
@@ -228,7 +229,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 		// Generation 0 removes a deleted job at any generation; a job that
 		// changed target keeps its new generation on that agent.
 		gen := uint64(0)
-		if j, _, ok := g.jobs.get(id); ok && j.Generation > 0 {
+		if j, _, ok := g.jobs.Get(id); ok && j.Generation > 0 {
 			gen = j.Generation - 1
 		}
 		g.sendUnassign(ctx, id, cur.val.Agent, gen, "job no longer leased to a group member")

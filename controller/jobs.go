@@ -151,7 +151,7 @@ func (c *jobService) createJobAs(ctx context.Context, j protocol.Job) (protocol.
 		}
 		return protocol.Job{}, fmt.Errorf("create job: store: %w", err)
 	}
-	c.jobs.put(j, rev)
+	c.jobs.Put(j, rev)
 	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
 	c.place.onJobChanged(ctx, nil, &j)
 	return j, nil
@@ -178,7 +178,7 @@ func (c *jobService) claimIdem(ctx context.Context, key, jobID string) (uint64, 
 			return 0, fmt.Errorf("create job: read idempotency key: %w", err)
 		}
 		existing := string(e.Value())
-		if _, _, ok := c.jobs.get(existing); !ok {
+		if _, _, ok := c.jobs.Get(existing); !ok {
 			if _, gerr := c.kv.Jobs.Get(ctx, existing); errors.Is(gerr, jetstream.ErrKeyNotFound) && time.Since(e.Created()) > idemOrphanAfter {
 				c.log.Warn("taking over orphaned idempotency key", "job", existing)
 				_ = c.kv.Idem.Delete(ctx, k, jetstream.LastRevision(e.Revision()))
@@ -211,7 +211,7 @@ func (c *jobService) readJob(ctx context.Context, id string) (protocol.Job, uint
 	if err := storedjson.Unmarshal(e.Value(), &j); err != nil {
 		return protocol.Job{}, 0, fmt.Errorf("get job %s: decode: %w", id, err)
 	}
-	c.jobs.put(j, e.Revision())
+	c.jobs.Put(j, e.Revision())
 	return j, e.Revision(), nil
 }
 
@@ -266,7 +266,7 @@ func (c *Controller) ListJobs(ctx context.Context, f JobFilter) ([]protocol.Job,
 		}
 		return out, "", nil
 	}
-	out := c.jobs.page(f.After, limit+1, func(j *protocol.Job) bool { return match(*j) })
+	out := c.jobs.Page(f.After, limit+1, func(j *protocol.Job) bool { return match(*j) })
 	if len(out) > limit {
 		return out[:limit], out[limit-1].ID, nil
 	}
@@ -361,7 +361,7 @@ func (c *jobService) mutateJob(ctx context.Context, id string, fn func(cur proto
 		if err != nil {
 			return protocol.Job{}, fmt.Errorf("update job %s: %w", id, err)
 		}
-		c.jobs.put(next, nrev)
+		c.jobs.Put(next, nrev)
 		c.log.Info("job updated", "job", id, "generation", next.Generation, "paused", next.Paused)
 		c.place.onJobChanged(ctx, &cur, &next)
 		return next, nil
@@ -390,7 +390,7 @@ func (c *Controller) DeleteJob(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("delete job %s: %w", id, err)
 		}
-		c.jobs.remove(id, rev+1)
+		c.jobs.Remove(id, rev+1)
 		if cur.IdempotencyKey != "" {
 			k := idemKey(cur.IdempotencyKey)
 			if e, err := c.kv.Idem.Get(ctx, k); err == nil && string(e.Value()) == id {

@@ -254,7 +254,7 @@ func (l *lane) guessAbsent(r protocol.Report) bool {
 	if !first || r.Attempt != 1 {
 		return false
 	}
-	j, _, ok := l.w.c.jobs.get(r.JobID)
+	j, _, ok := l.w.c.jobs.Get(r.JobID)
 	return ok && j.Periodic()
 }
 

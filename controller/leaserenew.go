@@ -52,7 +52,7 @@ func (g *groupLeases) renewLeases(ctx context.Context, a protocol.AgentInfo, cla
 	sem := make(chan struct{}, leaseRenewBatch)
 	var wg sync.WaitGroup
 	for i, cl := range claims {
-		j, _, ok := g.jobs.get(cl.JobID)
+		j, _, ok := g.jobs.Get(cl.JobID)
 		if out[i].member = ok && j.GroupAny() && len(groupMembers(j, []protocol.AgentInfo{a})) == 1; !out[i].member {
 			continue
 		}

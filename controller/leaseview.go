@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/internal/kvfollow"
 )
 
 // Keys of KV ax_leases (bucket TTL = Config.LeaseTTL, History 1). Every
@@ -263,5 +265,5 @@ func (c *core) followLeases(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return followKV(ctx, w, func(e jetstream.KeyValueEntry) { c.leases.apply(e, c.mono()) }, c.goRun)
+	return kvfollow.Follow(ctx, w, func(e jetstream.KeyValueEntry) { c.leases.apply(e, c.mono()) }, 1, c.goRun)
 }

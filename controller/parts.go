@@ -7,10 +7,13 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// parts are the controller's components. Each owns one concern and its
-// files; they share the core (the configuration, stores, caches and the
-// lease and fleet components) and call each other through these fields,
-// so a call that crosses a concern names the part it enters.
+// parts are the controller's components (the execution state machine, the
+// history index and the job cache are packages of their own:
+// controller/execution, controller/histindex, controller/jobcache). Each
+// owns one concern and its files; they share the core (the configuration,
+// stores, caches and the lease and fleet components) and call each other
+// through these fields, so a call that crosses a concern names the part it
+// enters.
 //
 //	jobsvc    jobs: create (one-shot fast path, batch), read, update,
 //	          pause, delete, idempotency keys (jobs.go, jobsbatch.go,

@@ -70,42 +70,6 @@ func TestRegistrationStoresWithoutAssignLock(t *testing.T) {
 	}
 }
 
-// The job cache indexes the jobs a registration looks at: periodic jobs
-// pinned to each agent and periodic group jobs of mode all, kept right
-// when a job is re-targeted, changes kind or is deleted.
-func TestJobCacheIndexesRegistrationJobs(t *testing.T) {
-	jc := newJobCache()
-	ids := func(js []protocol.Job) string {
-		s := ""
-		for _, j := range js {
-			s += j.ID + " "
-		}
-		return s
-	}
-	every := schedule.Spec{Every: "1m"}
-	jc.put(protocol.Job{ID: "p1", Schedule: every, Target: protocol.Target{Agent: "a"}}, 1)
-	jc.put(protocol.Job{ID: "p2", Schedule: every, Target: protocol.Target{Agent: "a"}}, 2)
-	jc.put(protocol.Job{ID: "o1", Schedule: schedule.Spec{Asap: true}, Target: protocol.Target{Agent: "a"}}, 3)
-	jc.put(protocol.Job{ID: "g1", Schedule: every, Target: protocol.Target{Group: "site=x", Mode: protocol.ModeAll}}, 4)
-	jc.put(protocol.Job{ID: "g2", Schedule: every, Target: protocol.Target{Group: "site=x"}}, 5) // mode any
-	if got := ids(jc.pinnedTo("a")); got != "p1 p2 " {
-		t.Fatalf("pinned to a: %q", got)
-	}
-	if got := ids(jc.groupAllJobs()); got != "g1 " {
-		t.Fatalf("group all: %q", got)
-	}
-	jc.put(protocol.Job{ID: "p1", Schedule: every, Target: protocol.Target{Agent: "b"}}, 6)
-	jc.put(protocol.Job{ID: "g1", Schedule: every, Target: protocol.Target{Group: "site=x"}}, 7)
-	jc.remove("p2", 8)
-	jc.put(protocol.Job{ID: "p2", Schedule: every, Target: protocol.Target{Agent: "a"}}, 2) // older: ignored
-	if got := ids(jc.pinnedTo("a")) + "|" + ids(jc.pinnedTo("b")) + "|" + ids(jc.groupAllJobs()); got != "|p1 |" {
-		t.Fatalf("after re-target, mode change and delete: %q", got)
-	}
-	if len(jc.pinned) != 1 {
-		t.Fatalf("index holds %d agents, want 1 (b)", len(jc.pinned))
-	}
-}
-
 // BenchmarkRegisterWithJobs: a new agent's registration (its assignments
 // sent) while the controller holds N periodic jobs pinned to other agents;
 // its cost must not grow with N
@@ -115,7 +79,7 @@ func BenchmarkRegisterWithJobs(b *testing.B) {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
 			c := newTestController(b)
 			for i := range n {
-				c.jobs.put(protocol.Job{ID: fmt.Sprintf("job-%06d", i), Schedule: schedule.Spec{Every: "1h"},
+				c.jobs.Put(protocol.Job{ID: fmt.Sprintf("job-%06d", i), Schedule: schedule.Spec{Every: "1h"},
 					Target: protocol.Target{Agent: fmt.Sprintf("other-%03d", i%500)}}, uint64(i+1))
 			}
 			benchRegistrations(b, c)

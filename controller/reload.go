@@ -74,7 +74,7 @@ func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) er
 	}
 	resent := 0
 	for _, r := range s.pending {
-		j, _, ok := c.jobs.get(r.JobID)
+		j, _, ok := c.jobs.Get(r.JobID)
 		if !ok || sent[runMsgID(r, r.Attempt)] {
 			continue
 		}
@@ -163,7 +163,7 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 		}
 		s.seen[r.ExecID] = true
 		s.live = append(s.live, r)
-		if _, _, ok := c.jobs.get(r.JobID); !ok && r.State == protocol.StatePending {
+		if _, _, ok := c.jobs.Get(r.JobID); !ok && r.State == protocol.StatePending {
 			s.jobless = append(s.jobless, r)
 			s.joblessRev[r.ExecID] = rev
 		}
@@ -188,7 +188,7 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 // it created.
 func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool) int {
 	// The filter runs under the job cache's lock: it touches no cache.
-	cands := c.jobs.liveWhere(func(j *protocol.Job) bool {
+	cands := c.jobs.LiveWhere(func(j *protocol.Job) bool {
 		if j.Periodic() || j.Paused || j.Target.Mode == protocol.ModeAll || !in(j.ID) {
 			return false
 		}

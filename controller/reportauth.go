@@ -74,8 +74,8 @@ func (c *reportIngest) authorizeEpoch(ctx context.Context, r protocol.Report) (r
 // authorizeEpoch before). early: the job could not be read now; the
 // report may be tried again later.
 func (c *reportIngest) authorizeCreate(ctx context.Context, r protocol.Report) (reason, detail string, early bool) {
-	j, _, ok := c.jobs.get(r.JobID)
-	if dj, at, deleted := c.jobs.deletedPeriodic(r.JobID); !ok && deleted {
+	j, _, ok := c.jobs.Get(r.JobID)
+	if dj, at, deleted := c.jobs.DeletedPeriodic(r.JobID); !ok && deleted {
 		// Deleted: a fire the agent made before the deletion (in flight,
 		// or while its link was down) really ran and is recorded; a later
 		// one is refused. The agent's own clock slack is the lease TTL.

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -202,7 +203,7 @@ func (c *retention) sweep(ctx context.Context, s *sweeper) error {
 			break
 		}
 	}
-	c.jobs.pruneTombstones(c.now().Add(-tombstoneKeep), c.now().Add(-deletedFireKeep))
+	c.jobs.PruneTombstones(c.now().Add(-jobcache.TombstoneKeep), c.now().Add(-jobcache.DeletedFireKeep))
 	if removed+retired > 0 || pruned > 0 {
 		c.log.Info("history sweep", "executions_removed", removed, "jobs_retired", retired, "history_pruned", pruned)
 	}
@@ -308,7 +309,7 @@ func (c *retention) retireJob(ctx context.Context, id string, now time.Time) (bo
 		return false, nil, fmt.Errorf("retire job %s: %w", id, err)
 	}
 	ms := []marker{{stream: kvStream(protocol.BucketJobs), subject: kvSubject(protocol.BucketJobs, id), seq: seq}}
-	c.jobs.remove(id, seq)
+	c.jobs.Remove(id, seq)
 	if j.IdempotencyKey != "" {
 		k := idemKey(j.IdempotencyKey)
 		if e, err := c.kv.Idem.Get(ctx, k); err == nil && string(e.Value()) == id {

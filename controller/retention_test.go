@@ -152,7 +152,7 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 	f.leftLive(t, fired)
 	eventually(t, 10*time.Second, "one-shot job gone from ax_jobs and the cache", func() bool {
 		_, err := c.kv.Jobs.Get(ctx, job.ID)
-		_, _, cached := c.jobs.get(job.ID)
+		_, _, cached := c.jobs.Get(job.ID)
 		return errors.Is(err, jetstream.ErrKeyNotFound) && !cached
 	})
 	eventually(t, 10*time.Second, "no message left on the subjects of what was removed", func() bool {
@@ -340,7 +340,7 @@ func TestRetentionKeysFlat(t *testing.T) {
 			})
 		}
 		samples = append(samples, sample{msgs(protocol.BucketExecs), msgs(protocol.BucketJobs)})
-		cache, index = append(cache, c.jobs.size()), append(index, rows())
+		cache, index = append(cache, c.jobs.Len()), append(index, rows())
 	}
 	for i, s := range samples {
 		t.Logf("round %2d: ax_execs %4d msgs, ax_jobs %4d msgs, job cache %4d, index rows %4d", i+1, s.execs, s.jobs, cache[i], index[i])
@@ -429,7 +429,7 @@ func TestSweepPassTakesTheWholeBacklog(t *testing.T) {
 	}
 	live := 0
 	for _, id := range jobIDs {
-		if _, _, ok := c.jobs.get(id); ok {
+		if _, _, ok := c.jobs.Get(id); ok {
 			live++
 		}
 	}

@@ -159,7 +159,7 @@ var errNoHolder = errors.New("the group job's lease has no holder now")
 // The retry of a job deleted meanwhile cancels the execution
 // (execution.JobDeleted).
 func (c *reportIngest) fireRetry(ctx context.Context, it retryItem) error {
-	job, _, ok := c.jobs.get(it.JobID)
+	job, _, ok := c.jobs.Get(it.JobID)
 	var ev execution.Event = execution.JobDeleted{Attempt: it.Attempt}
 	if ok {
 		due := execution.RetryDue{Attempt: it.Attempt, GroupAny: job.GroupAny()}

@@ -80,7 +80,7 @@ func (c *agentService) resendRuns(ctx context.Context, agent string, after uint6
 	}
 	sent := 0
 	for _, r := range again {
-		j, _, ok := c.jobs.get(r.JobID)
+		j, _, ok := c.jobs.Get(r.JobID)
 		if !ok {
 			continue
 		}

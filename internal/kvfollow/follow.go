@@ -1,4 +1,4 @@
-package controller
+package kvfollow
 
 import (
 	"context"
@@ -8,22 +8,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// followKV applies every entry of w: the values present when it was made
+// errWatchStopped: a KV watcher's updates channel closed during the first
+// pass (the watcher was stopped); Follow returns nil then, as after the
+// first pass.
+var errWatchStopped = errors.New("watcher stopped")
+
+// Follow applies every entry of w: the values present when it was made
 // before it returns (ctx bounds that wait), then the changes — other
 // replicas' writes too — on a goroutine started with goRun, until the
-// controller stops. It owns w and stops it.
-func followKV(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry), goRun func(func(context.Context))) error {
-	return followKVWith(ctx, w, apply, 1, goRun)
-}
-
-// followKVWith is followKV with the values present at the start applied
-// by `workers` goroutines at once (the changes after them in order, on
-// one). apply must then be safe for concurrent use and give the same
+// context goRun passes ends. It owns w and stops it. The values present
+// at the start are applied by `workers` goroutines at once (the changes
+// after them in order, on one). apply must then be safe for concurrent use and give the same
 // result in any order of the keys' entries (a cache that keeps the
 // highest revision of each key): a key changed during the first pass
 // comes twice. The job cache loads 300,000 jobs so, decoding on every
 // core while the watcher reads.
-func followKVWith(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry), workers int, goRun func(func(context.Context))) error {
+func Follow(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry), workers int, goRun func(func(context.Context))) error {
 	work := make(chan jetstream.KeyValueEntry, 256*workers)
 	var wg sync.WaitGroup
 	for range workers {

@@ -1,4 +1,4 @@
-package controller
+package jobcache
 
 import (
 	"context"
@@ -11,19 +11,20 @@ import (
 	"github.com/google/btree"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/internal/kvfollow"
 	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// jobCache mirrors KV ax_jobs in memory: loaded at start, kept current by
+// Cache mirrors KV ax_jobs in memory: loaded at start, kept current by
 // a watcher and by the controller's own writes. Entries carry the KV
 // revision; an older revision never replaces a newer one, and deletions
 // stay as tombstones so that a late watcher update cannot revive a job,
-// for tombstoneKeep (pruneTombstones): the cache holds live jobs only.
-type jobCache struct {
+// for TombstoneKeep (PruneTombstones): the cache holds live jobs only.
+type Cache struct {
 	mu   sync.RWMutex
 	jobs map[string]cachedJob
-	// groupAny indexes the live group jobs of mode any (protocol.Job.GroupAny), the
+	// groupAny indexes the live group jobs of mode any (Job.GroupAny), the
 	// ones the ownership loop looks at on every pass.
 	groupAny map[string]struct{}
 	// groupAll indexes the live periodic group jobs of mode all, and
@@ -47,29 +48,30 @@ type cachedJob struct {
 	job       *protocol.Job
 	rev       uint64
 	deleted   bool
-	deletedAt time.Time // for pruneTombstones
+	deletedAt time.Time // for PruneTombstones
 }
 
-// tombstoneKeep is how long a deleted job's tombstone stays in the cache:
+// TombstoneKeep is how long a deleted job's tombstone stays in the cache:
 // far longer than a watcher update or a write's answer is late.
-const tombstoneKeep = time.Minute
+const TombstoneKeep = time.Minute
 
-// deletedFireKeep is how long the tombstone of a deleted periodic job keeps
+// DeletedFireKeep is how long the tombstone of a deleted periodic job keeps
 // its spec: a fire the agent made before it applied the unassign (in
 // flight at the delete, or while its link was down) is reported up to this
 // long after and still recorded (the default reports.dedup_window; a replay
 // after it is refused by the live record or the history, so the two need
 // not match).
-const deletedFireKeep = 2 * time.Hour
+const DeletedFireKeep = 2 * time.Hour
 
-func newJobCache() *jobCache {
-	return &jobCache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{},
+// New returns an empty cache; now dates its tombstones (nil: time.Now).
+func New(now func() time.Time) *Cache {
+	return &Cache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{},
 		groupAll: map[string]struct{}{}, pinned: map[string]map[string]struct{}{},
-		ids: btree.NewG(32, func(a, b string) bool { return a < b })}
+		ids: btree.NewG(32, func(a, b string) bool { return a < b }), now: now}
 }
 
 // reserve sizes an empty cache for n jobs.
-func (jc *jobCache) reserve(n int) {
+func (jc *Cache) reserve(n int) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	if len(jc.jobs) == 0 {
@@ -78,7 +80,7 @@ func (jc *jobCache) reserve(n int) {
 }
 
 // index adds (add true) or removes live job j from the indexes.
-func (jc *jobCache) index(j protocol.Job, add bool) {
+func (jc *Cache) index(j protocol.Job, add bool) {
 	if !j.Periodic() {
 		return
 	}
@@ -110,8 +112,8 @@ func (jc *jobCache) index(j protocol.Job, add bool) {
 	}
 }
 
-// put records job at rev unless a newer revision is known.
-func (jc *jobCache) put(job protocol.Job, rev uint64) {
+// Put records job at rev unless a newer revision is known.
+func (jc *Cache) Put(job protocol.Job, rev uint64) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	cur, ok := jc.jobs[job.ID]
@@ -128,8 +130,8 @@ func (jc *jobCache) put(job protocol.Job, rev uint64) {
 	}
 }
 
-// remove records the deletion of id at rev.
-func (jc *jobCache) remove(id string, rev uint64) {
+// Remove records the deletion of id at rev.
+func (jc *Cache) Remove(id string, rev uint64) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	cur, ok := jc.jobs[id]
@@ -151,11 +153,11 @@ func (jc *jobCache) remove(id string, rev uint64) {
 	jc.jobs[id] = cachedJob{job: last, rev: rev, deleted: true, deletedAt: at}
 }
 
-// deletedPeriodic returns the spec of periodic job id and when this
-// replica saw it deleted, while its tombstone is kept (deletedFireKeep):
+// DeletedPeriodic returns the spec of periodic job id and when this
+// replica saw it deleted, while its tombstone is kept (DeletedFireKeep):
 // the reports of fires an agent made before it learned of the deletion
 // are still recorded (authorizeCreate).
-func (jc *jobCache) deletedPeriodic(id string) (protocol.Job, time.Time, bool) {
+func (jc *Cache) DeletedPeriodic(id string) (protocol.Job, time.Time, bool) {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	cj, ok := jc.jobs[id]
@@ -165,22 +167,22 @@ func (jc *jobCache) deletedPeriodic(id string) (protocol.Job, time.Time, bool) {
 	return *cj.job, cj.deletedAt, true
 }
 
-// pinnedTo returns the live periodic jobs pinned to agent, sorted by id.
-func (jc *jobCache) pinnedTo(agent string) []protocol.Job {
+// PinnedTo returns the live periodic jobs pinned to agent, sorted by id.
+func (jc *Cache) PinnedTo(agent string) []protocol.Job {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	return jc.sorted(jc.pinned[agent])
 }
 
-// groupAllJobs returns the live periodic group jobs of mode all, sorted by id.
-func (jc *jobCache) groupAllJobs() []protocol.Job {
+// GroupAllJobs returns the live periodic group jobs of mode all, sorted by id.
+func (jc *Cache) GroupAllJobs() []protocol.Job {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	return jc.sorted(jc.groupAll)
 }
 
 // sorted returns the jobs of ids sorted by id. Called with mu held.
-func (jc *jobCache) sorted(ids map[string]struct{}) []protocol.Job {
+func (jc *Cache) sorted(ids map[string]struct{}) []protocol.Job {
 	out := make([]protocol.Job, 0, len(ids))
 	for id := range ids {
 		out = append(out, *jc.jobs[id].job)
@@ -189,9 +191,9 @@ func (jc *jobCache) sorted(ids map[string]struct{}) []protocol.Job {
 	return out
 }
 
-// pruneTombstones drops the tombstones of jobs deleted before t, and those
+// PruneTombstones drops the tombstones of jobs deleted before t, and those
 // of periodic jobs (which keep the job's spec) deleted before periodicT.
-func (jc *jobCache) pruneTombstones(t, periodicT time.Time) {
+func (jc *Cache) PruneTombstones(t, periodicT time.Time) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	for id, cj := range jc.jobs {
@@ -201,15 +203,15 @@ func (jc *jobCache) pruneTombstones(t, periodicT time.Time) {
 	}
 }
 
-// size returns the number of entries, tombstones included.
-func (jc *jobCache) size() int {
+// Len returns the number of entries, tombstones included.
+func (jc *Cache) Len() int {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	return len(jc.jobs)
 }
 
-// groupAnyJobs returns the live group jobs of mode any, in no order.
-func (jc *jobCache) groupAnyJobs() []protocol.Job {
+// GroupAnyJobs returns the live group jobs of mode any, in no order.
+func (jc *Cache) GroupAnyJobs() []protocol.Job {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	out := make([]protocol.Job, 0, len(jc.groupAny))
@@ -219,8 +221,8 @@ func (jc *jobCache) groupAnyJobs() []protocol.Job {
 	return out
 }
 
-// get returns a live job.
-func (jc *jobCache) get(id string) (protocol.Job, uint64, bool) {
+// Get returns a live job.
+func (jc *Cache) Get(id string) (protocol.Job, uint64, bool) {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	cj, ok := jc.jobs[id]
@@ -230,11 +232,11 @@ func (jc *jobCache) get(id string) (protocol.Job, uint64, bool) {
 	return *cj.job, cj.rev, true
 }
 
-// page returns, sorted by id, the first n live jobs with an id after
+// Page returns, sorted by id, the first n live jobs with an id after
 // `after` ("": from the start) for which match holds, walking the ordered
 // ids from `after` on until it has n. match runs under the cache's read
 // lock and must not call the cache.
-func (jc *jobCache) page(after string, n int, match func(*protocol.Job) bool) []protocol.Job {
+func (jc *Cache) Page(after string, n int, match func(*protocol.Job) bool) []protocol.Job {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	out := make([]protocol.Job, 0, min(n, 64))
@@ -250,10 +252,10 @@ func (jc *jobCache) page(after string, n int, match func(*protocol.Job) bool) []
 	return out
 }
 
-// liveWhere returns the live jobs for which keep holds, sorted by id,
+// LiveWhere returns the live jobs for which keep holds, sorted by id,
 // without copying the others. keep runs under the cache's read lock and
 // must not call the cache.
-func (jc *jobCache) liveWhere(keep func(*protocol.Job) bool) []protocol.Job {
+func (jc *Cache) LiveWhere(keep func(*protocol.Job) bool) []protocol.Job {
 	jc.mu.RLock()
 	var out []protocol.Job
 	for _, cj := range jc.jobs {
@@ -266,22 +268,22 @@ func (jc *jobCache) liveWhere(keep func(*protocol.Job) bool) []protocol.Job {
 	return out
 }
 
-// known reports whether the cache holds id at rev or a newer revision
+// Known reports whether the cache holds id at rev or a newer revision
 // (put would change nothing).
-func (jc *jobCache) known(id string, rev uint64) bool {
+func (jc *Cache) Known(id string, rev uint64) bool {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	cur, ok := jc.jobs[id]
 	return ok && cur.rev >= rev
 }
 
-// apply records one KV entry (a put or a delete).
-func (jc *jobCache) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
+// Apply records one KV entry (a put or a delete).
+func (jc *Cache) Apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 	if e.Operation() != jetstream.KeyValuePut {
-		jc.remove(e.Key(), e.Revision())
+		jc.Remove(e.Key(), e.Revision())
 		return
 	}
-	if jc.known(e.Key(), e.Revision()) {
+	if jc.Known(e.Key(), e.Revision()) {
 		// This replica's own write, already put at its revision (CreateJob,
 		// mutateJob): not decoded a second time.
 		return
@@ -291,13 +293,13 @@ func (jc *jobCache) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		log.Error("bad job record in KV", "key", e.Key(), "err", err)
 		return
 	}
-	jc.put(j, e.Revision())
+	jc.Put(j, e.Revision())
 }
 
-// follow starts a watcher on the bucket (in runCtx), applies every
+// Follow starts a watcher on the bucket (in runCtx), applies every
 // existing job before returning, then keeps applying changes (other
 // replicas' writes too) on a goroutine started by goRun.
-func (jc *jobCache) follow(ctx, runCtx context.Context, kv jetstream.KeyValue, log *slog.Logger, goRun func(func(context.Context))) error {
+func (jc *Cache) Follow(ctx, runCtx context.Context, kv jetstream.KeyValue, log *slog.Logger, goRun func(func(context.Context))) error {
 	if st, err := kv.Status(ctx); err == nil && st.Values() > 0 {
 		jc.reserve(int(st.Values())) // one allocation instead of a rehash per doubling
 	}
@@ -305,5 +307,5 @@ func (jc *jobCache) follow(ctx, runCtx context.Context, kv jetstream.KeyValue, l
 	if err != nil {
 		return err
 	}
-	return followKVWith(ctx, w, func(e jetstream.KeyValueEntry) { jc.apply(e, log) }, runtime.GOMAXPROCS(0), goRun)
+	return kvfollow.Follow(ctx, w, func(e jetstream.KeyValueEntry) { jc.Apply(e, log) }, runtime.GOMAXPROCS(0), goRun)
 }

@@ -1,0 +1,18 @@
+// Package jobcache is the controller's in-memory mirror of the live jobs
+// in KV ax_jobs, one per replica: loaded at start (decoded on every core),
+// kept current by a watcher and by the replica's own writes (Put at the
+// revision the write returned; the watcher's copy is then not decoded a
+// second time). Entries carry their KV revision, so an older one never
+// replaces a newer one, and a deleted job stays a tombstone for
+// TombstoneKeep so that a late watcher update cannot revive it (a periodic
+// job's tombstone keeps its spec for DeletedFireKeep, for the reports of
+// fires made before the delete reached its agent).
+//
+// It keeps the indexes the controller's hot paths read: the ids in order
+// (a B-tree, for the pages of GET /v1/jobs: a page of 50 of 300,000 jobs
+// reads 50 ids), the periodic jobs pinned to each agent and the periodic
+// group jobs of mode all (a registration looks at those only), and the
+// group jobs of mode any (the lease loop's). All methods are safe for
+// concurrent use; Page and LiveWhere run their predicate under the read
+// lock.
+package jobcache
