@@ -148,7 +148,7 @@ func (p *pageIDs) sorted() []string {
 // (not its own claims).
 func (c *agentService) listed(a *protocol.AgentInfo) {
 	a.NoCommandConsumer = a.Online && c.consumers.notReady(a.Agent)
-	held := c.leases.heldBy(a.Agent, c.mono(), c.cfg.LeaseTTL)
+	held := c.leases.HeldBy(a.Agent, c.mono(), c.cfg.LeaseTTL)
 	a.Leases = nil
 	for job, epoch := range held {
 		a.Leases = append(a.Leases, protocol.HeldLease{JobID: job, Epoch: epoch})

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/controller/jobcache"
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/kvfollow"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/clock"
@@ -69,7 +70,7 @@ type core struct {
 	// (ownershipHost is what it asks of the controller); groups grants
 	// and renews the group-job leases and keeps their epochs
 	// (groupLeaseHost).
-	leases   *leaseView
+	leases   *lease.View
 	own      *ownership
 	groups   *groupLeases
 	instance string // this process, in its leases and liveness digests
@@ -137,7 +138,7 @@ func New(cfg Config) (*Controller, error) {
 		idRand:   mrand.Uint32,
 	}
 	c.jobs = jobcache.New(c.now)
-	c.leases = newLeaseView()
+	c.leases = lease.NewView()
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	c.instance = hex.EncodeToString(id[:])
@@ -439,13 +440,13 @@ func (c *core) checkLeaseTTL(ctx context.Context) error {
 	if st.TTL() == c.cfg.LeaseTTL {
 		return nil
 	}
-	keys, err := kv.ListKeysFiltered(ctx, keyReplicaPrefix+">")
+	keys, err := kv.ListKeysFiltered(ctx, lease.KeyReplicaPrefix+">")
 	if err != nil {
 		return fmt.Errorf("list replicas in %s: %w", protocol.BucketLeases, err)
 	}
 	var others []string
 	for k := range keys.Keys() {
-		if node := k[len(keyReplicaPrefix):]; node != c.cfg.Node {
+		if node := k[len(lease.KeyReplicaPrefix):]; node != c.cfg.Node {
 			others = append(others, node)
 		}
 	}

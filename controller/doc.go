@@ -196,16 +196,17 @@
 // cluster; they share every stream and bucket. KV ax_leases (bucket TTL =
 // LeaseTTL, History 1) holds replica.<node> (presence), shard.<n> (the
 // replica that works shard n) and job.<job id> (the agent that fires a
-// group job, with its epoch). The live replicas, sorted by node name,
-// split the shards round robin; a replica works a shard — consumes its
-// reports, owns its retry timers and the leases of its group jobs — only
-// while it holds shard.<n>, renewed every LeaseRenewInterval by
-// compare-and-set (ownership.go). A replica that stops renewing loses its
-// shards once LeaseTTL has passed since its last renewal, and the others
-// take them and reload their executions; a joining replica gets its share
-// handed over (drain, then delete). Every state write is a compare-and-set
-// on the key revision, so a replica that has just lost a shard cannot
-// overwrite the new owner's writes.
+// group job, with its epoch); package lease has the keys, the values and
+// the view of the bucket every replica keeps. The live replicas, sorted by
+// node name, split the shards round robin; a replica works a shard —
+// consumes its reports, owns its retry timers and the leases of its group
+// jobs — only while it holds shard.<n>, renewed every LeaseRenewInterval
+// by compare-and-set (ownership.go). A replica that stops renewing loses
+// its shards once LeaseTTL has passed since its last renewal, and the
+// others take them and reload their executions; a joining replica gets its
+// share handed over (drain, then delete). Every state write is a
+// compare-and-set on the key revision, so a replica that has just lost a
+// shard cannot overwrite the new owner's writes.
 //
 // The shard leases are the ownership type's (ownership.go,
 // shardrelease.go): its loop, one goroutine, acquires, renews, hands over

@@ -225,8 +225,8 @@ func (g *groupLeases) epochHolder(ctx context.Context, job string, epoch uint64)
 			}
 		}
 	}
-	if l, ok := g.leases.job(job); ok && l.val.Epoch == epoch {
-		return l.val.Agent, epochGranted, time.Time{}
+	if l, ok := g.leases.Job(job); ok && l.Val.Epoch == epoch {
+		return l.Val.Agent, epochGranted, time.Time{}
 	}
 	return "", epochNeverGranted, time.Time{}
 }
@@ -249,9 +249,9 @@ func (g *groupLeases) dropEpochs(ctx context.Context, job string) {
 // currentHolder returns the agent holding job's group lease now, and its
 // epoch: a lease not released and renewed within LeaseTTL.
 func (g *groupLeases) currentHolder(job string) (string, uint64, bool) {
-	l, ok := g.leases.job(job)
-	if !ok || l.val.Released || g.mono().Sub(l.seen) >= g.cfg.LeaseTTL {
+	l, ok := g.leases.Job(job)
+	if !ok || l.Val.Released || g.mono().Sub(l.Seen) >= g.cfg.LeaseTTL {
 		return "", 0, false
 	}
-	return l.val.Agent, l.val.Epoch, true
+	return l.Val.Agent, l.Val.Epoch, true
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/controller/jobcache"
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -97,7 +98,7 @@ type groupLeaseEnv struct {
 	goRun func(func(context.Context))
 	// The controller's views: ax_leases, ax_jobs, the agents' registry; and
 	// which shards this replica works (own).
-	leases *leaseView
+	leases *lease.View
 	jobs   *jobcache.Cache
 	agents *agentRegistry
 	own    *ownership
@@ -190,9 +191,9 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 			continue
 		}
 		seen[j.ID] = true
-		cur, ok := g.leases.job(j.ID)
-		if ok && !cur.val.Released && now.Sub(cur.seen) < g.cfg.LeaseTTL {
-			holder := cur.val.Agent
+		cur, ok := g.leases.Job(j.ID)
+		if ok && !cur.Val.Released && now.Sub(cur.Seen) < g.cfg.LeaseTTL {
+			holder := cur.Val.Agent
 			if !g.isMember(j, holder) {
 				// Left the group (revoked, labels changed): told to stop; the
 				// lease is no longer renewed and moves once it has lapsed.
@@ -203,9 +204,9 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 				continue
 			}
 			s := g.state.sent[j.ID]
-			if s.agent != holder || s.epoch != cur.val.Epoch || s.gen != j.Generation {
-				if g.sendAssign(ctx, j, holder, cur.val.Epoch, "group lease") {
-					g.state.sent[j.ID] = sentAssign{agent: holder, epoch: cur.val.Epoch, gen: j.Generation}
+			if s.agent != holder || s.epoch != cur.Val.Epoch || s.gen != j.Generation {
+				if g.sendAssign(ctx, j, holder, cur.Val.Epoch, "group lease") {
+					g.state.sent[j.ID] = sentAssign{agent: holder, epoch: cur.Val.Epoch, gen: j.Generation}
 				}
 			}
 			continue
@@ -217,12 +218,12 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 			lost = append(lost, *l)
 		}
 	}
-	for _, id := range g.leases.jobIDs() {
+	for _, id := range g.leases.JobIDs() {
 		if seen[id] || !g.own.ownsJob(id) {
 			continue
 		}
 		// The job is gone or no longer a group job of mode any.
-		cur, ok := g.leases.job(id)
+		cur, ok := g.leases.Job(id)
 		if !ok {
 			continue
 		}
@@ -232,12 +233,12 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 		if j, _, ok := g.jobs.Get(id); ok && j.Generation > 0 {
 			gen = j.Generation - 1
 		}
-		g.sendUnassign(ctx, id, cur.val.Agent, gen, "job no longer leased to a group member")
-		if err := g.kv.Leases.Delete(ctx, jobLeaseKey(id), jetstream.LastRevision(cur.rev)); err != nil && !isCASMiss(err) {
+		g.sendUnassign(ctx, id, cur.Val.Agent, gen, "job no longer leased to a group member")
+		if err := g.kv.Leases.Delete(ctx, lease.JobKey(id), jetstream.LastRevision(cur.Rev)); err != nil && !isCASMiss(err) {
 			g.log.Warn("delete group lease", "job", id, "err", err)
 			continue
 		}
-		g.leases.dropJob(id, cur.rev)
+		g.leases.DropJob(id, cur.Rev)
 		delete(g.state.sent, id)
 		delete(g.state.leaving, id)
 	}
@@ -245,7 +246,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 		if seen[id] || !g.own.ownsJob(id) {
 			continue
 		}
-		if _, ok := g.leases.job(id); ok {
+		if _, ok := g.leases.Job(id); ok {
 			continue // its lease is deleted first (above)
 		}
 		// The job is gone or no longer leased (checked in KV: this
@@ -270,7 +271,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 // handed back, or expired from ax_leases while no controller ran — tells
 // the previous holder to stop (unassign) and returns the lease to settle
 // (settleEpochs); a job's first grant returns nil.
-func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur leaseSeen[groupLease], had bool, agents []protocol.AgentInfo, now time.Time) *lostLease {
+func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur lease.Seen[lease.Group], had bool, agents []protocol.AgentInfo, now time.Time) *lostLease {
 	var live []protocol.AgentInfo
 	for _, a := range groupMembers(j, agents) {
 		if isOnline(a, g.now(), g.cfg.AgentOfflineAfter) {
@@ -281,7 +282,7 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 		// Prefer another member over the one whose lease just lapsed.
 		others := live[:0:0]
 		for _, a := range live {
-			if a.Agent != cur.val.Agent {
+			if a.Agent != cur.Val.Agent {
 				others = append(others, a)
 			}
 		}
@@ -302,14 +303,14 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 		return nil
 	}
 	if had {
-		epoch = max(epoch, cur.val.Epoch+1)
+		epoch = max(epoch, cur.Val.Epoch+1)
 	}
 	prev, hadPrev, err := g.recordGrant(ctx, j.ID, pick, epoch)
 	if err != nil {
 		g.log.Warn("group lease: record grant", "job", j.ID, "agent", pick, "err", err)
 		return nil
 	}
-	val := groupLease{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: g.now()}
+	val := lease.Group{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: g.now()}
 	data, err := json.Marshal(val)
 	if err != nil {
 		return nil
@@ -318,23 +319,23 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 	defer cancel()
 	var rev uint64
 	if had {
-		rev, err = g.kv.Leases.Update(wctx, jobLeaseKey(j.ID), data, cur.rev)
+		rev, err = g.kv.Leases.Update(wctx, lease.JobKey(j.ID), data, cur.Rev)
 		if isCASMiss(err) {
 			// Renewed meanwhile (the view catches up), or removed by the
 			// bucket TTL: then it is free.
-			if _, gerr := g.kv.Leases.Get(wctx, jobLeaseKey(j.ID)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
-				rev, err = g.kv.Leases.Create(wctx, jobLeaseKey(j.ID), data)
+			if _, gerr := g.kv.Leases.Get(wctx, lease.JobKey(j.ID)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				rev, err = g.kv.Leases.Create(wctx, lease.JobKey(j.ID), data)
 			}
 		}
 	} else {
-		rev, err = g.kv.Leases.Create(wctx, jobLeaseKey(j.ID), data)
+		rev, err = g.kv.Leases.Create(wctx, lease.JobKey(j.ID), data)
 	}
 	if err != nil && !isCASMiss(err) {
 		// The answer may be lost while the write landed (a timeout on a
 		// busy cluster): the grant stands when the key holds it.
 		rctx, rcancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
-		if e, gerr := g.kv.Leases.Get(rctx, jobLeaseKey(j.ID)); gerr == nil {
-			var got groupLease
+		if e, gerr := g.kv.Leases.Get(rctx, lease.JobKey(j.ID)); gerr == nil {
+			var got lease.Group
 			if json.Unmarshal(e.Value(), &got) == nil && got.Agent == pick && got.Epoch == epoch {
 				rev, err = e.Revision(), nil
 			}
@@ -347,28 +348,28 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 		}
 		return nil
 	}
-	g.leases.putJob(j.ID, val, rev, now)
+	g.leases.PutJob(j.ID, val, rev, now)
 	g.m.leaseGrants.Inc()
 	var lost *lostLease
 	switch {
 	case had:
-		since := now.Sub(cur.seen)
-		if cur.val.Agent != pick {
-			g.sendUnassign(ctx, j.ID, cur.val.Agent, g.state.sent[j.ID].gen, "group lease moved to "+pick)
+		since := now.Sub(cur.Seen)
+		if cur.Val.Agent != pick {
+			g.sendUnassign(ctx, j.ID, cur.Val.Agent, g.state.sent[j.ID].gen, "group lease moved to "+pick)
 		}
-		if cur.val.Released {
-			g.log.Info("group lease handed over (its holder stopped)", "job", j.ID, "old_holder", cur.val.Agent,
-				"old_epoch", cur.val.Epoch, "new_holder", pick, "new_epoch", epoch)
+		if cur.Val.Released {
+			g.log.Info("group lease handed over (its holder stopped)", "job", j.ID, "old_holder", cur.Val.Agent,
+				"old_epoch", cur.Val.Epoch, "new_holder", pick, "new_epoch", epoch)
 		} else {
 			g.m.leaseExpiries.Inc()
-			if cur.val.Agent != pick {
+			if cur.Val.Agent != pick {
 				g.m.takeovers.WithLabelValues("group").Inc()
 				g.m.failover.Observe(since.Seconds())
 			}
-			g.log.Warn("group lease taken over", "job", j.ID, "old_holder", cur.val.Agent, "old_epoch", cur.val.Epoch,
+			g.log.Warn("group lease taken over", "job", j.ID, "old_holder", cur.Val.Agent, "old_epoch", cur.Val.Epoch,
 				"new_holder", pick, "new_epoch", epoch, "since_last_renewal", since)
 		}
-		lost = &lostLease{job: j.ID, oldAgent: cur.val.Agent, newAgent: pick, epoch: epoch}
+		lost = &lostLease{job: j.ID, oldAgent: cur.Val.Agent, newAgent: pick, epoch: epoch}
 	case hadPrev:
 		// The lease key expired (no controller renewed it for lease_ttl,
 		// e.g. an outage): the job had a holder all the same.

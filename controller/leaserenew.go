@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -87,8 +88,8 @@ func (g *groupLeases) renewLeases(ctx context.Context, a protocol.AgentInfo, cla
 // on the revision read now. held is false when the lease names another
 // agent or epoch, or is gone.
 func (g *groupLeases) renewLease(ctx context.Context, agent string, cl protocol.HeldLease) (held bool, err error) {
-	key := jobLeaseKey(cl.JobID)
-	write := func(val groupLease, rev uint64) (bool, error) {
+	key := lease.JobKey(cl.JobID)
+	write := func(val lease.Group, rev uint64) (bool, error) {
 		val.RenewedAt = g.now()
 		data, err := json.Marshal(val)
 		if err != nil {
@@ -98,11 +99,11 @@ func (g *groupLeases) renewLease(ctx context.Context, agent string, cl protocol.
 		if err != nil {
 			return false, err
 		}
-		g.leases.putJob(cl.JobID, val, newRev, g.mono())
+		g.leases.PutJob(cl.JobID, val, newRev, g.mono())
 		return true, nil
 	}
-	if v, ok := g.leases.job(cl.JobID); ok && v.val.Agent == agent && v.val.Epoch == cl.Epoch && !v.val.Released {
-		if ok, err := write(v.val, v.rev); ok || !isCASMiss(err) {
+	if v, ok := g.leases.Job(cl.JobID); ok && v.Val.Agent == agent && v.Val.Epoch == cl.Epoch && !v.Val.Released {
+		if ok, err := write(v.Val, v.Rev); ok || !isCASMiss(err) {
 			return ok, err
 		}
 	}
@@ -113,7 +114,7 @@ func (g *groupLeases) renewLease(ctx context.Context, agent string, cl protocol.
 	if err != nil {
 		return false, err
 	}
-	var val groupLease
+	var val lease.Group
 	if err := json.Unmarshal(e.Value(), &val); err != nil || val.Agent != agent || val.Epoch != cl.Epoch || val.Released {
 		return false, nil
 	}
@@ -136,12 +137,12 @@ func (g *groupLeases) releaseLeases(ctx context.Context, agent string, claims []
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.LeaseTTL/2)
 	defer cancel()
 	for _, cl := range claims {
-		key := jobLeaseKey(cl.JobID)
+		key := lease.JobKey(cl.JobID)
 		e, err := g.kv.Leases.Get(ctx, key)
 		if err != nil {
 			continue
 		}
-		var val groupLease
+		var val lease.Group
 		if json.Unmarshal(e.Value(), &val) != nil || val.Agent != agent || val.Epoch != cl.Epoch || val.Released {
 			continue
 		}
@@ -155,7 +156,7 @@ func (g *groupLeases) releaseLeases(ctx context.Context, agent string, claims []
 			g.log.Warn("release group lease", "job", cl.JobID, "agent", agent, "err", err)
 			continue
 		}
-		g.leases.putJob(cl.JobID, val, rev, g.mono())
-		g.leases.signal()
+		g.leases.PutJob(cl.JobID, val, rev, g.mono())
+		g.leases.Signal()
 	}
 }

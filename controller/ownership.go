@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -104,7 +105,7 @@ type ownershipEnv struct {
 	goRun func(func(context.Context))
 	// leases is the view of ax_leases, fed by the controller's watcher;
 	// its changed channel wakes the loop.
-	leases   *leaseView
+	leases   *lease.View
 	instance string    // this controller process, in its leases
 	started  time.Time // when this process started (wall clock, in its leases)
 }
@@ -245,7 +246,7 @@ func (o *ownership) loop(ctx context.Context) {
 			o.abandonShards()
 			return
 		case <-t.C():
-		case <-o.leases.changed:
+		case <-o.leases.Changes():
 		}
 		o.step(ctx)
 		t.Reset(o.tick())
@@ -260,7 +261,7 @@ func (o *ownership) step(ctx context.Context) {
 			o.log.Warn("renew replica presence", "node", o.cfg.Node, "err", err)
 		}
 	}
-	live := o.leases.liveReplicas(now, o.cfg.LeaseTTL)
+	live := o.leases.LiveReplicas(now, o.cfg.LeaseTTL)
 	if !slices.Contains(live, o.cfg.Node) {
 		live = append(live, o.cfg.Node)
 	}
@@ -297,13 +298,13 @@ func (o *ownership) step(ctx context.Context) {
 }
 
 func (o *ownership) renewPresence(ctx context.Context, now time.Time) error {
-	data, err := json.Marshal(replicaLease{Node: o.cfg.Node, Instance: o.instance, Started: o.started})
+	data, err := json.Marshal(lease.Replica{Node: o.cfg.Node, Instance: o.instance, Started: o.started})
 	if err != nil {
 		return fmt.Errorf("encode replica presence: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
 	defer cancel()
-	rev, err := o.kv.Put(ctx, replicaKey(o.cfg.Node), data)
+	rev, err := o.kv.Put(ctx, lease.ReplicaKey(o.cfg.Node), data)
 	if err != nil {
 		return err
 	}
@@ -315,8 +316,8 @@ func (o *ownership) renewPresence(ctx context.Context, now time.Time) error {
 // from a previous process); without want only after it was left without
 // a holder for a whole LeaseTTL (its designated owner is not taking it).
 func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.Time) bool {
-	cur, ok := o.leases.shard(n)
-	lapsed := ok && now.Sub(cur.seen) >= o.cfg.LeaseTTL
+	cur, ok := o.leases.Shard(n)
+	lapsed := ok && now.Sub(cur.Seen) >= o.cfg.LeaseTTL
 	if !ok || lapsed {
 		if _, seen := o.absentSince[n]; !seen {
 			o.absentSince[n] = now
@@ -324,12 +325,12 @@ func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 	} else {
 		delete(o.absentSince, n)
 	}
-	if want && ok && !lapsed && cur.val.Node == o.cfg.Node && cur.val.Instance == o.instance {
+	if want && ok && !lapsed && cur.Val.Node == o.cfg.Node && cur.Val.Instance == o.instance {
 		// This process's own lease, from an acquisition whose answer was
 		// lost (a timeout): adopt it.
-		o.held[n] = &heldShard{rev: cur.rev, since: cur.val.Since, renewed: cur.seen}
+		o.held[n] = &heldShard{rev: cur.Rev, since: cur.Val.Since, renewed: cur.Seen}
 		delete(o.absentSince, n)
-		o.log.Info("shard lease adopted (its acquisition's answer was lost)", "shard", n, "revision", cur.rev)
+		o.log.Info("shard lease adopted (its acquisition's answer was lost)", "shard", n, "revision", cur.Rev)
 		return true
 	}
 	// This node's previous process (a restart): take its shards at once,
@@ -337,11 +338,11 @@ func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 	// node name (a misconfiguration, an overlapping restart), the newer
 	// works the shards and the older leaves them, instead of both taking
 	// them from each other forever.
-	mine := ok && cur.val.Node == o.cfg.Node && cur.val.Instance != o.instance && o.olderThanMe(cur.val)
-	if ok && !lapsed && cur.val.Node == o.cfg.Node && cur.val.Instance != o.instance && !mine && !o.newerSaid {
+	mine := ok && cur.Val.Node == o.cfg.Node && cur.Val.Instance != o.instance && o.olderThanMe(cur.Val)
+	if ok && !lapsed && cur.Val.Node == o.cfg.Node && cur.Val.Instance != o.instance && !mine && !o.newerSaid {
 		o.newerSaid = true
 		o.log.Error("another controller process runs under this node name and started later; it works the shards",
-			"node", o.cfg.Node, "other_instance", cur.val.Instance, "instance", o.instance)
+			"node", o.cfg.Node, "other_instance", cur.Val.Instance, "instance", o.instance)
 	}
 	if !want {
 		since, seen := o.absentSince[n]
@@ -351,7 +352,7 @@ func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 	} else if ok && !lapsed && !mine {
 		return false // held by a live replica: it releases when it sees us
 	}
-	val := shardLease{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: o.now(), Started: o.started}
+	val := lease.Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: o.now(), Started: o.started}
 	data, err := json.Marshal(val)
 	if err != nil {
 		return false
@@ -360,16 +361,16 @@ func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 	defer cancel()
 	var rev uint64
 	if ok {
-		rev, err = o.kv.Update(wctx, shardKey(n), data, cur.rev)
+		rev, err = o.kv.Update(wctx, lease.ShardKey(n), data, cur.Rev)
 		if isCASMiss(err) {
 			// Renewed meanwhile (the view catches up), or removed by the
 			// bucket TTL, which the watcher does not report: then it is free.
-			if _, gerr := o.kv.Get(wctx, shardKey(n)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
-				rev, err = o.kv.Create(wctx, shardKey(n), data)
+			if _, gerr := o.kv.Get(wctx, lease.ShardKey(n)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				rev, err = o.kv.Create(wctx, lease.ShardKey(n), data)
 			}
 		}
 	} else {
-		rev, err = o.kv.Create(wctx, shardKey(n), data)
+		rev, err = o.kv.Create(wctx, lease.ShardKey(n), data)
 	}
 	if err != nil {
 		if !isCASMiss(err) {
@@ -377,14 +378,14 @@ func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 		}
 		return false
 	}
-	o.leases.putShard(n, val, rev, now)
+	o.leases.PutShard(n, val, rev, now)
 	delete(o.absentSince, n)
 	o.held[n] = &heldShard{rev: rev, since: val.Since, renewed: now}
-	if ok && cur.val.Node != o.cfg.Node {
+	if ok && cur.Val.Node != o.cfg.Node {
 		o.m.takeovers.WithLabelValues("shard").Inc()
-		o.log.Warn("shard lease taken over", "shard", n, "old_holder", cur.val.Node, "old_instance", cur.val.Instance,
-			"new_holder", o.cfg.Node, "new_instance", o.instance, "old_revision", cur.rev, "new_revision", rev,
-			"since_last_renewal", now.Sub(cur.seen))
+		o.log.Warn("shard lease taken over", "shard", n, "old_holder", cur.Val.Node, "old_instance", cur.Val.Instance,
+			"new_holder", o.cfg.Node, "new_instance", o.instance, "old_revision", cur.Rev, "new_revision", rev,
+			"since_last_renewal", now.Sub(cur.Seen))
 	} else {
 		o.log.Debug("shard lease acquired", "shard", n, "node", o.cfg.Node, "instance", o.instance, "revision", rev)
 	}
@@ -426,7 +427,7 @@ func (o *ownership) shardsAcquired(ctx context.Context, ns []int) {
 }
 
 // olderThanMe reports whether the process holding l started before this one.
-func (o *ownership) olderThanMe(l shardLease) bool {
+func (o *ownership) olderThanMe(l lease.Shard) bool {
 	if !l.Started.Equal(o.started) {
 		return l.Started.Before(o.started)
 	}

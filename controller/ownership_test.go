@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -54,7 +55,7 @@ func TestReplicasSplitShardsAndRefuseAnotherTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for n := range a.cfg.Shards {
-		e, err := a.kv.Leases.Get(tctx(t), shardKey(n))
+		e, err := a.kv.Leases.Get(tctx(t), lease.ShardKey(n))
 		if err == nil && strings.Contains(string(e.Value()), `"node":"ctl-b"`) {
 			t.Fatalf("shard %d still leased to ctl-b after its Close: %s", n, e.Value())
 		}
@@ -128,7 +129,7 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 				return false
 			}
 		}
-		e, err := kv.Get(tctx(t), shardKey(0))
+		e, err := kv.Get(tctx(t), lease.ShardKey(0))
 		switch {
 		case err != nil:
 		case first == 0:
@@ -147,7 +148,7 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 		t.Fatalf("%d shards owned after a start reload over two lease TTLs, want %d", n, cfg.Shards)
 	}
 	for n := range cfg.Shards {
-		e, err := kv.Get(tctx(t), shardKey(n))
+		e, err := kv.Get(tctx(t), lease.ShardKey(n))
 		if err != nil || !strings.Contains(string(e.Value()), `"node":"ctl-a"`) {
 			t.Fatalf("shard %d lease after the start: %v %v", n, e, err)
 		}

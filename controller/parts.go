@@ -8,8 +8,9 @@ import (
 )
 
 // parts are the controller's components (the execution state machine, the
-// history index and the job cache are packages of their own:
-// controller/execution, controller/histindex, controller/jobcache). Each
+// history index, the job cache and the lease view are packages of their
+// own: controller/execution, controller/histindex, controller/jobcache,
+// controller/lease). Each
 // owns one concern and its files; they share the core (the configuration,
 // stores, caches and the lease and fleet components) and call each other
 // through these fields, so a call that crosses a concern names the part it

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/lease"
 )
 
 // Keeping shards and giving them up: renewed every LeaseRenewInterval;
@@ -29,7 +31,7 @@ func (o *ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
 	var wg sync.WaitGroup
 	for i, n := range ns {
 		h := o.held[n]
-		val := shardLease{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}
+		val := lease.Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -42,7 +44,7 @@ func (o *ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
 		switch {
 		case r.err == nil:
 			h.rev, h.renewed = r.rev, now
-			o.leases.putShard(n, shardLease{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}, r.rev, now)
+			o.leases.PutShard(n, lease.Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}, r.rev, now)
 		case errors.Is(r.err, errShardLost):
 			o.log.Warn("shard lease lost: another replica holds it, or it lapsed", "shard", n, "node", o.cfg.Node)
 			o.dropShard(n, false)
@@ -60,27 +62,27 @@ func (o *ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
 // writeShardLease renews shard n's lease (compare-and-set on rev). A write
 // whose answer was lost (a timeout on a busy cluster) may still have
 // landed: when the key then holds this replica's own lease, that counts.
-func (o *ownership) writeShardLease(ctx context.Context, n int, val shardLease, rev uint64) (uint64, error) {
+func (o *ownership) writeShardLease(ctx context.Context, n int, val lease.Shard, rev uint64) (uint64, error) {
 	data, err := json.Marshal(val)
 	if err != nil {
 		return 0, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
 	defer cancel()
-	newRev, err := o.kv.Update(wctx, shardKey(n), data, rev)
+	newRev, err := o.kv.Update(wctx, lease.ShardKey(n), data, rev)
 	if err == nil {
 		return newRev, nil
 	}
 	rctx, rcancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
 	defer rcancel()
-	e, gerr := o.kv.Get(rctx, shardKey(n))
+	e, gerr := o.kv.Get(rctx, lease.ShardKey(n))
 	switch {
 	case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
 		return 0, errShardLost
 	case gerr != nil:
 		return 0, err
 	}
-	var cur shardLease
+	var cur lease.Shard
 	if json.Unmarshal(e.Value(), &cur) == nil && cur.Node == o.cfg.Node && cur.Instance == o.instance {
 		return e.Revision(), nil // ours: the renewal landed, or an earlier one did
 	}
@@ -105,8 +107,8 @@ func (o *ownership) shardOwners() []string {
 	out := make([]string, o.cfg.Shards)
 	now := o.mono()
 	for n := range out {
-		if s, ok := o.leases.shard(n); ok && now.Sub(s.seen) < o.cfg.LeaseTTL {
-			out[n] = s.val.Node
+		if s, ok := o.leases.Shard(n); ok && now.Sub(s.Seen) < o.cfg.LeaseTTL {
+			out[n] = s.Val.Node
 		}
 	}
 	return out
@@ -136,11 +138,11 @@ func (o *ownership) releaseShards(ctx context.Context, ns []int, why string, dra
 	for i, n := range nums {
 		o.host.forgetShard(n)
 		wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
-		if err := o.kv.Delete(wctx, shardKey(n), jetstream.LastRevision(held[i].rev)); err != nil && !isCASMiss(err) {
+		if err := o.kv.Delete(wctx, lease.ShardKey(n), jetstream.LastRevision(held[i].rev)); err != nil && !isCASMiss(err) {
 			o.log.Warn("release shard lease", "shard", n, "err", err)
 		}
 		cancel()
-		o.leases.dropShard(n, held[i].rev)
+		o.leases.DropShard(n, held[i].rev)
 	}
 	if len(nums) > 0 {
 		o.log.Info("shards released", "shards", nums, "node", o.cfg.Node, "why", why)
@@ -173,7 +175,7 @@ func (o *ownership) releaseAll() {
 	slices.Sort(ns)
 	o.releaseShards(ctx, ns, whyStopping, o.cfg.LeaseTTL/2)
 	if o.presenceRev != 0 {
-		_ = o.kv.Delete(ctx, replicaKey(o.cfg.Node), jetstream.LastRevision(o.presenceRev))
+		_ = o.kv.Delete(ctx, lease.ReplicaKey(o.cfg.Node), jetstream.LastRevision(o.presenceRev))
 	}
 }
 
