@@ -226,7 +226,7 @@ func (c *core) start(ctx context.Context) error {
 		c.fleet.auth.setServer(srv, opts)
 	}
 	nc, js, err := connect(c.cfg, c.srv, func(err error) {
-		if isWrongLastSeq(err) {
+		if streams.IsWrongLastSeq(err) {
 			return // a batched execution write lost its compare-and-set; the lane retries it
 		}
 		c.log.Warn("async publish failed", "err", err)

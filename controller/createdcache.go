@@ -1,6 +1,10 @@
 package controller
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/axsched/ax/controller/execstore"
+)
 
 // createdMax bounds createdExecs: past it, the records are forgotten (their
 // first reports read them from ax_execs).
@@ -14,21 +18,21 @@ const createdMax = 16384
 // again, as for any record of the lane's own cache.
 type createdExecs struct {
 	mu sync.Mutex
-	m  map[string]execVersion
+	m  map[string]execstore.Version
 }
 
 // put remembers v, the record just written at v.rev.
-func (c *createdExecs) put(v execVersion) {
+func (c *createdExecs) put(v execstore.Version) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= createdMax {
-		c.m = make(map[string]execVersion, 256)
+		c.m = make(map[string]execstore.Version, 256)
 	}
-	c.m[v.rec.ExecID] = v
+	c.m[v.Rec.ExecID] = v
 }
 
 // take returns and forgets the record of id, if it is held.
-func (c *createdExecs) take(id string) (execVersion, bool) {
+func (c *createdExecs) take(id string) (execstore.Version, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.m[id]

@@ -58,8 +58,8 @@ func TestCreateOneShotReadsNothing(t *testing.T) {
 	}
 	execID := protocol.ExecID(j.ID, j.CreatedAt)
 	v, err := c.ex.readExec(ctx, execID)
-	if err != nil || v.rec == nil || v.rec.State != protocol.StatePending || v.rec.Agent != "edge-1" {
-		t.Fatalf("execution %s after CreateJob: %+v, %v; want PENDING on edge-1", execID, v.rec, err)
+	if err != nil || v.Rec == nil || v.Rec.State != protocol.StatePending || v.Rec.Agent != "edge-1" {
+		t.Fatalf("execution %s after CreateJob: %+v, %v; want PENDING on edge-1", execID, v.Rec, err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -29,7 +31,7 @@ const orphanExecAfter = 30 * time.Second
 type oneShotMade struct {
 	next *execRecord
 	effs []execution.Effect
-	put  *pendingPut
+	put  *execstore.Pending
 	rev  uint64
 	err  error
 }
@@ -93,10 +95,10 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 	wctx, wcancel := context.WithTimeout(ctx, createWriteWait)
 	defer wcancel()
 	execs := c.ex.execs()
-	jm := &nats.Msg{Subject: kvSubject(protocol.BucketJobs, j.ID), Data: data, Header: nats.Header{}}
+	jm := &nats.Msg{Subject: streams.KVSubject(protocol.BucketJobs, j.ID), Data: data, Header: nats.Header{}}
 	jfut, jerr := c.js.PublishMsgAsync(jm, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithStallWait(asyncStallWait))
 	for i := range made {
-		made[i].put = execs.putAsync(execVersion{}, made[i].next)
+		made[i].put = execs.PutAsync(execstore.Version{}, made[i].next)
 	}
 	var jrev uint64
 	if jerr == nil {
@@ -104,18 +106,18 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 	}
 	failed := false
 	for i := range made {
-		made[i].rev, made[i].err = made[i].put.wait(wctx)
+		made[i].rev, made[i].err = made[i].put.Wait(wctx)
 		failed = failed || made[i].err != nil
 	}
 	if jerr != nil {
 		for _, m := range made {
 			if m.err == nil {
-				if _, err := execs.retire(ctx, m.next.ExecID, m.rev); err != nil {
+				if _, err := execs.Retire(ctx, m.next.ExecID, m.rev); err != nil {
 					c.log.Warn("remove the execution of a job not stored", "exec", m.next.ExecID, "err", err)
 				}
 			}
 		}
-		if isWrongLastSeq(jerr) {
+		if streams.IsWrongLastSeq(jerr) {
 			jerr = jetstream.ErrKeyExists
 		}
 		return protocol.Job{}, true, fmt.Errorf("create job: store: %w", jerr)
@@ -132,7 +134,7 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 		return j, true, nil
 	}
 	for _, m := range made {
-		c.created.put(execVersion{rec: m.next, rev: m.rev})
+		c.created.put(execstore.Version{Rec: m.next, Rev: m.rev})
 	}
 	c.dispatchMade(ctx, j, made)
 	return j, true, nil
@@ -240,7 +242,7 @@ func (c *reloader) repairOrphanExecs(ctx context.Context, recs []*execRecord, re
 		if _, err := c.kv.Jobs.History(ctx, r.JobID); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // the job exists or existed, or ax_jobs could not be read
 		}
-		if _, err := c.ex.execs().retire(ctx, r.ExecID, revs[r.ExecID]); err != nil {
+		if _, err := c.ex.execs().Retire(ctx, r.ExecID, revs[r.ExecID]); err != nil {
 			c.log.Warn("remove execution of a job never stored", "exec", r.ExecID, "job", r.JobID, "err", err)
 			continue
 		}

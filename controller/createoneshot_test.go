@@ -8,7 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
@@ -27,8 +29,8 @@ func TestCreateOneShotWritesTogether(t *testing.T) {
 	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
 	a.register()
 	ctx := tctx(t)
-	execsBefore := streamLastSeq(t, c, kvStream(protocol.BucketExecs))
-	jobs, err := c.js.Stream(ctx, kvStream(protocol.BucketJobs))
+	execsBefore := streamLastSeq(t, c, streams.KVStream(protocol.BucketExecs))
+	jobs, err := c.js.Stream(ctx, streams.KVStream(protocol.BucketJobs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func TestCreateOneShotWritesTogether(t *testing.T) {
 		t.Fatal("CreateJob succeeded with a job store that refuses it")
 	}
 	// The record and its removal (a purge marker): written at once, removed.
-	if got := streamLastSeq(t, c, kvStream(protocol.BucketExecs)); got != execsBefore+2 {
+	if got := streamLastSeq(t, c, streams.KVStream(protocol.BucketExecs)); got != execsBefore+2 {
 		t.Errorf("ax_execs stream at %d after the failed create, want %d (the record, written alongside the job, and its removal)", got, execsBefore+2)
 	}
 	n := 0
@@ -117,7 +119,7 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c1.ex.execs().put(ctx, execVersion{}, rec); err != nil {
+		if _, err := c1.ex.execs().Put(ctx, execstore.Version{}, rec); err != nil {
 			t.Fatal(err)
 		}
 		return rec.ExecID
@@ -136,12 +138,12 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 	if reload["orphans_removed"] != float64(1) {
 		t.Errorf("reload %v: want 1 orphan removed", reload)
 	}
-	if v, err := c2.ex.readExec(ctx, old); err != nil || v.rec != nil {
-		t.Errorf("execution %s of a job never stored after the reload: %+v, %v; want removed", old, v.rec, err)
+	if v, err := c2.ex.readExec(ctx, old); err != nil || v.Rec != nil {
+		t.Errorf("execution %s of a job never stored after the reload: %+v, %v; want removed", old, v.Rec, err)
 	}
 	for _, id := range []string{young, delExec} {
-		if v, err := c2.ex.readExec(ctx, id); err != nil || v.rec == nil || v.rec.State != protocol.StatePending {
-			t.Errorf("execution %s after the reload: %+v, %v; want kept PENDING", id, v.rec, err)
+		if v, err := c2.ex.readExec(ctx, id); err != nil || v.Rec == nil || v.Rec.State != protocol.StatePending {
+			t.Errorf("execution %s after the reload: %+v, %v; want kept PENDING", id, v.Rec, err)
 		}
 	}
 	if _, err := c2.kv.Jobs.History(ctx, deleted.ID); errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -81,7 +81,7 @@ func TestRetentionShortDedupWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if v, _ := c.ex.readExec(ctx, execID); v.rec == nil {
+	if v, _ := c.ex.readExec(ctx, execID); v.Rec == nil {
 		t.Fatalf("%s left ax_execs before the 10m grace ended", execID)
 	}
 
@@ -148,8 +148,8 @@ func TestRetentionShortWindowReplayRefused(t *testing.T) {
 		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))-dup == 6
 	})
 	for _, id := range []string{fired, execID} {
-		if v, err := c.ex.readExec(context.Background(), id); err != nil || v.rec != nil {
-			t.Fatalf("%s is back in ax_execs: %+v, %v", id, v.rec, err)
+		if v, err := c.ex.readExec(context.Background(), id); err != nil || v.Rec != nil {
+			t.Fatalf("%s is back in ax_execs: %+v, %v", id, v.Rec, err)
 		}
 		if e, err := c.GetExecution(ctx, id); err != nil || e.State != protocol.StateSuccess {
 			t.Fatalf("history of %s changed: %+v, %v", id, e, err)

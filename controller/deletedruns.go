@@ -19,10 +19,10 @@ func (c *placer) cancelDeletedJobRun(ctx context.Context, execID, jobID string, 
 		return false, nil
 	}
 	v, err := c.ex.readExec(ctx, execID)
-	if err != nil || v.rec == nil {
+	if err != nil || v.Rec == nil {
 		return false, err
 	}
-	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.JobDeleted{Attempt: v.rec.Attempt, Unsent: unsent}, execution.Env{})
+	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.JobDeleted{Attempt: v.Rec.Attempt, Unsent: unsent}, execution.Env{})
 	if errors.Is(err, execution.ErrMovedOn) || after == nil && err == nil {
 		return false, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
@@ -34,8 +35,8 @@ func TestDeleteJobCancelsUnplacedExecution(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err := c.ex.readExec(ctx, id)
-	if err != nil || v.rec == nil || v.rec.State != protocol.StateCancelled || v.rec.Reason != "job_deleted" {
-		t.Fatalf("execution %s after the delete: %+v, %v; want CANCELLED, reason job_deleted", id, v.rec, err)
+	if err != nil || v.Rec == nil || v.Rec.State != protocol.StateCancelled || v.Rec.Reason != "job_deleted" {
+		t.Fatalf("execution %s after the delete: %+v, %v; want CANCELLED, reason job_deleted", id, v.Rec, err)
 	}
 	er.Wait(t, id, protocol.StateCancelled)
 	c.assignMu.Lock()
@@ -70,7 +71,7 @@ func TestReloadCancelsUnsentRunOfDeletedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c1.ex.execs().put(ctx, execVersion{}, rec); err != nil {
+	if _, err := c1.ex.execs().Put(ctx, execstore.Version{}, rec); err != nil {
 		t.Fatal(err)
 	}
 	lost := rec.ExecID
@@ -89,10 +90,10 @@ func TestReloadCancelsUnsentRunOfDeletedJob(t *testing.T) {
 	if reload["deleted_jobs_runs_cancelled"] != float64(1) {
 		t.Errorf("reload %v: want 1 execution of a deleted job cancelled", reload)
 	}
-	if v, err := c2.ex.readExec(ctx, lost); err != nil || v.rec == nil || v.rec.State != protocol.StateCancelled || v.rec.Reason != "job_deleted" {
-		t.Errorf("execution %s whose run was lost, after the reload: %+v, %v; want CANCELLED, reason job_deleted", lost, v.rec, err)
+	if v, err := c2.ex.readExec(ctx, lost); err != nil || v.Rec == nil || v.Rec.State != protocol.StateCancelled || v.Rec.Reason != "job_deleted" {
+		t.Errorf("execution %s whose run was lost, after the reload: %+v, %v; want CANCELLED, reason job_deleted", lost, v.Rec, err)
 	}
-	if v, err := c2.ex.readExec(ctx, sentExec); err != nil || v.rec == nil || v.rec.State != protocol.StatePending {
-		t.Errorf("execution %s whose run was sent, after the reload: %+v, %v; want kept PENDING", sentExec, v.rec, err)
+	if v, err := c2.ex.readExec(ctx, sentExec); err != nil || v.Rec == nil || v.Rec.State != protocol.StatePending {
+		t.Errorf("execution %s whose run was sent, after the reload: %+v, %v; want kept PENDING", sentExec, v.Rec, err)
 	}
 }

@@ -110,7 +110,7 @@ func (c *placer) createRuns(ctx context.Context, j protocol.Job, scheduled time.
 			// Ended, and may have left live state (retention.go): never made again.
 			if v, err := c.ex.readExec(ctx, p.execID); err != nil {
 				return out, err
-			} else if v.rec == nil {
+			} else if v.Rec == nil {
 				if fresh && i == 0 {
 					return nil, errExecExists
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -27,16 +28,16 @@ func (c *execService) applyExec(ctx context.Context, id string, ev execution.Eve
 			return nil, nil, nil, err
 		}
 		env.Now = c.now()
-		next, effs, err := execution.Apply(cur.rec, ev, env)
+		next, effs, err := execution.Apply(cur.Rec, ev, env)
 		if err != nil || next == nil {
-			return cur.rec, nil, effs, err
+			return cur.Rec, nil, effs, err
 		}
-		if _, err := c.execs().put(ctx, cur, next); errors.Is(err, errCASConflict) {
+		if _, err := c.execs().Put(ctx, cur, next); errors.Is(err, execstore.ErrCASConflict) {
 			continue
 		} else if err != nil {
-			return cur.rec, nil, nil, err
+			return cur.Rec, nil, nil, err
 		}
-		return cur.rec, next, effs, nil
+		return cur.Rec, next, effs, nil
 	}
 	return nil, nil, nil, fmt.Errorf("execution %s: %w: too much contention", id, ErrConflict)
 }
@@ -50,13 +51,13 @@ func (c *execService) createExec(ctx context.Context, ev execution.Create) (befo
 	if err != nil || next == nil {
 		return nil, nil, effs, err
 	}
-	rev, err := c.execs().put(ctx, execVersion{}, next)
-	if errors.Is(err, errCASConflict) {
+	rev, err := c.execs().Put(ctx, execstore.Version{}, next)
+	if errors.Is(err, execstore.ErrCASConflict) {
 		return c.applyExec(ctx, ev.ExecID, ev, execution.Env{})
 	} else if err != nil {
 		return nil, nil, nil, err
 	}
-	c.created.put(execVersion{rec: next, rev: rev})
+	c.created.put(execstore.Version{Rec: next, Rev: rev})
 	return nil, next, effs, nil
 }
 

@@ -43,8 +43,8 @@ func (c *Controller) GetExecution(ctx context.Context, execID string) (protocol.
 	if err != nil {
 		return protocol.Execution{}, err
 	}
-	if v.rec != nil {
-		return v.rec.Execution, nil
+	if v.Rec != nil {
+		return v.Rec.Execution, nil
 	}
 	e, ok, err := c.hist.idx.Get(ctx, execID)
 	if err != nil {

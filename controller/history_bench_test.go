@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/histindex"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 )
@@ -113,7 +114,7 @@ func populateHistory(b testing.TB, c *Controller, n int) ([]string, time.Time) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f, err := c.js.PublishAsync(kvSubject(protocol.BucketExecs, rec.ExecID), data)
+		f, err := c.js.PublishAsync(streams.KVSubject(protocol.BucketExecs, rec.ExecID), data)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -209,7 +210,7 @@ func BenchmarkRestartWithHistory(b *testing.B) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		st, err := swept.js.Stream(ctx, kvStream(protocol.BucketExecs))
+		st, err := swept.js.Stream(ctx, streams.KVStream(protocol.BucketExecs))
 		if err != nil {
 			b.Fatal(err)
 		}

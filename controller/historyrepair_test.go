@@ -45,16 +45,16 @@ func testHistoryRepaired(t *testing.T, skew time.Duration) {
 		return false
 	})
 	v, err := c.ex.readExec(ctx, execID)
-	if err != nil || v.rec == nil {
-		t.Fatalf("read %s: %+v %v", execID, v.rec, err)
+	if err != nil || v.Rec == nil {
+		t.Fatalf("read %s: %+v %v", execID, v.Rec, err)
 	}
-	rec := *v.rec
+	rec := *v.Rec
 	rec.State, rec.Reason, rec.UpdatedAt = protocol.StateCancelled, "cancelled", rec.UpdatedAt.Add(skew)
 	data, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.kv.Execs.Update(ctx, execID, data, v.rev); err != nil {
+	if _, err := c.kv.Execs.Update(ctx, execID, data, v.Rev); err != nil {
 		t.Fatal(err)
 	}
 	state := func(c *Controller) protocol.State {

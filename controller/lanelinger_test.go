@@ -54,7 +54,7 @@ func TestSuccessWritesTwoRevisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the watch at the last revision", func() bool { r, _ := last.Load().(uint64); return r == v.rev })
+	eventually(t, 10*time.Second, "the watch at the last revision", func() bool { r, _ := last.Load().(uint64); return r == v.Rev })
 	if n := puts.Load(); n != 2 {
 		t.Errorf("ax_execs revisions of %s: %d, want 2 (PENDING, SUCCESS)", execID, n)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -38,7 +39,7 @@ const laneBatch = 256
 type lane struct {
 	w     *shardWorker
 	in    chan jetstream.Msg
-	cache map[string]execVersion // exec id → last record this lane read or wrote
+	cache map[string]execstore.Version // exec id → last record this lane read or wrote
 
 	// per batch, reused
 	groups []*group
@@ -73,9 +74,9 @@ type pendingReport struct {
 type group struct {
 	id    string
 	items []*pendingReport
-	cur   execVersion
-	next  *execRecord // the record to write; nil when nothing applies
-	put   *pendingPut // its write in flight
+	cur   execstore.Version
+	next  *execRecord        // the record to write; nil when nothing applies
+	put   *execstore.Pending // its write in flight
 	err   error
 	rev   uint64
 	evs   []jetstream.PubAckFuture
@@ -83,7 +84,7 @@ type group struct {
 }
 
 func newLane(w *shardWorker) *lane {
-	return &lane{w: w, in: make(chan jetstream.Msg, laneBatch), cache: map[string]execVersion{}, index: map[string]*group{}}
+	return &lane{w: w, in: make(chan jetstream.Msg, laneBatch), cache: map[string]execstore.Version{}, index: map[string]*group{}}
 }
 
 func (l *lane) run(ctx context.Context) {
@@ -216,13 +217,13 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 			l.plan(g, cur)
 		}
 		if g.next != nil {
-			g.put = c.ex.execs().putAsync(g.cur, g.next)
+			g.put = c.ex.execs().PutAsync(g.cur, g.next)
 		}
 	}
 	// Collect the writes; redo the failed ones one by one.
 	for _, g := range l.groups {
 		if g.put != nil {
-			if g.rev, g.err = g.put.wait(ctx); ctx.Err() != nil {
+			if g.rev, g.err = g.put.Wait(ctx); ctx.Err() != nil {
 				return // shutting down: nothing acknowledged is redelivered
 			}
 		}
@@ -261,10 +262,10 @@ func (l *lane) guessAbsent(r protocol.Report) bool {
 // plan applies the group's reports, in order, to cur. A report ahead of
 // the record is held and tried again after the others, so that reports of
 // one execution that arrive out of order in one batch still apply.
-func (l *lane) plan(g *group, cur execVersion) {
+func (l *lane) plan(g *group, cur execstore.Version) {
 	c := l.w.c
 	g.cur, g.next, g.err = cur, nil, nil
-	rec := cur.rec
+	rec := cur.Rec
 	var env execution.Env
 	if len(g.items) > 0 {
 		env = c.ex.jobEnv(g.items[0].r.JobID)
@@ -346,7 +347,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if errors.Is(g.err, errCASConflict) && conflicts < 20 {
+		if errors.Is(g.err, execstore.ErrCASConflict) && conflicts < 20 {
 			conflicts++
 		} else {
 			c.log.Warn("reports not applied yet, retrying", "exec", g.id, "reports", len(g.items), "err", g.err, "in", backoff)
@@ -372,7 +373,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 		if g.next == nil {
 			return true
 		}
-		if g.rev, g.err = c.ex.execs().put(ctx, cur, g.next); g.err == nil {
+		if g.rev, g.err = c.ex.execs().Put(ctx, cur, g.next); g.err == nil {
 			return true
 		}
 	}
@@ -384,7 +385,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 func (l *lane) commit(g *group) {
 	c := l.w.c
 	if g.next != nil {
-		l.remember(g.id, execVersion{rec: g.next, rev: g.rev})
+		l.remember(g.id, execstore.Version{Rec: g.next, Rev: g.rev})
 	} else {
 		l.remember(g.id, g.cur)
 	}
@@ -456,8 +457,8 @@ func deferDelay(msg jetstream.Msg) time.Duration {
 
 // remember caches a record for the next report of the same execution;
 // terminal records are dropped (later reports for them are rare).
-func (l *lane) remember(id string, v execVersion) {
-	if v.rec == nil || v.rec.State.Terminal() {
+func (l *lane) remember(id string, v execstore.Version) {
+	if v.Rec == nil || v.Rec.State.Terminal() {
 		delete(l.cache, id)
 		return
 	}
@@ -465,15 +466,4 @@ func (l *lane) remember(id string, v execVersion) {
 		clear(l.cache)
 	}
 	l.cache[id] = v
-}
-
-// isWrongLastSeq reports a lost compare-and-set of a KV write (the key's
-// last revision is not the one expected).
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }

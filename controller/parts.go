@@ -7,10 +7,10 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// parts are the controller's components (the execution state machine, the
-// history index, the job cache and the lease view are packages of their
-// own: controller/execution, controller/histindex, controller/jobcache,
-// controller/lease). Each
+// parts are the controller's components (the execution state machine and
+// store, the history index, the job cache and the lease view are packages
+// of their own: controller/execution, controller/execstore,
+// controller/histindex, controller/jobcache, controller/lease). Each
 // owns one concern and its files; they share the core (the configuration,
 // stores, caches and the lease and fleet components) and call each other
 // through these fields, so a call that crosses a concern names the part it
@@ -21,7 +21,7 @@ import (
 //	          createoneshot.go)
 //	ex        executions: the one Apply and its effects, the execution
 //	          store and scans, events and commands out, operator retry and
-//	          cancel (execapply.go, effects.go, execstore.go, execscan.go,
+//	          cancel (execapply.go, effects.go, execs.go, execscan.go,
 //	          executions.go)
 //	place     placement: which agents run a job, assignment diffs, runs of
 //	          new executions, executions waiting for an agent (assign.go,

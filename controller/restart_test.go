@@ -20,10 +20,10 @@ func retryJob(agent string, base time.Duration) protocol.Job {
 func readRecord(t *testing.T, c *Controller, id string) *execRecord {
 	t.Helper()
 	v, err := c.ex.readExec(tctx(t), id)
-	if err != nil || v.rec == nil {
+	if err != nil || v.Rec == nil {
 		t.Fatalf("read %s: %v", id, err)
 	}
-	return v.rec
+	return v.Rec
 }
 
 // TestRestartReloadsRetryTimers: executions in RETRY_WAITING when the

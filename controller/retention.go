@@ -11,8 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/controller/jobcache"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -78,15 +80,9 @@ const (
 	sweepParallel = 32
 )
 
-// marker is a purge marker whose subject is purged up to it on the next pass.
-type marker struct {
-	stream, subject string
-	seq             uint64
-}
-
 // sweeper is the state of retentionLoop.
 type sweeper struct {
-	markers []marker
+	markers []execstore.Marker
 	streams map[string]jetstream.Stream
 	// jobs are one-shot jobs some of whose executions left live state,
 	// still to be looked at for retirement (retireJob).
@@ -213,12 +209,12 @@ func (c *retention) sweep(ctx context.Context, s *sweeper) error {
 // retireExec removes a terminal execution whose grace has passed from
 // ax_execs; true when it is gone (or was already), with the purge marker
 // to remove on the next pass.
-func (c *retention) retireExec(ctx context.Context, id string, now time.Time) (bool, *marker, error) {
+func (c *retention) retireExec(ctx context.Context, id string, now time.Time) (bool, *execstore.Marker, error) {
 	v, err := c.ex.readExec(ctx, id)
 	if err != nil {
 		return false, nil, err
 	}
-	_, _, err = execution.Apply(v.rec, execution.Expiry{Grace: c.liveGrace()}, execution.Env{Now: now})
+	_, _, err = execution.Apply(v.Rec, execution.Expiry{Grace: c.liveGrace()}, execution.Env{Now: now})
 	switch {
 	case errors.Is(err, execution.ErrNoRecord):
 		return true, nil, nil
@@ -228,8 +224,8 @@ func (c *retention) retireExec(ctx context.Context, id string, now time.Time) (b
 		return false, nil, err
 	}
 	// The one effect is execution.Retire, done with the revision read.
-	m, err := c.ex.execs().retire(ctx, id, v.rev)
-	if errors.Is(err, errCASConflict) {
+	m, err := c.ex.execs().Retire(ctx, id, v.Rev)
+	if errors.Is(err, execstore.ErrCASConflict) {
 		return false, nil, nil
 	}
 	if err != nil {
@@ -241,19 +237,19 @@ func (c *retention) retireExec(ctx context.Context, id string, now time.Time) (b
 // purgeMarkers purges the markers of the last pass, sweepParallel at a time.
 func (c *retention) purgeMarkers(ctx context.Context, s *sweeper) {
 	for _, name := range []string{protocol.BucketExecs, protocol.BucketJobs, protocol.BucketIdem} {
-		if _, ok := s.streams[kvStream(name)]; !ok {
-			st, err := c.js.Stream(ctx, kvStream(name))
+		if _, ok := s.streams[streams.KVStream(name)]; !ok {
+			st, err := c.js.Stream(ctx, streams.KVStream(name))
 			if err != nil {
-				c.log.Warn("history sweep: stream", "stream", kvStream(name), "err", err)
+				c.log.Warn("history sweep: stream", "stream", streams.KVStream(name), "err", err)
 				return
 			}
-			s.streams[kvStream(name)] = st
+			s.streams[streams.KVStream(name)] = st
 		}
 	}
 	parallel(len(s.markers), sweepParallel, func(i int) {
 		m := s.markers[i]
-		if err := s.streams[m.stream].Purge(ctx, jetstream.WithPurgeSubject(m.subject), jetstream.WithPurgeSequence(m.seq+1)); err != nil {
-			c.log.Warn("history sweep: purge marker", "subject", m.subject, "err", err)
+		if err := s.streams[m.Stream].Purge(ctx, jetstream.WithPurgeSubject(m.Subject), jetstream.WithPurgeSequence(m.Seq+1)); err != nil {
+			c.log.Warn("history sweep: purge marker", "subject", m.Subject, "err", err)
 		}
 	})
 	s.markers = s.markers[:0]
@@ -279,7 +275,7 @@ func parallel(n, k int, fn func(i int)) {
 // job in history first (protocol.JobRetired on AX_EVT). It returns the
 // purge markers it wrote, for the next pass to purge; safe to run for
 // several jobs at once.
-func (c *retention) retireJob(ctx context.Context, id string, now time.Time) (bool, []marker, error) {
+func (c *retention) retireJob(ctx context.Context, id string, now time.Time) (bool, []execstore.Marker, error) {
 	j, rev, err := c.jobsvc.readJob(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil, nil
@@ -302,19 +298,19 @@ func (c *retention) retireJob(ctx context.Context, id string, now time.Time) (bo
 		return false, nil, fmt.Errorf("retire job %s: record in history: %w", id, err)
 	}
 	seq, err := c.purgeKey(ctx, protocol.BucketJobs, id, rev)
-	if errors.Is(err, errCASConflict) {
+	if errors.Is(err, execstore.ErrCASConflict) {
 		return false, nil, nil // updated meanwhile; its retirement in history is overwritten by the next one
 	}
 	if err != nil {
 		return false, nil, fmt.Errorf("retire job %s: %w", id, err)
 	}
-	ms := []marker{{stream: kvStream(protocol.BucketJobs), subject: kvSubject(protocol.BucketJobs, id), seq: seq}}
+	ms := []execstore.Marker{{Stream: streams.KVStream(protocol.BucketJobs), Subject: streams.KVSubject(protocol.BucketJobs, id), Seq: seq}}
 	c.jobs.Remove(id, seq)
 	if j.IdempotencyKey != "" {
 		k := idemKey(j.IdempotencyKey)
 		if e, err := c.kv.Idem.Get(ctx, k); err == nil && string(e.Value()) == id {
 			if iseq, err := c.purgeKey(ctx, protocol.BucketIdem, k, e.Revision()); err == nil {
-				ms = append(ms, marker{stream: kvStream(protocol.BucketIdem), subject: kvSubject(protocol.BucketIdem, k), seq: iseq})
+				ms = append(ms, execstore.Marker{Stream: streams.KVStream(protocol.BucketIdem), Subject: streams.KVSubject(protocol.BucketIdem, k), Seq: iseq})
 			}
 		}
 	}
@@ -322,19 +318,16 @@ func (c *retention) retireJob(ctx context.Context, id string, now time.Time) (bo
 	return true, ms, nil
 }
 
-func kvStream(bucket string) string       { return "KV_" + bucket }
-func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
-
 // purgeKey publishes a purge marker on key (the KV purge: the subject's
 // earlier messages go) with compare-and-set on rev, and returns its
 // sequence. A lost compare-and-set is errCASConflict.
 func (c *retention) purgeKey(ctx context.Context, bucket, key string, rev uint64) (uint64, error) {
-	m := nats.NewMsg(kvSubject(bucket, key))
+	m := nats.NewMsg(streams.KVSubject(bucket, key))
 	m.Header.Set("KV-Operation", "PURGE")
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
-	if isWrongLastSeq(err) {
-		return 0, errCASConflict
+	if streams.IsWrongLastSeq(err) {
+		return 0, execstore.ErrCASConflict
 	}
 	if err != nil {
 		return 0, fmt.Errorf("purge %s/%s: %w", bucket, key, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -93,18 +94,18 @@ func (f *retentionFixture) leftLive(t *testing.T, id string) {
 	t.Helper()
 	eventually(t, 10*time.Second, id+" gone from ax_execs", func() bool {
 		v, err := f.c.ex.readExec(context.Background(), id)
-		return err == nil && v.rec == nil
+		return err == nil && v.Rec == nil
 	})
 }
 
 // subjects returns the subjects a KV bucket's stream holds messages on.
 func subjects(t *testing.T, c *Controller, bucket string) map[string]uint64 {
 	t.Helper()
-	st, err := c.js.Stream(tctx(t), kvStream(bucket))
+	st, err := c.js.Stream(tctx(t), streams.KVStream(bucket))
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(tctx(t), jetstream.WithSubjectFilter(kvSubject(bucket, ">")))
+	info, err := st.Info(tctx(t), jetstream.WithSubjectFilter(streams.KVSubject(bucket, ">")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if v, _ := c.ex.readExec(ctx, execID); v.rec == nil {
+	if v, _ := c.ex.readExec(ctx, execID); v.Rec == nil {
 		t.Fatalf("%s left ax_execs before the grace ended", execID)
 	}
 
@@ -157,8 +158,8 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 	})
 	eventually(t, 10*time.Second, "no message left on the subjects of what was removed", func() bool {
 		es, js, is := subjects(t, c, protocol.BucketExecs), subjects(t, c, protocol.BucketJobs), subjects(t, c, protocol.BucketIdem)
-		return es[kvSubject(protocol.BucketExecs, execID)] == 0 && es[kvSubject(protocol.BucketExecs, fired)] == 0 &&
-			js[kvSubject(protocol.BucketJobs, job.ID)] == 0 && is[kvSubject(protocol.BucketIdem, idemKey(job.IdempotencyKey))] == 0
+		return es[streams.KVSubject(protocol.BucketExecs, execID)] == 0 && es[streams.KVSubject(protocol.BucketExecs, fired)] == 0 &&
+			js[streams.KVSubject(protocol.BucketJobs, job.ID)] == 0 && is[streams.KVSubject(protocol.BucketIdem, idemKey(job.IdempotencyKey))] == 0
 	})
 	// Live work stays.
 	for _, id := range []string{per.ID, pending.ID} {
@@ -166,8 +167,8 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 			t.Errorf("live job %s: %v", id, err)
 		}
 	}
-	if v, _ := c.ex.readExec(ctx, protocol.ExecID(pending.ID, pending.CreatedAt.Add(30*time.Minute))); v.rec == nil || v.rec.State != protocol.StatePending {
-		t.Errorf("pending delayed execution: %+v", v.rec)
+	if v, _ := c.ex.readExec(ctx, protocol.ExecID(pending.ID, pending.CreatedAt.Add(30*time.Minute))); v.Rec == nil || v.Rec.State != protocol.StatePending {
+		t.Errorf("pending delayed execution: %+v", v.Rec)
 	}
 	// History still has both, and the retired job.
 	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
@@ -233,8 +234,8 @@ func TestRetentionLateReportsNeverResurrect(t *testing.T) {
 		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))-dup == 6
 	})
 	for _, id := range []string{fired, execID} {
-		if v, err := c.ex.readExec(ctx, id); err != nil || v.rec != nil {
-			t.Fatalf("%s is back in ax_execs: %+v, %v", id, v.rec, err)
+		if v, err := c.ex.readExec(ctx, id); err != nil || v.Rec != nil {
+			t.Fatalf("%s is back in ax_execs: %+v, %v", id, v.Rec, err)
 		}
 	}
 	after, err := c.GetExecution(ctx, fired)
@@ -267,11 +268,11 @@ func TestRetentionRestartDoesNotRemakeEnded(t *testing.T) {
 	_ = c.Close()
 
 	c = startController(t, cfg)
-	if v, err := c.ex.readExec(ctx, trig.ExecID); err != nil || v.rec == nil {
-		t.Fatalf("live execution %s after restart: %+v, %v", trig.ExecID, v.rec, err)
+	if v, err := c.ex.readExec(ctx, trig.ExecID); err != nil || v.Rec == nil {
+		t.Fatalf("live execution %s after restart: %+v, %v", trig.ExecID, v.Rec, err)
 	}
-	if v, err := c.ex.readExec(ctx, execID); err != nil || v.rec != nil {
-		t.Fatalf("ended execution %s made again at restart: %+v, %v", execID, v.rec, err)
+	if v, err := c.ex.readExec(ctx, execID); err != nil || v.Rec != nil {
+		t.Fatalf("ended execution %s made again at restart: %+v, %v", execID, v.Rec, err)
 	}
 	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StateSuccess {
 		t.Fatalf("history of %s: %+v, %v", execID, e, err)
@@ -293,7 +294,7 @@ func TestRetentionKeysFlat(t *testing.T) {
 	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
 	ctx := tctx(t)
 	msgs := func(bucket string) uint64 {
-		st, err := c.js.Stream(ctx, kvStream(bucket))
+		st, err := c.js.Stream(ctx, streams.KVStream(bucket))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -420,7 +421,7 @@ func TestSweepPassTakesTheWholeBacklog(t *testing.T) {
 	}
 	left := 0
 	for _, id := range ids {
-		if v, err := c.ex.readExec(ctx, id); err != nil || v.rec != nil {
+		if v, err := c.ex.readExec(ctx, id); err != nil || v.Rec != nil {
 			left++
 		}
 	}

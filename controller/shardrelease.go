@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/internal/streams"
 )
 
 // Keeping shards and giving them up: renewed every LeaseRenewInterval;
@@ -98,7 +99,7 @@ func leaseWriteTimeout(ttl time.Duration) time.Duration {
 // isCASMiss reports a lost compare-and-set or create of a KV key.
 func isCASMiss(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) ||
-		errors.Is(err, jetstream.ErrKeyDeleted) || isWrongLastSeq(err)
+		errors.Is(err, jetstream.ErrKeyDeleted) || streams.IsWrongLastSeq(err)
 }
 
 // shardOwners returns, for each shard, the node holding its lease ("" when
