@@ -75,8 +75,18 @@ func TestCreateOneShotWritesTogether(t *testing.T) {
 	if run.Run.Job.ID != j.ID {
 		t.Errorf("run of job %s, want %s", run.Run.Job.ID, j.ID)
 	}
-	if p := er.Path(execID); len(p) == 0 || p[0] != protocol.StatePending {
-		t.Errorf("events of %s when CreateJob returned: %v, want PENDING first", execID, p)
+	// Stored when CreateJob returned (read from the stream itself: the
+	// recorder's consumer gets it later, on its own time), and first.
+	evt, err := c.js.Stream(ctx, protocol.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := evt.GetLastMsgForSubject(ctx, protocol.EventSubject(protocol.StatePending, j.ID)); err != nil {
+		t.Errorf("PENDING event of %s not in %s when CreateJob returned: %v", execID, protocol.StreamEvents, err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the first event of "+execID, func() bool { return len(er.Path(execID)) > 0 })
+	if p := er.Path(execID); p[0] != protocol.StatePending {
+		t.Errorf("events of %s: %v, want PENDING first", execID, p)
 	}
 }
 
