@@ -242,12 +242,15 @@ func applyAgentLost(rec *Record, e AgentLost, env Env) (*Record, []Effect, error
 			to = protocol.StateRetryWaiting
 			next.NextAttemptAt = env.Now.Add(d.Delay)
 		}
-		if to != rec.State {
-			if err := CheckTransition(rec.State, to); err != nil {
-				return nil, nil, transitionRefused(err, "")
-			}
-			tr = &Transition{From: rec.State, To: to, Reason: d.Reason}
+		// Also RETRY_WAITING → RETRY_WAITING: the attempt already sent is
+		// lost, and the record moves on to it; its event carries the new
+		// next_attempt_at (without it, the history had no event of the
+		// lost attempt, and the one a restart's repair published later took
+		// the time of the record's last write).
+		if err := CheckTransition(rec.State, to); err != nil {
+			return nil, nil, transitionRefused(err, "")
 		}
+		tr = &Transition{From: rec.State, To: to, Reason: d.Reason}
 		next.State, next.Attempt, next.Reason, next.Outcome, next.Suspect = to, lostAttempt, d.Reason, retry.OutcomeAgentLost, d.Suspect
 		next.FinishedAt = env.Now
 		next.Result = &retry.Result{Message: "agent " + rec.Agent + " lost: its lease of the job ended", Retryable: true}

@@ -288,8 +288,16 @@ func TestApplyEffects(t *testing.T) {
 	sent := w.Clone()
 	sent.Sent = 2
 	next, effs, _ = Apply(sent, AgentLost{NewAgent: "a2", Epoch: 6}, env)
-	if next.Attempt != 2 || next.State != W || next.Outcome != retry.OutcomeAgentLost || len(effs) != 1 {
+	// The attempt sent is lost: a RETRY_WAITING → RETRY_WAITING transition
+	// (its event carries the new next_attempt_at), then the retry timer.
+	if next.Attempt != 2 || next.State != W || next.Outcome != retry.OutcomeAgentLost || len(effs) != 2 {
 		t.Fatalf("agent lost, retry sent: %+v %v", next, effs)
+	}
+	if tr, ok := effs[0].(Transitioned); !ok || tr.T != (Transition{From: W, To: W, Reason: "agent_lost"}) || tr.Snapshot.NextAttemptAt != next.NextAttemptAt {
+		t.Fatalf("agent lost, retry sent: first effect %+v, want the W → W transition of agent_lost", effs[0])
+	}
+	if sr, ok := effs[1].(ScheduleRetry); !ok || sr.Attempt != 2 || !sr.At.Equal(next.NextAttemptAt) || !next.NextAttemptAt.After(env.Now) {
+		t.Fatalf("agent lost, retry sent: second effect %+v, want the retry of attempt 2 after now", effs[1])
 	}
 	// A running attempt on the new holder is left alone.
 	run := recordIn("RUNNING")
