@@ -49,10 +49,18 @@ func (c *placer) cancelUnplacedOf(ctx context.Context, jobID string) {
 				continue
 			}
 		}
-		if _, err := c.cancelDeletedJobRun(ctx, execID, j, false); err != nil {
-			c.log.Warn("cancel execution of a deleted job", "exec", execID, "job", j, "err", err)
-			continue
-		}
-		delete(c.unplaced, execID)
+		c.dropUnplaced(ctx, execID, j)
 	}
+}
+
+// dropUnplaced forgets unplaced execution execID of job jobID, which the
+// job cache no longer holds, cancelling it first if the job is deleted;
+// one whose cancel failed stays, for the next pass. Called with assignMu
+// held.
+func (c *placer) dropUnplaced(ctx context.Context, execID, jobID string) {
+	if _, err := c.cancelDeletedJobRun(ctx, execID, jobID, false); err != nil {
+		c.log.Warn("cancel execution of a deleted job", "exec", execID, "job", jobID, "err", err)
+		return
+	}
+	delete(c.unplaced, execID)
 }

@@ -153,11 +153,7 @@ func (c *placer) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 	for execID, jobID := range c.unplaced {
 		j, _, ok := c.jobs.Get(jobID)
 		if !ok {
-			if _, err := c.cancelDeletedJobRun(ctx, execID, jobID, false); err != nil {
-				c.log.Warn("cancel execution of a deleted job", "exec", execID, "job", jobID, "err", err)
-				continue
-			}
-			delete(c.unplaced, execID)
+			c.dropUnplaced(ctx, execID, jobID)
 			continue
 		}
 		if len(groupMembers(j, []protocol.AgentInfo{a})) == 0 {

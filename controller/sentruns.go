@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/pkg/protocol"
@@ -67,11 +68,15 @@ func (c *reloader) sentRuns(ctx context.Context, since time.Time, about int) (ma
 		return nil, fmt.Errorf("sent runs: %w", err)
 	}
 	defer it.Stop()
+	// The caller's end stops the iterator (one hook for the whole read,
+	// not a context per message).
+	defer context.AfterFunc(ctx, it.Stop)()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, sentRunsIdle)
-		m, err := it.Next(jetstream.NextContext(wctx))
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		m, err := it.Next(jetstream.NextMaxWait(sentRunsIdle))
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sent runs: %w", ctx.Err())
+		}
+		if errors.Is(err, nats.ErrTimeout) {
 			return out, nil // nothing more (the last messages aged out)
 		}
 		if err != nil {

@@ -8,11 +8,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// errWatchStopped: a KV watcher's updates channel closed during the first
-// pass (the watcher was stopped); Follow returns nil then, as after the
-// first pass.
-var errWatchStopped = errors.New("watcher stopped")
-
 // Follow applies every entry of w: the values present when it was made
 // before it returns (ctx bounds that wait), then the changes — other
 // replicas' writes too — on a goroutine started with goRun, until the
