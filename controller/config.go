@@ -79,6 +79,11 @@ type Config struct {
 	// monoNow overrides the time lease durations are measured with (tests
 	// that step Clock's wall time while leases run on real time).
 	monoNow func() time.Time
+	// marksMargin is how much older than the oldest write mark a tracked
+	// record must be for a reload to skip checking it (writemarks.go):
+	// room for a step of the wall clock between an op's begin and its
+	// record's updated_at. Default marksMargin; tests set a tiny one.
+	marksMargin time.Duration
 	// reportSweep overrides how often AX_RPT is looked at (reportstream.go).
 	reportSweep time.Duration
 	// historySweep overrides how often the retention sweeper runs (retention.go).
@@ -184,6 +189,9 @@ func DefaultConfig() Config {
 func (c Config) withDefaults() Config {
 	if c.Node == "" {
 		c.Node = DefaultNode
+	}
+	if c.marksMargin <= 0 {
+		c.marksMargin = marksMargin
 	}
 	if c.NATS.Host == "" {
 		c.NATS.Host = DefaultNATSHost

@@ -19,6 +19,7 @@ import (
 
 	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/controller/writemark"
 	"github.com/axsched/ax/internal/kvfollow"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/clock"
@@ -82,7 +83,10 @@ type core struct {
 	assignMu sync.Mutex
 	unplaced map[string]string // exec id → job id of PENDING executions without an agent
 	created  createdExecs      // records CreateJob wrote, for the first report's lane (createdcache.go)
-	evMemo   eventMemo         // events published, for the history follower (eventmemo.go)
+	// marks tracks the changes this replica makes to executions on its
+	// own, for its write mark in ax_marks (writemarks.go).
+	marks  *writemark.Tracker
+	evMemo eventMemo // events published, for the history follower (eventmemo.go)
 	// idRand draws the random part of new job ids: math/rand/v2's Uint32
 	// (a test draws its own).
 	idRand func() uint32
@@ -138,6 +142,7 @@ func New(cfg Config) (*Controller, error) {
 		idRand:   mrand.Uint32,
 	}
 	c.jobs = jobcache.New(c.now)
+	c.marks = writemark.New(c.now)
 	c.leases = lease.NewView()
 	var id [6]byte
 	_, _ = rand.Read(id[:])
@@ -265,6 +270,12 @@ func (c *core) start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.kv = c.kvGuard.guard(b)
+	// The mark is stored before anything writes an execution record, so
+	// that a process killed after its first write has left its key.
+	if err := c.retryStart(ctx, "store write mark", c.storeMark); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	c.goRun(c.marksLoop)
 	c.fleet.attach(c.ctx, c.nc, c.js, c.kv)
 	if err := c.retryStart(ctx, "open history", c.openHistory); err != nil {
 		return fmt.Errorf("start: %w", err)
@@ -364,6 +375,9 @@ func (c *core) shutdown() {
 		c.retries.stop()
 	}
 	c.wg.Wait()
+	if !c.crashed.Load() && c.nc != nil {
+		c.finishMarks()
+	}
 	if c.hist != nil {
 		c.hist.close()
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/writemark"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -88,6 +89,12 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 		}
 		made[i] = oneShotMade{next: next, effs: effs}
 	}
+	// The writes and their effects are one write op (writemark).
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
+	if err := op.Refused(); err != nil {
+		return protocol.Job{}, true, fmt.Errorf("create job: %w: %w", ErrNotReady, err)
+	}
 	// The writes are made to the end even when the caller goes away: what
 	// is stored must get its commands (as onJobChanged).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -113,12 +120,15 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 		for _, m := range made {
 			if m.err == nil {
 				if _, err := execs.Retire(ctx, m.next.ExecID, m.rev); err != nil {
+					failOp(op) // a record left without its job: the reload's orphan check
 					c.log.Warn("remove the execution of a job not stored", "exec", m.next.ExecID, "err", err)
 				}
 			}
 		}
 		if streams.IsWrongLastSeq(jerr) {
 			jerr = jetstream.ErrKeyExists
+		} else {
+			failOp(op) // the job may be stored after all, without its execution
 		}
 		return protocol.Job{}, true, fmt.Errorf("create job: store: %w", jerr)
 	}
@@ -169,6 +179,7 @@ func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []on
 		for _, r := range send {
 			fut, err := c.publishRunAsync(j, m.next, r.Attempt, r.RunAt)
 			if err != nil {
+				failOp(writemark.From(ctx))
 				c.log.Error("dispatch one-shot job", "job", j.ID, "err", fmt.Errorf("send run %s: %w", m.next.ExecID, err))
 				continue
 			}
@@ -179,22 +190,15 @@ func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []on
 	defer cancel()
 	for _, r := range runs {
 		if _, err := waitAck(wctx, r.fut); err != nil {
-			// Left PENDING: the reload of its shard re-sends it (sentruns.go).
+			// Left PENDING: the reload of its shard re-sends it (sentruns.go),
+			// since the op's mark stays before it.
+			failOp(writemark.From(ctx))
 			c.log.Error("dispatch one-shot job", "job", j.ID, "err", fmt.Errorf("send run %s: %w", r.rec.ExecID, err))
 			continue
 		}
 		c.m.commands.WithLabelValues(string(protocol.CmdRun)).Inc()
 	}
-	t := time.NewTimer(eventAckWait)
-	defer t.Stop()
-	for _, f := range evs {
-		select {
-		case <-f.Ok():
-		case <-f.Err():
-		case <-t.C:
-			return
-		}
-	}
+	c.ex.awaitEvents(ctx, evs)
 }
 
 // publishRunAsync publishes the run command of attempt of rec (as sendRun)

@@ -135,6 +135,7 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 		return rec.ExecID
 	}
 	old, young := orphan(time.Minute, 1), orphan(0, 2)
+	leaveDeadMark(t, cfg, c1.now().Add(-2*time.Minute)) // the process whose create the crash cut short
 	if err := c1.Close(); err != nil {
 		t.Fatal(err)
 	}

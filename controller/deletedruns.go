@@ -22,6 +22,8 @@ func (c *placer) cancelDeletedJobRun(ctx context.Context, execID, jobID string, 
 	if err != nil || v.Rec == nil {
 		return false, err
 	}
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
 	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.JobDeleted{Attempt: v.Rec.Attempt, Unsent: unsent}, execution.Env{})
 	if errors.Is(err, execution.ErrMovedOn) || after == nil && err == nil {
 		return false, nil

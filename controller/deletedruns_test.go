@@ -75,6 +75,7 @@ func TestReloadCancelsUnsentRunOfDeletedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := rec.ExecID
+	leaveDeadMark(t, cfg, at.Add(-time.Second)) // the process the crash killed
 	if err := c1.DeleteJob(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}

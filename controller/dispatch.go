@@ -95,6 +95,8 @@ const (
 // sends their run commands (attempt 1, run_at = scheduled); mode says what
 // it may assume (createMode).
 func (c *placer) createRuns(ctx context.Context, j protocol.Job, scheduled time.Time, reason string, mode createMode) ([]protocol.Execution, error) {
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
 	ps, err := c.placements(j, scheduled)
 	if err != nil {
 		return nil, err
@@ -159,22 +161,30 @@ func (c *placer) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 		if len(groupMembers(j, []protocol.AgentInfo{a})) == 0 {
 			continue
 		}
-		_, after, effs, err := c.ex.applyExec(ctx, execID, execution.Place{Agent: a.Agent}, execution.Env{})
-		if errors.Is(err, execution.ErrMovedOn) {
-			delete(c.unplaced, execID)
-			continue
-		}
-		if err != nil {
-			c.log.Warn("place execution", "exec", execID, "agent", a.Agent, "err", err)
-			continue
-		}
-		delete(c.unplaced, execID)
-		if err := c.ex.execEffects(ctx, after, &j, effs); err != nil {
-			c.log.Warn("send run of placed execution", "exec", execID, "agent", a.Agent, "err", err)
-			continue
-		}
-		c.log.Info("execution placed", "exec", execID, "agent", a.Agent)
+		c.placeOne(ctx, execID, j, a)
 	}
+}
+
+// placeOne gives unplaced execution execID of j to agent a and sends its
+// run. Called with assignMu held.
+func (c *placer) placeOne(ctx context.Context, execID string, j protocol.Job, a protocol.AgentInfo) {
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
+	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.Place{Agent: a.Agent}, execution.Env{})
+	if errors.Is(err, execution.ErrMovedOn) {
+		delete(c.unplaced, execID)
+		return
+	}
+	if err != nil {
+		c.log.Warn("place execution", "exec", execID, "agent", a.Agent, "err", err)
+		return
+	}
+	delete(c.unplaced, execID)
+	if err := c.ex.execEffects(ctx, after, &j, effs); err != nil {
+		c.log.Warn("send run of placed execution", "exec", execID, "agent", a.Agent, "err", err)
+		return
+	}
+	c.log.Info("execution placed", "exec", execID, "agent", a.Agent)
 }
 
 // TriggerJob runs a job once now, outside its schedule: a PENDING

@@ -11,6 +11,7 @@ import (
 
 	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/writemark"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 )
@@ -21,7 +22,14 @@ import (
 // (after is nil when nothing was written) and the effects to execute
 // (execEffects); err is Apply's refusal (a *execution.Rejection) or a
 // store error. env.Now is set to the controller's time of each try.
+//
+// ctx carries the write op (writemark) the change runs as; a store error
+// whose outcome is unknown fails it.
 func (c *execService) applyExec(ctx context.Context, id string, ev execution.Event, env execution.Env) (before, after *execRecord, effs []execution.Effect, err error) {
+	op, err := c.opWrite(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	for range 20 {
 		cur, err := c.readExec(ctx, id)
 		if err != nil {
@@ -35,6 +43,7 @@ func (c *execService) applyExec(ctx context.Context, id string, ev execution.Eve
 		if _, err := c.execs().Put(ctx, cur, next); errors.Is(err, execstore.ErrCASConflict) {
 			continue
 		} else if err != nil {
+			failOp(op)
 			return cur.Rec, nil, nil, err
 		}
 		return cur.Rec, next, effs, nil
@@ -47,6 +56,10 @@ func (c *execService) applyExec(ctx context.Context, id string, ev execution.Eve
 // create, without reading it first. A record found there after all (a
 // conflict) is handled as applyExec does, reading it.
 func (c *execService) createExec(ctx context.Context, ev execution.Create) (before, after *execRecord, effs []execution.Effect, err error) {
+	op, err := c.opWrite(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	next, effs, err := execution.Apply(nil, ev, execution.Env{Now: c.now()})
 	if err != nil || next == nil {
 		return nil, nil, effs, err
@@ -55,6 +68,7 @@ func (c *execService) createExec(ctx context.Context, ev execution.Create) (befo
 	if errors.Is(err, execstore.ErrCASConflict) {
 		return c.applyExec(ctx, ev.ExecID, ev, execution.Env{})
 	} else if err != nil {
+		failOp(op)
 		return nil, nil, nil, err
 	}
 	c.created.put(execstore.Version{Rec: next, Rev: rev})
@@ -82,8 +96,16 @@ func (c *execService) jobEnv(jobID string) execution.Env {
 // the job of a SendRun (nil: from the job cache). Events are published
 // asynchronously: their futures are returned, and evErr is true when one
 // could not be sent at all. A command that could not be sent stops the
-// effects after it and is the error.
+// effects after it and is the error. Either fails the write op ctx
+// carries, if any (a report lane's effects run without one: its report is
+// redelivered instead).
 func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *protocol.Job, effs []execution.Effect) (futs []jetstream.PubAckFuture, evErr bool, err error) {
+	op := writemark.From(ctx)
+	defer func() {
+		if evErr || err != nil {
+			failOp(op)
+		}
+	}()
 	for _, e := range effs {
 		switch e := e.(type) {
 		case execution.Transitioned:
@@ -142,25 +164,35 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 	return futs, evErr, nil
 }
 
-// execEffects is startEffects that then waits (at most eventAckWait) until
-// the events are stored, so that the history index can show the change to
-// a list made after the caller's write returned.
+// execEffects is startEffects that then waits (awaitEvents) until the
+// events are stored, so that the history index can show the change to a
+// list made after the caller's write returned.
 func (c *execService) execEffects(ctx context.Context, rec *execRecord, job *protocol.Job, effs []execution.Effect) error {
 	futs, _, err := c.startEffects(ctx, rec, job, effs)
+	c.awaitEvents(ctx, futs)
+	return err
+}
+
+// awaitEvents waits at most eventAckWait for the events futs to be
+// stored. An event that failed fails the write op ctx carries; those not
+// answered by then keep the op open until they are (holdLate).
+func (c *execService) awaitEvents(ctx context.Context, futs []jetstream.PubAckFuture) {
 	if len(futs) == 0 {
-		return err
+		return
 	}
+	op := writemark.From(ctx)
 	t := time.NewTimer(eventAckWait)
 	defer t.Stop()
-	for _, f := range futs {
+	for i, f := range futs {
 		select {
 		case <-f.Ok():
 		case <-f.Err():
+			failOp(op)
 		case <-t.C:
-			return err
+			c.holdLate(op, futs[i:])
+			return
 		}
 	}
-	return err
 }
 
 // eventAckWait bounds how long execEffects waits for its events' acks.

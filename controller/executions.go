@@ -123,6 +123,8 @@ func (c *Controller) RetryExecution(ctx context.Context, execID string) (protoco
 	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
 		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
 	}
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
 	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.OperatorRetry{}, execution.Env{})
 	if err != nil {
 		return protocol.Execution{}, c.ex.refused(ctx, "retry", execID, err)
@@ -143,6 +145,8 @@ func (c *Controller) CancelExecution(ctx context.Context, execID string) (protoc
 	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
 		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
 	}
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
 	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.OperatorCancel{}, execution.Env{})
 	if err != nil {
 		return protocol.Execution{}, c.ex.refused(ctx, "cancel", execID, err)

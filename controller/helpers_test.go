@@ -48,7 +48,14 @@ func startController(t testing.TB, cfg Config) *Controller {
 	if err := c.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	t.Cleanup(func() {
+		_ = c.Close()
+		// Every change the controller made to an execution on its own ran
+		// as a write op (writemarks.go): a path without one pins the mark.
+		if n := c.marks.UntrackedCount(); n > 0 {
+			t.Errorf("%d execution writes made outside a write op", n)
+		}
+	})
 	return c
 }
 

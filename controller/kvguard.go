@@ -50,7 +50,7 @@ func (g *reloadGuard) guard(b streams.Buckets) streams.Buckets {
 		return guardedKV{KeyValue: kv, g: g}
 	}
 	return streams.Buckets{Jobs: w(b.Jobs), Execs: w(b.Execs), Idem: w(b.Idem), Agents: w(b.Agents),
-		Leases: w(b.Leases), Epochs: w(b.Epochs), Liveness: w(b.Liveness)}
+		Leases: w(b.Leases), Epochs: w(b.Epochs), Liveness: w(b.Liveness), Marks: w(b.Marks)}
 }
 
 // reload runs f (a server options reload) with no KV read in flight.

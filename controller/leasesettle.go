@@ -55,19 +55,26 @@ func (c *agentService) settleEpochs(ctx context.Context, lost []lostLease) {
 		return
 	}
 	for _, o := range ids {
-		l := byJob[o.job]
-		before, after, effs, err := c.ex.applyExec(ctx, o.id, execution.AgentLost{NewAgent: l.newAgent, Epoch: l.epoch}, c.ex.jobEnv(o.job))
-		if errors.Is(err, execution.ErrMovedOn) {
-			continue
-		}
-		if err != nil {
-			c.log.Warn("settle earlier epochs: move execution", "exec", o.id, "err", err)
-			continue
-		}
-		if err := c.ex.execEffects(ctx, after, nil, effs); err != nil {
-			c.log.Warn("settle earlier epochs: effects", "exec", o.id, "err", err)
-		}
-		c.log.Warn("execution of an earlier lease epoch moved on", "exec", o.id, "job", after.JobID, "from_agent", before.Agent,
-			"from_epoch", before.Epoch, "to_agent", after.Agent, "state", after.State, "attempt", after.Attempt, "epoch", after.Epoch)
+		c.settleOne(ctx, o.id, o.job, byJob[o.job])
 	}
+}
+
+// settleOne moves execution id of job, of an epoch before l's, on to l's
+// new agent (execution.AgentLost).
+func (c *agentService) settleOne(ctx context.Context, id, job string, l lostLease) {
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
+	before, after, effs, err := c.ex.applyExec(ctx, id, execution.AgentLost{NewAgent: l.newAgent, Epoch: l.epoch}, c.ex.jobEnv(job))
+	if errors.Is(err, execution.ErrMovedOn) {
+		return
+	}
+	if err != nil {
+		c.log.Warn("settle earlier epochs: move execution", "exec", id, "err", err)
+		return
+	}
+	if err := c.ex.execEffects(ctx, after, nil, effs); err != nil {
+		c.log.Warn("settle earlier epochs: effects", "exec", id, "err", err)
+	}
+	c.log.Warn("execution of an earlier lease epoch moved on", "exec", id, "job", after.JobID, "from_agent", before.Agent,
+		"from_epoch", before.Epoch, "to_agent", after.Agent, "state", after.State, "attempt", after.Attempt, "epoch", after.Epoch)
 }

@@ -37,6 +37,8 @@ const (
 	metricRptMaxBytes     = "ax_report_stream_max_bytes"
 	metricRptMsgs         = "ax_report_stream_messages"
 	metricRptOldest       = "ax_report_stream_oldest_seconds"
+	metricMarksOpen       = "ax_write_ops_open"
+	metricMarksFailed     = "ax_write_ops_failed"
 	metricRptMaxAge       = "ax_report_stream_max_age_seconds"
 	metricAgentRefused    = "ax_agent_requests_refused_total"
 )
@@ -92,6 +94,9 @@ type metrics struct {
 	// AX_RPT as of the last look (reportstream.go): bytes and reports
 	// held, the age of the oldest, and the stream's bounds.
 	rptBytes, rptMaxBytes, rptMsgs, rptOldest, rptMaxAge prometheus.Gauge
+	// Write marks (writemarks.go) as last stored: ops open, and those
+	// failed (an effect not stored), which hold the mark back.
+	marksOpen, marksFailed prometheus.Gauge
 	// Agent requests not served: registrations, heartbeats and consumer
 	// gateway requests dropped for their reply subject, gateway requests
 	// refused (gateway.go).
@@ -161,6 +166,10 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Age of the oldest report in AX_RPT (0 when empty)."}),
 		rptMaxAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptMaxAge,
 			Help: "AX_RPT's age bound (reports.max_age): an older report is removed by the stream."}),
+		marksOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricMarksOpen,
+			Help: "Changes to executions this replica made on its own whose command and events are not all stored yet (as of the last stored write mark)."}),
+		marksFailed: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricMarksFailed,
+			Help: "Of those, changes with an effect that failed to be stored: they hold the write mark back until the process restarts, and a reload checks every record since."}),
 		agentRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricAgentRefused,
 			Help: "Agent requests not served, by endpoint (register, heartbeat, consumer_gateway) and reason: reply (dropped: the reply subject is not the agent's inbox), subject (dropped), consumer (a consumer beyond the agent's own pull consumer, refused)."},
 			[]string{"endpoint", "reason"}),
@@ -174,7 +183,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
 		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
-		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.agentRefused} {
+		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.agentRefused,
+		m.marksOpen, m.marksFailed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

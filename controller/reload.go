@@ -23,16 +23,29 @@ import (
 // of the one-shot jobs on two more goroutines while this one checks the
 // history (the three are independent; with 300,000 PENDING one-shots each
 // takes about a second); the re-sends and the orphan check wait for the
-// run ids.
+// run ids. Only the records written at or after the oldest write mark of
+// any replica (writemarks.go), and those of versions without marks, are
+// checked for a lost command or event: the others were written with
+// their effects. A reload of every shard then removes the marks of dead
+// processes.
 func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) error {
 	if c.hooks.beforeReload != nil {
 		c.hooks.beforeReload()
 	}
 	in := func(jobID string) bool { n := c.own.shardOf(jobID); return shards[n] && c.own.owns(n) }
+	marks, merr := c.readMarks(ctx)
+	if merr != nil {
+		c.log.Warn("reading the write marks failed; checking every execution's command and events", "err", merr)
+	}
+	floor, hasFloor := marksFloor(marks, c.cfg.marksMargin)
+	mayLack := func(r *execRecord) bool {
+		return merr != nil || !hasFloor || !r.Tracked || !r.UpdatedAt.Before(floor)
+	}
 	s, err := c.reloadScan(ctx, in)
 	if err != nil {
 		return err
 	}
+	s.keepMayLack(mayLack)
 	var (
 		sent    map[string]bool
 		sentErr error
@@ -107,9 +120,35 @@ func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) er
 	if sentKnown {
 		cancelled = c.cancelUnsentOfDeleted(ctx, jobless, sent)
 	}
-	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", len(s.pending), "pending_resent", resent,
-		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled)
+	dropped := 0
+	if merr == nil && sentKnown && herr == nil && len(shards) == c.cfg.Shards {
+		dropped = c.dropDeadMarks(ctx, marks)
+	}
+	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", s.pendingAll, "pending_resent", resent,
+		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled,
+		"checked", len(s.live), "unchecked", s.unchecked, "write_marks", len(marks), "dead_marks_removed", dropped)
 	return nil
+}
+
+// keepMayLack narrows the scan to the records that may lack a command or
+// an event (mayLack): the others were written with their effects. The
+// retry timers and the unplaced executions stay as the scan set them.
+func (s *reloadScanned) keepMayLack(mayLack func(*execRecord) bool) {
+	s.pendingAll = len(s.pending)
+	keep := func(rs []*execRecord) []*execRecord {
+		out := rs[:0]
+		for _, r := range rs {
+			if mayLack(r) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	n := len(s.live)
+	s.live = keep(s.live)
+	s.unchecked = n - len(s.live)
+	s.pending = keep(s.pending)
+	s.jobless = keep(s.jobless)
 }
 
 // cancelUnsentOfDeleted cancels the PENDING executions of deleted jobs
@@ -140,6 +179,8 @@ func (c *reloader) cancelUnsentOfDeleted(ctx context.Context, jobless []*execRec
 
 // reloadScanned is what the scan of a reload found in its shards.
 type reloadScanned struct {
+	pendingAll int               // PENDING with an agent, before keepMayLack
+	unchecked  int               // records keepMayLack dropped
 	live       []*execRecord     // every execution of the shards
 	pending    []*execRecord     // PENDING with an agent
 	jobless    []*execRecord     // PENDING whose job the cache does not hold

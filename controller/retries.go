@@ -168,6 +168,8 @@ func (c *reportIngest) fireRetry(ctx context.Context, it retryItem) error {
 		}
 		ev = due
 	}
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
 	before, after, effs, err := c.ex.applyExec(ctx, it.ExecID, ev, c.ex.jobEnv(it.JobID))
 	switch {
 	case errors.Is(err, execution.ErrMovedOn):

@@ -53,8 +53,10 @@ func (s Store) Get(ctx context.Context, id string) (Version, error) {
 }
 
 // Put stores next with compare-and-set against cur (create when cur.Rev
-// is 0) and returns the new revision.
+// is 0) and returns the new revision. Like PutAsync, it marks next
+// Tracked: its writer keeps a write mark (controller/writemark).
 func (s Store) Put(ctx context.Context, cur Version, next *execution.Record) (uint64, error) {
+	next.Tracked = true
 	data, err := json.Marshal(next)
 	if err != nil {
 		return 0, fmt.Errorf("write execution %s: encode: %w", next.ExecID, err)
@@ -91,6 +93,7 @@ type Pending struct {
 // put (a KV create) handles it.
 func (s Store) PutAsync(cur Version, next *execution.Record) *Pending {
 	p := &Pending{id: next.ExecID}
+	next.Tracked = true
 	data, err := json.Marshal(next)
 	if err != nil {
 		p.err = fmt.Errorf("write execution %s: encode: %w", next.ExecID, err)

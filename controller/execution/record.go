@@ -26,6 +26,11 @@ type Record struct {
 	// sent since the record was written by a version without it. A new
 	// attempt is accepted only from that agent, for that attempt.
 	Sent int `json:"sent,omitempty"`
+	// Tracked is set on every write by a controller that keeps write
+	// marks (controller/writemark): a reload may skip checking the
+	// effects of a tracked record older than every replica's mark. A
+	// record without it (written by an earlier version) is always checked.
+	Tracked bool `json:"tracked,omitempty"`
 }
 
 // Clone returns a deep copy, so that a change never touches a shared value.

@@ -124,7 +124,7 @@ func (c Config) Validate() error {
 
 // Buckets are the KV buckets of ax, opened by Ensure.
 type Buckets struct {
-	Jobs, Execs, Idem, Agents, Leases, Epochs, Liveness jetstream.KeyValue
+	Jobs, Execs, Idem, Agents, Leases, Epochs, Liveness, Marks jetstream.KeyValue
 }
 
 func (c Config) storage() jetstream.StorageType {
@@ -197,6 +197,7 @@ func (c Config) KVConfigs() []jetstream.KeyValueConfig {
 		kv(protocol.BucketLeases, "ax leases", 1, c.LeaseTTL),
 		kv(protocol.BucketEpochs, "ax group-job lease grants (epoch history)", 1, 0),
 		livenessKV,
+		kv(protocol.BucketMarks, "ax controllers' write marks", 1, 0),
 	}
 }
 
@@ -212,7 +213,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 		}
 	}
 	var b Buckets
-	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases, &b.Epochs, &b.Liveness}
+	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases, &b.Epochs, &b.Liveness, &b.Marks}
 	for i, kc := range cfg.KVConfigs() {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
 		if err != nil {

@@ -43,6 +43,11 @@ const (
 	// heartbeats it answered (bucket TTL, History 1); only controllers
 	// read and write it.
 	BucketLiveness = "ax_liveness"
+	// BucketMarks holds each controller process's write mark (no TTL,
+	// History 1): the time before which every execution record it wrote
+	// has its command and events stored (controller/writemark). Only
+	// controllers read and write it.
+	BucketMarks = "ax_marks"
 
 	// DefaultShards is the default number of report shards.
 	DefaultShards = 16

@@ -1,0 +1,78 @@
+package writemark
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Version is the version of Value; a reader refuses a value of a later one.
+const Version = 1
+
+// Value is what a controller process stores under its key in ax_marks.
+type Value struct {
+	V int `json:"v"`
+	// Node and Instance name the process (Key).
+	Node     string `json:"node"`
+	Instance string `json:"instance"`
+	// Through, Open and Failed are its Mark when stored.
+	Through time.Time `json:"through"`
+	Open    int       `json:"open"`
+	Failed  int       `json:"failed"`
+}
+
+// Key is the key of a process's mark: node and instance, both names of
+// the characters a KV key allows (protocol.ValidateName, hex).
+func Key(node, instance string) string { return node + "." + instance }
+
+// Encode returns v as stored.
+func Encode(v Value) ([]byte, error) {
+	v.V = Version
+	if err := v.validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// Decode reads a stored value and checks it.
+func Decode(data []byte) (Value, error) {
+	var v Value
+	if err := json.Unmarshal(data, &v); err != nil {
+		return Value{}, fmt.Errorf("write mark: %w", err)
+	}
+	if v.V < 1 || v.V > Version {
+		return Value{}, fmt.Errorf("write mark: v: version %d not supported (1..%d)", v.V, Version)
+	}
+	if err := v.validate(); err != nil {
+		return Value{}, err
+	}
+	return v, nil
+}
+
+func (v Value) validate() error {
+	if err := protocol.ValidateName("node", v.Node); err != nil {
+		return fmt.Errorf("write mark: %w", err)
+	}
+	if v.Instance == "" {
+		return fmt.Errorf("write mark: instance: empty")
+	}
+	if v.Through.IsZero() {
+		return fmt.Errorf("write mark: through: zero")
+	}
+	if v.Open < 0 || v.Failed < 0 || v.Failed > v.Open {
+		return fmt.Errorf("write mark: open %d, failed %d: counts out of range", v.Open, v.Failed)
+	}
+	return nil
+}
+
+// Oldest returns the smallest Through of vs; ok is false when vs is empty.
+func Oldest(vs []Value) (t time.Time, ok bool) {
+	for _, v := range vs {
+		if !ok || v.Through.Before(t) {
+			t, ok = v.Through, true
+		}
+	}
+	return t, ok
+}

@@ -1,0 +1,196 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/writemark"
+)
+
+// Write marks (controller/writemark): every change this replica makes to
+// an execution on its own runs as an op of c.marks, and the replica keeps
+// its mark in KV ax_marks under marksKey, so that a reload checks the
+// effects of only the records written at or after the oldest mark of any
+// replica (reload.go).
+
+const (
+	// marksInterval is how often the mark is stored.
+	marksInterval = time.Second
+	// marksMargin is how much older than the oldest mark a record must be
+	// to be taken as written with its effects: room for a step of the
+	// wall clock between an op's begin and its record's updated_at.
+	marksMargin = 2 * time.Second
+	// lateAckWait bounds how long an op waits for an effect's ack after
+	// its code gave up waiting; past it the op fails (its mark stays).
+	lateAckWait = time.Minute
+)
+
+// marksKey is this process's key in ax_marks.
+func (c *core) marksKey() string { return writemark.Key(c.cfg.Node, c.instance) }
+
+// storeMark stores the current mark under marksKey.
+func (c *core) storeMark(ctx context.Context) error {
+	m := c.marks.Mark()
+	data, err := writemark.Encode(writemark.Value{Node: c.cfg.Node, Instance: c.instance, Through: m.Through, Open: m.Open, Failed: m.Failed})
+	if err != nil {
+		return err
+	}
+	if _, err := c.kv.Marks.Put(ctx, c.marksKey(), data); err != nil {
+		return fmt.Errorf("store write mark: %w", err)
+	}
+	c.m.marksOpen.Set(float64(m.Open))
+	c.m.marksFailed.Set(float64(m.Failed))
+	return nil
+}
+
+// marksLoop stores the mark every marksInterval until ctx ends.
+func (c *core) marksLoop(ctx context.Context) {
+	c.every(ctx, marksInterval, marksInterval, "store write mark", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return c.storeMark(ctx)
+	})
+}
+
+// finishMarks runs at a clean stop, after the loops ended: no op may
+// begin any more; with none open the key is removed (nothing this process
+// wrote lacks its effects), otherwise the final mark is stored.
+func (c *core) finishMarks() {
+	if c.kv.Marks == nil {
+		return
+	}
+	m, idle := c.marks.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var err error
+	if idle {
+		err = c.kv.Marks.Delete(ctx, c.marksKey())
+	} else {
+		err = c.storeMark(ctx)
+	}
+	if err != nil {
+		c.log.Warn("final write mark", "idle", idle, "open", m.Open, "err", err)
+	}
+}
+
+// storedMark is one key of ax_marks as a reload read it.
+type storedMark struct {
+	key   string
+	rev   uint64
+	value writemark.Value
+}
+
+// readMarks returns every key of ax_marks. A value that does not decode
+// is an error: its process's records cannot be judged.
+func (c *core) readMarks(ctx context.Context) ([]storedMark, error) {
+	keys, err := c.kv.Marks.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read write marks: %w", err)
+	}
+	var out []storedMark
+	for k := range keys.Keys() {
+		e, err := c.kv.Marks.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // removed since listed: that process ended cleanly
+		}
+		if err != nil {
+			_ = keys.Stop()
+			return nil, fmt.Errorf("read write mark %s: %w", k, err)
+		}
+		v, err := writemark.Decode(e.Value())
+		if err != nil {
+			_ = keys.Stop()
+			return nil, fmt.Errorf("read write mark %s: %w", k, err)
+		}
+		out = append(out, storedMark{key: k, rev: e.Revision(), value: v})
+	}
+	return out, nil
+}
+
+// marksFloor returns the time before which a tracked record was written
+// with its effects: the oldest mark of marks, less margin.
+func marksFloor(marks []storedMark, margin time.Duration) (time.Time, bool) {
+	vs := make([]writemark.Value, len(marks))
+	for i, m := range marks {
+		vs[i] = m.value
+	}
+	t, ok := writemark.Oldest(vs)
+	if !ok {
+		return time.Time{}, false
+	}
+	return t.Add(-margin), true
+}
+
+// dropDeadMarks removes, after a reload that checked every shard, the
+// keys of this node's earlier processes (one process runs a node at a
+// time): their records were all checked by it. The keys of other nodes
+// stay, live or not (a replica cannot tell a dead one from one that is
+// frozen and may still write), and keep the reloads checking the records
+// since their marks. A key written again since it was read (its revision
+// moved) is kept. It returns how many it removed.
+func (c *core) dropDeadMarks(ctx context.Context, marks []storedMark) int {
+	n := 0
+	for _, m := range marks {
+		if m.key == c.marksKey() || m.value.Node != c.cfg.Node {
+			continue
+		}
+		if err := c.kv.Marks.Delete(ctx, m.key, jetstream.LastRevision(m.rev)); err != nil {
+			c.log.Warn("remove a dead process's write mark", "key", m.key, "err", err)
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// holdLate keeps op open until futs are acknowledged (at most
+// lateAckWait): its code stopped waiting for them. One that fails, or
+// does not answer in time, fails the op.
+func (c *core) holdLate(op *writemark.Op, futs []jetstream.PubAckFuture) {
+	if op == nil || len(futs) == 0 {
+		return
+	}
+	release := op.Hold()
+	go func() {
+		t := c.clk.NewTimer(lateAckWait)
+		defer t.Stop()
+		for _, f := range futs {
+			select {
+			case <-f.Ok():
+			case <-f.Err():
+				release(false)
+				return
+			case <-t.C():
+				release(false)
+				return
+			}
+		}
+		release(true)
+	}()
+}
+
+// opWrite checks, before a write of an execution record, that ctx carries
+// an op that may write; a write outside any op pins the mark (and is
+// counted: a path that forgot its op).
+func (c *core) opWrite(ctx context.Context) (*writemark.Op, error) {
+	op := writemark.From(ctx)
+	if op == nil {
+		c.marks.Untracked()
+		return nil, nil
+	}
+	if err := op.Refused(); err != nil {
+		return op, fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	return op, nil
+}
+
+// failOp fails op (nil: none) when a write's outcome is unknown.
+func failOp(op *writemark.Op) {
+	if op != nil {
+		op.Fail()
+	}
+}

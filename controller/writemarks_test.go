@@ -1,0 +1,186 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/writemark"
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// leaveDeadMark stores the write mark a killed process of c's node would
+// have left with an op open since through: the records such a process
+// wrote at or after through may lack their command or events. Tests that
+// write a record by hand to stand for one a crash cut short call it, since
+// a record of a process that ended cleanly is known to have its effects.
+func leaveDeadMark(t testing.TB, cfg Config, through time.Time) {
+	t.Helper()
+	data, err := writemark.Encode(writemark.Value{Node: cfg.Node, Instance: "dead00000000", Through: through, Open: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := marksKV(t, cfg.NATS.URL).Put(tctx(t), writemark.Key(cfg.Node, "dead00000000"), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// marksKV opens ax_marks on the server at url, on a connection of the
+// test's own.
+func marksKV(t testing.TB, url string) jetstream.KeyValue {
+	t.Helper()
+	nc, js := natstest.Connect(t, url)
+	t.Cleanup(nc.Close)
+	kv, err := js.KeyValue(tctx(t), protocol.BucketMarks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// markKeys returns the keys of ax_marks on the server at url, sorted.
+func markKeys(t testing.TB, url string) []string {
+	t.Helper()
+	keys, err := marksKV(t, url).Keys(tctx(t))
+	if err != nil && err != jetstream.ErrNoKeysFound {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// TestReloadChecksOnlyRecordsAfterTheMarks: after a clean stop, a restart
+// reads no run command back and checks no record (every record was
+// written with its effects); with a killed process's mark older than the
+// records, it checks them all, finds their runs in AX_CMD and re-sends
+// none, then removes that mark (a process of its own node).
+func TestReloadChecksOnlyRecordsAfterTheMarks(t *testing.T) {
+	cfg, c1, a := onExternalServer(t, func(cfg *Config) { cfg.marksMargin = time.Nanosecond })
+	ctx := tctx(t)
+	a.register()
+	const n = 5
+	for range n {
+		if _, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
+			Target: protocol.Target{Agent: "edge-1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "five runs sent", func() bool { return len(a.commands()) >= n })
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if keys := markKeys(t, cfg.NATS.URL); len(keys) != 0 {
+		t.Fatalf("ax_marks after a clean stop: %v, want no key (the process ended with its effects stored)", keys)
+	}
+
+	restart := func(what string) map[string]any {
+		t.Helper()
+		logs := &testutil.Buffer{}
+		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		cfg.Registry = nil
+		c := startController(t, cfg)
+		r := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %v", what, r)
+		return r
+	}
+	r := restart("after a clean stop")
+	if r["pending"] != float64(n) || r["checked"] != float64(0) || r["unchecked"] != float64(n) || r["pending_resent"] != float64(0) {
+		t.Errorf("reload after a clean stop %v: want %d pending, none checked, %d unchecked, none re-sent", r, n, n)
+	}
+
+	leaveDeadMark(t, cfg, time.Now().Add(-time.Hour))
+	r = restart("with a killed process's mark an hour old")
+	if r["checked"] != float64(n) || r["pending_resent"] != float64(0) || r["dead_marks_removed"] != float64(1) || r["write_marks"] != float64(2) {
+		t.Errorf("reload with a dead mark %v: want %d checked, none re-sent (AX_CMD holds them), 2 marks read, 1 removed", r, n)
+	}
+	if keys := markKeys(t, cfg.NATS.URL); len(keys) != 0 {
+		t.Errorf("ax_marks after the reload and a clean stop: %v, want none", keys)
+	}
+}
+
+// TestKilledProcessLeavesItsMark: a process that dies (no clean stop)
+// leaves its key with a mark no later than its last write; the next
+// process of the node removes it once its reload has checked every shard.
+func TestKilledProcessLeavesItsMark(t *testing.T) {
+	cfg, c1, a := onExternalServer(t, nil)
+	ctx := tctx(t)
+	a.register()
+	before := c1.now()
+	if _, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
+		Target: protocol.Target{Agent: "edge-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	key := c1.marksKey()
+	c1.abandon()
+	e, err := marksKV(t, cfg.NATS.URL).Get(ctx, key)
+	if err != nil {
+		t.Fatalf("mark of the killed process: %v", err)
+	}
+	v, err := writemark.Decode(e.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Through.Before(before.Add(-time.Minute)) || v.Instance != c1.instance {
+		t.Errorf("killed process's mark %+v: want its own, through at most a minute before %v", v, before)
+	}
+	logs := &testutil.Buffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	cfg.Registry = nil
+	c2 := startController(t, cfg)
+	r := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+	if r["dead_marks_removed"] != float64(1) {
+		t.Errorf("reload %v: want the killed process's mark removed", r)
+	}
+	if keys := markKeys(t, cfg.NATS.URL); !slices.Equal(keys, []string{c2.marksKey()}) {
+		t.Errorf("ax_marks after the reload: %v, want only %s", keys, c2.marksKey())
+	}
+}
+
+// TestFailedEffectHoldsTheMark: an operator's cancel whose cancel command
+// cannot be stored (AX_CMD gone) fails its write op: the mark stays at the
+// op's begin, counted in ax_write_ops_failed, for the life of the process.
+func TestFailedEffectHoldsTheMark(t *testing.T) {
+	c := newTestController(t)
+	ctx := tctx(t)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	j, err := c.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
+		Target: protocol.Target{Agent: "edge-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	execID := a.waitCommand("run", func(cmd protocol.Command) bool { return cmd.Kind == protocol.CmdRun && cmd.Run.Job.ID == j.ID }).Run.ExecID
+	if m := c.marks.Mark(); m.Open != 0 {
+		t.Fatalf("after the create: %+v, want no op open", m)
+	}
+	if err := c.js.DeleteStream(ctx, protocol.StreamCommands); err != nil {
+		t.Fatal(err)
+	}
+	at := c.now()
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := c.CancelExecution(cctx, execID); err == nil {
+		t.Fatal("cancel with AX_CMD gone: nil error, want the cancel command's failure")
+	}
+	m := c.marks.Mark()
+	if m.Failed != 1 || m.Through.Before(at) || m.Through.After(c.now()) {
+		t.Errorf("after the failed cancel: %+v, want 1 failed op holding the mark at its begin (at or after %v)", m, at)
+	}
+	eventually(t, 10*time.Second, "the failed op counted and stored", func() bool {
+		e, err := c.kv.Marks.Get(ctx, c.marksKey())
+		if err != nil {
+			return false
+		}
+		v, err := writemark.Decode(e.Value())
+		return err == nil && v.Failed == 1 && v.Through.Equal(m.Through) && val(t, c.m.marksFailed) == 1
+	})
+}
