@@ -38,6 +38,7 @@ const (
 	metricRptMsgs         = "ax_report_stream_messages"
 	metricRptOldest       = "ax_report_stream_oldest_seconds"
 	metricRptMaxAge       = "ax_report_stream_max_age_seconds"
+	metricRptAckedRemoved = "ax_report_stream_acked_removed_total"
 	metricAgentRefused    = "ax_agent_requests_refused_total"
 )
 
@@ -92,6 +93,9 @@ type metrics struct {
 	// AX_RPT as of the last look (reportstream.go): bytes and reports
 	// held, the age of the oldest, and the stream's bounds.
 	rptBytes, rptMaxBytes, rptMsgs, rptOldest, rptMaxAge prometheus.Gauge
+	// Reports removed from AX_RPT at or below their consumer's ack floor
+	// (applied and acknowledged, left stored by a kill of the server).
+	rptAckedRemoved prometheus.Counter
 	// Agent requests not served: registrations, heartbeats and consumer
 	// gateway requests dropped for their reply subject, gateway requests
 	// refused (gateway.go).
@@ -161,6 +165,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Age of the oldest report in AX_RPT (0 when empty)."}),
 		rptMaxAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricRptMaxAge,
 			Help: "AX_RPT's age bound (reports.max_age): an older report is removed by the stream."}),
+		rptAckedRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: metricRptAckedRemoved,
+			Help: "Reports removed from AX_RPT at or below their consumer's ack floor: applied and acknowledged, but left stored (a kill -9 of the server lost their removal)."}),
 		agentRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricAgentRefused,
 			Help: "Agent requests not served, by endpoint (register, heartbeat, consumer_gateway) and reason: reply (dropped: the reply subject is not the agent's inbox), subject (dropped), consumer (a consumer beyond the agent's own pull consumer, refused)."},
 			[]string{"endpoint", "reason"}),
@@ -174,7 +180,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
 		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
-		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.agentRefused} {
+		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.agentRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
