@@ -302,6 +302,10 @@
 //	ax_report_stream_oldest_seconds   gauge     age of the oldest report in AX_RPT
 //	ax_report_stream_max_bytes        gauge     AX_RPT's byte bound (reports.max_bytes)
 //	ax_report_stream_max_age_seconds  gauge     AX_RPT's age bound (reports.max_age)
+//	ax_report_stream_acked_removed_total
+//	                                  counter   reports removed from AX_RPT at or below their
+//	                                            consumer's ack floor (acknowledged, but left
+//	                                            stored by a kill -9 of the server)
 //	ax_agent_requests_refused_total{endpoint,reason}
 //	                                  counter   agent requests not served (endpoint register,
 //	                                            heartbeat or consumer_gateway): reason reply

@@ -40,6 +40,7 @@ const (
 	metricMarksOpen       = "ax_write_ops_open"
 	metricMarksFailed     = "ax_write_ops_failed"
 	metricRptMaxAge       = "ax_report_stream_max_age_seconds"
+	metricRptAckedRemoved = "ax_report_stream_acked_removed_total"
 	metricAgentRefused    = "ax_agent_requests_refused_total"
 )
 
@@ -97,6 +98,9 @@ type metrics struct {
 	// Write marks (writemarks.go) as last stored: ops open, and those
 	// failed (an effect not stored), which hold the mark back.
 	marksOpen, marksFailed prometheus.Gauge
+	// Reports removed from AX_RPT at or below their consumer's ack floor
+	// (applied and acknowledged, left stored by a kill of the server).
+	rptAckedRemoved prometheus.Counter
 	// Agent requests not served: registrations, heartbeats and consumer
 	// gateway requests dropped for their reply subject, gateway requests
 	// refused (gateway.go).
@@ -170,6 +174,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Changes to executions this replica made on its own whose command and events are not all stored yet (as of the last stored write mark)."}),
 		marksFailed: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricMarksFailed,
 			Help: "Of those, changes with an effect that failed to be stored: they hold the write mark back until the process restarts, and a reload checks every record since."}),
+		rptAckedRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: metricRptAckedRemoved,
+			Help: "Reports removed from AX_RPT at or below their consumer's ack floor: applied and acknowledged, but left stored (a kill -9 of the server lost their removal)."}),
 		agentRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricAgentRefused,
 			Help: "Agent requests not served, by endpoint (register, heartbeat, consumer_gateway) and reason: reply (dropped: the reply subject is not the agent's inbox), subject (dropped), consumer (a consumer beyond the agent's own pull consumer, refused)."},
 			[]string{"endpoint", "reason"}),
@@ -183,7 +189,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
 		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
-		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.agentRefused,
+		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.agentRefused,
 		m.marksOpen, m.marksFailed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)

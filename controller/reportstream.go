@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -24,6 +25,23 @@ import (
 // each report as rejected (bad_shard). Reports on a token a consumer reads
 // but not the job's shard are rejected when they are read (lanes.go).
 // Every replica also exports the stream's fill and bounds as gauges.
+//
+// The same replica removes the reports left stored at or below their
+// consumer's ack floor. Such a report was applied and acknowledged, and
+// the work queue should have removed it, but a kill -9 of the embedded
+// server can persist the consumer's ack floor and lose the removal: the
+// report is never delivered again nor removed, and takes room from new
+// ones (the stream discards new reports when full). The upkeep keeps each
+// consumer's ack floor of its previous look; when the consumer's first
+// stored report is at or below that floor, the reports of its filter
+// subject up to that floor are purged (counted in
+// ax_report_stream_acked_removed_total). A report above the floor (not yet
+// delivered, or delivered and not acknowledged) is never removed: the ack
+// floor only grows, so one read before the purge is never too high. The
+// floor of the previous look, not the current one, leaves alone the
+// reports acknowledged a moment ago whose removal is under way (a
+// replicated stream removes them after the consumer moved its floor):
+// they are not counted as left behind.
 
 // defaultReportSweep is how often AX_RPT is looked at.
 const defaultReportSweep = 10 * time.Second
@@ -34,12 +52,20 @@ func (c *reportIngest) reportStreamLoop(ctx context.Context) {
 	if every <= 0 {
 		every = defaultReportSweep
 	}
-	c.every(ctx, 0, every, "report stream upkeep", c.reportStreamStep)
+	floors := ackFloors{}
+	c.every(ctx, 0, every, "report stream upkeep", func(ctx context.Context) error {
+		return c.reportStreamStep(ctx, floors)
+	})
 }
 
+// ackFloors are the report consumers' ack floors (stream sequences) at
+// the upkeep's previous look, by consumer name.
+type ackFloors map[string]uint64
+
 // reportStreamStep updates the gauges and, on the owner of shard 0,
-// purges the reports of tokens no consumer reads.
-func (c *reportIngest) reportStreamStep(ctx context.Context) error {
+// purges the reports at or below their consumer's ack floor in floors
+// (updated to the floors now) and the reports of tokens no consumer reads.
+func (c *reportIngest) reportStreamStep(ctx context.Context, floors ackFloors) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := c.js.Stream(ctx, protocol.StreamReports)
@@ -60,6 +86,7 @@ func (c *reportIngest) reportStreamStep(ctx context.Context) error {
 		return nil
 	}
 	read := uint64(0) // reports the consumers account for
+	infos := make([]*jetstream.ConsumerInfo, 0, max(c.cfg.Shards, protocol.DefaultShards))
 	for n := range max(c.cfg.Shards, protocol.DefaultShards) {
 		cons, err := c.js.Consumer(ctx, protocol.StreamReports, shardConsumerName(n))
 		if err != nil {
@@ -67,11 +94,59 @@ func (c *reportIngest) reportStreamStep(ctx context.Context) error {
 		}
 		ci := cons.CachedInfo()
 		read += ci.NumPending + uint64(ci.NumAckPending)
+		infos = append(infos, ci)
 	}
-	if read >= info.State.Msgs {
+	removed, err := c.purgeAcked(ctx, st, info.State.FirstSeq, infos, floors)
+	if err != nil {
+		return err
+	}
+	if read+removed >= info.State.Msgs {
 		return nil
 	}
 	return c.purgeUnread(ctx, st)
+}
+
+// purgeAcked removes from AX_RPT the reports at or below their
+// consumer's ack floor of the previous look (floors; see the top of the
+// file), from first (the stream's first sequence) on, records the floors
+// of infos in floors, and returns how many reports it removed.
+func (c *reportIngest) purgeAcked(ctx context.Context, st jetstream.Stream, first uint64, infos []*jetstream.ConsumerInfo, floors ackFloors) (removed uint64, _ error) {
+	var from []string
+	defer func() { // also what was removed before an error
+		if removed > 0 {
+			c.m.rptAckedRemoved.Add(float64(removed))
+			c.log.Info("acknowledged reports removed from "+protocol.StreamReports, "count", removed, "consumers", from,
+				"detail", "left stored at or below their consumer's ack floor (a kill of the server lost their removal)")
+		}
+	}()
+	for _, ci := range infos {
+		prev, seen := floors[ci.Name]
+		floors[ci.Name] = ci.AckFloor.Stream
+		// A consumer made again since starts from floor 0: the lower.
+		floor, filter := min(prev, ci.AckFloor.Stream), ci.Config.FilterSubject
+		if !seen || floor < first || filter == "" {
+			continue // nothing stored at or below the floor
+		}
+		m, err := st.GetMsg(ctx, first, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return removed, fmt.Errorf("report consumer %s: first report: %w", ci.Name, err)
+		}
+		if m.Sequence > floor {
+			continue
+		}
+		n, err := c.purgeSubject(ctx, filter, floor+1)
+		removed += n
+		if n > 0 {
+			from = append(from, ci.Name)
+		}
+		if err != nil {
+			return removed, fmt.Errorf("report consumer %s: remove acknowledged reports: %w", ci.Name, err)
+		}
+	}
+	return removed, nil
 }
 
 // purgeUnread purges the subjects of AX_RPT whose shard token no report
@@ -90,7 +165,7 @@ func (c *reportIngest) purgeUnread(ctx context.Context, st jetstream.Stream) err
 	}
 	sort.Strings(bad)
 	for _, subj := range bad {
-		n, err := c.purgeSubject(ctx, subj)
+		n, err := c.purgeSubject(ctx, subj, 0)
 		if err != nil {
 			return err
 		}
@@ -105,13 +180,15 @@ func (c *reportIngest) purgeUnread(ctx context.Context, st jetstream.Stream) err
 	return nil
 }
 
-// purgeSubject purges one subject of AX_RPT and returns how many reports
-// the server removed (the JetStream API answers it; the client library's
+// purgeSubject purges the reports of subject subj of AX_RPT, those below
+// sequence before when it is not 0, and returns how many reports the
+// server removed (the JetStream API answers it; the client library's
 // Purge does not say).
-func (c *reportIngest) purgeSubject(ctx context.Context, subj string) (uint64, error) {
+func (c *reportIngest) purgeSubject(ctx context.Context, subj string, before uint64) (uint64, error) {
 	req, err := json.Marshal(struct {
 		Filter string `json:"filter"`
-	}{subj})
+		Seq    uint64 `json:"seq,omitempty"`
+	}{subj, before})
 	if err != nil {
 		return 0, err
 	}

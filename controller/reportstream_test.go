@@ -1,0 +1,203 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// newReportStreamIngest returns the report ingest of a controller that is
+// only its embedded nats-server (file storage in a temporary dir), AX_RPT,
+// the report consumers, and the lease of shard 0: no shard worker reads
+// the reports, so what the upkeep leaves in AX_RPT stays there.
+func newReportStreamIngest(t *testing.T) *reportIngest {
+	t.Helper()
+	cfg := testConfig(t, t.TempDir()).withDefaults()
+	srv, _, err := startEmbedded(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, js, err := connect(cfg, srv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := streams.Ensure(tctx(t), js, streams.Config{Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &core{cfg: cfg, log: testutil.Logger(), clk: cfg.Clock, m: m, nc: nc, js: js}
+	c.own = newOwnership(ownershipEnv{cfg: ownershipConfig{Node: cfg.Node, Shards: cfg.Shards}}, nil)
+	c.own.owned[0].Store(true)
+	if err := c.ensureConsumers(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	return &reportIngest{c}
+}
+
+// TestReportStreamRemovesAcked: reports left in AX_RPT at or below their
+// consumer's ack floor (what a kill -9 of the embedded server leaves, see
+// TestKill9LeavesNoAckedReports; made here by resetting the consumer past
+// them) are removed by the upkeep at its second look and counted; the
+// reports above the floor, not yet delivered or delivered and not
+// acknowledged, stay and are delivered.
+func TestReportStreamRemovesAcked(t *testing.T) {
+	c := newReportStreamIngest(t)
+	ctx := tctx(t)
+	js := c.js
+	publish := func(shard int) uint64 {
+		t.Helper()
+		ack, err := js.Publish(ctx, protocol.ReportSubject(shard, "edge-1"), []byte("report"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	// Shard 3: 1..4, shard 5 interleaved: 5, 6 on shard 3, 7 on shard 5.
+	var ghosts3, ghosts5 []uint64
+	for range 2 {
+		ghosts3 = append(ghosts3, publish(3))
+		ghosts5 = append(ghosts5, publish(5))
+	}
+	ghosts3 = append(ghosts3, publish(3))
+	// The consumers' ack floors move past them: the state a kill -9 leaves
+	// (the floor stored, the work queue's removal lost).
+	next3, next5 := publish(3), publish(5)
+	for shard, next := range map[int]uint64{3: next3, 5: next5} {
+		if _, err := js.ResetConsumerToSequence(ctx, protocol.StreamReports, shardConsumerName(shard), next); err != nil {
+			t.Fatalf("reset %s: %v", shardConsumerName(shard), err)
+		}
+	}
+	cons3, err := js.Consumer(ctx, protocol.StreamReports, shardConsumerName(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Above shard 3's floor: one delivered and not acknowledged, one
+	// delivered and acknowledged, one not delivered yet.
+	deliverable := []uint64{publish(3), publish(3), publish(3)}
+	first := fetch(t, cons3, 3)
+	if len(first) != 3 || first[0].seq != next3 {
+		t.Fatalf("shard 3 delivered %v, want %d (the report it was reset to) first", first, next3)
+	}
+	// first[0] (the report reset to) is acknowledged, first[1] not,
+	// first[2] acknowledged: the floor is first[0].
+	for _, i := range []int{0, 2} {
+		if err := first[i].msg.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := []uint64{next5, first[1].seq, deliverable[2]} // shard 5: next5 not delivered yet
+	st, err := js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() []uint64 {
+		t.Helper()
+		var seqs []uint64
+		for seq := uint64(1); ; seq++ {
+			m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(protocol.SubjectReportsAll))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return seqs
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, m.Sequence)
+			seq = m.Sequence
+		}
+	}
+	want := slices.Sorted(slices.Values(append(append(append([]uint64{}, ghosts3...), ghosts5...), keep...)))
+	if got := stored(); !slices.Equal(got, want) {
+		t.Fatalf("AX_RPT holds %v before the upkeep, want %v", got, want)
+	}
+	// The first look records the floors, the second removes what is at
+	// or below them.
+	floors := ackFloors{}
+	if err := c.reportStreamStep(ctx, floors); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); !slices.Equal(got, want) {
+		t.Fatalf("AX_RPT holds %v after the upkeep's first look, want %v", got, want)
+	}
+	if err := c.reportStreamStep(ctx, floors); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); !slices.Equal(got, keep) {
+		t.Fatalf("AX_RPT holds %v after the upkeep, want only the reports above the floors %v (ghosts %v, %v)", got, keep, ghosts3, ghosts5)
+	}
+	if got, want := val(t, c.m.rptAckedRemoved), float64(len(ghosts3)+len(ghosts5)); got != want {
+		t.Fatalf("%s = %v, want %v", metricRptAckedRemoved, got, want)
+	}
+	// Again: nothing more to remove.
+	if err := c.reportStreamStep(ctx, floors); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); !slices.Equal(got, keep) {
+		t.Fatalf("AX_RPT holds %v after a second upkeep, want %v", got, keep)
+	}
+	// The reports left are still delivered: the one not acknowledged
+	// after the ack wait, the others for the first time.
+	cons5, err := js.Consumer(ctx, protocol.StreamReports, shardConsumerName(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	testutil.Eventually(t, 30*time.Second, "the reports above the floors delivered", func() bool {
+		for _, cons := range []jetstream.Consumer{cons3, cons5} {
+			for _, d := range fetch(t, cons, 2) {
+				if err := d.msg.DoubleAck(ctx); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, d.seq)
+			}
+		}
+		return len(got) >= len(keep)
+	})
+	slices.Sort(got)
+	if !slices.Equal(got, keep) {
+		t.Fatalf("delivered %v after the upkeep, want %v", got, keep)
+	}
+	if got := stored(); len(got) != 0 {
+		t.Fatalf("AX_RPT holds %v once every report is acknowledged", got)
+	}
+}
+
+// delivered is a report a consumer delivered and its stream sequence.
+type delivered struct {
+	msg jetstream.Msg
+	seq uint64
+}
+
+// fetch pulls up to n reports from cons, waiting at most a second.
+func fetch(t *testing.T, cons jetstream.Consumer, n int) []delivered {
+	t.Helper()
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []delivered
+	for m := range batch.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, delivered{m, md.Sequence.Stream})
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+		t.Fatal(err)
+	}
+	return out
+}
