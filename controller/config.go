@@ -86,6 +86,9 @@ type Config struct {
 	marksMargin time.Duration
 	// reportSweep overrides how often AX_RPT is looked at (reportstream.go).
 	reportSweep time.Duration
+	// marksSweep overrides how often the marks of ended processes are
+	// looked for (writemarks.go).
+	marksSweep time.Duration
 	// historySweep overrides how often the retention sweeper runs (retention.go).
 	historySweep time.Duration
 	// historySweepBatch overrides sweepBatch (tests: a backlog of many

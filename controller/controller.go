@@ -324,6 +324,7 @@ func (c *core) start(ctx context.Context) error {
 	c.goRun(c.consumerLoop)
 	c.goRun(c.ingest.reportStreamLoop)
 	c.goRun(c.ret.retentionLoop)
+	c.goRun(c.reloader.marksSweepLoop)
 	return nil
 }
 

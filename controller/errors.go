@@ -41,3 +41,9 @@ func (e *ExistsError) Is(target error) bool { return target == ErrExists }
 // errJobIDTaken: the job id CreateJob drew is held by another job (KV
 // Create found the key); CreateJob draws another (jobs.go).
 var errJobIDTaken = errors.New("job id taken")
+
+// errHistoryBehind: the history index had not applied AX_EVT up to its
+// end when a reload compared live records with it; events lost to a crash
+// are restored by a later reload (an ended process's write mark is not
+// recorded as checked).
+var errHistoryBehind = errors.New("history index behind AX_EVT at shard acquisition; events lost to a crash are not restored this time")

@@ -32,15 +32,15 @@ func covers(s histindex.Stamp, rec *execRecord) bool {
 }
 
 // repairHistory publishes the events the history index lacks for recs,
-// the live records of shards. It does nothing (and says so) while the
-// index is behind AX_EVT: a record it lacks then may only be on its way.
+// the live records of shards. It does nothing while the index is behind
+// AX_EVT (errHistoryBehind): a record it lacks then may only be on its
+// way.
 func (c *reloader) repairHistory(ctx context.Context, shards map[int]bool, recs []*execRecord) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
 	if !c.hist.upToDate(ctx) {
-		c.log.Warn("history index behind AX_EVT at shard acquisition; events lost to a crash are not restored this time")
-		return 0, nil
+		return 0, errHistoryBehind
 	}
 	var list []int
 	for s := range shards {

@@ -26,12 +26,18 @@ import (
 // run ids. Only the records written at or after the oldest write mark of
 // any replica (writemarks.go), and those of versions without marks, are
 // checked for a lost command or event: the others were written with
-// their effects. A reload of every shard then removes the marks of dead
-// processes.
+// their effects. The marks of processes that ended are then recorded as
+// checked on these shards, and removed once checked on every shard.
 func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) error {
 	if c.hooks.beforeReload != nil {
 		c.hooks.beforeReload()
 	}
+	return c.reloadShards(ctx, shards)
+}
+
+// reloadShards is reloadExecutions without the test hook: the sweep of
+// ended processes' marks calls it too (writemarks.go).
+func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error {
 	in := func(jobID string) bool { n := c.own.shardOf(jobID); return shards[n] && c.own.owns(n) }
 	marks, merr := c.readMarks(ctx)
 	if merr != nil {
@@ -121,8 +127,8 @@ func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) er
 		cancelled = c.cancelUnsentOfDeleted(ctx, jobless, sent)
 	}
 	dropped := 0
-	if merr == nil && sentKnown && herr == nil && len(shards) == c.cfg.Shards {
-		dropped = c.dropDeadMarks(ctx, marks)
+	if merr == nil && sentKnown && herr == nil {
+		dropped = c.coverMarks(ctx, marks, shards)
 	}
 	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", s.pendingAll, "pending_resent", resent,
 		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled,

@@ -125,26 +125,90 @@ func marksFloor(marks []storedMark, margin time.Duration) (time.Time, bool) {
 	return t.Add(-margin), true
 }
 
-// dropDeadMarks removes, after a reload that checked every shard, the
-// keys of this node's earlier processes (one process runs a node at a
-// time): their records were all checked by it. The keys of other nodes
-// stay, live or not (a replica cannot tell a dead one from one that is
-// frozen and may still write), and keep the reloads checking the records
-// since their marks. A key written again since it was read (its revision
-// moved) is kept. It returns how many it removed.
-func (c *core) dropDeadMarks(ctx context.Context, marks []storedMark) int {
-	n := 0
-	for _, m := range marks {
-		if m.key == c.marksKey() || m.value.Node != c.cfg.Node {
-			continue
-		}
-		if err := c.kv.Marks.Delete(ctx, m.key, jetstream.LastRevision(m.rev)); err != nil {
-			c.log.Warn("remove a dead process's write mark", "key", m.key, "err", err)
-			continue
-		}
-		n++
+// deadMark reports whether m is the mark of a process that ended: its
+// replica presence in ax_leases lapsed, or names a later process of its
+// node (a restart).
+func (c *core) deadMark(m storedMark) bool {
+	return m.key != c.marksKey() && !c.leases.LiveInstance(m.value.Node, m.value.Instance, c.mono(), c.cfg.LeaseTTL)
+}
+
+// coverMarks records, after a reload that checked shards, that the
+// records of the dead processes among marks (read before the reload's
+// scan) are checked on those shards; a mark covered on every shard is
+// removed. A key written since it was read (its revision moved: the
+// process lives after all) is left as it is. It returns how many it
+// removed.
+func (c *core) coverMarks(ctx context.Context, marks []storedMark, shards map[int]bool) int {
+	list := make([]int, 0, len(shards))
+	for s := range shards {
+		list = append(list, s)
 	}
-	return n
+	removed := 0
+	for _, m := range marks {
+		if !c.deadMark(m) {
+			continue
+		}
+		v := m.value.Cover(list)
+		var err error
+		if len(v.Covered) >= c.cfg.Shards {
+			err = c.kv.Marks.Delete(ctx, m.key, jetstream.LastRevision(m.rev))
+			if err == nil {
+				removed++
+			}
+		} else {
+			var data []byte
+			if data, err = writemark.Encode(v); err == nil {
+				_, err = c.kv.Marks.Update(ctx, m.key, data, m.rev)
+			}
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			c.log.Warn("record a dead process's write mark as checked", "key", m.key, "err", err)
+		}
+	}
+	return removed
+}
+
+// marksSweepInterval is how often a replica looks for the marks of
+// processes that ended.
+const marksSweepInterval = 10 * time.Second
+
+// marksSweepLoop runs sweepMarks every marksSweepInterval until ctx ends.
+func (c *reloader) marksSweepLoop(ctx context.Context) {
+	every := c.cfg.marksSweep
+	if every <= 0 {
+		every = marksSweepInterval
+	}
+	c.every(ctx, every, every, "check the records of ended processes", c.sweepMarks)
+}
+
+// sweepMarks reloads this replica's shards when a process that ended left
+// a mark not covering all of them: its records on shards this replica
+// already owned (a create it answered, a retry it sent) are checked by no
+// takeover, so their lost commands and events are restored here.
+func (c *reloader) sweepMarks(ctx context.Context) error {
+	owned := c.own.ownedShards()
+	if len(owned) == 0 {
+		return nil
+	}
+	marks, err := c.readMarks(ctx)
+	if err != nil {
+		return err
+	}
+	uncovered := false
+	for _, m := range marks {
+		if c.deadMark(m) && len(m.value.Cover(owned).Covered) > len(m.value.Covered) {
+			uncovered = true
+			break
+		}
+	}
+	if !uncovered {
+		return nil
+	}
+	shards := make(map[int]bool, len(owned))
+	for _, s := range owned {
+		shards[s] = true
+	}
+	return c.reloadShards(ctx, shards)
 }
 
 // holdLate keeps op open until futs are acknowledged (at most

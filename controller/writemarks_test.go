@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/controller/writemark"
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/testutil"
@@ -182,5 +183,73 @@ func TestFailedEffectHoldsTheMark(t *testing.T) {
 		}
 		v, err := writemark.Decode(e.Value())
 		return err == nil && v.Failed == 1 && v.Through.Equal(m.Through) && val(t, c.m.marksFailed) == 1
+	})
+}
+
+// TestSweepRestoresRunOfEndedReplica: replica b writes a PENDING record
+// for a job on a shard replica a works (an API create it answered) and is
+// killed before the run goes out. No takeover reloads that shard (a owned
+// it all along); a's sweep of the ended process's mark does: the run
+// reaches the agent, and b's mark, checked on every shard once a owns
+// them all, is removed.
+func TestSweepRestoresRunOfEndedReplica(t *testing.T) {
+	srv := natstest.Start(t)
+	adjust := func(cfg *Config) Config {
+		cfg.marksSweep = 200 * time.Millisecond
+		return *cfg
+	}
+	ca := replicaConfig(t, srv.URL(), "ctl-a", 2*time.Second)
+	a := startController(t, adjust(&ca))
+	cb := replicaConfig(t, srv.URL(), "ctl-b", 2*time.Second)
+	b := startController(t, adjust(&cb))
+	eventually(t, 10*time.Second, "8 shards each", func() bool {
+		return len(a.own.ownedShards()) == 8 && len(b.own.ownedShards()) == 8
+	})
+	ag := newTestAgent(t, srv.URL(), "edge-1", nil).start()
+	ctx := tctx(t)
+	// A job id on a shard a works, its record written by b under a write
+	// op that never ends (b dies before sending the run).
+	var jobID string
+	for i := uint32(1); ; i++ {
+		jobID = protocol.NewJobID("ctl-b", b.now(), i)
+		if a.own.owns(a.own.shardOf(jobID)) {
+			break
+		}
+	}
+	j := protocol.Job{ID: jobID, Name: "lost", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
+		Target: protocol.Target{Agent: "edge-1"}, CreatedAt: b.now(), Generation: 1}
+	data, err := protocol.Encode(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.kv.Jobs.Create(ctx, jobID, data); err != nil {
+		t.Fatal(err)
+	}
+	at := b.now().Add(time.Hour)
+	octx, op := b.marks.Begin(ctx)
+	_, rec, _, err := b.ex.createExec(octx, execution.Create{ExecID: protocol.ExecID(jobID, at), JobID: jobID, Agent: "edge-1", ScheduledAt: at, Reason: "scheduled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = op // never ended: b is killed with it open
+	eventually(t, 10*time.Second, "b's mark stored with the op open", func() bool {
+		e, err := a.kv.Marks.Get(ctx, b.marksKey())
+		if err != nil {
+			return false
+		}
+		v, err := writemark.Decode(e.Value())
+		return err == nil && v.Open == 1 && !v.Through.After(rec.UpdatedAt)
+	})
+	if len(ag.commands()) != 0 {
+		t.Fatalf("commands before the kill: %v, want none", ag.commands())
+	}
+	b.abandon()
+	run := ag.waitCommand("the lost run, re-sent by a", isRun(rec.ExecID, 1))
+	if run.Run.Job.ID != jobID {
+		t.Fatalf("run %+v, want job %s", run.Run, jobID)
+	}
+	eventually(t, 20*time.Second, "b's mark removed once a owns and checked every shard", func() bool {
+		keys := markKeys(t, srv.URL())
+		return len(a.own.ownedShards()) == a.cfg.Shards && slices.Equal(keys, []string{a.marksKey()})
 	})
 }

@@ -260,6 +260,16 @@ func (v *View) LiveReplicas(now time.Time, ttl time.Duration) []string {
 	return out
 }
 
+// LiveInstance reports whether the process instance of node renewed its
+// presence less than ttl before now: a replica restarted under the same
+// node is a new instance, and the old one is not live.
+func (v *View) LiveInstance(node, instance string, now time.Time, ttl time.Duration) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r, ok := v.replicas[node]
+	return ok && r.Val.Instance == instance && now.Sub(r.Seen) < ttl
+}
+
 // HeldBy returns the group leases (job → epoch) held by agent that have
 // not lapsed at now.
 func (v *View) HeldBy(agent string, now time.Time, ttl time.Duration) map[string]uint64 {

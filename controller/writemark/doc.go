@@ -31,8 +31,10 @@
 // reload takes the smallest Through of all keys; a record older than that
 // (less a margin for the wall clock) was written with its effects. The key
 // of a killed process stays, and keeps every later reload checking the
-// records since its mark, until a reload of every shard by a later process
-// of the same node has checked them and removes it.
+// records since its mark; each reload by another process then adds the
+// shards it checked to the key's Covered, and the key is removed once
+// every shard is covered. A replica that sees such a key not covering the
+// shards it already works (no takeover reloads those) reloads them.
 //
 // # Worked example
 //

@@ -3,6 +3,7 @@ package writemark_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -141,7 +142,7 @@ func TestUntrackedPins(t *testing.T) {
 
 // TestValueRoundTrip: Encode and Decode keep a value and refuse bad ones.
 func TestValueRoundTrip(t *testing.T) {
-	v := writemark.Value{Node: "ctl-a", Instance: "0a1b2c", Through: t0, Open: 2, Failed: 1}
+	v := writemark.Value{Node: "ctl-a", Instance: "0a1b2c", Through: t0, Open: 2, Failed: 1, Covered: []int{0, 7}}
 	data, err := writemark.Encode(v)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestValueRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.V = writemark.Version
-	if got != v {
+	if !reflect.DeepEqual(got, v) {
 		t.Fatalf("decoded %+v, want %+v", got, v)
 	}
 	for _, bad := range []string{
@@ -160,11 +161,26 @@ func TestValueRoundTrip(t *testing.T) {
 		`{"v":1,"node":"a","instance":"","through":"2026-12-02T10:00:00Z"}`,
 		`{"v":1,"node":"a","instance":"b"}`,
 		`{"v":1,"node":"a","instance":"b","through":"2026-12-02T10:00:00Z","open":1,"failed":2}`,
+		`{"v":1,"node":"a","instance":"b","through":"2026-12-02T10:00:00Z","covered":[3,2]}`,
+		`{"v":1,"node":"a","instance":"b","through":"2026-12-02T10:00:00Z","covered":[-1]}`,
 		`not json`,
 	} {
 		if _, err := writemark.Decode([]byte(bad)); err == nil {
 			t.Errorf("Decode(%s) = nil error", bad)
 		}
+	}
+}
+
+// TestCover: Cover adds shards once each, in order, and leaves v's own
+// list alone.
+func TestCover(t *testing.T) {
+	v := writemark.Value{Covered: []int{1, 5}}
+	got := v.Cover([]int{5, 0, 3})
+	if want := []int{0, 1, 3, 5}; !reflect.DeepEqual(got.Covered, want) {
+		t.Fatalf("Cover = %v, want %v", got.Covered, want)
+	}
+	if !reflect.DeepEqual(v.Covered, []int{1, 5}) {
+		t.Fatalf("Cover changed its receiver's list: %v", v.Covered)
 	}
 }
 

@@ -3,6 +3,7 @@ package writemark
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
@@ -21,6 +22,11 @@ type Value struct {
 	Through time.Time `json:"through"`
 	Open    int       `json:"open"`
 	Failed  int       `json:"failed"`
+	// Covered lists, in order, the shards whose records a reload has
+	// checked since the process died (written by the replicas that did):
+	// once every shard is covered, nothing the process wrote can lack its
+	// effects, and the key is removed.
+	Covered []int `json:"covered,omitempty"`
 }
 
 // Key is the key of a process's mark: node and instance, both names of
@@ -64,7 +70,30 @@ func (v Value) validate() error {
 	if v.Open < 0 || v.Failed < 0 || v.Failed > v.Open {
 		return fmt.Errorf("write mark: open %d, failed %d: counts out of range", v.Open, v.Failed)
 	}
+	for i, s := range v.Covered {
+		if s < 0 || s >= protocol.MaxShards || i > 0 && s <= v.Covered[i-1] {
+			return fmt.Errorf("write mark: covered[%d]: shard %d out of range or order", i, s)
+		}
+	}
 	return nil
+}
+
+// Cover returns v with shards added to Covered (in order, once each).
+func (v Value) Cover(shards []int) Value {
+	set := map[int]bool{}
+	for _, s := range v.Covered {
+		set[s] = true
+	}
+	for _, s := range shards {
+		set[s] = true
+	}
+	out := make([]int, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	v.Covered = out
+	return v
 }
 
 // Oldest returns the smallest Through of vs; ok is false when vs is empty.
