@@ -135,9 +135,7 @@ func (c *core) deadMark(m storedMark) bool {
 // coverMarks records, after a reload that checked shards, that the
 // records of the dead processes among marks (read before the reload's
 // scan) are checked on those shards; a mark covered on every shard is
-// removed. A key written since it was read (its revision moved: the
-// process lives after all) is left as it is. It returns how many it
-// removed.
+// removed. It returns how many it removed.
 func (c *core) coverMarks(ctx context.Context, marks []storedMark, shards map[int]bool) int {
 	list := make([]int, 0, len(shards))
 	for s := range shards {
@@ -148,24 +146,50 @@ func (c *core) coverMarks(ctx context.Context, marks []storedMark, shards map[in
 		if !c.deadMark(m) {
 			continue
 		}
-		v := m.value.Cover(list)
-		var err error
+		gone, err := c.coverMark(ctx, m, list)
+		if err != nil {
+			c.log.Warn("record a dead process's write mark as checked", "key", m.key, "err", err)
+		}
+		if gone {
+			removed++
+		}
+	}
+	return removed
+}
+
+// coverMark adds shards to the Covered of mark m, or removes m once every
+// shard is covered, with compare-and-set on the revision read. When the
+// key changed meanwhile it is read again: another replica's cover (the
+// same process and mark) is merged, a new mark (the process lives after
+// all, and stored it again) is left as it is.
+func (c *core) coverMark(ctx context.Context, m storedMark, shards []int) (removed bool, err error) {
+	for range 3 {
+		v := m.value.Cover(shards)
 		if len(v.Covered) >= c.cfg.Shards {
 			err = c.kv.Marks.Delete(ctx, m.key, jetstream.LastRevision(m.rev))
-			if err == nil {
-				removed++
-			}
 		} else {
 			var data []byte
 			if data, err = writemark.Encode(v); err == nil {
 				_, err = c.kv.Marks.Update(ctx, m.key, data, m.rev)
 			}
 		}
-		if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-			c.log.Warn("record a dead process's write mark as checked", "key", m.key, "err", err)
+		if err == nil {
+			return len(v.Covered) >= c.cfg.Shards, nil
 		}
+		e, gerr := c.kv.Marks.Get(ctx, m.key)
+		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			return false, nil // removed by another replica
+		}
+		if gerr != nil {
+			return false, err
+		}
+		cur, derr := writemark.Decode(e.Value())
+		if derr != nil || cur.Instance != m.value.Instance || !cur.Through.Equal(m.value.Through) {
+			return false, nil // a new mark of a live process, or not one to judge
+		}
+		m.value, m.rev = cur, e.Revision()
 	}
-	return removed
+	return false, err
 }
 
 // marksSweepInterval is how often a replica looks for the marks of
