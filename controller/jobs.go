@@ -90,6 +90,14 @@ func (c *Controller) CreateJob(ctx context.Context, j protocol.Job) (protocol.Jo
 	if err := validateNew(j); err != nil {
 		return protocol.Job{}, err
 	}
+	// One write op from before created_at to the job's executions: a
+	// one-shot job of generation 1 created before every write mark has
+	// them (createMissingOneShots).
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
+	if err := op.Refused(); err != nil {
+		return protocol.Job{}, fmt.Errorf("create job: %w: %w", ErrNotReady, err)
+	}
 	now := c.now()
 	j = j.WithDefaults()
 	j.CreatedAt = now

@@ -74,7 +74,12 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 	missingCh := make(chan struct{})
 	go func() {
 		defer close(missingCh)
-		missing = c.createMissingOneShots(ctx, in, s.seen)
+		// A one-shot job never changed (generation 1) and created before
+		// every write mark got its executions in the op that created it.
+		made := func(j *protocol.Job) bool {
+			return merr == nil && hasFloor && j.Generation == 1 && j.CreatedAt.Before(floor)
+		}
+		missing = c.createMissingOneShots(ctx, in, s.seen, made)
 	}()
 	// The history of the executions whose job is known; a jobless PENDING
 	// one may be an orphan, removed below, which must not enter it.
@@ -231,12 +236,14 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 
 // createMissingOneShots creates the execution of each live one-shot job
 // of the shards (in) whose execution is neither in ax_execs (seen) nor in
-// the history: its creation was cut short by a crash. It returns how many
-// it created.
-func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool) int {
-	// The filter runs under the job cache's lock: it touches no cache.
+// the history: its creation was cut short by a crash. Jobs for which made
+// holds are known to have theirs (the write marks) and are not looked at.
+// It returns how many it created.
+func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool, made func(*protocol.Job) bool) int {
+	// The filter runs under the job cache's lock: it touches no cache, and
+	// parses the schedule only of the jobs made does not settle.
 	cands := c.jobs.LiveWhere(func(j *protocol.Job) bool {
-		if j.Periodic() || j.Paused || j.Target.Mode == protocol.ModeAll || !in(j.ID) {
+		if made(j) || j.Periodic() || j.Paused || j.Target.Mode == protocol.ModeAll || !in(j.ID) {
 			return false
 		}
 		s, err := schedule.Parse(j.Schedule, j.CreatedAt)

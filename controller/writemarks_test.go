@@ -253,3 +253,51 @@ func TestSweepRestoresRunOfEndedReplica(t *testing.T) {
 		return len(a.own.ownedShards()) == a.cfg.Shards && slices.Equal(keys, []string{a.marksKey()})
 	})
 }
+
+// TestReloadCreatesMissingOneShotAfterMark: a one-shot job stored without
+// its execution (CreateJob killed between the two) is given it by the
+// next start's reload when the killed process's mark is older than the
+// job; a generation-1 one-shot job created before every mark is not
+// looked at (its create completed), which is what keeps the reload from
+// parsing 300,000 schedules.
+func TestReloadCreatesMissingOneShotAfterMark(t *testing.T) {
+	cfg, c1, a := onExternalServer(t, nil)
+	ctx := tctx(t)
+	a.register()
+	store := func(name string, created time.Time, rnd uint32) string {
+		j := protocol.Job{ID: protocol.NewJobID(cfg.Node, created, rnd), Name: name, Handler: "noop",
+			Schedule: schedule.Spec{Delay: "1h"}, Target: protocol.Target{Agent: "edge-1"}, CreatedAt: created, Generation: 1}.WithDefaults()
+		data, err := protocol.Encode(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c1.kv.Jobs.Create(ctx, j.ID, data); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	now := c1.now()
+	before := store("before the mark", now.Add(-time.Hour), 1)
+	after := store("after the mark", now.Add(-time.Minute), 2)
+	leaveDeadMark(t, cfg, now.Add(-30*time.Minute)) // the process killed in the second create
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testutil.Buffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	cfg.Registry = nil
+	startController(t, cfg)
+	r := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+	if r["one_shot_recreated"] != float64(1) {
+		t.Errorf("reload %v: want 1 one-shot execution created (the job stored after the mark)", r)
+	}
+	run := a.waitCommand("run of the job stored after the mark", func(c protocol.Command) bool {
+		return c.Kind == protocol.CmdRun && c.Run.Job.ID == after
+	})
+	for _, c := range a.commands() {
+		if c.Kind == protocol.CmdRun && c.Run.Job.ID == before {
+			t.Errorf("run of the job created before every mark: %+v, want none (not looked at)", c.Run)
+		}
+	}
+	t.Logf("re-created %s", run.Run.ExecID)
+}
