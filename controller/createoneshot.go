@@ -233,20 +233,28 @@ func waitAck(ctx context.Context, fut jetstream.PubAckFuture) (uint64, error) {
 // and its creator answered with an error, so nothing waits for it. A
 // record younger than orphanExecAfter, whose run AX_CMD holds (sent), or
 // whose job has any message in ax_jobs (a deleted job, whose executions
-// run to their end) is left alone. It returns the ids it removed.
-func (c *reloader) repairOrphanExecs(ctx context.Context, recs []*execRecord, revs map[string]uint64, sent map[string]bool) map[string]bool {
-	removed := map[string]bool{}
+// run to their end) is left alone. It returns the ids it removed, and
+// false when a record could not be judged (too young, or ax_jobs not
+// read) or removed.
+func (c *reloader) repairOrphanExecs(ctx context.Context, recs []*execRecord, revs map[string]uint64, sent map[string]bool) (removed map[string]bool, ok bool) {
+	removed, ok = map[string]bool{}, true
 	for _, r := range recs {
-		if r.State != protocol.StatePending || r.Attempt > 1 || sent[runMsgID(r, r.Attempt)] || c.now().Sub(r.UpdatedAt) < orphanExecAfter {
+		if r.State != protocol.StatePending || r.Attempt > 1 || sent[runMsgID(r, r.Attempt)] {
+			continue
+		}
+		if c.now().Sub(r.UpdatedAt) < orphanExecAfter {
+			ok = false // not judged yet: a later reload (the marks' sweep) looks again
 			continue
 		}
 		if _, _, ok := c.jobs.Get(r.JobID); ok {
 			continue
 		}
 		if _, err := c.kv.Jobs.History(ctx, r.JobID); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			ok = ok && err == nil
 			continue // the job exists or existed, or ax_jobs could not be read
 		}
 		if _, err := c.ex.execs().Retire(ctx, r.ExecID, revs[r.ExecID]); err != nil {
+			ok = false
 			c.log.Warn("remove execution of a job never stored", "exec", r.ExecID, "job", r.JobID, "err", err)
 			continue
 		}
@@ -256,5 +264,5 @@ func (c *reloader) repairOrphanExecs(ctx context.Context, recs []*execRecord, re
 		removed[r.ExecID] = true
 		c.log.Warn("removed execution of a job never stored (a create cut short)", "exec", r.ExecID, "job", r.JobID)
 	}
-	return removed
+	return removed, ok
 }

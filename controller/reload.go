@@ -70,7 +70,7 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		}
 		sent, sentErr = c.sentRuns(ctx, oldest, len(s.pending))
 	}()
-	missing := 0
+	missing, missingOK := 0, false
 	missingCh := make(chan struct{})
 	go func() {
 		defer close(missingCh)
@@ -79,7 +79,7 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		made := func(j *protocol.Job) bool {
 			return merr == nil && hasFloor && j.Generation == 1 && j.CreatedAt.Before(floor)
 		}
-		missing = c.createMissingOneShots(ctx, in, s.seen, made)
+		missing, missingOK = c.createMissingOneShots(ctx, in, s.seen, made)
 	}()
 	// The history of the executions whose job is known; a jobless PENDING
 	// one may be an orphan, removed below, which must not enter it.
@@ -107,10 +107,11 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 			return fmt.Errorf("re-send run %s: %w", r.ExecID, err)
 		}
 	}
-	orphans := 0
+	orphans, checkedAll := 0, true
 	jobless := s.jobless
 	if sentKnown && len(jobless) > 0 {
-		removed := c.repairOrphanExecs(ctx, jobless, s.joblessRev, sent)
+		removed, ok := c.repairOrphanExecs(ctx, jobless, s.joblessRev, sent)
+		checkedAll = checkedAll && ok
 		orphans = len(removed)
 		kept := jobless[:0]
 		for _, r := range jobless {
@@ -129,10 +130,14 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 	}
 	cancelled := 0
 	if sentKnown {
-		cancelled = c.cancelUnsentOfDeleted(ctx, jobless, sent)
+		var ok bool
+		cancelled, ok = c.cancelUnsentOfDeleted(ctx, jobless, sent)
+		checkedAll = checkedAll && ok
 	}
+	// The ended processes' marks count as checked on these shards only
+	// when every check above could be made and every repair succeeded.
 	dropped := 0
-	if merr == nil && sentKnown && herr == nil {
+	if checkedAll && missingOK && merr == nil && sentKnown && herr == nil {
 		dropped = c.coverMarks(ctx, marks, shards)
 	}
 	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", s.pendingAll, "pending_resent", resent,
@@ -169,23 +174,28 @@ func (s *reloadScanned) keepMayLack(mayLack func(*execRecord) bool) {
 // orphanExecAfter (its run may be on its way) or older than AX_CMD keeps
 // commands (its run may have aged out of the stream) is left alone, and so
 // is an unplaced one (placeWaiting takes those). It returns how many it
-// cancelled.
-func (c *reloader) cancelUnsentOfDeleted(ctx context.Context, jobless []*execRecord, sent map[string]bool) int {
-	n := 0
+// cancelled, and false when a cancel failed.
+func (c *reloader) cancelUnsentOfDeleted(ctx context.Context, jobless []*execRecord, sent map[string]bool) (int, bool) {
+	n, ok := 0, true
 	for _, r := range jobless {
 		age := c.now().Sub(r.UpdatedAt)
-		if r.Agent == "" || sent[runMsgID(r, r.Attempt)] || age < orphanExecAfter || age > streams.DefaultCommandMaxAge-time.Hour {
+		if r.Agent == "" || sent[runMsgID(r, r.Attempt)] || age > streams.DefaultCommandMaxAge-time.Hour {
 			continue
 		}
-		ok, err := c.place.cancelDeletedJobRun(ctx, r.ExecID, r.JobID, true)
+		if age < orphanExecAfter {
+			ok = false // not judged yet: a later reload (the marks' sweep) looks again
+			continue
+		}
+		done, err := c.place.cancelDeletedJobRun(ctx, r.ExecID, r.JobID, true)
 		if err != nil {
+			ok = false
 			c.log.Warn("cancel execution of a deleted job", "exec", r.ExecID, "job", r.JobID, "err", err)
 		}
-		if ok {
+		if done {
 			n++
 		}
 	}
-	return n
+	return n, ok
 }
 
 // reloadScanned is what the scan of a reload found in its shards.
@@ -238,8 +248,9 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 // of the shards (in) whose execution is neither in ax_execs (seen) nor in
 // the history: its creation was cut short by a crash. Jobs for which made
 // holds are known to have theirs (the write marks) and are not looked at.
-// It returns how many it created.
-func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool, made func(*protocol.Job) bool) int {
+// It returns how many it created, and false when one could not be judged
+// or created.
+func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool, made func(*protocol.Job) bool) (int, bool) {
 	// The filter runs under the job cache's lock: it touches no cache, and
 	// parses the schedule only of the jobs made does not settle.
 	cands := c.jobs.LiveWhere(func(j *protocol.Job) bool {
@@ -253,7 +264,7 @@ func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID stri
 		at, ok := s.Next(time.Time{})
 		return ok && !seen[protocol.ExecID(j.ID, at)]
 	})
-	missing := 0
+	missing, ok := 0, true
 	for _, j := range cands {
 		s, err := schedule.Parse(j.Schedule, j.CreatedAt)
 		if err != nil {
@@ -266,16 +277,19 @@ func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID stri
 		// the index is still being rebuilt and the job is older than the
 		// grace: then it is left alone rather than run twice.
 		if _, inHist, err := c.hist.idx.Get(ctx, id); err != nil || inHist {
+			ok = ok && err == nil
 			continue
 		}
 		if c.now().Sub(j.CreatedAt) >= c.liveGrace() && !c.hist.caught.Load() {
 			c.log.Warn("one-shot job without its execution while the history index catches up; not recreated", "job", j.ID)
+			ok = false
 			continue
 		}
 		missing++
 		if _, err := c.place.createRuns(ctx, j, at, "scheduled", 0); err != nil {
+			ok = false
 			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
 		}
 	}
-	return missing
+	return missing, ok
 }
