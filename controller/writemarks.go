@@ -196,27 +196,55 @@ func (c *core) coverMark(ctx context.Context, m storedMark, shards []int) (remov
 // processes that ended.
 const marksSweepInterval = 10 * time.Second
 
-// marksSweepLoop runs sweepMarks every marksSweepInterval until ctx ends.
+// marksSweepMax bounds how long the sweep waits after reloads that did
+// not settle a mark (a repair that keeps failing): the wait doubles from
+// marksSweepInterval after each, so that a full scan of ax_execs is not
+// repeated every few seconds.
+const marksSweepMax = 5 * time.Minute
+
+// marksSweepLoop runs sweepMarks every marksSweepInterval until ctx ends,
+// backing off while its reloads leave a mark unsettled.
 func (c *reloader) marksSweepLoop(ctx context.Context) {
-	every := c.cfg.marksSweep
-	if every <= 0 {
-		every = marksSweepInterval
+	base := c.cfg.marksSweep
+	if base <= 0 {
+		base = marksSweepInterval
 	}
-	c.every(ctx, every, every, "check the records of ended processes", c.sweepMarks)
+	wait := base
+	t := c.clk.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		reloaded, err := c.sweepMarks(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("check the records of ended processes", "err", err)
+		}
+		if reloaded {
+			wait = min(2*wait, marksSweepMax) // settled, the next sweep finds nothing and resets it
+		} else {
+			wait = base
+		}
+		t.Reset(wait)
+	}
 }
 
 // sweepMarks reloads this replica's shards when a process that ended left
 // a mark not covering all of them: its records on shards this replica
 // already owned (a create it answered, a retry it sent) are checked by no
 // takeover, so their lost commands and events are restored here.
-func (c *reloader) sweepMarks(ctx context.Context) error {
+//
+// It reports whether it reloaded.
+func (c *reloader) sweepMarks(ctx context.Context) (bool, error) {
 	owned := c.own.ownedShards()
 	if len(owned) == 0 {
-		return nil
+		return false, nil
 	}
 	marks, err := c.readMarks(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	uncovered := false
 	for _, m := range marks {
@@ -226,13 +254,13 @@ func (c *reloader) sweepMarks(ctx context.Context) error {
 		}
 	}
 	if !uncovered {
-		return nil
+		return false, nil
 	}
 	shards := make(map[int]bool, len(owned))
 	for _, s := range owned {
 		shards[s] = true
 	}
-	return c.reloadShards(ctx, shards)
+	return true, c.reloadShards(ctx, shards)
 }
 
 // holdLate keeps op open until futs are acknowledged (at most
