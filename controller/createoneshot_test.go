@@ -2,7 +2,6 @@ package controller
 
 import (
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -141,11 +140,7 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 	}
 
 	er := recordEvents(t, cfg.NATS.URL)
-	logs := &testutil.Buffer{}
-	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	cfg.Registry = nil
-	c2 := startController(t, cfg)
-	reload := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+	c2, reload := restartForReload(t, cfg)
 	if reload["orphans_removed"] != float64(1) {
 		t.Errorf("reload %v: want 1 orphan removed", reload)
 	}

@@ -1,13 +1,11 @@
 package controller
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
-	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -83,11 +81,7 @@ func TestReloadCancelsUnsentRunOfDeletedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &testutil.Buffer{}
-	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	cfg.Registry = nil
-	c2 := startController(t, cfg)
-	reload := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+	c2, reload := restartForReload(t, cfg)
 	if reload["deleted_jobs_runs_cancelled"] != float64(1) {
 		t.Errorf("reload %v: want 1 execution of a deleted job cancelled", reload)
 	}

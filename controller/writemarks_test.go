@@ -46,6 +46,18 @@ func marksKV(t testing.TB, url string) jetstream.KeyValue {
 	return kv
 }
 
+// restartForReload starts a controller on cfg (a store another one left)
+// with its log captured, and returns it with the fields of its first
+// "executions reloaded" line.
+func restartForReload(t testing.TB, cfg Config) (*Controller, map[string]any) {
+	t.Helper()
+	logs := &testutil.Buffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	cfg.Registry = nil
+	c := startController(t, cfg)
+	return c, waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+}
+
 // markKeys returns the keys of ax_marks on the server at url, sorted.
 func markKeys(t testing.TB, url string) []string {
 	t.Helper()
@@ -83,11 +95,7 @@ func TestReloadChecksOnlyRecordsAfterTheMarks(t *testing.T) {
 
 	restart := func(what string) map[string]any {
 		t.Helper()
-		logs := &testutil.Buffer{}
-		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-		cfg.Registry = nil
-		c := startController(t, cfg)
-		r := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+		c, r := restartForReload(t, cfg)
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -134,11 +142,7 @@ func TestKilledProcessLeavesItsMark(t *testing.T) {
 	if v.Through.Before(before.Add(-time.Minute)) || v.Instance != c1.instance {
 		t.Errorf("killed process's mark %+v: want its own, through at most a minute before %v", v, before)
 	}
-	logs := &testutil.Buffer{}
-	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	cfg.Registry = nil
-	c2 := startController(t, cfg)
-	r := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+	c2, r := restartForReload(t, cfg)
 	if r["dead_marks_removed"] != float64(1) {
 		t.Errorf("reload %v: want the killed process's mark removed", r)
 	}
@@ -283,11 +287,7 @@ func TestReloadCreatesMissingOneShotAfterMark(t *testing.T) {
 	if err := c1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &testutil.Buffer{}
-	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	cfg.Registry = nil
-	startController(t, cfg)
-	r := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+	_, r := restartForReload(t, cfg)
 	if r["one_shot_recreated"] != float64(1) {
 		t.Errorf("reload %v: want 1 one-shot execution created (the job stored after the mark)", r)
 	}
