@@ -44,9 +44,22 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		c.log.Warn("reading the write marks failed; checking every execution's command and events", "err", merr)
 	}
 	floor, hasFloor := marksFloor(marks, c.cfg.marksMargin)
-	mayLack := func(r *execRecord) bool {
-		return merr != nil || !hasFloor || !r.Tracked || !r.UpdatedAt.Before(floor)
+	verified, verifiedRev, verr := c.readVerified(ctx)
+	if verr != nil {
+		c.log.Warn("reading how far earlier versions' records are checked failed; checking them all", "err", verr)
 	}
+	// An untracked record (an earlier version's) was checked by a reload
+	// of every shard whose scan began after it (less the margin).
+	untrackedChecked := func(r *execRecord) bool {
+		return verr == nil && !verified.Through.IsZero() && r.UpdatedAt.Before(verified.Through.Add(-c.cfg.marksMargin))
+	}
+	mayLack := func(r *execRecord) bool {
+		if !r.Tracked {
+			return !untrackedChecked(r)
+		}
+		return merr != nil || !hasFloor || !r.UpdatedAt.Before(floor)
+	}
+	scanned := c.now()
 	s, err := c.reloadScan(ctx, in)
 	if err != nil {
 		return err
@@ -136,13 +149,17 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 	}
 	// The ended processes' marks count as checked on these shards only
 	// when every check above could be made and every repair succeeded.
-	dropped := 0
+	dropped, verifiedNow := 0, false
 	if checkedAll && missingOK && merr == nil && sentKnown && herr == nil {
 		dropped = c.coverMarks(ctx, marks, shards)
+		if verr == nil && len(shards) == c.cfg.Shards {
+			verifiedNow = c.storeVerified(ctx, verified, verifiedRev, scanned)
+		}
 	}
 	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", s.pendingAll, "pending_resent", resent,
 		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled,
-		"checked", len(s.live), "unchecked", s.unchecked, "write_marks", len(marks), "dead_marks_removed", dropped)
+		"checked", len(s.live), "unchecked", s.unchecked, "write_marks", len(marks), "dead_marks_removed", dropped,
+		"untracked_verified", verifiedNow)
 	return nil
 }
 

@@ -93,6 +93,9 @@ func (c *core) readMarks(ctx context.Context) ([]storedMark, error) {
 	}
 	var out []storedMark
 	for k := range keys.Keys() {
+		if k == writemark.VerifiedKey {
+			continue // not a process's mark (readVerified)
+		}
 		e, err := c.kv.Marks.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // removed since listed: that process ended cleanly
@@ -109,6 +112,47 @@ func (c *core) readMarks(ctx context.Context) ([]storedMark, error) {
 		out = append(out, storedMark{key: k, rev: e.Revision(), value: v})
 	}
 	return out, nil
+}
+
+// readVerified returns the time before which the records of earlier
+// versions (not tracked) were checked by a reload of every shard; zero
+// when none was.
+func (c *core) readVerified(ctx context.Context) (writemark.Verified, uint64, error) {
+	e, err := c.kv.Marks.Get(ctx, writemark.VerifiedKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return writemark.Verified{}, 0, nil
+	}
+	if err != nil {
+		return writemark.Verified{}, 0, fmt.Errorf("read %s: %w", writemark.VerifiedKey, err)
+	}
+	v, err := writemark.DecodeVerified(e.Value())
+	if err != nil {
+		return writemark.Verified{}, 0, err
+	}
+	return v, e.Revision(), nil
+}
+
+// storeVerified records, after a reload of every shard whose scan began
+// at scanned, that the untracked records written before it are checked:
+// compare-and-set on rev (0: the key was absent), and only forward. It
+// returns whether it stored it.
+func (c *core) storeVerified(ctx context.Context, prev writemark.Verified, rev uint64, scanned time.Time) bool {
+	if !scanned.After(prev.Through) {
+		return false
+	}
+	data, err := writemark.EncodeVerified(writemark.Verified{Through: scanned})
+	if err == nil {
+		if rev == 0 {
+			_, err = c.kv.Marks.Create(ctx, writemark.VerifiedKey, data)
+		} else {
+			_, err = c.kv.Marks.Update(ctx, writemark.VerifiedKey, data, rev)
+		}
+	}
+	if err != nil {
+		c.log.Warn("record the check of earlier versions' records", "err", err)
+		return false
+	}
+	return true
 }
 
 // marksFloor returns the time before which a tracked record was written

@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,13 +61,15 @@ func restartForReload(t testing.TB, cfg Config) (*Controller, map[string]any) {
 	return c, waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
 }
 
-// markKeys returns the keys of ax_marks on the server at url, sorted.
+// markKeys returns the processes' keys of ax_marks on the server at url
+// (not VerifiedKey), sorted.
 func markKeys(t testing.TB, url string) []string {
 	t.Helper()
 	keys, err := marksKV(t, url).Keys(tctx(t))
-	if err != nil && err != jetstream.ErrNoKeysFound {
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
 		t.Fatal(err)
 	}
+	keys = slices.DeleteFunc(keys, func(k string) bool { return k == writemark.VerifiedKey })
 	slices.Sort(keys)
 	return keys
 }
@@ -300,4 +305,59 @@ func TestReloadCreatesMissingOneShotAfterMark(t *testing.T) {
 		}
 	}
 	t.Logf("re-created %s", run.Run.ExecID)
+}
+
+// TestUntrackedRecordsCheckedOnce: the records an earlier version wrote
+// (no "tracked") are checked by the first reload of every shard, which
+// re-sends a lost run and stores how far they are checked; the next
+// restart checks none of them.
+func TestUntrackedRecordsCheckedOnce(t *testing.T) {
+	cfg, c1, a := onExternalServer(t, func(cfg *Config) { cfg.marksMargin = time.Nanosecond })
+	ctx := tctx(t)
+	a.register()
+	j, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
+		Target: protocol.Target{Agent: "edge-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.waitCommand("the job's own run", func(c protocol.Command) bool { return c.Kind == protocol.CmdRun && c.Run.Job.ID == j.ID })
+	// A second execution of the job as an earlier version stored it (no
+	// "tracked"), whose run never went out.
+	at := c1.now().Add(-time.Minute)
+	rec, _, err := execution.Apply(nil, execution.Create{ExecID: protocol.ExecID(j.ID, at), JobID: j.ID, Agent: "edge-1",
+		ScheduledAt: at, Reason: "scheduled"}, execution.Env{Now: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "tracked") {
+		t.Fatalf("hand-made record %s is tracked", data)
+	}
+	if _, err := c1.kv.Execs.Create(ctx, rec.ExecID, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The store as the upgrade finds it: no reload of this version has
+	// checked the earlier one's records yet (c1's start stored its own
+	// check, of an empty store, before the record was written).
+	if err := marksKV(t, cfg.NATS.URL).Delete(ctx, writemark.VerifiedKey); err != nil {
+		t.Fatal(err)
+	}
+	c2, r := restartForReload(t, cfg)
+	if r["checked"] != float64(1) || r["unchecked"] != float64(1) || r["pending_resent"] != float64(1) || r["untracked_verified"] != true {
+		t.Errorf("first reload %v: want the untracked record checked and its run re-sent, the tracked one not, the check stored", r)
+	}
+	a.waitCommand("the lost run, re-sent", isRun(rec.ExecID, 1))
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, r = restartForReload(t, cfg)
+	if r["checked"] != float64(0) || r["unchecked"] != float64(2) || r["pending_resent"] != float64(0) {
+		t.Errorf("second reload %v: want nothing checked (the untracked record checked by the first)", r)
+	}
 }

@@ -36,6 +36,11 @@
 // every shard is covered. A replica that sees such a key not covering the
 // shards it already works (no takeover reloads those) reloads them.
 //
+// Records of earlier versions (not Tracked) have no mark to judge them
+// by: a reload of every shard checks them, and stores under VerifiedKey
+// the time its scan began; later reloads check only the untracked records
+// written after it.
+//
 // # Worked example
 //
 // Ops begin at 10:00:00.0 (a create) and 10:00:00.2 (a cancel). At

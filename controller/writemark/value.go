@@ -105,3 +105,39 @@ func Oldest(vs []Value) (t time.Time, ok bool) {
 	}
 	return t, ok
 }
+
+// VerifiedKey is the key in ax_marks of the Verified value; the process
+// keys (Key) always hold a dot, this one does not.
+const VerifiedKey = "untracked-verified"
+
+// Verified says how far the records of earlier versions (not Tracked) are
+// checked: a reload of every shard that checked them stores the time its
+// scan began, and later reloads check only those written after it.
+type Verified struct {
+	V       int       `json:"v"`
+	Through time.Time `json:"through"`
+}
+
+// EncodeVerified returns v as stored.
+func EncodeVerified(v Verified) ([]byte, error) {
+	v.V = Version
+	if v.Through.IsZero() {
+		return nil, fmt.Errorf("untracked verified: through: zero")
+	}
+	return json.Marshal(v)
+}
+
+// DecodeVerified reads a stored Verified and checks it.
+func DecodeVerified(data []byte) (Verified, error) {
+	var v Verified
+	if err := json.Unmarshal(data, &v); err != nil {
+		return Verified{}, fmt.Errorf("untracked verified: %w", err)
+	}
+	if v.V < 1 || v.V > Version {
+		return Verified{}, fmt.Errorf("untracked verified: v: version %d not supported (1..%d)", v.V, Version)
+	}
+	if v.Through.IsZero() {
+		return Verified{}, fmt.Errorf("untracked verified: through: zero")
+	}
+	return v, nil
+}
