@@ -194,7 +194,7 @@ func (h *history) follow(ctx context.Context) error {
 			}
 		}
 		linger.Stop()
-		if err := h.idx.Apply(ctx, histindex.LatestOnly(batch), last); err != nil {
+		if err := h.idx.Apply(ctx, batch, last); err != nil {
 			return err
 		}
 		h.advance(last, pending == 0)

@@ -207,9 +207,10 @@ type Item struct {
 }
 
 // Apply stores items and moves the cursor to seq, in one transaction. A
-// snapshot replaces the row only when it supersedes it (historybatch.go:
-// newer updated_at, or the same one and at least as far along), so events
-// re-published out of order change nothing.
+// snapshot replaces the row only when it supersedes it (batch.go: newer
+// updated_at, or the same one and at least as far along), so events
+// re-published out of order change nothing. items is narrowed in place
+// to the newest snapshot of each execution (LatestOnly).
 func (h *Index) Apply(ctx context.Context, items []Item, seq uint64) error {
 	tx, err := h.wdb.BeginTx(ctx, nil)
 	if err != nil {
@@ -236,23 +237,10 @@ func (h *Index) Apply(ctx context.Context, items []Item, seq uint64) error {
 	}
 	defer upBody.Close()
 	// Of the snapshots of one execution in the batch (the steps of one
-	// report come together) only the newest counts; the later in stream
-	// order of equals, as the upsert's rule has it.
-	last := make(map[string]int, len(items))
-	for i, it := range items {
-		if it.Exec == nil {
-			continue
-		}
-		if j, ok := last[it.Exec.ExecID]; !ok || Supersedes(it.Exec, items[j].Exec) {
-			last[it.Exec.ExecID] = i
-		}
-	}
-	for i, it := range items {
+	// report come together) only the newest counts (LatestOnly).
+	for _, it := range LatestOnly(items) {
 		switch {
 		case it.Exec != nil:
-			if last[it.Exec.ExecID] != i {
-				continue
-			}
 			e := it.Exec
 			body, err := json.Marshal(e)
 			if err != nil {
