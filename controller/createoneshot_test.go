@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/execstore"
-	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/clock"
@@ -123,11 +122,7 @@ func TestReloadRemovesExecsOfJobsNeverStored(t *testing.T) {
 	orphan := func(age time.Duration, rnd uint32) string {
 		at := c1.now().Add(-age)
 		jobID := protocol.NewJobID(cfg.Node, at, rnd)
-		rec, _, err := execution.Apply(nil, execution.Create{ExecID: protocol.ExecID(jobID, at), JobID: jobID, Agent: "edge-1",
-			ScheduledAt: at, Reason: "scheduled"}, execution.Env{Now: at})
-		if err != nil {
-			t.Fatal(err)
-		}
+		rec := pendingRecord(t, jobID, at)
 		if _, err := c1.ex.execs().Put(ctx, execstore.Version{}, rec); err != nil {
 			t.Fatal(err)
 		}

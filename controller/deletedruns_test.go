@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/execstore"
-	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -64,11 +63,7 @@ func TestReloadCancelsUnsentRunOfDeletedJob(t *testing.T) {
 	// A second execution of the same job whose run never went out: its
 	// record alone, written a minute ago.
 	at := c1.now().Add(-time.Minute)
-	rec, _, err := execution.Apply(nil, execution.Create{ExecID: protocol.ExecID(j.ID, at), JobID: j.ID, Agent: "edge-1",
-		ScheduledAt: at, Reason: "scheduled"}, execution.Env{Now: at})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := pendingRecord(t, j.ID, at)
 	if _, err := c1.ex.execs().Put(ctx, execstore.Version{}, rec); err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,19 @@ func restartForReload(t testing.TB, cfg Config) (*Controller, map[string]any) {
 	return c, waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
 }
 
+// pendingRecord is the PENDING record of execution (jobID, at) on agent
+// edge-1 as a create at at makes it, for tests that store by hand what a
+// crash or an earlier version left.
+func pendingRecord(t testing.TB, jobID string, at time.Time) *execRecord {
+	t.Helper()
+	rec, _, err := execution.Apply(nil, execution.Create{ExecID: protocol.ExecID(jobID, at), JobID: jobID, Agent: "edge-1",
+		ScheduledAt: at, Reason: "scheduled"}, execution.Env{Now: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 // markKeys returns the processes' keys of ax_marks on the server at url
 // (not VerifiedKey), sorted.
 func markKeys(t testing.TB, url string) []string {
@@ -324,11 +337,7 @@ func TestUntrackedRecordsCheckedOnce(t *testing.T) {
 	// A second execution of the job as an earlier version stored it (no
 	// "tracked"), whose run never went out.
 	at := c1.now().Add(-time.Minute)
-	rec, _, err := execution.Apply(nil, execution.Create{ExecID: protocol.ExecID(j.ID, at), JobID: j.ID, Agent: "edge-1",
-		ScheduledAt: at, Reason: "scheduled"}, execution.Env{Now: at})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := pendingRecord(t, j.ID, at)
 	data, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
