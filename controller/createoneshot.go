@@ -120,7 +120,7 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 		for _, m := range made {
 			if m.err == nil {
 				if _, err := execs.Retire(ctx, m.next.ExecID, m.rev); err != nil {
-					failOp(op) // a record left without its job: the reload's orphan check
+					op.Fail() // a record left without its job: the reload's orphan check
 					c.log.Warn("remove the execution of a job not stored", "exec", m.next.ExecID, "err", err)
 				}
 			}
@@ -128,7 +128,7 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 		if streams.IsWrongLastSeq(jerr) {
 			jerr = jetstream.ErrKeyExists
 		} else {
-			failOp(op) // the job may be stored after all, without its execution
+			op.Fail() // the job may be stored after all, without its execution
 		}
 		return protocol.Job{}, true, fmt.Errorf("create job: store: %w", jerr)
 	}
@@ -179,7 +179,7 @@ func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []on
 		for _, r := range send {
 			fut, err := c.publishRunAsync(j, m.next, r.Attempt, r.RunAt)
 			if err != nil {
-				failOp(writemark.From(ctx))
+				writemark.From(ctx).Fail()
 				c.log.Error("dispatch one-shot job", "job", j.ID, "err", fmt.Errorf("send run %s: %w", m.next.ExecID, err))
 				continue
 			}
@@ -192,7 +192,7 @@ func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []on
 		if _, err := waitAck(wctx, r.fut); err != nil {
 			// Left PENDING: the reload of its shard re-sends it (sentruns.go),
 			// since the op's mark stays before it.
-			failOp(writemark.From(ctx))
+			writemark.From(ctx).Fail()
 			c.log.Error("dispatch one-shot job", "job", j.ID, "err", fmt.Errorf("send run %s: %w", r.rec.ExecID, err))
 			continue
 		}

@@ -43,7 +43,7 @@ func (c *execService) applyExec(ctx context.Context, id string, ev execution.Eve
 		if _, err := c.execs().Put(ctx, cur, next); errors.Is(err, execstore.ErrCASConflict) {
 			continue
 		} else if err != nil {
-			failOp(op)
+			op.Fail()
 			return cur.Rec, nil, nil, err
 		}
 		return cur.Rec, next, effs, nil
@@ -68,7 +68,7 @@ func (c *execService) createExec(ctx context.Context, ev execution.Create) (befo
 	if errors.Is(err, execstore.ErrCASConflict) {
 		return c.applyExec(ctx, ev.ExecID, ev, execution.Env{})
 	} else if err != nil {
-		failOp(op)
+		op.Fail()
 		return nil, nil, nil, err
 	}
 	c.created.put(execstore.Version{Rec: next, Rev: rev})
@@ -103,7 +103,7 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 	op := writemark.From(ctx)
 	defer func() {
 		if evErr || err != nil {
-			failOp(op)
+			op.Fail()
 		}
 	}()
 	for _, e := range effs {
@@ -187,7 +187,7 @@ func (c *execService) awaitEvents(ctx context.Context, futs []jetstream.PubAckFu
 		select {
 		case <-f.Ok():
 		case <-f.Err():
-			failOp(op)
+			op.Fail()
 		case <-t.C:
 			c.holdLate(op, futs[i:])
 			return

@@ -347,10 +347,3 @@ func (c *core) opWrite(ctx context.Context) (*writemark.Op, error) {
 	}
 	return op, nil
 }
-
-// failOp fails op (nil: none) when a write's outcome is unknown.
-func failOp(op *writemark.Op) {
-	if op != nil {
-		op.Fail()
-	}
-}

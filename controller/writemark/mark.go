@@ -70,8 +70,11 @@ func (o *Op) Refused() error { return o.err }
 
 // Fail records that an effect of op may not be stored (or a write's
 // outcome is unknown): the op stays open, and the mark before its begin,
-// until the process ends.
+// until the process ends. A nil op (no op: From found none) does nothing.
 func (o *Op) Fail() {
+	if o == nil {
+		return
+	}
 	o.t.mu.Lock()
 	defer o.t.mu.Unlock()
 	if op := o.t.open[o.id]; op != nil {

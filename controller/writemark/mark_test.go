@@ -140,6 +140,16 @@ func TestUntrackedPins(t *testing.T) {
 	}
 }
 
+// TestNilOpFail: Fail on no op (From of a context without one) does
+// nothing, so that a write path outside an op needs no check.
+func TestNilOpFail(t *testing.T) {
+	op := writemark.From(context.Background())
+	if op != nil {
+		t.Fatalf("From of a bare context = %v, want nil", op)
+	}
+	op.Fail()
+}
+
 // TestValueRoundTrip: Encode and Decode keep a value and refuse bad ones.
 func TestValueRoundTrip(t *testing.T) {
 	v := writemark.Value{Node: "ctl-a", Instance: "0a1b2c", Through: t0, Open: 2, Failed: 1, Covered: []int{0, 7}}
