@@ -255,14 +255,14 @@ func (c *core) start(ctx context.Context) error {
 	err = c.retryStart(ctx, "ensure streams", func(ctx context.Context) (err error) {
 		// AX_EVT keeps events as long as the history keeps executions
 		// (the live grace in live state, then history.retention; the index
-		// is rebuilt from it), which is also longer than its
-		// de-duplication window: a short history.retention keeps the data
-		// dir small instead of holding a week of events nobody reads. The
-		// three streams de-duplicate Msg-Ids for reports.dedup_window, the
-		// live grace (an existing store's streams are updated to it).
+		// is rebuilt from it): a short history.retention keeps the data
+		// dir small instead of holding a week of events nobody reads.
+		// AX_CMD and AX_RPT de-duplicate Msg-Ids for reports.dedup_window,
+		// the live grace; AX_EVT for eventDedupWindow (an existing store's
+		// streams are updated to both).
 		b, err = streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL,
 			ReportMaxBytes: c.cfg.Reports.MaxBytes, ReportMaxAge: c.cfg.Reports.MaxAge,
-			Duplicates:  c.cfg.Reports.DedupWindow,
+			Duplicates: c.cfg.Reports.DedupWindow, EventDuplicates: c.eventDedupWindow(),
 			EventMaxAge: c.liveGrace() + c.cfg.History.Retention})
 		return err
 	})

@@ -20,20 +20,26 @@ func shortWindow(c *Config) {
 }
 
 // TestDedupWindowSetsStreams: reports.dedup_window is the Duplicates of
-// AX_CMD, AX_RPT and AX_EVT, and with history.retention AX_EVT's max age
-// (grace + retention); a restart of an existing store with another window
-// updates the streams (down from the 2h default and back up).
+// AX_CMD and AX_RPT, and with history.retention AX_EVT's max age (grace +
+// retention); AX_EVT's Duplicates is twice ack_wait, at least 2m and at
+// most reports.dedup_window; a restart of an existing store with other
+// values updates the streams (down from the defaults and back up).
 func TestDedupWindowSetsStreams(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
-		window, retention, evtAge time.Duration
+		window, retention, ackWait, evtAge, evtDup time.Duration
 	}{
-		{0, 0, DefaultDedupWindow + DefaultHistoryRetention},
-		{10 * time.Minute, 10 * time.Minute, 20 * time.Minute},
-		{3 * time.Hour, time.Hour, 4 * time.Hour},
+		{0, 0, 0, DefaultDedupWindow + DefaultHistoryRetention, 2 * time.Minute},
+		{10 * time.Minute, 10 * time.Minute, 0, 20 * time.Minute, 2 * time.Minute},
+		{3 * time.Hour, time.Hour, 5 * time.Minute, 4 * time.Hour, 10 * time.Minute},
+		{time.Minute, time.Hour, 0, time.Hour + time.Minute, time.Minute},
+		{0, 0, 0, DefaultDedupWindow + DefaultHistoryRetention, 2 * time.Minute},
 	} {
 		cfg := testConfig(t, dir)
 		cfg.Reports.DedupWindow, cfg.History.Retention = tc.window, tc.retention
+		if tc.ackWait > 0 {
+			cfg.AckWait = tc.ackWait
+		}
 		c := startController(t, cfg)
 		want := tc.window
 		if want == 0 {
@@ -51,8 +57,12 @@ func TestDedupWindowSetsStreams(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.Config.Duplicates != want {
-				t.Errorf("dedup_window %v: %s duplicates %v, want %v", tc.window, name, info.Config.Duplicates, want)
+			wantDup := want
+			if name == protocol.StreamEvents {
+				wantDup = tc.evtDup
+			}
+			if info.Config.Duplicates != wantDup {
+				t.Errorf("dedup_window %v, ack_wait %v: %s duplicates %v, want %v", tc.window, tc.ackWait, name, info.Config.Duplicates, wantDup)
 			}
 			if name == protocol.StreamEvents && info.Config.MaxAge != tc.evtAge {
 				t.Errorf("dedup_window %v: AX_EVT max age %v, want %v", tc.window, info.Config.MaxAge, tc.evtAge)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -131,7 +132,10 @@ func populateHistory(b testing.TB, c *Controller, n int) ([]string, time.Time) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g, err := c.js.PublishAsync(protocol.EventSubject(rec.State, rec.JobID), evData)
+		// With its Msg-Id, as the controller publishes it: a restart within
+		// AX_EVT's de-duplication window reads it back into the server's map.
+		g, err := c.js.PublishAsync(protocol.EventSubject(rec.State, rec.JobID), evData,
+			jetstream.WithMsgID(protocol.EventMsgID(rec.ExecID, 1, rec.State)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -183,34 +187,97 @@ func (c *execService) listExecutionsScan(ctx context.Context, f ExecFilter) ([]p
 
 // BenchmarkRestartWithHistory measures a controller restart (after an
 // untimed Close: New and Start until ready, the embedded server's recovery
-// and the reload of the executions included) with
-// AX_BENCH_RESTART (default 20,000) terminal executions stored: "kept",
-// with the sweeper off, so they stay in ax_execs as they did before
-// retention (the reload scans them all), and "swept", after the sweeper
-// removed them from ax_execs (they are in history only). AX_EVT holds
-// their events in both. The two controllers restart in alternating rounds.
+// and the reload of the executions included) with AX_BENCH_RESTART
+// (default 20,000) terminal executions stored: "swept", after the sweeper
+// removed them from ax_execs (they are in history only: AX_EVT and the
+// index), against "empty", a controller with no history at all, and
+// "kept", with the sweeper off, so they stay in ax_execs as they did
+// before retention (the reload scans them all). "<arm>-takeover" times
+// the reload a replica runs when it acquires shards (of all of them) on
+// the running controller.
+// AX_BENCH_RESTART_ARMS (default "empty,kept,swept") picks the arms;
+// they restart in alternating rounds (AX_BENCH_RESTART_ROUNDS, default 3).
 func BenchmarkRestartWithHistory(b *testing.B) {
 	n := 20_000
 	if v, err := strconv.Atoi(os.Getenv("AX_BENCH_RESTART")); err == nil && v > 0 {
 		n = v
 	}
-	start := func(sweep time.Duration) (*Controller, Config) {
+	rounds := 3
+	if v, err := strconv.Atoi(os.Getenv("AX_BENCH_RESTART_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	arms := strings.Split(cmp.Or(os.Getenv("AX_BENCH_RESTART_ARMS"), "empty,kept,swept"), ",")
+	type arm struct {
+		name string
+		c    *Controller
+		cfg  Config
+	}
+	var started []*arm
+	for _, name := range arms {
 		cfg := testConfig(b, b.TempDir())
 		cfg.Logger = slog.New(slog.DiscardHandler)
-		cfg.historySweep = sweep
-		c := startController(b, cfg)
-		populateHistory(b, c, n)
-		return c, cfg
+		cfg.historySweep = 24 * time.Hour
+		if name == "swept" {
+			cfg.historySweep = 20 * time.Millisecond
+		}
+		a := &arm{name: name, cfg: cfg, c: startController(b, cfg)}
+		switch name {
+		case "empty":
+		case "kept", "swept":
+			populateHistory(b, a.c, n)
+		default:
+			b.Fatalf("AX_BENCH_RESTART_ARMS: unknown arm %q (empty, kept, swept)", name)
+		}
+		if name == "swept" {
+			waitSwept(b, a.c, n)
+		}
+		started = append(started, a)
 	}
-	kept, keptCfg := start(24 * time.Hour)
-	swept, sweptCfg := start(20 * time.Millisecond)
+	all := make(map[int]bool)
+	for i := range started[0].cfg.Shards {
+		all[i] = true
+	}
+	for range rounds {
+		for _, a := range started {
+			b.Run(a.name, func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					_ = a.c.Close()
+					a.cfg.Registry = nil
+					b.StartTimer()
+					a.c = startController(b, a.cfg) // to ready: reload included
+				}
+			})
+		}
+		// What a replica does when it takes shards over: the reload of
+		// their live executions, here of every shard.
+		for _, a := range started {
+			b.Run(a.name+"-takeover", func(b *testing.B) {
+				// The restarts' controller ended with their sub-benchmark.
+				_ = a.c.Close()
+				a.cfg.Registry = nil
+				a.c = startController(b, a.cfg)
+				for b.Loop() {
+					if err := a.c.reloader.reloadShards(context.Background(), all); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// waitSwept polls until c's sweeper has emptied ax_execs of the n
+// executions populateHistory stored.
+func waitSwept(b *testing.B, c *Controller, n int) {
+	b.Helper()
 	ctx := context.Background()
 	sweepStart := time.Now()
-	deadline := sweepStart.Add(10 * time.Minute)
+	deadline := sweepStart.Add(30 * time.Minute)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		st, err := swept.js.Stream(ctx, streams.KVStream(protocol.BucketExecs))
+		st, err := c.js.Stream(ctx, streams.KVStream(protocol.BucketExecs))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -224,25 +291,10 @@ func BenchmarkRestartWithHistory(b *testing.B) {
 		if time.Now().After(deadline) {
 			b.Fatalf("sweeper left %d messages in ax_execs", info.State.Msgs)
 		}
-		<-tick.C // poll until the sweeper emptied ax_execs
+		<-tick.C
 	}
 	b.Logf("sweeper removed %d executions from ax_execs in %s (%.0f/s, marker purges included)", n,
 		time.Since(sweepStart).Round(time.Millisecond), float64(n)/time.Since(sweepStart).Seconds())
-	restart := func(name string, c **Controller, cfg Config) {
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				b.StopTimer()
-				_ = (*c).Close()
-				cfg.Registry = nil
-				b.StartTimer()
-				*c = startController(b, cfg) // to ready: reload included
-			}
-		})
-	}
-	for range 3 {
-		restart("kept", &kept, keptCfg)
-		restart("swept", &swept, sweptCfg)
-	}
 }
 
 // BenchmarkHistoryIndexApply measures the history index's writes alone:

@@ -59,11 +59,32 @@ import (
 
 // liveGrace is how long a terminal execution stays in live state after its
 // last change: reports.dedup_window, the Msg-Id de-duplication window the
-// controller sets on AX_CMD, AX_RPT and AX_EVT. Never shorter than that
-// window: a replayed report the stream no longer drops finds the
-// execution live (the state machine refuses a step it made) or in history
-// (inHistory refuses it).
+// controller sets on AX_CMD and AX_RPT. Never shorter than that window: a
+// replayed report the stream no longer drops finds the execution live (the
+// state machine refuses a step it made) or in history (inHistory refuses
+// it).
 func (c *core) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
+
+// eventDedupWindow is AX_EVT's Msg-Id de-duplication window: twice
+// ack_wait, at least streams.DefaultEventDuplicates (2m) and at most
+// reports.dedup_window. Only the controller publishes events, and it
+// publishes one again (same Msg-Id) when a publish is retried, when a
+// redelivered report repeats steps already applied (after ack_wait, to
+// the shard's next owner when a replica died), and when a reload restores
+// an event the history index lacks (it waits until the index holds every
+// stored event first, so a stored one is not sent again). The window
+// covers the first two; a report redelivered later than it (a controller
+// killed between storing an event and acknowledging its report, and down
+// longer than the window) stores its event a second time, which the
+// history index ignores (it keeps an execution's newest snapshot) and a
+// plain subscriber sees twice. Events are most of ax's Msg-Ids (about
+// four per execution), and the server holds each one within its window in
+// memory (about 240 bytes in a heap profile of the soak) and reads them all
+// back at every start: at 500 executions a second a 2h window would hold
+// about 14 million of them, over 3 GiB.
+func (c *core) eventDedupWindow() time.Duration {
+	return min(max(2*c.cfg.AckWait, streams.DefaultEventDuplicates), c.cfg.Reports.DedupWindow)
+}
 
 // defaultHistorySweep is how often the sweeper runs.
 const defaultHistorySweep = time.Minute

@@ -19,6 +19,13 @@ const (
 	DefaultEventMaxAge = 7 * 24 * time.Hour
 	// DefaultDuplicates is the de-duplication window of report and command Msg-Ids.
 	DefaultDuplicates = 2 * time.Hour
+	// DefaultEventDuplicates is the de-duplication window of event Msg-Ids
+	// (AX_EVT) when Config.EventDuplicates is 0. Only the controller
+	// publishes events, and it publishes one again only soon after the
+	// first (a publish retried, a report redelivered after its ack wait),
+	// so a short window serves; every Msg-Id within it costs the server
+	// about 200 bytes of memory, and AX_EVT carries most of ax's Msg-Ids.
+	DefaultEventDuplicates = 2 * time.Minute
 	// LivenessTTL is the bucket TTL of ax_liveness.
 	LivenessTTL = time.Hour
 	// DefaultLeaseTTL is the bucket TTL of ax_leases.
@@ -59,6 +66,9 @@ type Config struct {
 	EventMaxAge   time.Duration
 	Duplicates    time.Duration
 	LeaseTTL      time.Duration
+	// EventDuplicates is AX_EVT's de-duplication window;
+	// DefaultEventDuplicates when 0, and never longer than Duplicates.
+	EventDuplicates time.Duration
 	// ReportMaxBytes and ReportMaxAge bound AX_RPT (defaults
 	// DefaultReportMaxBytes, DefaultReportMaxAge when 0). The stream discards
 	// new reports when full (DiscardNew): the publisher gets an error and
@@ -85,6 +95,10 @@ func (c Config) withDefaults() Config {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
 	}
+	if c.EventDuplicates == 0 {
+		c.EventDuplicates = DefaultEventDuplicates
+	}
+	c.EventDuplicates = min(c.EventDuplicates, c.Duplicates)
 	if c.CommandMaxConsumers <= 0 {
 		c.CommandMaxConsumers = DefaultCommandMaxConsumers
 	}
@@ -108,7 +122,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"command_max_age", c.CommandMaxAge}, {"event_max_age", c.EventMaxAge}, {"duplicates", c.Duplicates}, {"lease_ttl", c.LeaseTTL}} {
+	}{{"command_max_age", c.CommandMaxAge}, {"event_max_age", c.EventMaxAge}, {"duplicates", c.Duplicates}, {"lease_ttl", c.LeaseTTL}, {"event_duplicates", c.EventDuplicates}} {
 		if f.d < 0 {
 			return fmt.Errorf("%w: %s: must not be negative", ErrConfig, f.name)
 		}
@@ -172,7 +186,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 			MaxMsgSize:  protocol.MaxMessageSize,
 			Storage:     c.storage(),
 			Replicas:    c.Replicas,
-			Duplicates:  c.Duplicates,
+			Duplicates:  c.EventDuplicates,
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,44 @@ func TestReportStreamBounded(t *testing.T) {
 	d := Config{}.StreamConfigs()[1]
 	if d.MaxBytes != DefaultReportMaxBytes || d.MaxAge != DefaultReportMaxAge || d.Discard != jetstream.DiscardNew {
 		t.Fatalf("default AX_RPT bounds: %d, %s, %v", d.MaxBytes, d.MaxAge, d.Discard)
+	}
+}
+
+// TestEventDuplicates: AX_EVT's de-duplication window is EventDuplicates
+// (DefaultEventDuplicates when 0) but never longer than Duplicates, which
+// AX_CMD and AX_RPT keep; a negative one is refused, naming it.
+func TestEventDuplicates(t *testing.T) {
+	window := func(c Config, name string) time.Duration {
+		for _, sc := range c.StreamConfigs() {
+			if sc.Name == name {
+				return sc.Duplicates
+			}
+		}
+		t.Fatalf("no stream %s", name)
+		return 0
+	}
+	for _, tc := range []struct {
+		cfg               Config
+		evt, cmd, reports time.Duration
+	}{
+		{Config{}, DefaultEventDuplicates, DefaultDuplicates, DefaultDuplicates},
+		{Config{Duplicates: 10 * time.Minute}, DefaultEventDuplicates, 10 * time.Minute, 10 * time.Minute},
+		{Config{Duplicates: time.Minute}, time.Minute, time.Minute, time.Minute},
+		{Config{EventDuplicates: 5 * time.Minute}, 5 * time.Minute, DefaultDuplicates, DefaultDuplicates},
+		{Config{Duplicates: time.Hour, EventDuplicates: 3 * time.Hour}, time.Hour, time.Hour, time.Hour},
+	} {
+		if g := window(tc.cfg, protocol.StreamEvents); g != tc.evt {
+			t.Errorf("%+v: AX_EVT duplicates %v, want %v", tc.cfg, g, tc.evt)
+		}
+		if g := window(tc.cfg, protocol.StreamCommands); g != tc.cmd {
+			t.Errorf("%+v: AX_CMD duplicates %v, want %v", tc.cfg, g, tc.cmd)
+		}
+		if g := window(tc.cfg, protocol.StreamReports); g != tc.reports {
+			t.Errorf("%+v: AX_RPT duplicates %v, want %v", tc.cfg, g, tc.reports)
+		}
+	}
+	err := Config{EventDuplicates: -time.Second}.Validate()
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "event_duplicates") {
+		t.Fatalf("Validate of a negative EventDuplicates = %v, want ErrConfig naming event_duplicates", err)
 	}
 }
