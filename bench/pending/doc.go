@@ -18,7 +18,9 @@
 //  4. times -gets (200) sequential GETs of /v1/jobs?limit=50,
 //     /v1/executions?limit=50 and both filtered by agent (executions also by
 //     state=PENDING), p50/p99/max;
-//  5. restarts the controller on the same data dir, once with SIGTERM and
+//  5. waits -settle (default 0: at once; 2m30s puts the restarts past
+//     AX_EVT's 2m de-duplication window, as a restart long after the creates
+//     is), then restarts the controller on the same data dir, once with SIGTERM and
 //     once with SIGKILL (-restart term,kill): time from process start to
 //     the first 200 of /readyz (polled every 20 ms) and to the "executions
 //     reloaded" log record (its time field; its pending and pending_resent

@@ -26,6 +26,7 @@ func main() {
 	restarts := flag.String("restart", "term,kill", "pending: controller restarts in order, comma-separated: term (SIGTERM), kill (SIGKILL); empty for none")
 	holdTimeout := flag.Duration("hold-timeout", 20*time.Minute, "pending: how long to wait for the agent to hold every run")
 	after := flag.Duration("after", 30*time.Second, "pending: how long to watch the controller after each restart")
+	settle := flag.Duration("settle", 0, "pending: how long to wait after the GETs before the first restart (past AX_EVT's 2m de-duplication window, a restart does not read the creates' events back)")
 	rate := flag.Int("rate", 500, "soak: executions per second")
 	periodic := flag.Int("periodic", 250, "soak: periodic jobs (every: 1s); the rest of -rate is asap one-shots")
 	duration := flag.Duration("duration", 30*time.Minute, "soak: how long")
@@ -53,7 +54,7 @@ func main() {
 	switch *mode {
 	case "pending":
 		ok, err = runPending(ctx, dir, *ctlBin, *agentBin, pendingConfig{n: *n, batch: *batch, inflight: *inflight,
-			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after, pprof: *pprofAddr, dedupWindow: *dedupWindow})
+			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after, settle: *settle, pprof: *pprofAddr, dedupWindow: *dedupWindow})
 	case "soak":
 		ok, err = runSoak(ctx, dir, *ctlBin, *agentBin, soakConfig{rate: *rate, periodic: *periodic, duration: *duration,
 			retention: *retention, dedupWindow: *dedupWindow, sample: *sample, batch: *batch, pprof: *pprofAddr})
@@ -117,6 +118,14 @@ func runPending(ctx context.Context, dir, ctlBin, agentBin string, c pendingConf
 	fmt.Printf("3. %d GETs of each listing, one at a time\n", c.gets)
 	before := s.timeGets(ctx, c.gets)
 
+	if c.settle > 0 && len(c.restarts) > 0 {
+		fmt.Printf("  waiting %s before the first restart (-settle)\n", c.settle)
+		select {
+		case <-time.After(c.settle):
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
 	var rr []restartResult
 	for i, how := range c.restarts {
 		fmt.Printf("%d. restart the controller (%s)\n", 4+i, how)

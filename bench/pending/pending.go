@@ -19,8 +19,9 @@ type pendingConfig struct {
 	n, batch, inflight, gets int
 	restarts                 []string // "term", "kill"
 	holdTimeout, after       time.Duration
-	pprof                    string // the controller's --pprof-listen address ("": off)
-	dedupWindow              string // reports.dedup_window ("": the controller's default)
+	settle                   time.Duration // wait before the first restart
+	pprof                    string        // the controller's --pprof-listen address ("": off)
+	dedupWindow              string        // reports.dedup_window ("": the controller's default)
 }
 
 // getPaths are the listings timed before and after the restarts.
