@@ -24,7 +24,7 @@ const (
 	// publishes events, and it publishes one again only soon after the
 	// first (a publish retried, a report redelivered after its ack wait),
 	// so a short window serves; every Msg-Id within it costs the server
-	// about 200 bytes of memory, and AX_EVT carries most of ax's Msg-Ids.
+	// about 240 bytes of memory, and AX_EVT carries most of ax's Msg-Ids.
 	DefaultEventDuplicates = 2 * time.Minute
 	// LivenessTTL is the bucket TTL of ax_liveness.
 	LivenessTTL = time.Hour
