@@ -66,8 +66,8 @@ import (
 func (c *core) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
 
 // eventDedupWindow is AX_EVT's Msg-Id de-duplication window: twice
-// ack_wait, at least streams.DefaultEventDuplicates (2m) and at most
-// reports.dedup_window. Only the controller publishes events, and it
+// ack_wait, at least streams.DefaultEventDuplicates (2m); streams.Config
+// caps it at Duplicates, reports.dedup_window. Only the controller publishes events, and it
 // publishes one again (same Msg-Id) when a publish is retried, when a
 // redelivered report repeats steps already applied (after ack_wait, to
 // the shard's next owner when a replica died), and when a reload restores
@@ -83,7 +83,7 @@ func (c *core) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
 // back at every start: at 500 executions a second a 2h window would hold
 // about 14 million of them, over 3 GiB.
 func (c *core) eventDedupWindow() time.Duration {
-	return min(max(2*c.cfg.AckWait, streams.DefaultEventDuplicates), c.cfg.Reports.DedupWindow)
+	return max(2*c.cfg.AckWait, streams.DefaultEventDuplicates)
 }
 
 // defaultHistorySweep is how often the sweeper runs.
