@@ -148,7 +148,8 @@ type ReportsConfig struct {
 	MaxAge time.Duration
 	// DedupWindow is reports.dedup_window, default DefaultDedupWindow (2h),
 	// between 1m and 24h and at most MaxAge: the Msg-Id de-duplication
-	// window (Duplicates) of AX_CMD, AX_RPT and AX_EVT, and the live grace
+	// window (Duplicates) of AX_RPT, the cap of AX_CMD's and AX_EVT's
+	// (controllerDedupWindow), and the live grace
 	// (see DefaultDedupWindow).
 	DedupWindow time.Duration
 }

@@ -257,12 +257,13 @@ func (c *core) start(ctx context.Context) error {
 		// (the live grace in live state, then history.retention; the index
 		// is rebuilt from it): a short history.retention keeps the data
 		// dir small instead of holding a week of events nobody reads.
-		// AX_CMD and AX_RPT de-duplicate Msg-Ids for reports.dedup_window,
-		// the live grace; AX_EVT for eventDedupWindow (an existing store's
-		// streams are updated to both).
+		// AX_RPT de-duplicates Msg-Ids for reports.dedup_window, the live
+		// grace; AX_CMD and AX_EVT, which only controllers publish to, for
+		// controllerDedupWindow (an existing store's streams are updated to
+		// both).
 		b, err = streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL,
 			ReportMaxBytes: c.cfg.Reports.MaxBytes, ReportMaxAge: c.cfg.Reports.MaxAge,
-			Duplicates: c.cfg.Reports.DedupWindow, EventDuplicates: c.eventDedupWindow(),
+			Duplicates: c.cfg.Reports.DedupWindow, ControllerDuplicates: c.controllerDedupWindow(),
 			EventMaxAge: c.liveGrace() + c.cfg.History.Retention})
 		return err
 	})

@@ -20,9 +20,9 @@ func shortWindow(c *Config) {
 }
 
 // TestDedupWindowSetsStreams: reports.dedup_window is the Duplicates of
-// AX_CMD and AX_RPT, and with history.retention AX_EVT's max age (grace +
-// retention); AX_EVT's Duplicates is twice ack_wait, at least 2m and at
-// most reports.dedup_window; a restart of an existing store with other
+// AX_RPT, and with history.retention AX_EVT's max age (grace +
+// retention); the Duplicates of AX_EVT and AX_CMD is twice ack_wait, at
+// least 2m and at most reports.dedup_window; a restart of an existing store with other
 // values updates the streams (down from the defaults and back up).
 func TestDedupWindowSetsStreams(t *testing.T) {
 	dir := t.TempDir()
@@ -58,7 +58,7 @@ func TestDedupWindowSetsStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantDup := want
-			if name == protocol.StreamEvents {
+			if name != protocol.StreamReports {
 				wantDup = tc.evtDup
 			}
 			if info.Config.Duplicates != wantDup {

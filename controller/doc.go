@@ -140,7 +140,7 @@
 // evt/<exec_id>/<attempt>/<STATE>. A duplicate report publishes the events
 // of the steps it made again (from the markers): AX_EVT drops them within
 // its de-duplication window (twice ack_wait, at least 2m, at most
-// reports.dedup_window: eventDedupWindow), and an event lost to a crash
+// reports.dedup_window: controllerDedupWindow), and an event lost to a crash
 // between the KV write and the event is restored; a plain NATS subscriber
 // may see such an event twice, and so may a stream consumer when the
 // report is redelivered after that window (a controller killed between
@@ -182,8 +182,7 @@
 //
 // retention.go: the owner of a shard removes, once a minute, the terminal
 // executions of its jobs whose last change is the live grace
-// (reports.dedup_window, default 2h: the duplicate window of AX_CMD and
-// AX_RPT) old — a compare-and-set purge of the key, then a
+// (reports.dedup_window, default 2h: the duplicate window of AX_RPT) old — a compare-and-set purge of the key, then a
 // purge of its subject — and retires one-shot jobs all of whose
 // executions left (protocol.JobRetired on AX_EVT, then the same purge of
 // the job and its idempotency key). Every replica drops index rows

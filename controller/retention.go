@@ -59,31 +59,43 @@ import (
 
 // liveGrace is how long a terminal execution stays in live state after its
 // last change: reports.dedup_window, the Msg-Id de-duplication window the
-// controller sets on AX_CMD and AX_RPT. Never shorter than that window: a
-// replayed report the stream no longer drops finds the execution live (the
-// state machine refuses a step it made) or in history (inHistory refuses
-// it).
+// controller sets on AX_RPT. Never shorter than that window: a replayed
+// report the stream no longer drops finds the execution live (the state
+// machine refuses a step it made) or in history (inHistory refuses it).
 func (c *core) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
 
-// eventDedupWindow is AX_EVT's Msg-Id de-duplication window: twice
-// ack_wait, at least streams.DefaultEventDuplicates (2m); streams.Config
-// caps it at Duplicates, reports.dedup_window. Only the controller publishes events, and it
-// publishes one again (same Msg-Id) when a publish is retried, when a
-// redelivered report repeats steps already applied (after ack_wait, to
-// the shard's next owner when a replica died), and when a reload restores
-// an event the history index lacks (it waits until the index holds every
-// stored event first, so a stored one is not sent again). The window
-// covers the first two; a report redelivered later than it (a controller
-// killed between storing an event and acknowledging its report, and down
-// longer than the window) stores its event a second time, which the
-// history index ignores (it keeps an execution's newest snapshot) and a
-// plain subscriber sees twice. Events are most of ax's Msg-Ids (about
-// four per execution), and the server holds each one within its window in
-// memory (about 240 bytes in a heap profile of the soak) and reads them all
-// back at every start: at 500 executions a second a 2h window would hold
-// about 14 million of them, over 3 GiB.
-func (c *core) eventDedupWindow() time.Duration {
-	return max(2*c.cfg.AckWait, streams.DefaultEventDuplicates)
+// controllerDedupWindow is the Msg-Id de-duplication window of AX_EVT and
+// AX_CMD, the streams only controllers publish to: twice ack_wait, at
+// least streams.DefaultControllerDuplicates (2m); streams.Config caps it
+// at Duplicates, reports.dedup_window.
+//
+// A controller publishes an event again (same Msg-Id) when a publish is
+// retried, when a redelivered report repeats steps already applied (after
+// ack_wait, to the shard's next owner when a replica died), and when a
+// reload restores an event the history index lacks (it waits until the
+// index holds every stored event first, so a stored one is not sent
+// again). The window covers the first two; a report redelivered later
+// than it (a controller killed between storing an event and acknowledging
+// its report, and down longer than the window) stores its event a second
+// time, which the history index ignores (it keeps an execution's newest
+// snapshot) and a plain subscriber sees twice.
+//
+// It publishes a run command again when a publish is retried, when a
+// PENDING execution is created again (execution.SendRun with Resend), and
+// when a reload finds a placed PENDING record whose command AX_CMD does
+// not hold (sentruns.go: it reads the commands before it sends one). A
+// command stored twice reaches its agent twice, and the agent stores an
+// attempt of an execution once (its SQLite key is exec_id and attempt),
+// so a window longer than the publish retries protects nothing more.
+//
+// The server holds every Msg-Id within a window in memory (about 240
+// bytes in a heap profile of the soak) and reads them all back at every
+// start: at 500 executions a second (about four events each) a 2h window
+// would hold about 14 million of them, over 3 GiB, and 300,000 delayed
+// one-shots held their 300,000 run commands' Msg-Ids for 2h (48 MB of
+// heap after a restart, and a read of every command at the start).
+func (c *core) controllerDedupWindow() time.Duration {
+	return max(2*c.cfg.AckWait, streams.DefaultControllerDuplicates)
 }
 
 // defaultHistorySweep is how often the sweeper runs.

@@ -17,15 +17,21 @@ const (
 	DefaultCommandMaxAge = 7 * 24 * time.Hour
 	// DefaultEventMaxAge keeps state-change events this long.
 	DefaultEventMaxAge = 7 * 24 * time.Hour
-	// DefaultDuplicates is the de-duplication window of report and command Msg-Ids.
+	// DefaultDuplicates is the de-duplication window of report Msg-Ids
+	// (AX_RPT): agents publish a report again from their outbox for as
+	// long as their link is down.
 	DefaultDuplicates = 2 * time.Hour
-	// DefaultEventDuplicates is the de-duplication window of event Msg-Ids
-	// (AX_EVT) when Config.EventDuplicates is 0. Only the controller
-	// publishes events, and it publishes one again only soon after the
-	// first (a publish retried, a report redelivered after its ack wait),
-	// so a short window serves; every Msg-Id within it costs the server
-	// about 240 bytes of memory, and AX_EVT carries most of ax's Msg-Ids.
-	DefaultEventDuplicates = 2 * time.Minute
+	// DefaultControllerDuplicates is the de-duplication window of the
+	// streams only the controller publishes to, AX_CMD and AX_EVT, when
+	// Config.ControllerDuplicates is 0. The controller publishes a command
+	// or an event again only soon after the first (a publish retried, a
+	// report redelivered after its ack wait); a reload reads the run
+	// commands AX_CMD holds before it sends one again, and an agent
+	// stores one attempt of an execution once (its SQLite key), so a
+	// short window serves. Every Msg-Id within a window costs the server
+	// about 240 bytes of memory and is read back at each start: 300,000
+	// delayed one-shots held 300,000 run-command Msg-Ids for 2h.
+	DefaultControllerDuplicates = 2 * time.Minute
 	// LivenessTTL is the bucket TTL of ax_liveness.
 	LivenessTTL = time.Hour
 	// DefaultLeaseTTL is the bucket TTL of ax_leases.
@@ -61,14 +67,15 @@ type Config struct {
 	Replicas int
 	// Memory puts streams in memory instead of files (tests, benchmarks).
 	Memory bool
-	// CommandMaxAge, EventMaxAge, Duplicates and LeaseTTL override the defaults when > 0.
+	// CommandMaxAge, EventMaxAge, Duplicates (AX_RPT's) and LeaseTTL override the defaults when > 0.
 	CommandMaxAge time.Duration
 	EventMaxAge   time.Duration
 	Duplicates    time.Duration
 	LeaseTTL      time.Duration
-	// EventDuplicates is AX_EVT's de-duplication window;
-	// DefaultEventDuplicates when 0, and never longer than Duplicates.
-	EventDuplicates time.Duration
+	// ControllerDuplicates is the de-duplication window of AX_CMD and
+	// AX_EVT; DefaultControllerDuplicates when 0, and never longer than
+	// Duplicates.
+	ControllerDuplicates time.Duration
 	// ReportMaxBytes and ReportMaxAge bound AX_RPT (defaults
 	// DefaultReportMaxBytes, DefaultReportMaxAge when 0). The stream discards
 	// new reports when full (DiscardNew): the publisher gets an error and
@@ -95,10 +102,10 @@ func (c Config) withDefaults() Config {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
 	}
-	if c.EventDuplicates == 0 {
-		c.EventDuplicates = DefaultEventDuplicates
+	if c.ControllerDuplicates == 0 {
+		c.ControllerDuplicates = DefaultControllerDuplicates
 	}
-	c.EventDuplicates = min(c.EventDuplicates, c.Duplicates)
+	c.ControllerDuplicates = min(c.ControllerDuplicates, c.Duplicates)
 	if c.CommandMaxConsumers <= 0 {
 		c.CommandMaxConsumers = DefaultCommandMaxConsumers
 	}
@@ -122,7 +129,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"command_max_age", c.CommandMaxAge}, {"event_max_age", c.EventMaxAge}, {"duplicates", c.Duplicates}, {"lease_ttl", c.LeaseTTL}, {"event_duplicates", c.EventDuplicates}} {
+	}{{"command_max_age", c.CommandMaxAge}, {"event_max_age", c.EventMaxAge}, {"duplicates", c.Duplicates}, {"lease_ttl", c.LeaseTTL}, {"controller_duplicates", c.ControllerDuplicates}} {
 		if f.d < 0 {
 			return fmt.Errorf("%w: %s: must not be negative", ErrConfig, f.name)
 		}
@@ -162,7 +169,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 			MaxMsgSize:   protocol.MaxMessageSize,
 			Storage:      c.storage(),
 			Replicas:     c.Replicas,
-			Duplicates:   c.Duplicates,
+			Duplicates:   c.ControllerDuplicates,
 		},
 		{
 			Name:        protocol.StreamReports,
@@ -186,7 +193,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 			MaxMsgSize:  protocol.MaxMessageSize,
 			Storage:     c.storage(),
 			Replicas:    c.Replicas,
-			Duplicates:  c.EventDuplicates,
+			Duplicates:  c.ControllerDuplicates,
 		},
 	}
 }

@@ -132,10 +132,11 @@ func TestReportStreamBounded(t *testing.T) {
 	}
 }
 
-// TestEventDuplicates: AX_EVT's de-duplication window is EventDuplicates
-// (DefaultEventDuplicates when 0) but never longer than Duplicates, which
-// AX_CMD and AX_RPT keep; a negative one is refused, naming it.
-func TestEventDuplicates(t *testing.T) {
+// TestControllerDuplicates: the de-duplication window of AX_EVT and
+// AX_CMD is ControllerDuplicates (DefaultControllerDuplicates when 0) but
+// never longer than Duplicates, which AX_RPT keeps; a negative one is
+// refused, naming it.
+func TestControllerDuplicates(t *testing.T) {
 	window := func(c Config, name string) time.Duration {
 		for _, sc := range c.StreamConfigs() {
 			if sc.Name == name {
@@ -149,11 +150,11 @@ func TestEventDuplicates(t *testing.T) {
 		cfg               Config
 		evt, cmd, reports time.Duration
 	}{
-		{Config{}, DefaultEventDuplicates, DefaultDuplicates, DefaultDuplicates},
-		{Config{Duplicates: 10 * time.Minute}, DefaultEventDuplicates, 10 * time.Minute, 10 * time.Minute},
+		{Config{}, DefaultControllerDuplicates, DefaultControllerDuplicates, DefaultDuplicates},
+		{Config{Duplicates: 10 * time.Minute}, DefaultControllerDuplicates, DefaultControllerDuplicates, 10 * time.Minute},
 		{Config{Duplicates: time.Minute}, time.Minute, time.Minute, time.Minute},
-		{Config{EventDuplicates: 5 * time.Minute}, 5 * time.Minute, DefaultDuplicates, DefaultDuplicates},
-		{Config{Duplicates: time.Hour, EventDuplicates: 3 * time.Hour}, time.Hour, time.Hour, time.Hour},
+		{Config{ControllerDuplicates: 5 * time.Minute}, 5 * time.Minute, 5 * time.Minute, DefaultDuplicates},
+		{Config{Duplicates: time.Hour, ControllerDuplicates: 3 * time.Hour}, time.Hour, time.Hour, time.Hour},
 	} {
 		if g := window(tc.cfg, protocol.StreamEvents); g != tc.evt {
 			t.Errorf("%+v: AX_EVT duplicates %v, want %v", tc.cfg, g, tc.evt)
@@ -165,8 +166,8 @@ func TestEventDuplicates(t *testing.T) {
 			t.Errorf("%+v: AX_RPT duplicates %v, want %v", tc.cfg, g, tc.reports)
 		}
 	}
-	err := Config{EventDuplicates: -time.Second}.Validate()
-	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "event_duplicates") {
-		t.Fatalf("Validate of a negative EventDuplicates = %v, want ErrConfig naming event_duplicates", err)
+	err := Config{ControllerDuplicates: -time.Second}.Validate()
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "controller_duplicates") {
+		t.Fatalf("Validate of a negative ControllerDuplicates = %v, want ErrConfig naming controller_duplicates", err)
 	}
 }
