@@ -246,7 +246,7 @@ func (c *reloader) repairOrphanExecs(ctx context.Context, recs []*execRecord, re
 			ok = false // not judged yet: a later reload (the marks' sweep) looks again
 			continue
 		}
-		if _, _, ok := c.jobs.Get(r.JobID); ok {
+		if c.jobs.Has(r.JobID) {
 			continue
 		}
 		if _, err := c.kv.Jobs.History(ctx, r.JobID); !errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -47,7 +47,7 @@ func (c *placer) cancelUnplacedOf(ctx context.Context, jobID string) {
 			continue
 		}
 		if jobID == "" {
-			if _, _, ok := c.jobs.Get(j); ok {
+			if c.jobs.Has(j) {
 				continue
 			}
 		}

@@ -186,7 +186,7 @@ func (c *jobService) claimIdem(ctx context.Context, key, jobID string) (uint64, 
 			return 0, fmt.Errorf("create job: read idempotency key: %w", err)
 		}
 		existing := string(e.Value())
-		if _, _, ok := c.jobs.Get(existing); !ok {
+		if !c.jobs.Has(existing) {
 			if _, gerr := c.kv.Jobs.Get(ctx, existing); errors.Is(gerr, jetstream.ErrKeyNotFound) && time.Since(e.Created()) > idemOrphanAfter {
 				c.log.Warn("taking over orphaned idempotency key", "job", existing)
 				_ = c.kv.Idem.Delete(ctx, k, jetstream.LastRevision(e.Revision()))

@@ -52,8 +52,8 @@ func (l *lane) holdBack(now time.Time, flush bool) {
 // its triggered and running reports delays only their states. The first
 // reports of a periodic fire make its record; they are never held back.
 func (l *lane) oneShot(g *group) bool {
-	j, _, ok := l.w.c.jobs.Get(g.items[0].r.JobID)
-	return ok && !j.Periodic()
+	b, ok := l.w.c.jobs.Brief(g.items[0].r.JobID)
+	return ok && !b.Periodic
 }
 
 // mayLinger reports whether every report of g is a triggered or running

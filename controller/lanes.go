@@ -255,8 +255,8 @@ func (l *lane) guessAbsent(r protocol.Report) bool {
 	if !first || r.Attempt != 1 {
 		return false
 	}
-	j, _, ok := l.w.c.jobs.Get(r.JobID)
-	return ok && j.Periodic()
+	b, ok := l.w.c.jobs.Brief(r.JobID)
+	return ok && b.Periodic
 }
 
 // plan applies the group's reports, in order, to cur. A report ahead of

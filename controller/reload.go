@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -89,8 +90,8 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		defer close(missingCh)
 		// A one-shot job never changed (generation 1) and created before
 		// every write mark got its executions in the op that created it.
-		made := func(j *protocol.Job) bool {
-			return merr == nil && hasFloor && j.Generation == 1 && j.CreatedAt.Before(floor)
+		made := func(b jobcache.Brief) bool {
+			return merr == nil && hasFloor && b.Generation == 1 && b.CreatedAt.Before(floor)
 		}
 		missing, missingOK = c.createMissingOneShots(ctx, in, s.seen, made)
 	}()
@@ -242,7 +243,7 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 		}
 		s.seen[r.ExecID] = true
 		s.live = append(s.live, r)
-		if _, _, ok := c.jobs.Get(r.JobID); !ok && r.State == protocol.StatePending {
+		if !c.jobs.Has(r.JobID) && r.State == protocol.StatePending {
 			s.jobless = append(s.jobless, r)
 			s.joblessRev[r.ExecID] = rev
 		}
@@ -267,11 +268,14 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 // holds are known to have theirs (the write marks) and are not looked at.
 // It returns how many it created, and false when one could not be judged
 // or created.
-func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool, made func(*protocol.Job) bool) (int, bool) {
-	// The filter runs under the job cache's lock: it touches no cache, and
-	// parses the schedule only of the jobs made does not settle.
-	cands := c.jobs.LiveWhere(func(j *protocol.Job) bool {
-		if made(j) || j.Periodic() || j.Paused || j.Target.Mode == protocol.ModeAll || !in(j.ID) {
+func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool, made func(jobcache.Brief) bool) (int, bool) {
+	// The filters run under the job cache's lock: they touch no cache, and
+	// the spec is decoded and its schedule parsed only of the jobs made
+	// does not settle.
+	cands := c.jobs.LiveWhere(func(b jobcache.Brief) bool {
+		return !made(b) && !b.Periodic && !b.Paused && in(b.ID)
+	}, func(j *protocol.Job) bool {
+		if j.Target.Mode == protocol.ModeAll {
 			return false
 		}
 		s, err := schedule.Parse(j.Schedule, j.CreatedAt)

@@ -341,3 +341,33 @@ func TestRecordJSONCompatible(t *testing.T) {
 		t.Fatal("bad JSON decoded")
 	}
 }
+
+// TestFinishedReadsPolicyOnlyToDecide: a finished report that succeeded
+// or was cancelled applies without the retry policy (the controller reads
+// the job for it); a failure reads it once and follows it.
+func TestFinishedReadsPolicyOnlyToDecide(t *testing.T) {
+	for _, tc := range []struct {
+		outcome   retry.Outcome
+		retryable bool
+		reads     int
+		want      protocol.State
+	}{
+		{retry.OutcomeSuccess, false, 0, protocol.StateSuccess},
+		{retry.OutcomeCancelled, false, 0, protocol.StateCancelled},
+		{retry.OutcomeFailure, true, 1, protocol.StateRetryWaiting},
+		{retry.OutcomeFailure, false, 1, protocol.StateFailed},
+	} {
+		reads := 0
+		env := tableEnv()
+		env.Policy = func() retry.Policy {
+			reads++
+			return retry.Policy{MaxAttempts: 3, Base: time.Second, Max: time.Minute}
+		}
+		ev := eventFor("finished", recordIn("RUNNING")).(Report)
+		ev.Outcome, ev.Result = tc.outcome, &retry.Result{Retryable: tc.retryable}
+		next, _, err := Apply(recordIn("RUNNING"), ev, env)
+		if err != nil || next.State != tc.want || reads != tc.reads {
+			t.Errorf("%s (retryable %v): %v, policy read %d times; want %s, %d reads", tc.outcome, tc.retryable, err, reads, tc.want, tc.reads)
+		}
+	}
+}

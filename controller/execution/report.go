@@ -158,7 +158,12 @@ func applyStep(cur *Record, r protocol.Report, env Env) (*Record, Transition, *R
 			res = *result
 			next.Result = &res
 		}
-		pol := env.policy()
+		// A success or a cancel decides nothing from the policy: the job
+		// is not read for it.
+		var pol retry.Policy
+		if outcome != retry.OutcomeSuccess && outcome != retry.OutcomeCancelled {
+			pol = env.policy()
+		}
 		d := pol.Decide(r.Attempt, outcome, res, env.Rand)
 		switch {
 		case outcome == retry.OutcomeSuccess:

@@ -37,18 +37,82 @@ type Cache struct {
 	// ListJobs: a page of 50 of 300,000 jobs reads 50 ids (and the ones
 	// its filter turns away), not every entry of the map.
 	ids *btree.BTreeG[string]
+	// intern shares the values many one-shot jobs repeat (compact).
+	intern *interner
 	// now dates tombstones (the controller's clock; nil: time.Now).
 	now func() time.Time
 }
 
 type cachedJob struct {
-	// job is the spec (nil: a tombstone that keeps none). A pointer keeps
-	// the map's entries small: a page or a reload's pass over 300,000
-	// jobs copies 48 bytes an entry, not the whole spec.
-	job       *protocol.Job
-	rev       uint64
-	deleted   bool
-	deletedAt time.Time // for PruneTombstones
+	// job is the spec of a periodic job, or of a one-shot job compact
+	// cannot hold (nil: a one-shot job held as one, or a tombstone that
+	// keeps none). A pointer keeps the map's entries small: a page or a
+	// reload's pass over the jobs copies an entry, not the whole spec.
+	job *protocol.Job
+	// one is a live one-shot job's spec in its compact form (Get expands
+	// it): 300,000 delayed one-shots are the case it is for.
+	one *compact
+	rev uint64
+	// gen and at (unix nanoseconds: the job's CreatedAt; a tombstone's
+	// deletion) are what Brief reports, and what one leaves out.
+	gen     uint64
+	at      int64
+	flags   uint8
+	deleted bool
+}
+
+// Flags of a cachedJob.
+const (
+	flagPaused uint8 = 1 << iota
+	flagPeriodic
+)
+
+// Brief is what the cache tells of a live job without rebuilding its
+// spec.
+type Brief struct {
+	ID         string
+	Rev        uint64
+	Periodic   bool
+	Paused     bool
+	Generation uint64
+	CreatedAt  time.Time
+}
+
+// brief returns the Brief of live entry cj of id.
+func (cj cachedJob) brief(id string) Brief {
+	b := Brief{ID: id, Rev: cj.rev, Periodic: cj.flags&flagPeriodic != 0, Paused: cj.flags&flagPaused != 0, Generation: cj.gen}
+	if cj.at != 0 {
+		b.CreatedAt = time.Unix(0, cj.at).UTC()
+	}
+	return b
+}
+
+// spec returns the spec of live entry cj of id.
+func (cj cachedJob) spec(id string) protocol.Job {
+	if cj.job != nil {
+		return *cj.job
+	}
+	return cj.one.expand(id, cj)
+}
+
+// entryOf returns the live entry of job at rev: a one-shot job in its
+// compact form when it has one (its shared values interned in in).
+func entryOf(job protocol.Job, rev uint64, in *interner) cachedJob {
+	cj := cachedJob{rev: rev, gen: job.Generation}
+	if !job.CreatedAt.IsZero() {
+		cj.at = job.CreatedAt.UnixNano()
+	}
+	if job.Paused {
+		cj.flags |= flagPaused
+	}
+	if job.Periodic() {
+		cj.flags |= flagPeriodic
+	} else if one, ok := toCompact(&job, in); ok && time.Unix(0, cj.at).Equal(job.CreatedAt) == (cj.at != 0) {
+		cj.one = one
+		return cj
+	}
+	cj.job = &job
+	return cj
 }
 
 // TombstoneKeep is how long a deleted job's tombstone stays in the cache:
@@ -67,7 +131,7 @@ const DeletedFireKeep = 2 * time.Hour
 func New(now func() time.Time) *Cache {
 	return &Cache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{},
 		groupAll: map[string]struct{}{}, pinned: map[string]map[string]struct{}{},
-		ids: btree.NewG(32, func(a, b string) bool { return a < b }), now: now}
+		ids: btree.NewG(32, func(a, b string) bool { return a < b }), now: now, intern: newInterner()}
 }
 
 // reserve sizes an empty cache for n jobs.
@@ -120,11 +184,14 @@ func (jc *Cache) Put(job protocol.Job, rev uint64) {
 	if ok && cur.rev >= rev {
 		return
 	}
-	if ok && !cur.deleted {
+	if ok && !cur.deleted && cur.job != nil {
 		jc.index(*cur.job, false)
 	}
-	jc.jobs[job.ID] = cachedJob{job: &job, rev: rev}
-	jc.index(job, true)
+	cj := entryOf(job, rev, jc.intern)
+	jc.jobs[job.ID] = cj
+	if cj.job != nil {
+		jc.index(*cj.job, true)
+	}
 	if !ok || cur.deleted {
 		jc.ids.ReplaceOrInsert(job.ID)
 	}
@@ -141,16 +208,18 @@ func (jc *Cache) Remove(id string, rev uint64) {
 	var last *protocol.Job
 	if ok && !cur.deleted {
 		jc.ids.Delete(id)
-		jc.index(*cur.job, false)
-		if cur.job.Periodic() {
-			last = cur.job
+		if cur.job != nil {
+			jc.index(*cur.job, false)
+			if cur.job.Periodic() {
+				last = cur.job // DeletedPeriodic
+			}
 		}
 	}
 	at := time.Now()
 	if jc.now != nil {
 		at = jc.now()
 	}
-	jc.jobs[id] = cachedJob{job: last, rev: rev, deleted: true, deletedAt: at}
+	jc.jobs[id] = cachedJob{job: last, rev: rev, deleted: true, at: at.UnixNano()}
 }
 
 // DeletedPeriodic returns the spec of periodic job id and when this
@@ -164,7 +233,7 @@ func (jc *Cache) DeletedPeriodic(id string) (protocol.Job, time.Time, bool) {
 	if !ok || !cj.deleted || cj.job == nil {
 		return protocol.Job{}, time.Time{}, false
 	}
-	return *cj.job, cj.deletedAt, true
+	return *cj.job, time.Unix(0, cj.at), true
 }
 
 // PinnedTo returns the live periodic jobs pinned to agent, sorted by id.
@@ -197,7 +266,7 @@ func (jc *Cache) PruneTombstones(t, periodicT time.Time) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	for id, cj := range jc.jobs {
-		if cj.deleted && cj.deletedAt.Before(t) && (cj.job == nil || cj.deletedAt.Before(periodicT)) {
+		if cj.deleted && cj.at < t.UnixNano() && (cj.job == nil || cj.at < periodicT.UnixNano()) {
 			delete(jc.jobs, id)
 		}
 	}
@@ -221,15 +290,34 @@ func (jc *Cache) GroupAnyJobs() []protocol.Job {
 	return out
 }
 
-// Get returns a live job.
+// Get returns a live job (a one-shot job's is rebuilt from its compact
+// form: Brief tells what the hot paths need without that). Its CreatedAt
+// is in UTC, without a monotonic clock reading.
 func (jc *Cache) Get(id string) (protocol.Job, uint64, bool) {
+	jc.mu.RLock()
+	cj, ok := jc.jobs[id]
+	jc.mu.RUnlock()
+	if !ok || cj.deleted {
+		return protocol.Job{}, 0, false
+	}
+	return cj.spec(id), cj.rev, true
+}
+
+// Brief returns what the cache knows of live job id without decoding it.
+func (jc *Cache) Brief(id string) (Brief, bool) {
 	jc.mu.RLock()
 	defer jc.mu.RUnlock()
 	cj, ok := jc.jobs[id]
 	if !ok || cj.deleted {
-		return protocol.Job{}, 0, false
+		return Brief{}, false
 	}
-	return *cj.job, cj.rev, true
+	return cj.brief(id), true
+}
+
+// Has reports whether job id is live.
+func (jc *Cache) Has(id string) bool {
+	_, ok := jc.Brief(id)
+	return ok
 }
 
 // Page returns, sorted by id, the first n live jobs with an id after
@@ -244,23 +332,31 @@ func (jc *Cache) Page(after string, n int, match func(*protocol.Job) bool) []pro
 		if id == after {
 			return true
 		}
-		if cj := jc.jobs[id]; !cj.deleted && match(cj.job) {
-			out = append(out, *cj.job)
+		cj := jc.jobs[id]
+		if cj.deleted {
+			return true
+		}
+		if j := cj.spec(id); match(&j) {
+			out = append(out, j)
 		}
 		return len(out) < n
 	})
 	return out
 }
 
-// LiveWhere returns the live jobs for which keep holds, sorted by id,
-// without copying the others. keep runs under the cache's read lock and
-// must not call the cache.
-func (jc *Cache) LiveWhere(keep func(*protocol.Job) bool) []protocol.Job {
+// LiveWhere returns the live jobs for which pre (on the job's Brief) and
+// keep (on its spec) hold, sorted by id, without copying the others: a
+// one-shot job's spec is rebuilt only when pre holds. pre and keep run
+// under the cache's read lock and must not call the cache.
+func (jc *Cache) LiveWhere(pre func(Brief) bool, keep func(*protocol.Job) bool) []protocol.Job {
 	jc.mu.RLock()
 	var out []protocol.Job
-	for _, cj := range jc.jobs {
-		if !cj.deleted && keep(cj.job) {
-			out = append(out, *cj.job)
+	for id, cj := range jc.jobs {
+		if cj.deleted || !pre(cj.brief(id)) {
+			continue
+		}
+		if j := cj.spec(id); keep(&j) {
+			out = append(out, j)
 		}
 	}
 	jc.mu.RUnlock()

@@ -1,0 +1,153 @@
+package jobcache
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// laterJob is a delayed one-shot job like the "close the order 30 minutes
+// later" case: pinned, with a payload of its own.
+func laterJob(i int, at time.Time) protocol.Job {
+	return protocol.Job{ID: protocol.NewJobID("ctl-1", at.Add(time.Duration(i/5000)*time.Second), uint32(i*7919)),
+		Name: fmt.Sprintf("close-order-%d", i), Handler: "http",
+		Payload:  json.RawMessage(fmt.Sprintf(`{"method":"POST","url":"http://shop.local/orders/%d/close"}`, i)),
+		Schedule: schedule.Spec{Delay: "30m"}, Target: protocol.Target{Agent: "edge-1"},
+		Generation: 1, CreatedAt: at}.WithDefaults()
+}
+
+// TestOneShotHeldCompact: a one-shot job is held in its compact form,
+// not as a decoded spec, and comes back from Get, Page and LiveWhere equal to what
+// was put, whether put by this replica (Put) or by the watcher (Apply,
+// with the stored bytes); Brief tells its kind, generation, creation and
+// pause without decoding it. A periodic job is held decoded.
+func TestOneShotHeldCompact(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	jc := New(nil)
+	put := laterJob(1, at)
+	put.Paused = true
+	jc.Put(put, 3)
+	applied := laterJob(2, at.Add(time.Second))
+	data, err := json.Marshal(applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jc.Apply(kvEntry{key: applied.ID, val: data, rev: 4}, nil)
+	periodic := protocol.Job{ID: "p1", Name: "tick", Handler: "noop", Schedule: schedule.Spec{Every: "1m"},
+		Target: protocol.Target{Agent: "edge-1"}, Generation: 2, CreatedAt: at}
+	jc.Put(periodic, 5)
+
+	for _, want := range []protocol.Job{put, applied} {
+		cj := jc.jobs[want.ID]
+		if cj.job != nil || cj.one == nil {
+			t.Errorf("%s: held decoded (%v), want its compact form only", want.ID, cj.job != nil)
+		}
+		got, _, ok := jc.Get(want.ID)
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("Get(%s) = %+v (%v), want %+v", want.ID, got, ok, want)
+		}
+		b, ok := jc.Brief(want.ID)
+		wantB := Brief{ID: want.ID, Rev: cj.rev, Periodic: false, Paused: want.Paused, Generation: 1}
+		created := b.CreatedAt
+		b.CreatedAt = time.Time{}
+		if !ok || b != wantB || !created.Equal(want.CreatedAt) {
+			t.Errorf("Brief(%s) = %+v (%v), want %+v", want.ID, b, ok, wantB)
+		}
+	}
+	if cj := jc.jobs["p1"]; cj.job == nil || cj.one != nil {
+		t.Errorf("periodic job held compact, want decoded")
+	}
+	if b, ok := jc.Brief("p1"); !ok || !b.Periodic || b.Generation != 2 || !b.CreatedAt.Equal(at) {
+		t.Errorf("Brief(p1) = %+v (%v), want periodic, generation 2", b, ok)
+	}
+	page := jc.Page("", 10, func(j *protocol.Job) bool { return j.Handler == "http" })
+	if len(page) != 2 || !reflect.DeepEqual(page[0], put) && !reflect.DeepEqual(page[1], put) {
+		t.Errorf("page of the http jobs: %+v, want the two one-shots", page)
+	}
+	var briefs int
+	got := jc.LiveWhere(func(b Brief) bool { briefs++; return !b.Periodic && !b.Paused },
+		func(j *protocol.Job) bool { return j.Target.Agent == "edge-1" })
+	if briefs != 3 || len(got) != 1 || !reflect.DeepEqual(got[0], applied) {
+		t.Errorf("LiveWhere looked at %d briefs and kept %+v, want 3 and the unpaused one-shot", briefs, got)
+	}
+	jc.Remove(put.ID, 6)
+	if jc.Has(put.ID) {
+		t.Errorf("%s is live after its removal", put.ID)
+	}
+	if _, _, ok := jc.DeletedPeriodic(put.ID); ok {
+		t.Errorf("the tombstone of one-shot %s keeps a spec", put.ID)
+	}
+}
+
+// TestOneShotChangesKind: a job updated from one-shot to periodic and
+// back is held decoded and then as JSON, and the registration indexes
+// follow; the entry of an older revision changes nothing.
+func TestOneShotChangesKind(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	jc := New(nil)
+	j := laterJob(7, at)
+	jc.Put(j, 1)
+	p := j
+	p.Schedule, p.Generation = schedule.Spec{Every: "5m"}, 2
+	jc.Put(p, 2)
+	if got := jc.PinnedTo("edge-1"); len(got) != 1 || got[0].ID != j.ID {
+		t.Fatalf("pinned after the change to periodic: %+v", got)
+	}
+	j.Generation = 3
+	jc.Put(j, 3)
+	jc.Put(p, 2) // older: ignored
+	if got := jc.PinnedTo("edge-1"); len(got) != 0 {
+		t.Fatalf("pinned after the change back to one-shot: %+v", got)
+	}
+	if got, rev, ok := jc.Get(j.ID); !ok || rev != 3 || !reflect.DeepEqual(got, j) {
+		t.Fatalf("Get after the changes = %+v at %d, want %+v at 3", got, rev, j)
+	}
+	if n := jc.ids.Len(); n != 1 {
+		t.Fatalf("the id index holds %d ids, want 1", n)
+	}
+}
+
+// BenchmarkJobCacheMemory reports the heap a live job takes in the cache
+// (bytes/job), for 100,000 delayed one-shot jobs held in their compact
+// form (oneshot) against the same jobs held decoded, as every job was
+// before (decoded: the form a periodic job keeps).
+func BenchmarkJobCacheMemory(b *testing.B) {
+	const n = 100_000
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	jobs := make([]protocol.Job, n)
+	for i := range jobs {
+		jobs[i] = laterJob(i, at)
+	}
+	for _, arm := range []string{"oneshot", "decoded"} {
+		b.Run(arm, func(b *testing.B) {
+			var per float64
+			for b.Loop() {
+				var ms0, ms1 runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&ms0)
+				jc := New(nil)
+				jc.reserve(n)
+				for i, j := range jobs {
+					if arm == "decoded" {
+						// A periodic job is held decoded; with no target it
+						// enters no registration index.
+						j.Schedule, j.Target = schedule.Spec{Every: "30m"}, protocol.Target{}
+					}
+					j.ID = fmt.Sprintf("%s-%d", j.ID, i) // a string of its own, as decoded from KV
+					jc.Put(j, uint64(i+1))
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&ms1)
+				per = float64(ms1.HeapAlloc-ms0.HeapAlloc) / n
+				runtime.KeepAlive(jc)
+			}
+			b.ReportMetric(per, "bytes/job")
+		})
+	}
+}
