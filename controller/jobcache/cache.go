@@ -107,7 +107,7 @@ func entryOf(job protocol.Job, rev uint64, in *interner) cachedJob {
 	}
 	if job.Periodic() {
 		cj.flags |= flagPeriodic
-	} else if one, ok := toCompact(&job, in); ok && time.Unix(0, cj.at).Equal(job.CreatedAt) == (cj.at != 0) {
+	} else if one, ok := toCompact(&job, in); ok && exactNanos(cj.at, job.CreatedAt) {
 		cj.one = one
 		return cj
 	}
@@ -174,6 +174,15 @@ func (jc *Cache) index(j protocol.Job, add bool) {
 	if j.Target.Agent != "" && len(set) == 0 {
 		delete(jc.pinned, j.Target.Agent)
 	}
+}
+
+// exactNanos reports whether at (unix nanoseconds; 0 for the zero time)
+// gives t back as the same instant.
+func exactNanos(at int64, t time.Time) bool {
+	if at == 0 {
+		return t.IsZero()
+	}
+	return time.Unix(0, at).Equal(t)
 }
 
 // Put records job at rev unless a newer revision is known.
@@ -316,8 +325,10 @@ func (jc *Cache) Brief(id string) (Brief, bool) {
 
 // Has reports whether job id is live.
 func (jc *Cache) Has(id string) bool {
-	_, ok := jc.Brief(id)
-	return ok
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	cj, ok := jc.jobs[id]
+	return ok && !cj.deleted
 }
 
 // Page returns, sorted by id, the first n live jobs with an id after
