@@ -49,9 +49,10 @@ type cachedJob struct {
 	// keeps none). A pointer keeps the map's entries small: a page or a
 	// reload's pass over the jobs copies an entry, not the whole spec.
 	job *protocol.Job
-	// one is a live one-shot job's spec in its compact form (Get expands
-	// it): 300,000 delayed one-shots are the case it is for.
-	one *compact
+	// one is a live one-shot job's spec in its compact form (compact.go;
+	// Get expands it), "" when job or nothing is held: 300,000 delayed
+	// one-shots are the case it is for.
+	one string
 	rev uint64
 	// gen and at (unix nanoseconds: the job's CreatedAt; a tombstone's
 	// deletion) are what Brief reports, and what one leaves out.
@@ -87,12 +88,13 @@ func (cj cachedJob) brief(id string) Brief {
 	return b
 }
 
-// spec returns the spec of live entry cj of id.
-func (cj cachedJob) spec(id string) protocol.Job {
+// spec returns the spec of live entry cj of id; tab is the cache's
+// intern tables, read under its lock.
+func (cj cachedJob) spec(id string, tab tables) protocol.Job {
 	if cj.job != nil {
 		return *cj.job
 	}
-	return cj.one.expand(id, cj)
+	return expand(cj.one, tab, id, cj)
 }
 
 // entryOf returns the live entry of job at rev: a one-shot job in its
@@ -305,11 +307,12 @@ func (jc *Cache) GroupAnyJobs() []protocol.Job {
 func (jc *Cache) Get(id string) (protocol.Job, uint64, bool) {
 	jc.mu.RLock()
 	cj, ok := jc.jobs[id]
+	tab := jc.intern.tab
 	jc.mu.RUnlock()
 	if !ok || cj.deleted {
 		return protocol.Job{}, 0, false
 	}
-	return cj.spec(id), cj.rev, true
+	return cj.spec(id, tab), cj.rev, true
 }
 
 // Brief returns what the cache knows of live job id without decoding it.
@@ -347,7 +350,7 @@ func (jc *Cache) Page(after string, n int, match func(*protocol.Job) bool) []pro
 		if cj.deleted {
 			return true
 		}
-		if j := cj.spec(id); match(&j) {
+		if j := cj.spec(id, jc.intern.tab); match(&j) {
 			out = append(out, j)
 		}
 		return len(out) < n
@@ -366,7 +369,7 @@ func (jc *Cache) LiveWhere(pre func(Brief) bool, keep func(*protocol.Job) bool) 
 		if cj.deleted || !pre(cj.brief(id)) {
 			continue
 		}
-		if j := cj.spec(id); keep(&j) {
+		if j := cj.spec(id, jc.intern.tab); keep(&j) {
 			out = append(out, j)
 		}
 	}

@@ -1,39 +1,40 @@
 package jobcache
 
 import (
+	"encoding/binary"
 	"encoding/json"
-	"math"
 	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
 
-// compact is a live one-shot job's spec as the cache holds it: the
-// fields a user writes per job (name, payload, idempotency key, an at
-// instant) as they are, the rest interned (handler, agent, group, delay:
-// few values shared by many jobs) or as small enums, the policies as
-// pointers to one shared copy per value. A cache entry so held takes
-// about two thirds of one holding the decoded protocol.Job
-// (BenchmarkJobCacheMemory: 406 against 598 bytes a job): 300,000
-// delayed one-shots are the case it is for. Get rebuilds the Job
-// (expand); toCompact refuses a job it could not rebuild exactly, which
-// the cache then holds decoded.
-type compact struct {
-	name, handler, payload, idem string
-	// sched is the value of the schedule's one field: At or Delay ("" for
-	// Asap), per schedKind.
-	sched         string
-	agent, group  string
-	retry         *protocol.RetrySpec
-	misfire       *protocol.MisfireSpec
-	timeout       int64
-	priority      int32
-	concurrency   int32
-	schedKind     uint8
-	mode, overlap uint8
-	precision     uint8
-}
+// A live one-shot job's spec is held by the cache as one immutable string
+// of bytes, its compact form: the fields a user writes per job (name,
+// payload, idempotency key, an at instant) as they are, each behind its
+// length; the values few and shared by many jobs (handler, agent, group,
+// delay, the retry and misfire specs) as indices into the cache's intern
+// tables; the enums packed into one byte; the numbers as varints. A
+// cache entry so held takes under half of one holding the decoded
+// protocol.Job (BenchmarkJobCacheMemory: 289 against 609 bytes a job,
+// the map entry and the id included; 406 when the form was a struct of
+// strings and pointers): 300,000 delayed one-shots are the case it is
+// for. Get rebuilds the Job (expand); toCompact refuses a
+// job it could not rebuild exactly, which the cache then holds decoded.
+//
+// The layout, in order:
+//
+//	byte 0     schedule kind | mode<<2 | overlap<<4 | precision<<6
+//	byte 1     has retry (bit 0), has misfire (bit 1)
+//	name       str          payload  str        idem  str
+//	handler    istr         schedule str (at) or istr (delay), none (asap)
+//	agent      istr         group    istr
+//	retry      uvarint index (if present)   misfire  uvarint index (if present)
+//	timeout, priority, concurrency   varints
+//
+// A str is a uvarint length and the bytes. An istr is a uvarint k: 0 is
+// "", 1 is a str that follows (an intern table full), k ≥ 2 is the
+// table's string k-2.
 
 // Schedule kinds of a compact one-shot job.
 const (
@@ -42,7 +43,13 @@ const (
 	schedDelay
 )
 
-// The values of the enum fields, index = the stored byte.
+// Bits of a compact form's second byte.
+const (
+	hasRetry uint8 = 1 << iota
+	hasMisfire
+)
+
+// The values of the enum fields, index = the stored bits.
 var (
 	modes      = [...]string{"", protocol.ModeAny, protocol.ModeAll}
 	overlaps   = [...]string{"", protocol.OverlapForbid, protocol.OverlapQueue, protocol.OverlapAllow}
@@ -60,113 +67,210 @@ func enumOf(values []string, v string) (uint8, bool) {
 }
 
 // maxInterned bounds each intern table: values past it (a fleet of more
-// agents, delays unique per job) are held per job instead.
+// agents, delays unique per job) are held per job instead, or the job
+// decoded (a retry or misfire spec).
 const maxInterned = 4096
 
-// interner shares one copy of each of a bounded set of values. Its owner
-// serializes calls (the cache's lock).
+// interner numbers each of a bounded set of values, so that a compact
+// form holds the index. Its owner serializes its calls (the cache's
+// write lock); the tables only grow, so a snapshot taken under the read
+// lock (tables) stays valid for the indices it covers after the lock is
+// released.
 type interner struct {
-	strs     map[string]string
-	retries  map[protocol.RetrySpec]*protocol.RetrySpec
-	misfires map[protocol.MisfireSpec]*protocol.MisfireSpec
+	strIdx     map[string]uint64
+	retryIdx   map[protocol.RetrySpec]uint64
+	misfireIdx map[protocol.MisfireSpec]uint64
+	tab        tables
+}
+
+// tables are an interner's values, index = the number a compact form
+// holds.
+type tables struct {
+	strs     []string
+	retries  []protocol.RetrySpec
+	misfires []protocol.MisfireSpec
 }
 
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, retries: map[protocol.RetrySpec]*protocol.RetrySpec{},
-		misfires: map[protocol.MisfireSpec]*protocol.MisfireSpec{}}
+	return &interner{strIdx: map[string]uint64{}, retryIdx: map[protocol.RetrySpec]uint64{},
+		misfireIdx: map[protocol.MisfireSpec]uint64{}}
 }
 
-func (in *interner) str(s string) string {
+// intern returns the index of v in table (through idx), adding it while
+// the table is below maxInterned; false when it is full without v.
+func intern[V comparable](idx map[V]uint64, table *[]V, v V) (uint64, bool) {
+	if i, ok := idx[v]; ok {
+		return i, true
+	}
+	if len(*table) >= maxInterned {
+		return 0, false
+	}
+	i := uint64(len(*table))
+	*table = append(*table, v)
+	idx[v] = i
+	return i, true
+}
+
+// appendStr appends s as a str.
+func appendStr(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// appendIstr appends s as an istr, interning it in in.
+func (in *interner) appendIstr(b []byte, s string) []byte {
 	if s == "" {
-		return ""
+		return append(b, 0)
 	}
-	if v, ok := in.strs[s]; ok {
-		return v
+	if i, ok := intern(in.strIdx, &in.tab.strs, s); ok {
+		return binary.AppendUvarint(b, i+2)
 	}
-	if len(in.strs) < maxInterned {
-		in.strs[s] = s
-	}
-	return s
-}
-
-// internPtr returns the shared copy of v in table, adding one while the
-// table is below maxInterned (past it, a copy of v's own).
-func internPtr[V comparable](table map[V]*V, v V) *V {
-	if p, ok := table[v]; ok {
-		return p
-	}
-	p := &v
-	if len(table) < maxInterned {
-		table[v] = p
-	}
-	return p
+	return appendStr(append(b, 1), s)
 }
 
 // toCompact returns the compact form of one-shot job j, or false when
-// expand could not rebuild j exactly (a field outside the enums or the
-// int32 range, a schedule with more than its one field); in interns the
-// shared values. ID, Generation, CreatedAt and Paused are kept by the
-// cache entry.
-func toCompact(j *protocol.Job, in *interner) (*compact, bool) {
-	c := &compact{name: j.Name, handler: in.str(j.Handler), payload: string(j.Payload), idem: j.IdempotencyKey,
-		agent: in.str(j.Target.Agent), group: in.str(j.Target.Group), timeout: int64(j.Timeout)}
+// expand could not rebuild j exactly (a field outside the enums, a
+// schedule with more than its one field, a retry or misfire spec past a
+// full table); in interns the shared values. ID, Generation, CreatedAt
+// and Paused are kept by the cache entry.
+func toCompact(j *protocol.Job, in *interner) (string, bool) {
+	var kind uint8
 	s := j.Schedule
 	switch {
 	case s.Every != "" || s.Cron != "" || s.Timezone != "":
-		return nil, false
+		return "", false
 	case s.Asap && s.At == "" && s.Delay == "":
-		c.schedKind = schedAsap
+		kind = schedAsap
 	case !s.Asap && s.At != "" && s.Delay == "":
-		c.schedKind, c.sched = schedAt, s.At
+		kind = schedAt
 	case !s.Asap && s.At == "" && s.Delay != "":
-		c.schedKind, c.sched = schedDelay, in.str(s.Delay)
+		kind = schedDelay
 	default:
-		return nil, false
+		return "", false
 	}
-	if j.Priority < math.MinInt32 || j.Priority > math.MaxInt32 || j.Concurrency < math.MinInt32 || j.Concurrency > math.MaxInt32 {
-		return nil, false
-	}
-	c.priority, c.concurrency = int32(j.Priority), int32(j.Concurrency)
-	var ok1, ok2, ok3 bool
-	c.mode, ok1 = enumOf(modes[:], j.Target.Mode)
-	c.overlap, ok2 = enumOf(overlaps[:], j.Overlap)
-	c.precision, ok3 = enumOf(precisions[:], j.Precision)
+	mode, ok1 := enumOf(modes[:], j.Target.Mode)
+	overlap, ok2 := enumOf(overlaps[:], j.Overlap)
+	precision, ok3 := enumOf(precisions[:], j.Precision)
 	if !ok1 || !ok2 || !ok3 {
-		return nil, false
+		return "", false
 	}
+	var flags uint8
+	var ri, mi uint64
 	if j.Retry != (protocol.RetrySpec{}) {
-		c.retry = internPtr(in.retries, j.Retry)
+		i, ok := intern(in.retryIdx, &in.tab.retries, j.Retry)
+		if !ok {
+			return "", false
+		}
+		flags, ri = flags|hasRetry, i
 	}
 	if j.Misfire != (protocol.MisfireSpec{}) {
-		c.misfire = internPtr(in.misfires, j.Misfire)
+		i, ok := intern(in.misfireIdx, &in.tab.misfires, j.Misfire)
+		if !ok {
+			return "", false
+		}
+		flags, mi = flags|hasMisfire, i
 	}
-	return c, true
+	b := make([]byte, 0, 16+len(j.Name)+len(j.Payload)+len(j.IdempotencyKey)+len(s.At))
+	b = append(b, kind|mode<<2|overlap<<4|precision<<6, flags)
+	b = appendStr(b, j.Name)
+	b = appendStr(b, string(j.Payload))
+	b = appendStr(b, j.IdempotencyKey)
+	b = in.appendIstr(b, j.Handler)
+	switch kind {
+	case schedAt:
+		b = appendStr(b, s.At)
+	case schedDelay:
+		b = in.appendIstr(b, s.Delay)
+	}
+	b = in.appendIstr(b, j.Target.Agent)
+	b = in.appendIstr(b, j.Target.Group)
+	if flags&hasRetry != 0 {
+		b = binary.AppendUvarint(b, ri)
+	}
+	if flags&hasMisfire != 0 {
+		b = binary.AppendUvarint(b, mi)
+	}
+	b = binary.AppendVarint(b, int64(j.Timeout))
+	b = binary.AppendVarint(b, int64(j.Priority))
+	b = binary.AppendVarint(b, int64(j.Concurrency))
+	return string(b), true
 }
 
-// expand rebuilds the job of id held as c and entry cj.
-func (c *compact) expand(id string, cj cachedJob) protocol.Job {
-	j := protocol.Job{ID: id, Name: c.name, Handler: c.handler, IdempotencyKey: c.idem,
-		Target:   protocol.Target{Agent: c.agent, Group: c.group, Mode: modes[c.mode]},
-		Priority: int(c.priority), Timeout: protocol.Duration(c.timeout), Concurrency: int(c.concurrency),
-		Overlap: overlaps[c.overlap], Precision: precisions[c.precision],
-		Paused: cj.flags&flagPaused != 0, Generation: cj.gen}
-	if c.payload != "" {
-		j.Payload = json.RawMessage(c.payload)
+// reader walks a compact form. The form was written by toCompact in
+// this process, so a read past its end is a bug: it panics.
+type reader struct {
+	s   string
+	tab tables
+}
+
+func (r *reader) uvarint() uint64 {
+	var v uint64
+	for shift := 0; ; shift += 7 {
+		c := r.s[0]
+		r.s = r.s[1:]
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v
+		}
 	}
-	switch c.schedKind {
+}
+
+func (r *reader) varint() int64 {
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
+}
+
+func (r *reader) str() string {
+	n := r.uvarint()
+	v := r.s[:n]
+	r.s = r.s[n:]
+	return v
+}
+
+func (r *reader) istr() string {
+	switch k := r.uvarint(); k {
+	case 0:
+		return ""
+	case 1:
+		return r.str()
+	default:
+		return r.tab.strs[k-2]
+	}
+}
+
+// expand rebuilds the job of id held as compact form s in entry cj; tab
+// is the cache's intern tables (a snapshot covering s).
+func expand(s string, tab tables, id string, cj cachedJob) protocol.Job {
+	r := reader{s: s[2:], tab: tab}
+	enums, flags := s[0], s[1]
+	j := protocol.Job{ID: id, Paused: cj.flags&flagPaused != 0, Generation: cj.gen}
+	j.Target.Mode = modes[enums>>2&3]
+	j.Overlap = overlaps[enums>>4&3]
+	j.Precision = precisions[enums>>6&3]
+	j.Name = r.str()
+	if p := r.str(); p != "" {
+		j.Payload = json.RawMessage(p)
+	}
+	j.IdempotencyKey = r.str()
+	j.Handler = r.istr()
+	switch enums & 3 {
 	case schedAsap:
 		j.Schedule = schedule.Spec{Asap: true}
 	case schedAt:
-		j.Schedule = schedule.Spec{At: c.sched}
+		j.Schedule = schedule.Spec{At: r.str()}
 	case schedDelay:
-		j.Schedule = schedule.Spec{Delay: c.sched}
+		j.Schedule = schedule.Spec{Delay: r.istr()}
 	}
-	if c.retry != nil {
-		j.Retry = *c.retry
+	j.Target.Agent = r.istr()
+	j.Target.Group = r.istr()
+	if flags&hasRetry != 0 {
+		j.Retry = tab.retries[r.uvarint()]
 	}
-	if c.misfire != nil {
-		j.Misfire = *c.misfire
+	if flags&hasMisfire != 0 {
+		j.Misfire = tab.misfires[r.uvarint()]
 	}
+	j.Timeout = protocol.Duration(r.varint())
+	j.Priority = int(r.varint())
+	j.Concurrency = int(r.varint())
 	if cj.at != 0 {
 		j.CreatedAt = time.Unix(0, cj.at).UTC()
 	}

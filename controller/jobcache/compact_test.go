@@ -2,10 +2,12 @@ package jobcache
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,7 +74,9 @@ func TestCompactRoundTrip(t *testing.T) {
 		case 4:
 			j.Schedule = schedule.Spec{Asap: true, At: "2026-12-01T02:00:00Z"} // not compact
 		case 5:
-			j.Priority = math.MaxInt32 + 1 // not compact
+			j.Priority, j.Concurrency = math.MaxInt32+1, -3 // varints: any int
+			j.Timeout = -1
+			j.Name = strings.Repeat("n", 200+r.IntN(300)) // a length past one varint byte
 			j.Schedule = schedule.Spec{Asap: true}
 		}
 		switch r.IntN(3) {
@@ -82,21 +86,61 @@ func TestCompactRoundTrip(t *testing.T) {
 			j.CreatedAt = time.Unix(1_800_000_000, 5).In(time.FixedZone("x", 3600)) // same instant, other zone
 		}
 		cj := entryOf(j, 7, in)
-		if cj.one != nil {
+		if cj.one != "" {
 			compactN++
 		} else {
 			decodedN++
 		}
-		got := cj.spec(j.ID)
+		got := cj.spec(j.ID, in.tab)
 		if !got.CreatedAt.Equal(j.CreatedAt) {
 			t.Fatalf("job %d: created_at %v, want %v", i, got.CreatedAt, j.CreatedAt)
 		}
 		got.CreatedAt, j.CreatedAt = time.Time{}, time.Time{}
 		if !reflect.DeepEqual(got, j) {
-			t.Fatalf("job %d (compact %v):\n got %+v\nwant %+v", i, cj.one != nil, got, j)
+			t.Fatalf("job %d (compact %v):\n got %+v\nwant %+v", i, cj.one != "", got, j)
 		}
 	}
 	if compactN == 0 || decodedN == 0 {
 		t.Fatalf("%d jobs held compact and %d decoded; want both forms", compactN, decodedN)
+	}
+}
+
+// TestCompactFullTables: once an intern table is full, a new string is
+// held in the compact form itself and a new retry or misfire spec makes
+// the job held decoded; both give the job back as it was put, and the
+// values interned before still resolve.
+func TestCompactFullTables(t *testing.T) {
+	in := newInterner()
+	for i := range maxInterned {
+		if _, ok := intern(in.strIdx, &in.tab.strs, fmt.Sprintf("h%d", i)); !ok {
+			t.Fatalf("table full at %d, want room for %d", i, maxInterned)
+		}
+		if _, ok := intern(in.retryIdx, &in.tab.retries, protocol.RetrySpec{MaxAttempts: i + 1}); !ok {
+			t.Fatalf("retry table full at %d", i)
+		}
+	}
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		job     protocol.Job
+		compact bool
+	}{
+		{"new strings inline", protocol.Job{ID: "j1", Name: "a", Handler: "new-handler", Schedule: schedule.Spec{Delay: "17m"},
+			Target: protocol.Target{Agent: "edge-new", Group: "site=new"}, Generation: 1, CreatedAt: at}, true},
+		{"interned strings and retry", protocol.Job{ID: "j2", Handler: "h7", Schedule: schedule.Spec{Asap: true},
+			Target: protocol.Target{Agent: "h4095"}, Retry: protocol.RetrySpec{MaxAttempts: 3}, Generation: 1, CreatedAt: at}, true},
+		{"new retry spec", protocol.Job{ID: "j3", Handler: "h1", Schedule: schedule.Spec{Asap: true},
+			Retry: protocol.RetrySpec{MaxAttempts: maxInterned + 5}, Generation: 1, CreatedAt: at}, false},
+	} {
+		cj := entryOf(tc.job, 1, in)
+		if (cj.one != "") != tc.compact {
+			t.Errorf("%s: held compact %v, want %v", tc.name, cj.one != "", tc.compact)
+		}
+		if got := cj.spec(tc.job.ID, in.tab); !reflect.DeepEqual(got, tc.job) {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.job)
+		}
+	}
+	if n := len(in.tab.strs); n != maxInterned {
+		t.Errorf("string table holds %d, want it to stay at %d", n, maxInterned)
 	}
 }

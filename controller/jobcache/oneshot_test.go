@@ -45,7 +45,7 @@ func TestOneShotHeldCompact(t *testing.T) {
 
 	for _, want := range []protocol.Job{put, applied} {
 		cj := jc.jobs[want.ID]
-		if cj.job != nil || cj.one == nil {
+		if cj.job != nil || cj.one == "" {
 			t.Errorf("%s: held decoded (%v), want its compact form only", want.ID, cj.job != nil)
 		}
 		got, _, ok := jc.Get(want.ID)
@@ -60,7 +60,7 @@ func TestOneShotHeldCompact(t *testing.T) {
 			t.Errorf("Brief(%s) = %+v (%v), want %+v", want.ID, b, ok, wantB)
 		}
 	}
-	if cj := jc.jobs["p1"]; cj.job == nil || cj.one != nil {
+	if cj := jc.jobs["p1"]; cj.job == nil || cj.one != "" {
 		t.Errorf("periodic job held compact, want decoded")
 	}
 	if b, ok := jc.Brief("p1"); !ok || !b.Periodic || b.Generation != 2 || !b.CreatedAt.Equal(at) {
