@@ -18,7 +18,7 @@ func newRegistry(cfg Config, clk clock.Clock, fns map[string]HandlerFunc) (*hand
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	httpH, err := handler.NewHTTP(handler.HTTPConfig{Allow: cfg.HTTP.Allow, Now: clk.Now})
+	httpH, err := handler.NewHTTP(handler.HTTPConfig{Allow: cfg.HTTP.Allow, Now: clk.Now, IdlePerHost: cfg.Workers})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

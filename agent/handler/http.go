@@ -24,9 +24,17 @@ type HTTPConfig struct {
 	Allow []string
 	// Tail bounds the response body kept in the result (default DefaultTail).
 	Tail int
-	// Client is the HTTP client (default: a client that follows redirects
-	// to allowed URLs only).
+	// Client is the HTTP client (default: a client with its own transport
+	// that keeps IdlePerHost connections to each host alive; either way
+	// it follows redirects to allowed URLs only).
 	Client *http.Client
+	// IdlePerHost is how many idle connections to one host the default
+	// client keeps for reuse (default DefaultIdlePerHost). The agent sets
+	// its worker count: with fewer, workers calling one host at once
+	// (a device's local API, a site's gateway) close the connections past
+	// it after each call and dial, and for https shake hands, anew for
+	// the next.
+	IdlePerHost int
 	// Now reads the clock, for Retry-After dates without a Date header
 	// (default time.Now).
 	Now func() time.Time
@@ -47,6 +55,9 @@ type HTTP struct {
 	client *http.Client
 }
 
+// DefaultIdlePerHost is HTTPConfig.IdlePerHost's default.
+const DefaultIdlePerHost = 8
+
 // maxRedirects bounds the redirects followed.
 const maxRedirects = 5
 
@@ -66,9 +77,17 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if h.cfg.Now == nil {
 		h.cfg.Now = time.Now
 	}
-	c := http.Client{}
+	var c http.Client
 	if cfg.Client != nil {
 		c = *cfg.Client
+	} else {
+		if h.cfg.IdlePerHost <= 0 {
+			h.cfg.IdlePerHost = DefaultIdlePerHost
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = h.cfg.IdlePerHost
+		t.MaxIdleConns = max(t.MaxIdleConns, h.cfg.IdlePerHost)
+		c.Transport = t
 	}
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) >= maxRedirects {
