@@ -265,8 +265,8 @@ func (l *link) run(ctx context.Context) {
 
 // retryIn is the wait before the next registration after the n-th
 // failure in a row (err): full jitter, capped (backoff.go). A busy answer
-// names its own wait (the controller's slot, regpool.go), plus up to a
-// quarter of it at random. "No responders" means no controller is
+// names its own wait (the controller's slot, controller/fleet/regpool.go),
+// plus up to a quarter of it at random. "No responders" means no controller is
 // subscribed yet (one is starting): NATS answers at once and the
 // controller bears none of it, so the backoff is capped at
 // noResponderWaits heartbeat intervals, and the agents register within

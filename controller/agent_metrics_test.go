@@ -97,7 +97,7 @@ func TestAgentStatsGauges(t *testing.T) {
 
 	// Restart on the same store: the stats of the last heartbeats stored
 	// come back (the first after registration; later ones that change
-	// nothing else are not written, agentstore.go).
+	// nothing else are not written, controller/fleet/agentstore.go).
 	a1.close()
 	a2.close()
 	if err := c.Close(); err != nil {

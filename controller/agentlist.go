@@ -38,109 +38,12 @@ func (c *Controller) ListAgentPage(ctx context.Context, f AgentFilter) (AgentPag
 			return AgentPage{}, fieldError(err)
 		}
 	}
-	page := c.fleet.listAgentPage(f, limit, sel)
+	page := c.fleet.ListAgentPage(f, limit, sel)
 	for i := range page.Agents {
 		c.agentsvc.listed(&page.Agents[i])
 	}
 	page.Counts.NoCommands = c.consumers.count()
 	return page, nil
-}
-
-// listAgentPage is ListAgentPage of the registry, f's label selector
-// parsed (sel) and its limit checked: the agents with Online computed now,
-// without their leases and command consumers.
-func (fl *fleet) listAgentPage(f AgentFilter, limit int, sel protocol.Selector) AgentPage {
-	now := fl.now()
-	var page AgentPage
-	ids := pageIDs{limit: limit}
-	r := fl.agents
-	r.mu.RLock()
-	for id, e := range r.agents {
-		a := &e.info
-		if f.Label != "" && !sel.Matches(a.Labels) || f.Version != "" && a.Version != f.Version {
-			continue
-		}
-		on := isOnline(*a, now, fl.cfg.AgentOfflineAfter)
-		if f.Online != nil && on != *f.Online {
-			continue
-		}
-		page.Counts.Total++
-		switch {
-		case a.Revoked:
-			page.Counts.Revoked++
-		case on:
-			page.Counts.Online++
-		default:
-			page.Counts.Offline++
-		}
-		if id > f.After {
-			ids.offer(id)
-		}
-	}
-	r.mu.RUnlock()
-	sorted := ids.sorted()
-	if ids.seen > limit {
-		page.Next = sorted[limit-1]
-	}
-	page.Agents = make([]protocol.AgentInfo, 0, len(sorted))
-	for _, id := range sorted {
-		a, ok := r.get(id)
-		if !ok {
-			continue
-		}
-		a.Online = isOnline(a, now, fl.cfg.AgentOfflineAfter)
-		page.Agents = append(page.Agents, a)
-	}
-	return page
-}
-
-// pageIDs keeps the limit smallest ids offered (a max-heap on id): a page
-// of 100 of 10,000 agents no longer collects and sorts all their ids (half
-// of a page's time), most ids are turned away by one comparison.
-type pageIDs struct {
-	ids   []string // heap: ids[0] is the largest kept
-	limit int
-	seen  int // ids offered
-}
-
-// offer considers id for the page.
-func (p *pageIDs) offer(id string) {
-	p.seen++
-	h := p.ids
-	switch {
-	case len(h) < p.limit:
-		h = append(h, id)
-		for i := len(h) - 1; i > 0; { // up
-			parent := (i - 1) / 2
-			if h[parent] >= h[i] {
-				break
-			}
-			h[parent], h[i] = h[i], h[parent]
-			i = parent
-		}
-		p.ids = h
-	case id < h[0]:
-		h[0] = id
-		for i := 0; ; { // down
-			big := i
-			for _, k := range []int{2*i + 1, 2*i + 2} {
-				if k < len(h) && h[k] > h[big] {
-					big = k
-				}
-			}
-			if big == i {
-				break
-			}
-			h[i], h[big] = h[big], h[i]
-			i = big
-		}
-	}
-}
-
-// sorted returns the ids kept, in order.
-func (p *pageIDs) sorted() []string {
-	slices.Sort(p.ids)
-	return p.ids
 }
 
 // listed completes agent a, with Online computed, as ListAgents shows
@@ -165,20 +68,9 @@ func (c *Controller) ListAgents(ctx context.Context) ([]protocol.AgentInfo, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := c.fleet.listAgents()
+	out := c.fleet.ListAgents()
 	for i := range out {
 		c.agentsvc.listed(&out[i])
 	}
 	return out, nil
-}
-
-// listAgents returns every known agent, sorted by id, with Online
-// computed now.
-func (fl *fleet) listAgents() []protocol.AgentInfo {
-	now := fl.now()
-	out := fl.agents.snapshot()
-	for i := range out {
-		out[i].Online = isOnline(out[i], now, fl.cfg.AgentOfflineAfter)
-	}
-	return out
 }

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -65,35 +63,17 @@ func TestListAgentPageFiltersPagesAndCounts(t *testing.T) {
 	}
 }
 
-// A page keeps the limit smallest ids offered, whatever their order.
-func TestPageIDsKeepsTheSmallest(t *testing.T) {
-	for _, n := range []int{0, 1, 7, 100, 101, 1000} {
-		for _, limit := range []int{1, 3, 100} {
-			all := make([]string, n)
-			for i := range all {
-				all[i] = fmt.Sprintf("edge-%04d", i)
-			}
-			p := pageIDs{limit: limit}
-			for _, i := range rand.Perm(n) {
-				p.offer(all[i])
-			}
-			want := all[:min(n, limit)]
-			if got := p.sorted(); !slices.Equal(got, want) || p.seen != n {
-				t.Fatalf("n %d limit %d: got %v (seen %d), want %v", n, limit, got, p.seen, want)
-			}
-		}
-	}
-}
-
 // BenchmarkListAgentPage10k: one page of 100 of 10,000 agents
 // (go test -run '^$' -bench ListAgentPage10k ./controller/).
 func BenchmarkListAgentPage10k(b *testing.B) {
 	c := newTestController(b)
 	now := c.now()
-	for i := range 10_000 {
-		c.agents.put(protocol.AgentInfo{Agent: fmt.Sprintf("edge-%05d", i), Labels: map[string]string{"site": fmt.Sprint(i % 10)},
-			Online: true, RegisteredAt: now, LastSeen: now, Version: "1.0"})
+	agents := make([]protocol.AgentInfo, 10_000)
+	for i := range agents {
+		agents[i] = protocol.AgentInfo{Agent: fmt.Sprintf("edge-%05d", i), Labels: map[string]string{"site": fmt.Sprint(i % 10)},
+			Online: true, RegisteredAt: now, LastSeen: now, Version: "1.0"}
 	}
+	putAgents(b, c, agents)
 	ctx := tctx(b)
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {

@@ -128,7 +128,7 @@ func TestBroadcastAssignment(t *testing.T) {
 	if rr := a2.register(); rr.Labels["site"] != "p3" {
 		t.Fatalf("registration reply labels = %v, want the controller's site=p3", rr.Labels)
 	}
-	if a, _ := c.agents.get("a2"); a.Labels["site"] != "p3" {
+	if a, _ := c.agents.Get("a2"); a.Labels["site"] != "p3" {
 		t.Fatalf("registration changed the labels: %v", a.Labels)
 	}
 	// An operator moves it out of the group.

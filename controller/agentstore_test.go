@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -30,8 +31,8 @@ func TestHeartbeatKeepsLabelWrittenByOtherReplica(t *testing.T) {
 	ag := newTestAgent(t, a.NATSURL(), "edge-1", map[string]string{"site": "x"}).start()
 	ctx := tctx(t)
 	eventually(t, 10*time.Second, "ctl-a knows edge-1", func() bool {
-		info, ok := a.agents.get("edge-1")
-		return ok && registered(info)
+		info, ok := a.agents.Get("edge-1")
+		return ok && fleet.Registered(info)
 	})
 
 	stop := make(chan struct{})
@@ -88,7 +89,7 @@ func TestHeartbeatWithoutChangeIsNotWritten(t *testing.T) {
 	// The first heartbeat is written (after its reply).
 	eventually(t, 10*time.Second, "the first heartbeat written", func() bool { return revision() > 1 })
 	rev := revision()
-	before, _ := c.agents.get("edge-1")
+	before, _ := c.agents.Get("edge-1")
 	for range 10 {
 		if r := ag.heartbeat(); r.Error != "" {
 			t.Fatal(r.Error)
@@ -97,7 +98,7 @@ func TestHeartbeatWithoutChangeIsNotWritten(t *testing.T) {
 	if got := revision(); got != rev {
 		t.Fatalf("ax_agents revision %d after 10 unchanged heartbeats, want %d (not written)", got, rev)
 	}
-	after, _ := c.agents.get("edge-1")
+	after, _ := c.agents.Get("edge-1")
 	if !after.LastSeen.After(before.LastSeen) {
 		t.Fatalf("last seen %s not after %s", after.LastSeen, before.LastSeen)
 	}
@@ -183,7 +184,7 @@ func TestHeartbeatNotHeldUpByLivenessWrite(t *testing.T) {
 			t.Fatalf("heartbeat %d: %s", i+2, r.Error)
 		}
 	}
-	last, _ := c.agents.get("edge-1")
+	last, _ := c.agents.Get("edge-1")
 	release()
 	eventually(t, 10*time.Second, "the last heartbeat's liveness written", func() bool {
 		return !stored().LastSeen.Before(last.LastSeen)

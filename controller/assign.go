@@ -6,6 +6,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -67,9 +68,9 @@ func groupMembers(j protocol.Job, agents []protocol.AgentInfo) []protocol.AgentI
 
 // inGroup reports whether agent a is a member of the group sel: it has
 // registered (an agent only enrolled is not), is not revoked, and its
-// labels (the controller's, see labels.go) match.
+// labels (the controller's, see controller/fleet/labels.go) match.
 func inGroup(a protocol.AgentInfo, sel protocol.Selector) bool {
-	return !a.Revoked && registered(a) && sel.Matches(a.Labels)
+	return !a.Revoked && fleet.Registered(a) && sel.Matches(a.Labels)
 }
 
 // rendezvous picks the agent with the highest hash of (job, agent).
@@ -90,7 +91,7 @@ func rendezvous(jobID string, agents []protocol.AgentInfo) string {
 // groupChange reports whether an agent's record moving from prev to cur
 // may change the groups it is a member of (inGroup).
 func groupChange(prev, cur protocol.AgentInfo) bool {
-	return prev.Revoked != cur.Revoked || registered(prev) != registered(cur) || !maps.Equal(prev.Labels, cur.Labels)
+	return prev.Revoked != cur.Revoked || fleet.Registered(prev) != fleet.Registered(cur) || !maps.Equal(prev.Labels, cur.Labels)
 }
 
 func sameAssign(a, b protocol.Assign) bool {
@@ -160,7 +161,7 @@ func (c *placer) assignChange(ctx context.Context, old, next *protocol.Job) {
 	c.assignMu.Lock()
 	var agents []protocol.AgentInfo
 	if old != nil && needsFleet(*old) || next != nil && needsFleet(*next) {
-		agents = c.agents.snapshot() // O(agents): only for a group job of mode all
+		agents = c.agents.Snapshot() // O(agents): only for a group job of mode all
 	}
 	var before, after map[string]protocol.Assign
 	id := ""
@@ -197,11 +198,11 @@ func (c *placer) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, c
 	// The fleet before and after, copied only when a job needs it (a
 	// registration with no group job to adjust does not copy every agent).
 	var afterAgents, beforeAgents []protocol.AgentInfo
-	fleet := func() {
+	copyFleet := func() {
 		if afterAgents != nil {
 			return
 		}
-		afterAgents = c.agents.snapshot()
+		afterAgents = c.agents.Snapshot()
 		beforeAgents = make([]protocol.AgentInfo, 0, len(afterAgents))
 		for _, a := range afterAgents {
 			if a.Agent != cur.Agent {
@@ -232,7 +233,7 @@ func (c *placer) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, c
 		if was == is && !resend {
 			continue
 		}
-		fleet()
+		copyFleet()
 		c.applyDiff(ctx, j.ID, desired(j, beforeAgents), desired(j, afterAgents), force, "group membership changed")
 	}
 }
@@ -248,8 +249,8 @@ func (c *placer) placeWaiting(ctx context.Context, now time.Time) {
 		return
 	}
 	c.cancelUnplacedOf(ctx, "") // of jobs deleted through another replica
-	for _, a := range c.agents.snapshot() {
-		if isOnline(a, now, c.cfg.AgentOfflineAfter) {
+	for _, a := range c.agents.Snapshot() {
+		if fleet.IsOnline(a, now, c.cfg.AgentOfflineAfter) {
 			c.placeUnplaced(ctx, a)
 		}
 	}

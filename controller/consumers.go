@@ -63,7 +63,7 @@ func (c *core) checkConsumers(ctx context.Context) error {
 	if err := names.Err(); err != nil {
 		return fmt.Errorf("check command consumers: list: %w", err)
 	}
-	online := c.agents.onlineIDs(c.now(), c.cfg.AgentOfflineAfter)
+	online := c.agents.OnlineIDs(c.now(), c.cfg.AgentOfflineAfter)
 	cc := &c.consumers
 	cc.mu.Lock()
 	next := make(map[string]int)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/controller/writemark"
@@ -58,10 +59,10 @@ type core struct {
 
 	jobs *jobcache.Cache
 	// fleet answers the agents' registrations and heartbeats and owns
-	// their registry (fleet.go); agents is that registry, read here to
-	// place jobs.
-	fleet     *fleet
-	agents    *agentRegistry
+	// their registry (package fleet); agents is that registry, read here
+	// to place jobs.
+	fleet     *fleet.Fleet
+	agents    *fleet.Registry
 	consumers consumerCheck // online agents without a command consumer (consumers.go)
 	retries   *retrier
 	hist      *history // the execution history index (history.go)
@@ -79,7 +80,7 @@ type core struct {
 
 	// assignMu serializes assignment decisions (job changes and agent
 	// registrations) and guards unplaced. The fleet takes it after an
-	// agent's lock (agentwrite.go).
+	// agent's lock (fleet.Env.Assign).
 	assignMu sync.Mutex
 	unplaced map[string]string // exec id → job id of PENDING executions without an agent
 	created  createdExecs      // records CreateJob wrote, for the first report's lane (createdcache.go)
@@ -154,19 +155,19 @@ func New(cfg Config) (*Controller, error) {
 		clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun,
 		leases: c.leases, instance: c.instance, started: cfg.Clock.Now().UTC().Round(0),
 	}, ownershipHostOf{c})
-	c.fleet = newFleet(fleetEnv{
-		cfg: fleetConfig{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
+	c.fleet = fleet.New(fleet.Env{
+		Config: fleet.Config{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
 			HeartbeatInterval: cfg.HeartbeatInterval, AgentOfflineAfter: cfg.AgentOfflineAfter},
-		log: c.log,
-		m: fleetMetrics{agentsOnline: m.agentsOnline, agentsKnown: m.agentsKnown, labelsIgnored: m.labelsIgnored,
-			storeResets: m.storeResets, agentRefused: m.agentRefused, agentStats: m.agentStats, forgetAgent: m.forgetAgent},
-		clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun, every: c.every,
-		follow: func(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error {
+		Log: c.log,
+		Metrics: fleet.Metrics{AgentsOnline: m.agentsOnline, AgentsKnown: m.agentsKnown, LabelsIgnored: m.labelsIgnored,
+			StoreResets: m.storeResets, AgentRefused: m.agentRefused, AgentStats: m.agentStats, ForgetAgent: m.forgetAgent},
+		Clock: c.clk, Now: c.now, Mono: c.mono, GoRun: c.goRun, Every: c.every,
+		Follow: func(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error {
 			return kvfollow.Follow(ctx, w, apply, 1, c.goRun)
 		},
-		instance: c.instance, assign: &c.assignMu,
+		Instance: c.instance, Assign: &c.assignMu,
 	}, fleetHostOf{c})
-	c.agents = c.fleet.agents
+	c.agents = c.fleet.Registry()
 	c.groups = newGroupLeases(groupLeaseEnv{
 		cfg: groupLeaseConfig{LeaseTTL: cfg.LeaseTTL, AgentOfflineAfter: cfg.AgentOfflineAfter},
 		log: c.log,
@@ -220,22 +221,22 @@ func (c *Controller) Start(ctx context.Context) error {
 
 func (c *core) start(ctx context.Context) error {
 	if c.cfg.NATS.URL == "" {
-		if err := c.fleet.openAuth(c.kvGuard.reload); err != nil {
+		if err := c.fleet.OpenAuth(c.kvGuard.reload); err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
-		srv, opts, err := startEmbedded(c.cfg, c.fleet.auth)
+		srv, opts, err := startEmbedded(c.cfg, c.fleet.Auth())
 		if err != nil {
 			return err
 		}
 		c.srv = srv
-		c.fleet.auth.setServer(srv, opts)
+		c.fleet.Auth().SetServer(srv, opts)
 	}
 	nc, js, err := connect(c.cfg, c.srv, func(err error) {
 		if streams.IsWrongLastSeq(err) {
 			return // a batched execution write lost its compare-and-set; the lane retries it
 		}
 		c.log.Warn("async publish failed", "err", err)
-	}, c.fleet.auth.connectOptions()...)
+	}, c.fleet.Auth().ConnectOptions()...)
 	if err != nil {
 		return err
 	}
@@ -277,7 +278,7 @@ func (c *core) start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.goRun(c.marksLoop)
-	c.fleet.attach(c.ctx, c.nc, c.js, c.kv)
+	c.fleet.Attach(c.ctx, c.nc, c.js, c.kv)
 	if err := c.retryStart(ctx, "open history", c.openHistory); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -286,7 +287,7 @@ func (c *core) start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("start: load jobs: %w", err)
 	}
-	if err := c.retryStart(ctx, "load agents", c.fleet.store.followAgents); err != nil {
+	if err := c.retryStart(ctx, "load agents", c.fleet.LoadAgents); err != nil {
 		return fmt.Errorf("start: load agents: %w", err)
 	}
 	r, err := newRetrier(c)
@@ -309,7 +310,7 @@ func (c *core) start(ctx context.Context) error {
 	if err := c.retryStart(ctx, "load lease grants", c.groups.followEpochs); err != nil {
 		return fmt.Errorf("start: load lease grants: %w", err)
 	}
-	subs, err := c.fleet.startResponders(agentsKV)
+	subs, err := c.fleet.StartResponders(agentsKV)
 	c.subs = append(c.subs, subs...)
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
@@ -320,8 +321,8 @@ func (c *core) start(ctx context.Context) error {
 	// The first pass takes the free shards (all of them for a lone
 	// replica) before Start returns; the loop keeps them.
 	c.own.start(ctx, c.kv.Leases)
-	c.goRun(c.fleet.livenessLoop)
-	c.goRun(c.fleet.store.digestLoop)
+	c.goRun(c.fleet.LivenessLoop)
+	c.goRun(c.fleet.DigestLoop)
 	c.goRun(c.consumerLoop)
 	c.goRun(c.ingest.reportStreamLoop)
 	c.goRun(c.ret.retentionLoop)

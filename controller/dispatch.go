@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -26,7 +27,7 @@ func (c *placer) placements(j protocol.Job, scheduled time.Time) ([]placement, e
 	if j.Target.Agent != "" {
 		return []placement{{execID: protocol.ExecID(j.ID, scheduled), agent: j.Target.Agent}}, nil
 	}
-	members := groupMembers(j, c.agents.snapshot())
+	members := groupMembers(j, c.agents.Snapshot())
 	if j.Target.Mode == protocol.ModeAll {
 		if len(members) == 0 {
 			return nil, fmt.Errorf("%w: no registered agent matches target.group %q", ErrConflict, j.Target.Group)
@@ -47,7 +48,7 @@ func (c *placer) pickRunAgent(j protocol.Job, members []protocol.AgentInfo) stri
 	now := c.now()
 	var online []protocol.AgentInfo
 	for _, a := range members {
-		if isOnline(a, now, c.cfg.AgentOfflineAfter) {
+		if fleet.IsOnline(a, now, c.cfg.AgentOfflineAfter) {
 			online = append(online, a)
 		}
 	}

@@ -35,30 +35,31 @@
 //	retention     terminal executions and finished jobs out of live state
 //	agentService  what the fleet asks of the rest (leases, store loss)
 //
-// The fleet, ownership and groupLeases components reach the parts through
-// their host interfaces (fleetHost, ownershipHost, groupLeaseHost), which
-// small adapters in parts.go answer.
+// The fleet (package fleet), ownership and groupLeases components reach
+// the parts through their host interfaces (fleet.Host, ownershipHost,
+// groupLeaseHost), which small adapters in parts.go answer.
 //
 // # Agents: the fleet
 //
-// The agents' side is the fleet type (fleet.go): registrations and
-// heartbeats (worker pools behind one queue group of the replicas,
-// regpool.go, hbpool.go), liveness in memory with its writers and the
-// per-replica digests in ax_liveness (agentstore.go, livedigest.go), the
-// registry that mirrors ax_agents (agents.go, agentcounts.go), enrollment
-// and revocation (enroll.go), labels (labels.go) and the agents list
-// (agentlist.go). Its writes of ax_agents and ax_liveness are agentStore's
-// (agentwrite.go). What it asks of the rest of the controller is
-// fleetHost: reconcile an agent's assignments after its record changed,
-// place the PENDING runs that wait for a member of its groups, the last
-// command sent to it and the re-send of its runs after a store loss, and
-// the renewal and release of its group leases in a heartbeat. Everything
-// else it gets at construction (fleetConfig, fleetMetrics, the logger,
-// clocks, goroutine and loop runners, the assignment lock) and at start
-// (attach: context, connection, buckets). The rest of the controller
-// reads the registry (core.agents) to place jobs and never writes
-// it; ListAgents, ListAgentPage, LabelAgent, EnrollAgent and RevokeAgent
-// check the request and delegate to the fleet.
+// The agents' side is package fleet (controller/fleet, its doc names its
+// files): registrations and heartbeats (worker pools behind one queue
+// group of the replicas), liveness in memory with its writers and the
+// per-replica digests in ax_liveness, the registry that mirrors ax_agents
+// (fleet.Registry), enrollment and revocation, labels and the agents
+// list; it makes every write of ax_agents and ax_liveness. What it asks
+// of the rest of the controller is fleet.Host (fleetHostOf, parts.go):
+// reconcile an agent's assignments after its record changed, place the
+// PENDING runs that wait for a member of its groups, the last command
+// sent to it and the re-send of its runs after a store loss
+// (storeloss.go), and the renewal and release of its group leases in a
+// heartbeat. Everything else it gets at construction (fleet.New:
+// fleet.Env with fleet.Config, fleet.Metrics, the logger, clocks,
+// goroutine and loop runners, the assignment lock) and at start (Attach:
+// context, connection, buckets). The rest of the controller reads the
+// registry (core.agents) to place jobs and never writes it; ListAgents,
+// ListAgentPage (agentlist.go), LabelAgent, EnrollAgent and RevokeAgent
+// (fleet.go) check the request and delegate to the fleet, whose errors
+// match the controller's sentinels (errors.go).
 //
 // # Configuration
 //

@@ -3,6 +3,8 @@ package controller
 import (
 	"errors"
 	"fmt"
+
+	"github.com/axsched/ax/controller/fleet"
 )
 
 // Sentinel errors of the controller. Match them with errors.Is.
@@ -37,6 +39,38 @@ func (e *ExistsError) Error() string {
 
 // Is makes errors.Is(err, ErrExists) true.
 func (e *ExistsError) Is(target error) bool { return target == ErrExists }
+
+// fleetError is an error of the fleet (package fleet) as the controller's
+// API returns it: the fleet's message and chain unchanged, and errors.Is
+// matches the controller's sentinel of each of the fleet's (ErrNotFound,
+// ErrExists, ErrConflict), which controller/api maps to HTTP statuses.
+type fleetError struct{ err error }
+
+func (e *fleetError) Error() string { return e.err.Error() }
+
+func (e *fleetError) Unwrap() error { return e.err }
+
+// Is makes errors.Is(err, ErrNotFound) true for fleet.ErrNotFound, and so
+// for ErrExists and ErrConflict.
+func (e *fleetError) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return errors.Is(e.err, fleet.ErrNotFound)
+	case ErrExists:
+		return errors.Is(e.err, fleet.ErrExists)
+	case ErrConflict:
+		return errors.Is(e.err, fleet.ErrConflict)
+	}
+	return false
+}
+
+// fleetErr returns err of the fleet as a fleetError (nil stays nil).
+func fleetErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fleetError{err: err}
+}
 
 // errJobIDTaken: the job id CreateJob drew is held by another job (KV
 // Create found the key); CreateJob draws another (jobs.go).

@@ -2,159 +2,75 @@ package controller
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"sync"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/controller/auth"
-	"github.com/axsched/ax/internal/streams"
-	"github.com/axsched/ax/pkg/clock"
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// The fleet: the agents' registrations, heartbeats and liveness, the
-// registry of agents that mirrors ax_agents, enrollment and revocation,
-// labels and the agents list (agents.go, agentstore.go, agentwrite.go,
-// agentlist.go, agentcounts.go, livedigest.go, regpool.go, hbpool.go,
-// enroll.go, labels.go). It owns the registry and the writes of
-// ax_agents and ax_liveness; what it needs of the rest of the controller
-// (the assignments of an agent, its group leases, its commands) is
-// fleetHost. The rest of the controller reads the registry
-// (core.agents) to place jobs, and never writes it.
+// The fleet (package fleet, controller/fleet) answers the agents'
+// registrations and heartbeats, keeps their liveness and the registry of
+// agents that mirrors ax_agents, and makes the changes of their records
+// (enrollment, revocation, labels). New builds it, Start attaches and
+// starts it, and what it asks of the rest of the controller is answered
+// by fleetHostOf (parts.go). The rest of the controller reads its registry
+// (core.agents) to place jobs, and never writes it. This file holds the
+// API's agent requests, which enter it.
 
-// Endpoints of ax_agent_requests_refused_total (the reasons of the
-// registration pool's refusals are in regpool.go).
-const (
-	endpointRegister  = "register"
-	endpointHeartbeat = "heartbeat"
-)
+// AuthDir is the directory under DataDir that holds the controller's NATS
+// seed and the enrolled-agent registry (nats.auth: nkeys), mode 0700.
+const AuthDir = fleet.AuthDir
 
-// Internal reasons a registration is refused (handleRegister).
-var (
-	errRegisterRevoked  = errors.New("agent is revoked")
-	errRegisterCommands = errors.New("read the agent's commands")
-)
-
-// fleetHost is what the fleet asks of the rest of the controller when an
-// agent's record changes or it heartbeats. The methods marked "assign
-// lock held" are called with fleetEnv.assign locked.
-type fleetHost interface {
-	// reconcileAgent adjusts the assignments of agent cur after its
-	// record changed from prev (nil: new); resend sends all of them
-	// again. Assign lock held.
-	reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool)
-	// placeUnplaced sends agent a the PENDING runs waiting for a member
-	// of its groups. Assign lock held.
-	placeUnplaced(ctx context.Context, a protocol.AgentInfo)
-	// lastCommandSeq returns the sequence of the last command sent to
-	// agent in AX_CMD (0: none).
-	lastCommandSeq(ctx context.Context, agent string) (uint64, error)
-	// resendRuns sends agent again the runs whose commands came after
-	// sequence after (its store lost its state).
-	resendRuns(ctx context.Context, agent string, after uint64)
-	// renewLeases renews the group leases agent a claims in a heartbeat.
-	renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease)
-	// releaseLeases hands back the group leases of a stopping agent.
-	releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease)
-}
-
-// fleetConfig is the fleet's part of the controller's Config.
-type fleetConfig struct {
-	Node              string // names this replica's liveness digests
-	DataDir           string // holds AuthDir
-	Auth              string // nats.auth
-	Shards            int    // told to registering agents
-	HeartbeatInterval time.Duration
-	AgentOfflineAfter time.Duration
-}
-
-// fleetMetrics are the controller's metrics the fleet sets.
-type fleetMetrics struct {
-	agentsOnline, agentsKnown  prometheus.Gauge
-	labelsIgnored, storeResets prometheus.Counter
-	agentRefused               *prometheus.CounterVec // by endpoint and reason
-	agentStats                 func(agent string, s protocol.Stats)
-	forgetAgent                func(agent string)
-}
-
-// fleetEnv is what the fleet's types share: plain dependencies given at
-// construction (newFleet), and the connection given when the controller
-// has it (attach).
-type fleetEnv struct {
-	cfg   fleetConfig
-	log   *slog.Logger
-	m     fleetMetrics
-	clk   clock.Clock
-	now   func() time.Time // the clock in UTC, as written to KV
-	mono  func() time.Time // the clock lease and queue durations are measured with
-	goRun func(func(context.Context))
-	every func(ctx context.Context, first, interval time.Duration, what string, step func(context.Context) error)
-	// follow applies a watch's entries: those present before it returns,
-	// later ones on a goroutine (kvfollow.Follow).
-	follow   func(ctx context.Context, w jetstream.KeyWatcher, apply func(jetstream.KeyValueEntry)) error
-	instance string // this controller process (in its liveness digests)
-	// assign serializes assignment decisions (Controller.assignMu); the
-	// fleet takes it after an agent's lock (agentwrite.go).
-	assign sync.Locker
-	agents *agentRegistry
-
-	// Set by attach, read-only afterwards.
-	ctx context.Context // the controller's: cancelled by Close
-	kv  streams.Buckets
-	nc  *nats.Conn
-	js  jetstream.JetStream
-}
-
-// fleet answers the agents' registrations and heartbeats and makes the
-// changes of their records (enrollment, revocation, labels). store holds
-// its writes of ax_agents and ax_liveness.
-type fleet struct {
-	*fleetEnv
-	host  fleetHost
-	store *agentStore
-	regs  regPool // registrations waiting for a worker (regpool.go)
-	// locks serialize the read-modify-write of one agent's record
-	// (registration, heartbeat, label, enrollment, revocation), so that a
-	// heartbeat in flight does not store the agent back unrevoked or set
-	// its gauges again (agentwrite.go). Taken before assign.
-	locks agentLocks
-	auth  *natsAuth // identities on the embedded server (enroll.go)
-}
-
-// agentStore writes agents' records to ax_agents (agentwrite.go), their
-// liveness (agentstore.go) and this replica's liveness digests to
-// ax_liveness (livedigest.go), and follows both buckets into the registry.
-type agentStore struct{ *fleetEnv }
-
-// newFleet returns the fleet of env (its registry made here), asking host
-// for the rest.
-func newFleet(env fleetEnv, host fleetHost) *fleet {
-	env.agents = newAgentRegistry()
-	e := &env
-	return &fleet{fleetEnv: e, host: host, store: &agentStore{e}}
-}
-
-// attach gives the fleet the controller's context, connection and
-// buckets, before it loads the agents.
-func (f *fleet) attach(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, kv streams.Buckets) {
-	f.ctx, f.nc, f.js, f.kv = ctx, nc, js, kv
-}
-
-// replyAllowed reports whether a registration or heartbeat on the subject
-// of agent id may be answered (auth.ReplyAllowed); otherwise the request is
-// dropped unprocessed, counted and logged.
-func (f *fleet) replyAllowed(endpoint, id string, msg *nats.Msg) bool {
-	if auth.ReplyAllowed(id, msg.Reply) {
-		return true
+// EnrollAgent issues agent id its NATS identity (an NKey user in an
+// account of its own that reaches only the agent's own subjects, see
+// auth.AgentImports) and applies it to the running server. The returned seed exists nowhere else: the controller
+// keeps only the public key. Enrolling an enrolled id fails with ErrExists
+// unless req.Rotate is set, which replaces the key and closes the
+// connection of the old one. Enrolling a revoked agent again clears the
+// revoked mark of its ax_agents record, so that it can register.
+// req.Labels become the agent's labels (kept by the controller; the
+// agent's registration cannot change them, see controller/fleet); a
+// request without labels keeps the labels the controller has.
+func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRequest) (auth.Enrollment, error) {
+	if err := c.ready(); err != nil {
+		return auth.Enrollment{}, err
 	}
-	f.m.agentRefused.WithLabelValues(endpoint, auth.DropReply).Inc()
-	f.log.Warn("request dropped: its reply subject is not the agent's inbox", "subject", msg.Subject,
-		"reply", fmt.Sprintf("%.64q", msg.Reply))
-	return false
+	en, err := c.fleet.EnrollAgent(id, req)
+	return en, fleetErr(err)
+}
+
+// RevokeAgent removes agent id's NATS identity: its live connection is
+// closed and it can no longer connect. Its ax_agents record is marked
+// revoked (registrations and heartbeats refused, group jobs moved to other
+// members, not counted in ax_agents_known, its ax_agent_* gauges deleted).
+// It returns what was revoked.
+func (c *Controller) RevokeAgent(_ context.Context, id string) (auth.Agent, error) {
+	if err := c.ready(); err != nil {
+		return auth.Agent{}, err
+	}
+	a, err := c.fleet.RevokeAgent(id)
+	return a, fleetErr(err)
+}
+
+// LabelAgent changes agent id's labels as ch says and places it again at
+// once: group jobs of mode all gain or lose it, PENDING runs waiting for a
+// member of its new groups are sent to it, and a mode-any job whose group
+// it left is unassigned from it, its lease moving to a member. The agent
+// must be known (enrolled or registered) and not revoked. The change is
+// applied to the agent's record in ax_agents with compare-and-set, so that
+// a write of another replica in between (a registration, a heartbeat,
+// another label change) is kept. It works on the controller's context: a
+// cancelled request must not stop the placement half-way.
+func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
+	if err := c.ready(); err != nil {
+		return protocol.AgentInfo{}, err
+	}
+	if err := protocol.ValidateName("id", id); err != nil {
+		return protocol.AgentInfo{}, fieldError(err)
+	}
+	if err := ch.Validate(); err != nil {
+		return protocol.AgentInfo{}, fieldError(err)
+	}
+	info, err := c.fleet.LabelAgent(id, ch)
+	return info, fleetErr(err)
 }

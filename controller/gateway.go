@@ -4,10 +4,11 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/controller/fleet"
 )
 
 // Endpoint and reason of ax_agent_requests_refused_total (the fleet's
-// are in fleet.go).
+// are in package fleet).
 const (
 	endpointGateway = "consumer_gateway"
 	// refuseConsumer: a consumer create or delete beyond the agent's own
@@ -22,7 +23,7 @@ const gatewayTimeout = 5 * time.Second
 // (auth.ServeGateway): with nats.auth: nkeys, an agent's account reaches
 // AX_CMD's consumer API only through it.
 func (c *core) startGateway() error {
-	sub, err := auth.ServeGateway(c.nc, responderQueue, gatewayTimeout, auth.GatewayHooks{
+	sub, err := auth.ServeGateway(c.nc, fleet.ResponderQueue, gatewayTimeout, auth.GatewayHooks{
 		Dropped: func(subject, reason string) {
 			c.m.agentRefused.WithLabelValues(endpointGateway, reason).Inc()
 			c.log.Warn("consumer gateway request dropped", "subject", subject, "reason", reason)

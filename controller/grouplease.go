@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/streams"
@@ -100,7 +101,7 @@ type groupLeaseEnv struct {
 	// which shards this replica works (own).
 	leases *lease.View
 	jobs   *jobcache.Cache
-	agents *agentRegistry
+	agents *fleet.Registry
 	own    *ownership
 
 	// Set by attach, read-only afterwards.
@@ -173,7 +174,7 @@ func (c *placer) manageGroupLeases(ctx context.Context, now time.Time) {
 // isMember reports whether agent id is a registered, non-revoked member of
 // j's group.
 func (g *groupLeases) isMember(j protocol.Job, id string) bool {
-	a, ok := g.agents.get(id)
+	a, ok := g.agents.Get(id)
 	return ok && len(groupMembers(j, []protocol.AgentInfo{a})) == 1
 }
 
@@ -212,7 +213,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 			continue
 		}
 		if agents == nil {
-			agents = g.agents.snapshot()
+			agents = g.agents.Snapshot()
 		}
 		if l := g.grantGroupLease(ctx, j, cur, ok, agents, now); l != nil {
 			lost = append(lost, *l)
@@ -274,7 +275,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur lease.Seen[lease.Group], had bool, agents []protocol.AgentInfo, now time.Time) *lostLease {
 	var live []protocol.AgentInfo
 	for _, a := range groupMembers(j, agents) {
-		if isOnline(a, g.now(), g.cfg.AgentOfflineAfter) {
+		if fleet.IsOnline(a, g.now(), g.cfg.AgentOfflineAfter) {
 			live = append(live, a)
 		}
 	}

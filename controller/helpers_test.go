@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -361,6 +362,36 @@ func val(t testing.TB, m prometheus.Metric) float64 {
 	}
 	t.Fatalf("unsupported metric %v", &d)
 	return 0
+}
+
+// putAgents stores the records of agents in ax_agents (as other replicas
+// would, asynchronous publishes) and waits until c's registry holds them
+// all: the fleet's follower of ax_agents read them.
+func putAgents(tb testing.TB, c *Controller, agents []protocol.AgentInfo) {
+	tb.Helper()
+	_, js := natstest.JetStream(tb, c.NATSURL())
+	for _, a := range agents {
+		data, err := json.Marshal(a)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := js.PublishAsync(streams.KVSubject(protocol.BucketAgents, a.Agent), data); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-tctx(tb).Done():
+		tb.Fatal("publishing the agents' records did not complete")
+	}
+	eventually(tb, 60*time.Second, fmt.Sprintf("the registry holds %d agents", len(agents)), func() bool {
+		for _, a := range agents {
+			if _, ok := c.agents.Get(a.Agent); !ok {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // mustCreateJobs creates jobs in one batch (at most MaxBatchJobs) and fails

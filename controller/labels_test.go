@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -155,8 +156,8 @@ func TestEnrollLabelsBeforeRegistration(t *testing.T) {
 	if _, err := c.EnrollAgent(ctx, "edge-9", auth.EnrollRequest{Labels: map[string]string{"site": "a"}}); err != nil {
 		t.Fatal(err)
 	}
-	a, ok := c.agents.get("edge-9")
-	if !ok || a.Labels["site"] != "a" || a.LabelsFrom != protocol.LabelsFromEnrollment || registered(a) {
+	a, ok := c.agents.Get("edge-9")
+	if !ok || a.Labels["site"] != "a" || a.LabelsFrom != protocol.LabelsFromEnrollment || fleet.Registered(a) {
 		t.Fatalf("record after enroll = %+v, %v", a, ok)
 	}
 	if n := val(t, c.m.agentsKnown); n != 0 {
@@ -173,42 +174,14 @@ func TestEnrollLabelsBeforeRegistration(t *testing.T) {
 	if _, err := c.EnrollAgent(ctx, "edge-9", auth.EnrollRequest{Rotate: true}); err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := c.agents.get("edge-9"); a.Labels["site"] != "a" {
+	if a, _ := c.agents.Get("edge-9"); a.Labels["site"] != "a" {
 		t.Fatalf("rotation without labels changed them: %v", a.Labels)
 	}
 	if _, err := c.EnrollAgent(ctx, "edge-9", auth.EnrollRequest{Rotate: true, Labels: map[string]string{"site": "b"}}); err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := c.agents.get("edge-9"); a.Labels["site"] != "b" || len(a.Labels) != 1 {
+	if a, _ := c.agents.Get("edge-9"); a.Labels["site"] != "b" || len(a.Labels) != 1 {
 		t.Fatalf("rotation with labels: %v", a.Labels)
-	}
-}
-
-// TestFirstRegistrationLabelsWithoutAuth: without enrollment (nats.auth
-// none) the first registration's labels are taken once; later ones do not
-// change them.
-func TestFirstRegistrationLabelsWithoutAuth(t *testing.T) {
-	c := newTestController(t)
-	a := newTestAgent(t, c.NATSURL(), "demo-1", map[string]string{"site": "hq"}).start()
-	if got, _ := c.agents.get("demo-1"); got.Labels["site"] != "hq" || got.LabelsFrom != protocol.LabelsFromRegistration {
-		t.Fatalf("first registration: %+v", got)
-	}
-	a.labels = map[string]string{"site": "plant-3"}
-	if rr := a.register(); rr.Labels["site"] != "hq" {
-		t.Fatalf("reply labels = %v", rr.Labels)
-	}
-	if got, _ := c.agents.get("demo-1"); got.Labels["site"] != "hq" {
-		t.Fatalf("second registration changed the labels: %v", got.Labels)
-	}
-	// A record of an older controller (no labels_from) keeps its labels.
-	old, _ := c.agents.get("demo-1")
-	old.LabelsFrom = ""
-	c.agents.put(old)
-	if rr := a.register(); rr.Labels["site"] != "hq" {
-		t.Fatalf("older record: reply labels = %v", rr.Labels)
-	}
-	if got, _ := c.agents.get("demo-1"); got.Labels["site"] != "hq" || got.LabelsFrom != protocol.LabelsFromRegistration {
-		t.Fatalf("older record after a registration: %+v", got)
 	}
 }
 
@@ -224,8 +197,8 @@ func TestLabelChangesOnTwoReplicasAreBothKept(t *testing.T) {
 	ctx := tctx(t)
 	for _, c := range []*Controller{a, b} {
 		eventually(t, 10*time.Second, "both replicas know edge-1", func() bool {
-			info, ok := c.agents.get("edge-1")
-			return ok && registered(info)
+			info, ok := c.agents.Get("edge-1")
+			return ok && fleet.Registered(info)
 		})
 	}
 	stored := func() map[string]string {
@@ -261,7 +234,7 @@ func TestLabelChangesOnTwoReplicasAreBothKept(t *testing.T) {
 	}
 	for _, c := range []*Controller{a, b} {
 		eventually(t, 10*time.Second, "both changes in each replica's view", func() bool {
-			info, _ := c.agents.get("edge-1")
+			info, _ := c.agents.Get("edge-1")
 			return info.Labels["by-a"] == "19" && info.Labels["by-b"] == "19"
 		})
 	}

@@ -15,15 +15,15 @@ import (
 // The group leases in heartbeats: an agent's heartbeat claims the leases
 // it holds, the replica answering it renews them (renewLeases); a stopping
 // agent hands them back (releaseLeases). Both run on the heartbeat
-// workers (the fleet asks for them through fleetHost).
+// workers (the fleet asks for them through fleet.Host).
 
-// renewLeases answers the lease claims of a heartbeat (fleetHost,
+// renewLeases answers the lease claims of a heartbeat (fleet.Host,
 // groupLeases.renewLeases).
 func (c *agentService) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
 	return c.groups.renewLeases(ctx, a, claims)
 }
 
-// releaseLeases hands back the leases of a stopping agent (fleetHost,
+// releaseLeases hands back the leases of a stopping agent (fleet.Host,
 // groupLeases.releaseLeases).
 func (c *agentService) releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
 	c.groups.releaseLeases(ctx, agent, claims)

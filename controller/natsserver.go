@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/internal/natscreds"
 )
 
@@ -24,7 +25,7 @@ import (
 // controller and every stream and bucket, and one account per enrolled
 // agent (auth.AccountsConfig); without, everything is in the global
 // account. The options are returned so that the accounts can be reloaded.
-func startEmbedded(cfg Config, na *natsAuth) (*server.Server, *server.Options, error) {
+func startEmbedded(cfg Config, na *fleet.Auth) (*server.Server, *server.Options, error) {
 	port := cfg.NATS.Port
 	if port == -1 {
 		port = server.RANDOM_PORT
@@ -47,7 +48,7 @@ func startEmbedded(cfg Config, na *natsAuth) (*server.Server, *server.Options, e
 	if err := moveAccountStore(cfg.DataDir, from, to); err != nil {
 		return nil, nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	if err := na.configure(opts); err != nil {
+	if err := na.Configure(opts); err != nil {
 		return nil, nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	if cfg.NATS.TLS.Enabled() {

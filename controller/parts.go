@@ -8,9 +8,10 @@ import (
 )
 
 // parts are the controller's components (the execution state machine and
-// store, the history index, the job cache and the lease view are packages
-// of their own: controller/execution, controller/execstore,
-// controller/histindex, controller/jobcache, controller/lease). Each
+// store, the history index, the job cache, the lease view and the fleet
+// are packages of their own: controller/execution, controller/execstore,
+// controller/histindex, controller/jobcache, controller/lease,
+// controller/fleet). Each
 // owns one concern and its files; they share the core (the configuration,
 // stores, caches and the lease and fleet components) and call each other
 // through these fields, so a call that crosses a concern names the part it
@@ -34,10 +35,11 @@ import (
 //	          (reload.go, sentruns.go, historyrepair.go)
 //	ret       retention: the sweeper that moves terminal executions and
 //	          finished one-shot jobs out of live state (retention.go)
-//	agentsvc  what the fleet asks of the rest: lease renewals and
-//	          releases, lost epochs, runs re-sent after an agent lost its
-//	          store, agent listings (leaserenew.go, leasesettle.go,
-//	          storeloss.go, agentlist.go)
+//	agentsvc  what the fleet (controller/fleet) asks of the rest: lease
+//	          renewals and releases, lost epochs, the last command sent
+//	          to an agent and runs re-sent after it lost its store, the
+//	          leases and command consumers of agent listings
+//	          (leaserenew.go, leasesettle.go, storeloss.go, agentlist.go)
 type parts struct {
 	jobsvc   *jobService
 	ex       *execService
@@ -106,30 +108,36 @@ func (h ownershipHostOf) placeWaiting(ctx context.Context, now time.Time) {
 	h.place.placeWaiting(ctx, now)
 }
 
-// fleetHostOf answers the fleet's fleetHost.
+// fleetHostOf answers the fleet's fleet.Host.
 type fleetHostOf struct{ *core }
 
-func (h fleetHostOf) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
+// ReconcileAgent is the placer's reconcileAgent.
+func (h fleetHostOf) ReconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
 	h.place.reconcileAgent(ctx, prev, cur, resend)
 }
 
-func (h fleetHostOf) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
+// PlaceUnplaced is the placer's placeUnplaced.
+func (h fleetHostOf) PlaceUnplaced(ctx context.Context, a protocol.AgentInfo) {
 	h.place.placeUnplaced(ctx, a)
 }
 
-func (h fleetHostOf) lastCommandSeq(ctx context.Context, agent string) (uint64, error) {
+// LastCommandSeq is the agentService's lastCommandSeq (storeloss.go).
+func (h fleetHostOf) LastCommandSeq(ctx context.Context, agent string) (uint64, error) {
 	return h.agentsvc.lastCommandSeq(ctx, agent)
 }
 
-func (h fleetHostOf) resendRuns(ctx context.Context, agent string, after uint64) {
+// ResendRuns is the agentService's resendRuns (storeloss.go).
+func (h fleetHostOf) ResendRuns(ctx context.Context, agent string, after uint64) {
 	h.agentsvc.resendRuns(ctx, agent, after)
 }
 
-func (h fleetHostOf) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) ([]protocol.Lease, []protocol.HeldLease) {
+// RenewLeases is the agentService's renewLeases (leaserenew.go).
+func (h fleetHostOf) RenewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) ([]protocol.Lease, []protocol.HeldLease) {
 	return h.agentsvc.renewLeases(ctx, a, claims)
 }
 
-func (h fleetHostOf) releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
+// ReleaseLeases is the agentService's releaseLeases (leaserenew.go).
+func (h fleetHostOf) ReleaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
 	h.agentsvc.releaseLeases(ctx, agent, claims)
 }
 

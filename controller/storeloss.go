@@ -13,11 +13,13 @@ import (
 
 // An agent's store can lose its state (agent.db wiped, truncated or
 // replaced): the agent then registers without a command cursor
-// (Register.Fresh) or with one below the cursor it registered with before.
-// Reading AX_CMD from there would apply every command again, and run again
-// runs that finished long ago. Instead the registration reply tells it to
-// resume after the last command sent to it (RegisterReply.ResumeAfter),
-// and the controller sends again what that skips and still matters:
+// (Register.Fresh) or with one below the cursor it registered with before
+// (the fleet tells, controller/fleet's storeLost). Reading AX_CMD from
+// there would apply every command again, and run again runs that finished
+// long ago. Instead the registration reply tells it to resume after the
+// last command sent to it (RegisterReply.ResumeAfter, from lastCommandSeq),
+// and the controller sends again what that skips and still matters
+// (resendRuns):
 //
 //   - every assignment (reconcileAgent with resend);
 //   - the runs it still waits for on that agent: PENDING executions, and
@@ -27,12 +29,6 @@ import (
 // again, so they do not run twice. Attempts the agent had TRIGGERED or
 // RUNNING are lost with its store; they are logged. Group leases the agent
 // held are not claimed by it any more and move after lease_ttl.
-
-// storeLost reports whether registration r of an agent whose record is
-// prev says that the agent's store lost its state.
-func storeLost(prev protocol.AgentInfo, r protocol.Register) bool {
-	return registered(prev) && (r.Fresh || r.Cursor < prev.Cursor)
-}
 
 // lastCommandSeq returns the AX_CMD sequence of the last command sent to
 // agent, 0 when there is none.

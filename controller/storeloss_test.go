@@ -110,7 +110,7 @@ func TestStoreLossResumes(t *testing.T) {
 			if n := val(t, c.m.storeResets); n != 1 {
 				t.Errorf("%s = %v, want 1", metricStoreResets, n)
 			}
-			if got, _ := c.agents.get("edge-1"); got.Cursor < rr.ResumeAfter {
+			if got, _ := c.agents.Get("edge-1"); got.Cursor < rr.ResumeAfter {
 				t.Errorf("recorded cursor %d, want at least %d", got.Cursor, rr.ResumeAfter)
 			}
 		})

@@ -1,7 +1,6 @@
-package controller
+package fleet
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -14,30 +13,33 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// AuthDir is the directory under DataDir that holds the controller's NATS
-// seed and the enrolled-agent registry (nats.auth: nkeys), mode 0700.
+// AuthDir is the directory under Config.DataDir that holds the
+// controller's NATS seed and the enrolled-agent registry (nats.auth:
+// nkeys), mode 0700.
 const AuthDir = "auth"
 
-// natsAuth holds the identities of the embedded server when nats.auth is
-// nkeys; nil otherwise. mu serializes enrollments and revocations with the
+// Auth holds the identities of the embedded server when nats.auth is
+// nkeys (Fleet.Auth); a nil *Auth (nats.auth none) configures nothing and
+// has no credentials. mu serializes enrollments and revocations with the
 // server reload that applies them.
-type natsAuth struct {
+type Auth struct {
 	mu      sync.Mutex
 	reg     *auth.Registry
 	ctlPub  string
 	connOpt nats.Option
 	srv     *server.Server
 	opts    *server.Options
-	// reload runs a reload apart from KV reads (reloadGuard, kvguard.go);
-	// nil runs it as it is.
+	// reload runs a reload apart from KV reads (the controller's
+	// reloadGuard); nil runs it as it is.
 	reload func(apply func() error) error
 }
 
-// openAuth loads (or creates) the controller's identity and the registry
-// (auth.Open) when nats.auth is nkeys; f.auth stays nil otherwise. reload
+// OpenAuth loads (or creates) the controller's identity and the registry
+// (auth.Open) when nats.auth is nkeys; Auth stays nil otherwise. reload
 // runs the server reloads that apply enrollments, apart from KV reads
-// (reloadGuard).
-func (f *fleet) openAuth(reload func(apply func() error) error) error {
+// (the controller's reloadGuard). It comes before the embedded server
+// starts (Auth.Configure).
+func (f *Fleet) OpenAuth(reload func(apply func() error) error) error {
 	if f.cfg.Auth != auth.ModeNKeys {
 		return nil
 	}
@@ -49,21 +51,27 @@ func (f *fleet) openAuth(reload func(apply func() error) error) error {
 	if err != nil {
 		return fmt.Errorf("controller identity: %w", err)
 	}
-	f.auth = &natsAuth{reg: reg, ctlPub: pub, connOpt: opt, reload: reload}
+	f.auth = &Auth{reg: reg, ctlPub: pub, connOpt: opt, reload: reload}
 	f.log.Info("nats auth: nkeys, one account per agent", "controller_key", pub, "enrolled_agents", len(reg.List()))
 	return nil
 }
 
-// configure sets the accounts and users of the embedded server's options
+// Auth returns the identities of the embedded server, nil without
+// nats.auth: nkeys (or before OpenAuth).
+func (f *Fleet) Auth() *Auth { return f.auth }
+
+// Configure sets the accounts and users of the embedded server's options
 // (nothing without nats.auth: nkeys).
-func (a *natsAuth) configure(o *server.Options) error {
+func (a *Auth) Configure(o *server.Options) error {
 	if a == nil {
 		return nil
 	}
 	return auth.Configure(o, a.ctlPub, a.reg.List())
 }
 
-func (a *natsAuth) setServer(srv *server.Server, opts *server.Options) {
+// SetServer gives the running embedded server and its options, which
+// enrollments and revocations reload (nothing without nats.auth: nkeys).
+func (a *Auth) SetServer(srv *server.Server, opts *server.Options) {
 	if a == nil {
 		return
 	}
@@ -72,8 +80,8 @@ func (a *natsAuth) setServer(srv *server.Server, opts *server.Options) {
 	a.mu.Unlock()
 }
 
-// connectOptions are the controller's own credentials (none without auth).
-func (a *natsAuth) connectOptions() []nats.Option {
+// ConnectOptions are the controller's own credentials (none without auth).
+func (a *Auth) ConnectOptions() []nats.Option {
 	if a == nil {
 		return nil
 	}
@@ -82,7 +90,7 @@ func (a *natsAuth) connectOptions() []nats.Option {
 
 // applyLocked reloads the server's accounts and users from the registry;
 // a.mu is held.
-func (a *natsAuth) applyLocked() error {
+func (a *Auth) applyLocked() error {
 	apply := func() error { return auth.Apply(a.srv, a.opts, a.ctlPub, a.reg.List()) }
 	if a.reload == nil {
 		return apply()
@@ -92,7 +100,7 @@ func (a *natsAuth) applyLocked() error {
 
 // authOn returns the auth state, or an error when the controller runs
 // without nats.auth: nkeys.
-func (f *fleet) authOn(op string) (*natsAuth, error) {
+func (f *Fleet) authOn(op string) (*Auth, error) {
 	if f.auth == nil {
 		return nil, fmt.Errorf("%s: %w: nats.auth is %q; agent identities need nats.auth: nkeys on the embedded server",
 			op, ErrConflict, f.cfg.Auth)
@@ -102,23 +110,17 @@ func (f *fleet) authOn(op string) (*natsAuth, error) {
 
 // EnrollAgent issues agent id its NATS identity (an NKey user in an
 // account of its own that reaches only the agent's own subjects, see
-// auth.AgentImports) and applies it to the running server. The returned seed exists nowhere else: the controller
-// keeps only the public key. Enrolling an enrolled id fails with ErrExists
-// unless req.Rotate is set, which replaces the key and closes the
-// connection of the old one. Enrolling a revoked agent again clears the
-// revoked mark of its ax_agents record, so that it can register.
-// req.Labels become the agent's labels (kept by the controller; the
-// agent's registration cannot change them, see labels.go); a request
-// without labels keeps the labels the controller has.
-func (c *Controller) EnrollAgent(_ context.Context, id string, req auth.EnrollRequest) (auth.Enrollment, error) {
-	if err := c.ready(); err != nil {
-		return auth.Enrollment{}, err
-	}
-	return c.fleet.enrollAgent(id, req)
-}
-
-// enrollAgent is EnrollAgent of a ready controller.
-func (f *fleet) enrollAgent(id string, req auth.EnrollRequest) (auth.Enrollment, error) {
+// auth.AgentImports) and applies it to the running server. The returned
+// seed exists nowhere else: the controller keeps only the public key.
+// Enrolling an enrolled id fails with ErrExists unless req.Rotate is set,
+// which replaces the key and closes the connection of the old one.
+// Enrolling a revoked agent again clears the revoked mark of its
+// ax_agents record, so that it can register. req.Labels become the
+// agent's labels (kept by the controller; the agent's registration cannot
+// change them, see labels.go); a request without labels keeps the labels
+// the controller has. Without nats.auth: nkeys it fails with ErrConflict.
+// It is EnrollAgent of a ready controller.
+func (f *Fleet) EnrollAgent(id string, req auth.EnrollRequest) (auth.Enrollment, error) {
 	a, err := f.authOn("enroll " + id)
 	if err != nil {
 		return auth.Enrollment{}, err
@@ -151,17 +153,11 @@ func (f *fleet) enrollAgent(id string, req auth.EnrollRequest) (auth.Enrollment,
 // RevokeAgent removes agent id's NATS identity: its live connection is
 // closed and it can no longer connect. Its ax_agents record is marked
 // revoked (registrations and heartbeats refused, group jobs moved to other
-// members, not counted in ax_agents_known, its ax_agent_* gauges deleted).
-// It returns what was revoked.
-func (c *Controller) RevokeAgent(_ context.Context, id string) (auth.Agent, error) {
-	if err := c.ready(); err != nil {
-		return auth.Agent{}, err
-	}
-	return c.fleet.revokeAgent(id)
-}
-
-// revokeAgent is RevokeAgent of a ready controller.
-func (f *fleet) revokeAgent(id string) (auth.Agent, error) {
+// members, not counted in ax_agents_known, its ax_agent_* gauges
+// deleted). It returns what was revoked; ErrNotFound when id is not
+// enrolled, ErrConflict without nats.auth: nkeys. It is RevokeAgent of a
+// ready controller.
+func (f *Fleet) RevokeAgent(id string) (auth.Agent, error) {
 	a, err := f.authOn("revoke " + id)
 	if err != nil {
 		return auth.Agent{}, err
@@ -184,7 +180,7 @@ func (f *fleet) revokeAgent(id string) (auth.Agent, error) {
 	return prev, nil
 }
 
-// authErr maps the auth package's sentinels to the controller's.
+// authErr maps the auth package's sentinels to the fleet's.
 func authErr(op string, err error) error {
 	switch {
 	case errors.Is(err, auth.ErrAlreadyEnrolled):
@@ -202,7 +198,7 @@ func authErr(op string, err error) error {
 // never registered has no record and nothing to mark. It works on the
 // controller's context, not a request's: a cancelled request must not stop
 // the reassignment half-way.
-func (f *fleet) setRevoked(id string, revoked bool) error {
+func (f *Fleet) setRevoked(id string, revoked bool) error {
 	ctx := f.ctx
 	defer f.locks.lock(id)()
 	f.assign.Lock()
@@ -217,7 +213,7 @@ func (f *fleet) setRevoked(id string, revoked bool) error {
 		// Memory first: the refusal holds on this controller even when
 		// the KV write fails.
 		f.agents.put(info)
-		f.host.reconcileAgent(ctx, &prev, info, false)
+		f.host.ReconcileAgent(ctx, &prev, info, false)
 		f.refreshOnline()
 	}
 	f.assign.Unlock()

@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 // agentCounts are the registry's online and known (registered, not
 // revoked) agents, kept current on every change of a record so that a
@@ -14,13 +14,13 @@ func (n *agentCounts) add(e *agentEntry, sign int) {
 	if e.online {
 		n.online += sign
 	}
-	if !e.info.Revoked && registered(e.info) {
+	if !e.info.Revoked && Registered(e.info) {
 		n.known += sign
 	}
 }
 
 // counts returns the online and known agents as last recorded.
-func (r *agentRegistry) counts() (online, known int) {
+func (r *Registry) counts() (online, known int) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.n.online, r.n.known
@@ -28,7 +28,7 @@ func (r *agentRegistry) counts() (online, known int) {
 
 // agentGauges sets ax_agents_online and ax_agents_known from the
 // registry's counts, without a sweep.
-func (f *fleet) agentGauges() {
+func (f *Fleet) agentGauges() {
 	online, known := f.agents.counts()
 	f.m.agentsOnline.Set(float64(online))
 	f.m.agentsKnown.Set(float64(known))

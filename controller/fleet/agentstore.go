@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func (s *agentStore) livenessRefresh() time.Duration {
 // stored with last-seen time kvSeen) into cur must be written to ax_agents.
 func (s *agentStore) heartbeatWrite(prev, cur protocol.AgentInfo, kvSeen, now time.Time) bool {
 	switch {
-	case !isOnline(prev, now, s.cfg.AgentOfflineAfter), !cur.StoppedAt.IsZero(), !sameHeld(prev.Leases, cur.Leases),
+	case !IsOnline(prev, now, s.cfg.AgentOfflineAfter), !cur.StoppedAt.IsZero(), !sameHeld(prev.Leases, cur.Leases),
 		prev.HeartbeatAt.IsZero(): // the first heartbeat: its stats are kept across restarts
 		return true
 	}
@@ -78,10 +78,6 @@ func sameHeld(a, b []protocol.HeldLease) bool {
 	return true
 }
 
-// errAgentGone: the record of the agent was revoked or deleted while its
-// heartbeat was being stored.
-var errAgentGone = errors.New("agent revoked or removed meanwhile")
-
 // storeLiveness writes info to ax_agents if the record is still at
 // revision rev. When another write came between, it reads that record,
 // carries the liveness of info over (last seen, heartbeat time, stats,
@@ -110,7 +106,7 @@ func (s *agentStore) storeLiveness(ctx context.Context, info protocol.AgentInfo,
 		if err := json.Unmarshal(e.Value(), &cur); err != nil {
 			return info, 0, fmt.Errorf("store liveness of agent %s: bad record: %w", info.Agent, err)
 		}
-		if cur.Revoked || !registered(cur) {
+		if cur.Revoked || !Registered(cur) {
 			return cur, e.Revision(), errAgentGone
 		}
 		cur.LastSeen, cur.HeartbeatAt, cur.Stats, cur.Online = info.LastSeen, info.HeartbeatAt, info.Stats, info.Online
@@ -214,7 +210,7 @@ func (s *agentStore) writeLiveness(ctx context.Context, id string) error {
 	defer cancel()
 	for attempt := 1; ; attempt++ {
 		info, rev, kvSeen, ok := s.agents.getRev(id)
-		if !ok || rev == 0 || info.Revoked || !registered(info) || !info.LastSeen.After(kvSeen) {
+		if !ok || rev == 0 || info.Revoked || !Registered(info) || !info.LastSeen.After(kvSeen) {
 			return nil // gone, never stored here, or stored already
 		}
 		data, err := json.Marshal(info)
@@ -242,14 +238,14 @@ func (s *agentStore) writeLiveness(ctx context.Context, id string) error {
 
 // hasRev reports whether agent id's record is recorded at revision rev or
 // a later one.
-func (r *agentRegistry) hasRev(id string, rev uint64) bool {
+func (r *Registry) hasRev(id string, rev uint64) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e, ok := r.agents[id]
 	return ok && e.rev >= rev
 }
 
-func (f *fleet) refreshOnline() {
+func (f *Fleet) refreshOnline() {
 	off, online, known := f.agents.sweep(f.now(), f.cfg.AgentOfflineAfter)
 	for _, id := range off {
 		f.log.Warn("agent offline", "agent", id, "after", f.cfg.AgentOfflineAfter)
@@ -258,8 +254,10 @@ func (f *fleet) refreshOnline() {
 	f.m.agentsKnown.Set(float64(known))
 }
 
-// livenessLoop marks agents offline when their heartbeats stop.
-func (f *fleet) livenessLoop(ctx context.Context) {
+// LivenessLoop marks agents offline when their heartbeats stop (every
+// heartbeat interval, until ctx ends) and sets ax_agents_online and
+// ax_agents_known.
+func (f *Fleet) LivenessLoop(ctx context.Context) {
 	f.every(ctx, f.cfg.HeartbeatInterval, f.cfg.HeartbeatInterval, "liveness", func(context.Context) error {
 		f.refreshOnline()
 		return nil

@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 import (
 	"context"
@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,185 +15,10 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// responderQueue is the queue group of the registration and heartbeat
-// responders, so that controller replicas share them.
-const responderQueue = "ax-controller"
-
-// agentRegistry mirrors KV ax_agents in memory. Writes go through the
-// registration and heartbeat handlers (which also write KV).
-type agentRegistry struct {
-	mu     sync.RWMutex
-	agents map[string]*agentEntry
-	n      agentCounts // kept current by putRev and sweep (agentcounts.go)
-	// live: agents whose liveness in memory is still to be written to
-	// ax_agents (agentstore.go).
-	live *livenessQueue
-	// kv is ax_agents as the heartbeat path writes it (liveness), set at
-	// start (Controller.wrapKV).
-	kv jetstream.KeyValue
-}
-
-type agentEntry struct {
-	info   protocol.AgentInfo
-	online bool   // as last seen by the liveness loop
-	rev    uint64 // KV revision of info (0: written here, revision unknown)
-	// kvSeen is LastSeen as stored at rev; info.LastSeen may be later (a
-	// heartbeat answered here and not written, agentstore.go).
-	kvSeen time.Time
-	// heard is when this replica last answered a heartbeat of the agent
-	// from memory (its liveness digest carries it, livedigest.go).
-	heard time.Time
-}
-
-func newAgentRegistry() *agentRegistry {
-	return &agentRegistry{agents: map[string]*agentEntry{}, live: newLivenessQueue()}
-}
-
-func cloneAgent(a protocol.AgentInfo) protocol.AgentInfo {
-	if a.Labels != nil {
-		l := make(map[string]string, len(a.Labels))
-		for k, v := range a.Labels {
-			l[k] = v
-		}
-		a.Labels = l
-	}
-	a.Handlers = slices.Clone(a.Handlers)
-	a.Leases = slices.Clone(a.Leases)
-	return a
-}
-
-// getRev returns agent id's record, its KV revision and the last-seen
-// time stored at that revision.
-func (r *agentRegistry) getRev(id string) (protocol.AgentInfo, uint64, time.Time, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	e, ok := r.agents[id]
-	if !ok {
-		return protocol.AgentInfo{}, 0, time.Time{}, false
-	}
-	return cloneAgent(e.info), e.rev, e.kvSeen, true
-}
-
-func (r *agentRegistry) get(id string) (protocol.AgentInfo, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	e, ok := r.agents[id]
-	if !ok {
-		return protocol.AgentInfo{}, false
-	}
-	return cloneAgent(e.info), true
-}
-
-// put records info and returns whether the agent was online before.
-func (r *agentRegistry) put(info protocol.AgentInfo) (wasOnline bool) {
-	wasOnline, _ = r.putRev(info, 0)
-	return wasOnline
-}
-
-// putRev records info read from KV at revision rev, unless a newer
-// revision is recorded already (another replica's write seen late).
-func (r *agentRegistry) putRev(info protocol.AgentInfo, rev uint64) (wasOnline, applied bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.agents[info.Agent]
-	if !ok {
-		e = &agentEntry{}
-		r.agents[info.Agent] = e
-	}
-	wasOnline = e.online
-	if rev != 0 && rev < e.rev {
-		return wasOnline, false
-	}
-	r.n.add(e, -1)
-	defer r.n.add(e, 1)
-	kvSeen := info.LastSeen
-	if rev != 0 && e.info.Boot == info.Boot && e.info.LastSeen.After(info.LastSeen) && info.StoppedAt.IsZero() {
-		// A heartbeat answered here since, not written (agentstore.go).
-		info.LastSeen, info.HeartbeatAt, info.Online, info.Stats = e.info.LastSeen, e.info.HeartbeatAt, e.info.Online, e.info.Stats
-	}
-	e.info = cloneAgent(info)
-	e.online = info.Online
-	if rev != 0 {
-		e.rev, e.kvSeen = rev, kvSeen
-	}
-	return wasOnline, true
-}
-
-// putLive records the liveness of heartbeat info (last seen, heartbeat
-// time, stats, clock offset, online, not stopped) on agent info.Agent's
-// current record, whatever else changed in it since info was read (a
-// label change or registration seen meanwhile stays, with its revision).
-// It returns whether the agent was online before; ok is false when the
-// agent is not known.
-func (r *agentRegistry) putLive(info protocol.AgentInfo) (wasOnline, ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.agents[info.Agent]
-	if !ok {
-		return false, false
-	}
-	wasOnline = e.online
-	r.n.add(e, -1)
-	e.info.LastSeen, e.info.HeartbeatAt, e.info.Stats, e.info.ClockOffset = info.LastSeen, info.HeartbeatAt, info.Stats, info.ClockOffset
-	e.info.Online, e.info.StoppedAt = info.Online, info.StoppedAt
-	e.online = info.Online
-	e.heard = info.LastSeen
-	r.n.add(e, 1)
-	return wasOnline, true
-}
-
-// snapshot returns every agent sorted by id.
-func (r *agentRegistry) snapshot() []protocol.AgentInfo {
-	r.mu.RLock()
-	out := make([]protocol.AgentInfo, 0, len(r.agents))
-	for _, e := range r.agents {
-		out = append(out, cloneAgent(e.info))
-	}
-	r.mu.RUnlock()
-	sort.Slice(out, func(i, k int) bool { return out[i].Agent < out[k].Agent })
-	return out
-}
-
-// onlineIDs returns the agents online at now.
-func (r *agentRegistry) onlineIDs(now time.Time, after time.Duration) []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	var out []string
-	for id, e := range r.agents {
-		if isOnline(e.info, now, after) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// sweep recomputes online flags at now and returns the agents that went
-// offline, the online count and the count of known (not revoked) agents.
-func (r *agentRegistry) sweep(now time.Time, after time.Duration) (wentOffline []string, online, known int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, e := range r.agents {
-		if !e.info.Revoked && registered(e.info) {
-			known++
-		}
-		on := isOnline(e.info, now, after)
-		if e.online && !on {
-			wentOffline = append(wentOffline, id)
-		}
-		e.online = on
-		if on {
-			online++
-		}
-	}
-	sort.Strings(wentOffline)
-	r.n = agentCounts{online: online, known: known}
-	return wentOffline, online, known
-}
-
-func isOnline(a protocol.AgentInfo, now time.Time, after time.Duration) bool {
-	stopped := !a.StoppedAt.IsZero() && !a.StoppedAt.Before(a.LastSeen)
-	return !a.Revoked && !stopped && !a.LastSeen.IsZero() && now.Sub(a.LastSeen) <= after
-}
+// ResponderQueue is the queue group of the registration and heartbeat
+// responders, so that controller replicas share them (the controller's
+// consumer gateway uses it too).
+const ResponderQueue = "ax-controller"
 
 // followAgents reads KV ax_agents into the registry before returning, then
 // keeps following it: registrations and heartbeats answered by other
@@ -218,11 +40,11 @@ func (s *agentStore) followAgents(ctx context.Context) error {
 			s.log.Error("bad agent record in KV", "key", e.Key(), "err", err)
 			return
 		}
-		a.Online = isOnline(a, s.now(), s.cfg.AgentOfflineAfter)
+		a.Online = IsOnline(a, s.now(), s.cfg.AgentOfflineAfter)
 		if _, ok := s.agents.putRev(a, e.Revision()); ok && !a.Revoked && !a.HeartbeatAt.IsZero() {
 			// The stats of the agent's last heartbeat (this record's, or
 			// a later one answered here and not written), until its next.
-			if cur, ok := s.agents.get(a.Agent); ok {
+			if cur, ok := s.agents.Get(a.Agent); ok {
 				s.m.agentStats(a.Agent, cur.Stats)
 			}
 		}
@@ -239,10 +61,13 @@ func (s *agentStore) followAgents(ctx context.Context) error {
 	return nil
 }
 
-// startResponders subscribes the registration and heartbeat responders
-// and returns their subscriptions (those made, also on an error). agents
-// is ax_agents as the heartbeat path writes it (registry.kv).
-func (f *fleet) startResponders(agents jetstream.KeyValue) (subs []*nats.Subscription, err error) {
+// StartResponders starts the registration and heartbeat workers and the
+// liveness writers, subscribes the responders (queue group
+// ResponderQueue) and returns their subscriptions (those made, also on an
+// error). agents is ax_agents as the heartbeat path writes it (the
+// registry's kv; the controller's tests wrap it to delay the writes).
+// LoadAgents comes first.
+func (f *Fleet) StartResponders(agents jetstream.KeyValue) (subs []*nats.Subscription, err error) {
 	f.startRegisterWorkers()
 	f.agents.kv = agents
 	f.store.startLivenessWriters()
@@ -250,7 +75,7 @@ func (f *fleet) startResponders(agents jetstream.KeyValue) (subs []*nats.Subscri
 		subj string
 		h    nats.MsgHandler
 	}{{protocol.SubjectRegisterAll, f.enqueueRegister}, {protocol.SubjectHeartbeatAll, f.startHeartbeatWorkers()}} {
-		sub, err := f.nc.QueueSubscribe(s.subj, responderQueue, s.h)
+		sub, err := f.nc.QueueSubscribe(s.subj, ResponderQueue, s.h)
 		if err != nil {
 			return subs, fmt.Errorf("subscribe %s: %w", s.subj, err)
 		}
@@ -269,11 +94,11 @@ func respond(msg *nats.Msg, v any) {
 // handleRegister answers an agent's registration: records it in ax_agents
 // (with the controller's labels, labels.go), re-sends its assignments when
 // it is new, its command cursor is behind the AX_CMD stream's first
-// sequence or its store lost its state (storeloss.go), adjusts group jobs
+// sequence or its store lost its state (storeLost), adjusts group jobs
 // whose membership it changes, and replies with controller time, the
 // shard count, its labels and where to resume reading commands.
 // received is when the request arrived (f.mono()).
-func (f *fleet) handleRegister(msg *nats.Msg, received time.Time) {
+func (f *Fleet) handleRegister(msg *nats.Msg, received time.Time) {
 	if !f.replyAllowed(endpointRegister, strings.TrimPrefix(msg.Subject, "ax.reg."), msg) {
 		return
 	}
@@ -295,8 +120,8 @@ func (f *fleet) handleRegister(msg *nats.Msg, received time.Time) {
 	now := f.now()
 	unlock := f.locks.lock(r.Agent) // until the agent is recorded, not across the reply
 	var labels map[string]string
-	var resumeAfter uint64 // > 0: its store lost its state (storeloss.go)
-	// KV first, outside assignMu (compare-and-set, agentwrite.go).
+	var resumeAfter uint64 // > 0: its store lost its state (storeLost)
+	// KV first, outside the assign lock (compare-and-set, agentwrite.go).
 	w, err := f.store.writeAgent(ctx, r.Agent, func(prev protocol.AgentInfo, existed bool) (protocol.AgentInfo, bool, error) {
 		if existed && prev.Revoked {
 			return prev, false, errRegisterRevoked
@@ -309,10 +134,10 @@ func (f *fleet) handleRegister(msg *nats.Msg, received time.Time) {
 			Leases: r.Leases, Boot: r.Boot, Cursor: r.Cursor,
 		}
 		// An enrolled agent has a record (its labels) before it first registers.
-		before := existed && registered(prev)
+		before := existed && Registered(prev)
 		resumeAfter = 0
 		if before && storeLost(prev, r) {
-			last, err := f.host.lastCommandSeq(ctx, r.Agent)
+			last, err := f.host.LastCommandSeq(ctx, r.Agent)
 			if err != nil {
 				return info, false, fmt.Errorf("%w: %w", errRegisterCommands, err)
 			}
@@ -341,7 +166,7 @@ func (f *fleet) handleRegister(msg *nats.Msg, received time.Time) {
 		fail("controller could not store the registration, retry", "agent", r.Agent, "err", err)
 		return
 	}
-	before := existed && registered(prev)
+	before := existed && Registered(prev)
 	if !maps.Equal(r.Labels, labels) {
 		f.m.labelsIgnored.Inc()
 		f.log.Warn("registration labels ignored: the controller's labels stand (change them with agent label)",
@@ -354,18 +179,18 @@ func (f *fleet) handleRegister(msg *nats.Msg, received time.Time) {
 	}
 	f.assign.Lock()
 	wasOnline, _ := f.agents.putRev(info, w.rev)
-	f.host.reconcileAgent(ctx, prevp, info, resend)
-	f.host.placeUnplaced(ctx, info) // nothing to do without unplaced runs
+	f.host.ReconcileAgent(ctx, prevp, info, resend)
+	f.host.PlaceUnplaced(ctx, info) // nothing to do without unplaced runs
 	f.assign.Unlock()
 	unlock()
-	if !existed || !registered(prev) || !isOnline(prev, now, f.cfg.AgentOfflineAfter) {
+	if !existed || !Registered(prev) || !IsOnline(prev, now, f.cfg.AgentOfflineAfter) {
 		f.agentGauges() // O(1): only when the online or known count changes
 	}
 	if resumeAfter > 0 {
 		f.m.storeResets.Inc()
 		f.log.Warn("agent store lost its state: it resumes after the commands already sent", "agent", r.Agent,
 			"cursor", r.Cursor, "fresh", r.Fresh, "previous_cursor", prev.Cursor, "resume_after", resumeAfter)
-		f.goRun(func(ctx context.Context) { f.host.resendRuns(ctx, r.Agent, resumeAfter) })
+		f.goRun(func(ctx context.Context) { f.host.ResendRuns(ctx, r.Agent, resumeAfter) })
 	}
 	respond(msg, protocol.RegisterReply{V: protocol.Version, ControllerTime: f.now(), Shards: f.cfg.Shards,
 		HeartbeatInterval: protocol.Duration(f.cfg.HeartbeatInterval), Labels: labels, ResumeAfter: resumeAfter})
@@ -374,12 +199,23 @@ func (f *fleet) handleRegister(msg *nats.Msg, received time.Time) {
 		"clock_offset", info.ClockOffset.D())
 }
 
+// storeLost reports whether registration r of an agent whose record is
+// prev says that the agent's store lost its state (agent.db wiped,
+// truncated or replaced): it registers without a command cursor
+// (Register.Fresh) or with one below the cursor it registered with
+// before. It then resumes after the last command sent to it
+// (RegisterReply.ResumeAfter) and the host sends again what that skips
+// (Host.ResendRuns; the controller's storeloss.go).
+func storeLost(prev protocol.AgentInfo, r protocol.Register) bool {
+	return Registered(prev) && (r.Fresh || r.Cursor < prev.Cursor)
+}
+
 // cursorBehind reports whether commands after cursor were already removed
 // from AX_CMD (by age), so that the agent cannot read them any more. The
 // stream's first sequence is read once for all the registrations that
 // arrived before the read started (regpool.go).
-func (f *fleet) cursorBehind(ctx context.Context, cursor uint64, received time.Time) bool {
-	first, err := f.regs.firstSeq(ctx, f.fleetEnv, received)
+func (f *Fleet) cursorBehind(ctx context.Context, cursor uint64, received time.Time) bool {
+	first, err := f.regs.firstSeq(ctx, f.env, received)
 	if err != nil {
 		f.log.Warn("read AX_CMD state; re-sending assignments to be safe", "err", err)
 		return true
@@ -388,9 +224,9 @@ func (f *fleet) cursorBehind(ctx context.Context, cursor uint64, received time.T
 }
 
 // handleHeartbeat records an agent's liveness and stats, renews the
-// group-job leases it still holds (grouplease.go) and replies with
+// group-job leases it still holds (Host.RenewLeases) and replies with
 // controller time, the renewals and the leases it lost.
-func (f *fleet) handleHeartbeat(msg *nats.Msg) {
+func (f *Fleet) handleHeartbeat(msg *nats.Msg) {
 	if !f.replyAllowed(endpointHeartbeat, strings.TrimPrefix(msg.Subject, "ax.hb."), msg) {
 		return
 	}
@@ -407,7 +243,7 @@ func (f *fleet) handleHeartbeat(msg *nats.Msg) {
 	unlock := f.locks.lock(hb.Agent)
 	info, rev, kvSeen, ok := f.agents.getRev(hb.Agent)
 	prev := info
-	if !ok || info.Revoked || !registered(info) {
+	if !ok || info.Revoked || !Registered(info) {
 		unlock()
 		respond(msg, protocol.HeartbeatReply{V: protocol.Version, Error: "unknown agent: register again"})
 		return
@@ -476,14 +312,14 @@ func (f *fleet) handleHeartbeat(msg *nats.Msg) {
 	case hb.Stopping:
 		f.log.Info("agent stopping: its group leases are handed back", "agent", hb.Agent, "leases", len(hb.Leases))
 		f.agentGauges()
-		f.host.releaseLeases(f.ctx, hb.Agent, hb.Leases)
+		f.host.ReleaseLeases(f.ctx, hb.Agent, hb.Leases)
 		lost = hb.Leases
 	case !wasOnline:
 		f.log.Info("agent online", "agent", hb.Agent)
 		f.agentGauges()
 	}
 	if len(hb.Leases) > 0 && !hb.Stopping {
-		renewed, lost = f.host.renewLeases(f.ctx, info, hb.Leases)
+		renewed, lost = f.host.RenewLeases(f.ctx, info, hb.Leases)
 	}
 	respond(msg, protocol.HeartbeatReply{V: protocol.Version, ControllerTime: f.now(), Renewed: renewed, Lost: lost})
 }

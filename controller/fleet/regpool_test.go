@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -32,9 +33,9 @@ func sendRegister(t *testing.T, nc *nats.Conn, id, inbox string) {
 // ones are handled once the workers are free (or dropped when they waited
 // past registerMaxWait).
 func TestRegistrationBusyWhenQueueFull(t *testing.T) {
-	c := newTestController(t)
+	c := newTestFleet(t)
 	n := registerWorkers + registerQueue + 20
-	nc, err := nats.Connect(c.NATSURL())
+	nc, err := nats.Connect(c.url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +104,10 @@ func TestRegistrationBusyWhenQueueFull(t *testing.T) {
 // dropped unprocessed: its agent gave up already.
 func TestLateRegistrationDropped(t *testing.T) {
 	var skew atomic.Int64
-	cfg := testConfig(t, t.TempDir())
-	cfg.monoNow = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	c := startController(t, cfg)
-	nc, err := nats.Connect(c.NATSURL())
+	e := testEnv("ctl-a")
+	e.Mono = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	c := startFleet(t, natstest.Start(t).URL(), e)
+	nc, err := nats.Connect(c.url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestLateRegistrationDropped(t *testing.T) {
 		sendRegister(t, nc, id, protocol.InboxPrefix(id)+".r")
 	}
 	eventually(t, 10*time.Second, "one registration queued behind the busy workers", func() bool {
-		return len(c.fleet.regs.q) == 1
+		return len(c.regs.q) == 1
 	})
 	skew.Store(int64(registerMaxWait + time.Second))
 	locked = false
@@ -135,7 +136,7 @@ func TestLateRegistrationDropped(t *testing.T) {
 	eventually(t, 10*time.Second, "the others registered", func() bool {
 		known := 0
 		for i := range registerWorkers + 1 {
-			if a, ok := c.agents.get(fmt.Sprintf("edge-%d", i)); ok && registered(a) {
+			if a, ok := c.agents.Get(fmt.Sprintf("edge-%d", i)); ok && Registered(a) {
 				known++
 			}
 		}
@@ -148,13 +149,13 @@ func TestLateRegistrationDropped(t *testing.T) {
 // "busy" with a slot at once instead of waiting in the queue past it and
 // being dropped as late (their agents timed out and backed off).
 func TestRegistrationQueueSizedToRate(t *testing.T) {
-	c := newTestController(t)
-	c.fleet.regs.handled(time.Second) // as measured: 16 workers, 1 s each
-	admits := c.fleet.regs.admits()
+	c := newTestFleet(t)
+	c.regs.handled(time.Second) // as measured: 16 workers, 1 s each
+	admits := c.regs.admits()
 	if admits >= registerQueue {
 		t.Fatalf("admits %d with 1 s registrations, want fewer than %d", admits, registerQueue)
 	}
-	nc, err := nats.Connect(c.NATSURL())
+	nc, err := nats.Connect(c.url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestRegistrationQueueSizedToRate(t *testing.T) {
 		sendRegister(t, nc, id, protocol.InboxPrefix(id)+".r")
 	}
 	eventually(t, 20*time.Second, fmt.Sprintf("%d busy answers", extra), func() bool { return busy.Load() >= extra })
-	if n := len(c.fleet.regs.q); n > admits {
+	if n := len(c.regs.q); n > admits {
 		t.Fatalf("%d registrations queued, want at most %d", n, admits)
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // other agents: they are answered meanwhile (one subscription handled
 // them one at a time).
 func TestHeartbeatNotHeldUpByAnotherAgents(t *testing.T) {
-	c := newTestController(t)
+	c := newTestFleet(t)
 	hash := func(id string) uint32 {
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(id))
@@ -30,12 +30,12 @@ func TestHeartbeatNotHeldUpByAnotherAgents(t *testing.T) {
 			break
 		}
 	}
-	slow := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
-	fast := newTestAgent(t, c.NATSURL(), other, nil).start()
+	slow := newTestAgent(t, c.url, "edge-1", nil).start()
+	fast := newTestAgent(t, c.url, other, nil).start()
 	slow.heartbeat()
 	fast.heartbeat()
 
-	unlock := c.fleet.locks.lock("edge-1")
+	unlock := c.locks.lock("edge-1")
 	locked := true
 	defer func() {
 		if locked {

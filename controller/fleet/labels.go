@@ -1,7 +1,6 @@
-package controller
+package fleet
 
 import (
-	"context"
 	"fmt"
 	"maps"
 
@@ -30,11 +29,11 @@ import (
 // set them: its record's, else its enrollment's, else claimed (its
 // registration's). prev is its record, if existed. A record written by an
 // older controller (no LabelsFrom) keeps the labels in effect.
-func (f *fleet) registrationLabels(id string, prev protocol.AgentInfo, existed bool, claimed map[string]string) (map[string]string, string) {
+func (f *Fleet) registrationLabels(id string, prev protocol.AgentInfo, existed bool, claimed map[string]string) (map[string]string, string) {
 	if existed && prev.LabelsFrom != "" {
 		return prev.Labels, prev.LabelsFrom
 	}
-	if existed && registered(prev) {
+	if existed && Registered(prev) {
 		return prev.Labels, protocol.LabelsFromRegistration
 	}
 	if f.auth != nil {
@@ -50,7 +49,7 @@ func (f *fleet) registrationLabels(id string, prev protocol.AgentInfo, existed b
 // those it has), and a revoked mark is cleared. An agent never registered
 // gets a record that holds its labels until it registers. Group
 // membership follows at once.
-func (f *fleet) setEnrolled(id string, req auth.EnrollRequest) error {
+func (f *Fleet) setEnrolled(id string, req auth.EnrollRequest) error {
 	ctx := f.ctx
 	defer f.locks.lock(id)()
 	enroll := func(cur protocol.AgentInfo, exists bool) (protocol.AgentInfo, bool, error) {
@@ -78,9 +77,9 @@ func (f *fleet) setEnrolled(id string, req auth.EnrollRequest) error {
 		// Memory first: a registration answered now uses these labels
 		// even when the KV write fails.
 		f.agents.put(info)
-		if ok && registered(prev) {
-			f.host.reconcileAgent(ctx, &prev, info, false)
-			f.host.placeUnplaced(ctx, info)
+		if ok && Registered(prev) {
+			f.host.ReconcileAgent(ctx, &prev, info, false)
+			f.host.PlaceUnplaced(ctx, info)
 		}
 		f.refreshOnline()
 	}
@@ -100,29 +99,18 @@ func (f *fleet) setEnrolled(id string, req auth.EnrollRequest) error {
 }
 
 // LabelAgent changes agent id's labels as ch says and places it again at
-// once: group jobs of mode all gain or lose it, PENDING runs waiting for a
-// member of its new groups are sent to it, and a mode-any job whose group
-// it left is unassigned from it, its lease moving to a member. The agent
-// must be known (enrolled or registered) and not revoked. The change is
-// applied to the agent's record in ax_agents with compare-and-set, so that
-// a write of another replica in between (a registration, a heartbeat,
-// another label change) is kept. It works on the controller's context: a
-// cancelled request must not stop the placement half-way.
-func (c *Controller) LabelAgent(_ context.Context, id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
-	if err := c.ready(); err != nil {
-		return protocol.AgentInfo{}, err
-	}
-	if err := protocol.ValidateName("id", id); err != nil {
-		return protocol.AgentInfo{}, fieldError(err)
-	}
-	if err := ch.Validate(); err != nil {
-		return protocol.AgentInfo{}, fieldError(err)
-	}
-	return c.fleet.labelAgent(id, ch)
-}
-
-// labelAgent is LabelAgent of a ready controller, id and ch checked.
-func (f *fleet) labelAgent(id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
+// once (Host.ReconcileAgent, Host.PlaceUnplaced): group jobs of mode all
+// gain or lose it, PENDING runs waiting for a member of its new groups
+// are sent to it, and a mode-any job whose group it left is unassigned
+// from it, its lease moving to a member. The agent must be known
+// (enrolled or registered: ErrNotFound) and not revoked (ErrConflict);
+// labels that are not valid are a *protocol.FieldError. The change is
+// applied to the agent's record in ax_agents with compare-and-set, so
+// that a write of another replica in between (a registration, a
+// heartbeat, another label change) is kept. It works on the controller's
+// context: a cancelled request must not stop the placement half-way. It
+// is LabelAgent of a ready controller, id and ch checked.
+func (f *Fleet) LabelAgent(id string, ch protocol.LabelChange) (protocol.AgentInfo, error) {
 	ctx := f.ctx
 	defer f.locks.lock(id)()
 	// KV first: a change that is not stored is not made.
@@ -147,15 +135,11 @@ func (f *fleet) labelAgent(id string, ch protocol.LabelChange) (protocol.AgentIn
 	f.assign.Lock()
 	defer f.assign.Unlock()
 	f.agents.putRev(info, w.rev)
-	if registered(prev) {
-		f.host.reconcileAgent(ctx, &prev, info, false)
-		f.host.placeUnplaced(ctx, info)
+	if Registered(prev) {
+		f.host.ReconcileAgent(ctx, &prev, info, false)
+		f.host.PlaceUnplaced(ctx, info)
 	}
 	f.log.Info("agent labels changed", "agent", id, "labels", info.Labels, "before", prev.Labels)
-	info.Online = isOnline(info, f.now(), f.cfg.AgentOfflineAfter)
+	info.Online = IsOnline(info, f.now(), f.cfg.AgentOfflineAfter)
 	return info, nil
 }
-
-// registered reports whether agent a has registered at least once (an
-// enrolled agent has a record before).
-func registered(a protocol.AgentInfo) bool { return !a.RegisteredAt.IsZero() }

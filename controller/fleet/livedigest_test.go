@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// digestConfig is a replica whose agents heartbeat every 200 ms and count
+// digestEnv is a replica whose agents heartbeat every 200 ms and count
 // as offline after 600 ms: livenessRefresh 300 ms, a digest every 150 ms.
-func digestConfig(t *testing.T, url, node string) Config {
-	cfg := replicaConfig(t, url, node, 2*time.Second)
-	cfg.AgentOfflineAfter = 3 * cfg.HeartbeatInterval
-	return cfg
+func digestEnv(node string) Env {
+	e := testEnv(node)
+	e.Config.HeartbeatInterval = 200 * time.Millisecond
+	e.Config.AgentOfflineAfter = 3 * e.Config.HeartbeatInterval
+	return e
 }
 
 // Two replicas answer one agent's heartbeats (queue group) from memory:
@@ -26,9 +27,9 @@ func digestConfig(t *testing.T, url, node string) Config {
 // heartbeat.
 func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
 	srv := natstest.Start(t)
-	a := startController(t, digestConfig(t, srv.URL(), "ctl-a"))
-	b := startController(t, digestConfig(t, srv.URL(), "ctl-b"))
-	ag := newTestAgent(t, a.NATSURL(), "edge-1", nil).start()
+	a := startFleet(t, srv.URL(), digestEnv("ctl-a"))
+	b := startFleet(t, srv.URL(), digestEnv("ctl-b"))
+	ag := newTestAgent(t, a.url, "edge-1", nil).start()
 	ctx := tctx(t)
 	revision := func() uint64 {
 		e, err := a.kv.Agents.Get(ctx, "edge-1")
@@ -40,8 +41,8 @@ func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
 	// Either replica may answer the first heartbeat: b must know the
 	// agent's registration (made on a) by then.
 	eventually(t, 10*time.Second, "ctl-b knows edge-1 registered", func() bool {
-		info, ok := b.agents.get("edge-1")
-		return ok && registered(info) && !info.Revoked
+		info, ok := b.agents.Get("edge-1")
+		return ok && Registered(info) && !info.Revoked
 	})
 	if r := ag.heartbeat(); r.Error != "" {
 		t.Fatal(r.Error)
@@ -58,16 +59,16 @@ func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
 		if r := ag.heartbeat(); r.Error != "" {
 			t.Fatal(r.Error)
 		}
-		for _, c := range []*Controller{a, b} {
-			if info, _ := c.agents.get("edge-1"); info.LastSeen.After(last) {
+		for _, c := range []*testFleet{a, b} {
+			if info, _ := c.agents.Get("edge-1"); info.LastSeen.After(last) {
 				last = info.LastSeen
 			}
 		}
 	}
-	for _, c := range []*Controller{a, b} {
+	for _, c := range []*testFleet{a, b} {
 		eventually(t, 10*time.Second, c.cfg.Node+" sees the latest heartbeat", func() bool {
-			info, _ := c.agents.get("edge-1")
-			return !info.LastSeen.Before(last) && isOnline(info, c.now(), c.cfg.AgentOfflineAfter)
+			info, _ := c.agents.Get("edge-1")
+			return !info.LastSeen.Before(last) && IsOnline(info, c.now(), c.cfg.AgentOfflineAfter)
 		})
 	}
 	if got := revision(); got != rev {
@@ -81,8 +82,8 @@ func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
 // over it (the keys are the node's, not the process's).
 func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
 	srv := natstest.Start(t)
-	a := startController(t, digestConfig(t, srv.URL(), "ctl-a"))
-	ag := newTestAgent(t, a.NATSURL(), "edge-1", nil).start()
+	a := startFleet(t, srv.URL(), digestEnv("ctl-a"))
+	ag := newTestAgent(t, a.url, "edge-1", nil).start()
 	ctx := tctx(t)
 	ag.heartbeat()
 	eventually(t, 10*time.Second, "the first heartbeat written", func() bool {
@@ -94,20 +95,18 @@ func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
 	var last time.Time
 	eventually(t, 10*time.Second, "a digest of a later heartbeat", func() bool {
 		ag.heartbeat()
-		info, _ := a.agents.get("edge-1")
+		info, _ := a.agents.Get("edge-1")
 		last = info.LastSeen
 		if last.Sub(stored) <= a.cfg.AgentOfflineAfter {
 			return false
 		}
 		d := a.agents.digests(a.instance, a.now(), a.cfg.AgentOfflineAfter)
-		if err := a.fleet.store.writeDigest(context.Background()); err != nil {
+		if err := a.store.writeDigest(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return d[digestChunk("edge-1")].Agents["edge-1"].LastSeen.Equal(last)
 	})
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
+	a.close()
 	_, js := natstest.JetStream(t, srv.URL())
 	liveness, err := js.KeyValue(ctx, protocol.BucketLiveness)
 	if err != nil {
@@ -126,8 +125,8 @@ func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
 		return out
 	}
 	before := keys()
-	b := startController(t, digestConfig(t, srv.URL(), "ctl-a"))
-	info, ok := b.agents.get("edge-1")
+	b := startFleet(t, srv.URL(), digestEnv("ctl-a"))
+	info, ok := b.agents.Get("edge-1")
 	if !ok {
 		t.Fatal("the restarted controller does not know edge-1")
 	}
@@ -135,7 +134,7 @@ func TestRestartedReplicaReadsLivenessFromDigests(t *testing.T) {
 		t.Fatalf("restarted: edge-1 last seen %s, want %s (the digest's; ax_agents has %s)", info.LastSeen, last, stored)
 	}
 	ag.heartbeat()
-	if err := b.fleet.store.writeDigest(ctx); err != nil {
+	if err := b.store.writeDigest(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if after := keys(); !slices.Equal(after, before) {
@@ -166,7 +165,7 @@ func TestDigestEntryApplied(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newAgentRegistry()
+			r := newRegistry()
 			rec := base
 			if tc.rec != nil {
 				tc.rec(&rec)
@@ -175,7 +174,7 @@ func TestDigestEntryApplied(t *testing.T) {
 			if got := r.seenElsewhere("edge-1", tc.entry); got != tc.want {
 				t.Fatalf("applied = %v, want %v", got, tc.want)
 			}
-			info, _ := r.get("edge-1")
+			info, _ := r.Get("edge-1")
 			want := rec.LastSeen
 			if tc.want {
 				want = tc.entry.LastSeen
@@ -188,7 +187,7 @@ func TestDigestEntryApplied(t *testing.T) {
 			}
 		})
 	}
-	if newAgentRegistry().seenElsewhere("nobody", digestEntry{LastSeen: t0}) {
+	if newRegistry().seenElsewhere("nobody", digestEntry{LastSeen: t0}) {
 		t.Fatal("an entry for an unknown agent was applied")
 	}
 }

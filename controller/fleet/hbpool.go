@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const (
 
 // startHeartbeatWorkers starts the heartbeat workers and returns the
 // subscription handler that feeds them.
-func (f *fleet) startHeartbeatWorkers() nats.MsgHandler {
+func (f *Fleet) startHeartbeatWorkers() nats.MsgHandler {
 	qs := make([]chan *nats.Msg, heartbeatWorkers)
 	for i := range qs {
 		q := make(chan *nats.Msg, heartbeatQueue)

@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 import (
 	"context"
@@ -46,7 +46,7 @@ const (
 
 type regRequest struct {
 	msg *nats.Msg
-	at  time.Time // fleetEnv.mono() when received
+	at  time.Time // env.mono() when received
 }
 
 // regPool holds the queue of registrations waiting for a worker, and
@@ -57,11 +57,11 @@ type regPool struct {
 
 	mu      sync.Mutex
 	first   uint64
-	firstAt time.Time // fleetEnv.mono() when the read of first started
+	firstAt time.Time // env.mono() when the read of first started
 
 	// smu guards the admission slots of busy answers: cost is the mean
 	// handling time of a registration (moving average), next the next
-	// free slot (fleetEnv.mono()).
+	// free slot (env.mono()).
 	smu  sync.Mutex
 	cost time.Duration
 	next time.Time
@@ -120,14 +120,14 @@ func (p *regPool) retryAfter(now time.Time, queued int) time.Duration {
 // read serves every registration that arrived before it started (a
 // registration storm does not ask the stream for each agent), and none
 // sees a value older than its own arrival.
-func (p *regPool) firstSeq(ctx context.Context, env *fleetEnv, received time.Time) (uint64, error) {
+func (p *regPool) firstSeq(ctx context.Context, e *env, received time.Time) (uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.firstAt.IsZero() && !p.firstAt.Before(received) {
 		return p.first, nil
 	}
-	start := env.mono()
-	s, err := env.js.Stream(ctx, protocol.StreamCommands)
+	start := e.mono()
+	s, err := e.js.Stream(ctx, protocol.StreamCommands)
 	if err != nil {
 		return 0, err
 	}
@@ -136,7 +136,7 @@ func (p *regPool) firstSeq(ctx context.Context, env *fleetEnv, received time.Tim
 }
 
 // enqueueRegister is the registration subscription's handler.
-func (f *fleet) enqueueRegister(msg *nats.Msg) {
+func (f *Fleet) enqueueRegister(msg *nats.Msg) {
 	f.regs.once.Do(func() { f.regs.q = make(chan regRequest, registerQueue) })
 	if n := len(f.regs.q); n >= f.regs.admits() {
 		f.regBusy(msg, n)
@@ -150,21 +150,21 @@ func (f *fleet) enqueueRegister(msg *nats.Msg) {
 }
 
 // regBusy answers a registration "busy" with its slot (queued waiting).
-func (f *fleet) regBusy(msg *nats.Msg, queued int) {
+func (f *Fleet) regBusy(msg *nats.Msg, queued int) {
 	f.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy).Inc()
 	respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "controller busy, retry later",
 		RetryAfter: protocol.Duration(f.regs.retryAfter(f.mono(), queued))})
 }
 
 // startRegisterWorkers starts the workers that handle queued registrations.
-func (f *fleet) startRegisterWorkers() {
+func (f *Fleet) startRegisterWorkers() {
 	f.regs.once.Do(func() { f.regs.q = make(chan regRequest, registerQueue) })
 	for range registerWorkers {
 		f.goRun(f.registerWorker)
 	}
 }
 
-func (f *fleet) registerWorker(ctx context.Context) {
+func (f *Fleet) registerWorker(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():

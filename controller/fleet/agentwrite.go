@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 import (
 	"context"
@@ -19,8 +19,9 @@ import (
 // label, enrollment, revocation) are compare-and-set on the record's
 // revision, so that no replica's write overwrites another's it did not
 // see. In one replica they are serialized per agent by agentLocks, taken
-// before assignMu and held across the KV write; assignMu is taken only
-// after it, to record the agent and adjust its assignments.
+// before the assign lock (Env.Assign, the controller's assignMu) and held
+// across the KV write; the assign lock is taken only after it, to record
+// the agent and adjust its assignments.
 
 // agentLockStripes is the number of agent locks; agents hashing to the same
 // stripe share one.
@@ -128,6 +129,6 @@ func (s *agentStore) readAgent(ctx context.Context, id string) (protocol.AgentIn
 	if err := json.Unmarshal(e.Value(), &a); err != nil {
 		return protocol.AgentInfo{}, 0, false, fmt.Errorf("read agent %s from ax_agents: bad record: %w", id, err)
 	}
-	a.Online = isOnline(a, s.now(), s.cfg.AgentOfflineAfter)
+	a.Online = IsOnline(a, s.now(), s.cfg.AgentOfflineAfter)
 	return a, e.Revision(), true, nil
 }

@@ -1,4 +1,4 @@
-package controller
+package fleet
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // "<node>.<k>", agent ids spread over them by hash so that one value
 // stays small (about 150 bytes an agent: 10,000 agents are 64 values of
 // about 24 KB). Every replica watches the bucket and keeps, per agent, the
-// latest liveness it reads there (agentRegistry.seenElsewhere), unless
+// latest liveness it reads there (Registry.seenElsewhere), unless
 // the agent registered again since (another boot) or was revoked.
 //
 // ax_agents is then written on what changes an agent's state (registered,
@@ -72,9 +72,6 @@ type livenessDigest struct {
 	Agents   map[string]digestEntry `json:"agents"`
 }
 
-// errBadDigest: a value of ax_liveness that is not a digest.
-var errBadDigest = errors.New("bad liveness digest")
-
 // decodeDigest decodes and checks one value of ax_liveness.
 func decodeDigest(data []byte) (livenessDigest, error) {
 	var d livenessDigest
@@ -111,7 +108,7 @@ func digestChunk(id string) int {
 
 // digests returns this replica's digest values, by chunk, at now: the
 // agents it answered within after whose stored record is behind.
-func (r *agentRegistry) digests(instance string, now time.Time, after time.Duration) map[int]livenessDigest {
+func (r *Registry) digests(instance string, now time.Time, after time.Duration) map[int]livenessDigest {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := map[int]livenessDigest{}
@@ -134,7 +131,7 @@ func (r *agentRegistry) digests(instance string, now time.Time, after time.Durat
 // seenElsewhere records liveness d of agent id read from another
 // replica's digest, if it is later than what is known here and of the
 // agent's current boot. It returns whether it was applied.
-func (r *agentRegistry) seenElsewhere(id string, d digestEntry) bool {
+func (r *Registry) seenElsewhere(id string, d digestEntry) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.agents[id]
