@@ -54,7 +54,7 @@ func TestGroupLeaseFailsOverAfterBackwardWallClockStep(t *testing.T) {
 		}
 		return false
 	})
-	if got := len(f.c.own.ownedShards()); got != f.cfg.Shards {
+	if got := len(f.c.own.OwnedShards()); got != f.cfg.Shards {
 		t.Fatalf("replica works %d shards after the step, want %d", got, f.cfg.Shards)
 	}
 }

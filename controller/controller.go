@@ -67,13 +67,13 @@ type core struct {
 	retries   *retrier
 	hist      *history // the execution history index (history.go)
 
-	// Leases (ownership.go, grouplease.go): the view of ax_leases; own
+	// Leases (package lease, grouplease.go): the view of ax_leases; own
 	// holds the shard leases and says which shards this replica works
-	// (ownershipHost is what it asks of the controller); groups grants
-	// and renews the group-job leases and keeps their epochs
+	// (lease.OwnershipHost is what it asks of the controller); groups
+	// grants and renews the group-job leases and keeps their epochs
 	// (groupLeaseHost).
 	leases   *lease.View
-	own      *ownership
+	own      *lease.Ownership
 	groups   *groupLeases
 	instance string // this process, in its leases and liveness digests
 	crashed  atomic.Bool
@@ -148,12 +148,12 @@ func New(cfg Config) (*Controller, error) {
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	c.instance = hex.EncodeToString(id[:])
-	c.own = newOwnership(ownershipEnv{
-		cfg: ownershipConfig{Node: cfg.Node, Shards: cfg.Shards, LeaseTTL: cfg.LeaseTTL,
+	c.own = lease.NewOwnership(lease.OwnershipEnv{
+		Config: lease.OwnershipConfig{Node: cfg.Node, Shards: cfg.Shards, LeaseTTL: cfg.LeaseTTL,
 			LeaseRenewInterval: cfg.LeaseRenewInterval},
-		log: c.log, m: ownershipMetrics{shardsOwned: m.shardsOwned, takeovers: m.takeovers},
-		clk: c.clk, now: c.now, mono: c.mono, goRun: c.goRun,
-		leases: c.leases, instance: c.instance, started: cfg.Clock.Now().UTC().Round(0),
+		Log: c.log, Metrics: lease.OwnershipMetrics{ShardsOwned: m.shardsOwned, Takeovers: m.takeovers},
+		Clock: c.clk, Now: c.now, Mono: c.mono, GoRun: c.goRun,
+		Leases: c.leases, Instance: c.instance, Started: cfg.Clock.Now().UTC().Round(0),
 	}, ownershipHostOf{c})
 	c.fleet = fleet.New(fleet.Env{
 		Config: fleet.Config{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
@@ -320,7 +320,7 @@ func (c *core) start(ctx context.Context) error {
 	}
 	// The first pass takes the free shards (all of them for a lone
 	// replica) before Start returns; the loop keeps them.
-	c.own.start(ctx, c.kv.Leases)
+	c.own.Start(ctx, c.kv.Leases)
 	c.goRun(c.fleet.LivenessLoop)
 	c.goRun(c.fleet.DigestLoop)
 	c.goRun(c.consumerLoop)
@@ -332,7 +332,7 @@ func (c *core) start(ctx context.Context) error {
 
 // ShardOwners returns, for each shard, the node holding its lease ("" when
 // none), as this replica sees ax_leases now.
-func (c *Controller) ShardOwners() []string { return c.own.shardOwners() }
+func (c *Controller) ShardOwners() []string { return c.own.ShardOwners() }
 
 // goRun runs fn on a goroutine tracked by Close.
 func (c *core) goRun(fn func(ctx context.Context)) {
@@ -369,7 +369,7 @@ func (c *core) shutdown() {
 	if !c.crashed.Load() {
 		// Hand the shards over while the connection and the workers' context
 		// are alive, so that what was pulled is applied, not redelivered.
-		c.own.handOver()
+		c.own.HandOver()
 	}
 	if c.cancel != nil {
 		c.cancel()

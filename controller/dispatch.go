@@ -221,7 +221,7 @@ func (c *Controller) TriggerJob(ctx context.Context, id string) (protocol.Execut
 // jobs of shard n, no longer worked here (its new owner reloads them).
 func (c *placer) forgetShard(n int) {
 	if c.retries != nil {
-		c.retries.dropWhere(func(jobID string) bool { return c.own.shardOf(jobID) == n })
+		c.retries.dropWhere(func(jobID string) bool { return c.own.ShardOf(jobID) == n })
 	}
-	c.groups.state.forgetShard(func(jobID string) bool { return c.own.shardOf(jobID) == n })
+	c.groups.state.forgetShard(func(jobID string) bool { return c.own.ShardOf(jobID) == n })
 }

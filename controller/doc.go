@@ -35,9 +35,10 @@
 //	retention     terminal executions and finished jobs out of live state
 //	agentService  what the fleet asks of the rest (leases, store loss)
 //
-// The fleet (package fleet), ownership and groupLeases components reach
-// the parts through their host interfaces (fleet.Host, ownershipHost,
-// groupLeaseHost), which small adapters in parts.go answer.
+// The fleet (package fleet), ownership (lease.Ownership) and groupLeases
+// components reach the parts through their host interfaces (fleet.Host,
+// lease.OwnershipHost, groupLeaseHost), which small adapters in parts.go
+// answer.
 //
 // # Agents: the fleet
 //
@@ -202,29 +203,31 @@
 // cluster; they share every stream and bucket. KV ax_leases (bucket TTL =
 // LeaseTTL, History 1) holds replica.<node> (presence), shard.<n> (the
 // replica that works shard n) and job.<job id> (the agent that fires a
-// group job, with its epoch); package lease has the keys, the values and
-// the view of the bucket every replica keeps. The live replicas, sorted by
-// node name, split the shards round robin; a replica works a shard —
-// consumes its reports, owns its retry timers and the leases of its group
-// jobs — only while it holds shard.<n>, renewed every LeaseRenewInterval
-// by compare-and-set (ownership.go). A replica that stops renewing loses
-// its shards once LeaseTTL has passed since its last renewal, and the
-// others take them and reload their executions; a joining replica gets its
-// share handed over (drain, then delete). Every state write is a
-// compare-and-set on the key revision, so a replica that has just lost a
-// shard cannot overwrite the new owner's writes.
+// group job, with its epoch); package lease has the keys, the values, the
+// view of the bucket every replica keeps and the shard ownership. The live
+// replicas, sorted by node name, split the shards round robin; a replica
+// works a shard — consumes its reports, owns its retry timers and the
+// leases of its group jobs — only while it holds shard.<n>, renewed every
+// LeaseRenewInterval by compare-and-set (lease.Ownership). A replica that
+// stops renewing loses its shards once LeaseTTL has passed since its last
+// renewal, and the others take them and reload their executions; a
+// joining replica gets its share handed over (drain, then delete). Every
+// state write is a compare-and-set on the key revision, so a replica that
+// has just lost a shard cannot overwrite the new owner's writes.
 //
-// The shard leases are the ownership type's (ownership.go,
+// The shard leases are lease.Ownership's (controller/lease: ownership.go,
 // shardrelease.go): its loop, one goroutine, acquires, renews, hands over
 // and drops them and publishes which shards this replica works
-// (ownership.owns, ownedShards). What it asks of the rest of the
-// controller is ownershipHost: start a newly held shard's report worker,
-// reload its executions, forget the retry timers and group-lease
-// bookkeeping of a shard no longer worked, and, once a pass, manage the
-// group leases and place the executions waiting for an agent. Everything
-// else it gets at construction (ownershipConfig, ownershipMetrics, the
-// logger, clocks, the goroutine runner, the lease view) and at start
-// (ax_leases); ShardOwners delegates to it.
+// (Owns, OwnedShards). What it asks of the rest of the controller is
+// lease.OwnershipHost, which ownershipHostOf (parts.go) answers: start a
+// newly held shard's report worker (shardWorker, stopped by the ownership
+// through lease.ShardWorker), reload its executions, forget the retry
+// timers and group-lease bookkeeping of a shard no longer worked, and,
+// once a pass, manage the group leases and place the executions waiting
+// for an agent. Everything else it gets at construction
+// (lease.OwnershipEnv: OwnershipConfig, OwnershipMetrics, the logger,
+// clocks, the goroutine runner, the lease view) and at start (ax_leases);
+// ShardOwners delegates to it.
 //
 // A group job (target {group, mode: any}, periodic) is leased by its
 // shard's owner to one live member of the group, with an epoch above every

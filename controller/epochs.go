@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/kvfollow"
 )
 
@@ -155,7 +156,7 @@ func (g *groupLeases) followEpochs(ctx context.Context) error {
 func (g *groupLeases) recordGrant(ctx context.Context, job, agent string, epoch uint64) (prev epochGrant, ok bool, err error) {
 	// It runs on the ownership loop: bounded like the lease writes, so a
 	// slow cluster cannot hold up the renewals of the shard leases.
-	ctx, cancel := context.WithTimeout(ctx, 2*leaseWriteTimeout(g.cfg.LeaseTTL))
+	ctx, cancel := context.WithTimeout(ctx, 2*lease.WriteTimeout(g.cfg.LeaseTTL))
 	defer cancel()
 	for range 5 {
 		cur, have := g.epochs.get(job)
@@ -179,7 +180,7 @@ func (g *groupLeases) recordGrant(ctx context.Context, job, agent string, epoch 
 			g.epochs.put(job, h, rev)
 			return prev, ok, nil
 		}
-		if !isCASMiss(err) && !errors.Is(err, jetstream.ErrKeyExists) {
+		if !lease.IsCASMiss(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return prev, ok, fmt.Errorf("record lease grant of %s: %w", job, err)
 		}
 		// Written meanwhile (by another replica, or the view lags): read it.
@@ -237,9 +238,9 @@ func (g *groupLeases) dropEpochs(ctx context.Context, job string) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
+	ctx, cancel := context.WithTimeout(ctx, lease.WriteTimeout(g.cfg.LeaseTTL))
 	defer cancel()
-	if err := g.kv.Epochs.Delete(ctx, job, jetstream.LastRevision(s.rev)); err != nil && !isCASMiss(err) {
+	if err := g.kv.Epochs.Delete(ctx, job, jetstream.LastRevision(s.rev)); err != nil && !lease.IsCASMiss(err) {
 		g.log.Warn("delete lease grants", "job", job, "err", err)
 		return
 	}

@@ -102,7 +102,7 @@ type groupLeaseEnv struct {
 	leases *lease.View
 	jobs   *jobcache.Cache
 	agents *fleet.Registry
-	own    *ownership
+	own    *lease.Ownership
 
 	// Set by attach, read-only afterwards.
 	ctx context.Context // the controller's: cancelled by Close
@@ -121,8 +121,8 @@ type groupLeaseEnv struct {
 // ax_leases and of ax_epochs, and the bookkeeping of what it sent (state).
 //
 // Concurrency: manageGroupLeases and grantGroupLease run on the ownership
-// loop (once a pass, through ownershipHost), which alone reads and writes
-// state (forgetShard, from the same loop, drops a shard's part); the
+// loop (once a pass, through lease.OwnershipHost), which alone reads and
+// writes state (forgetShard, from the same loop, drops a shard's part); the
 // settling of lost leases runs on a goroutine of its own. renewLeases and
 // releaseLeases run on the heartbeat workers, epochHolder and isMember on
 // the report lanes, currentHolder on the retry loop: they never touch
@@ -181,14 +181,14 @@ func (g *groupLeases) isMember(j protocol.Job, id string) bool {
 // manageGroupLeases grants, re-sends and moves the leases of the group jobs
 // in this replica's shards, and deletes those of jobs gone. now is g.mono().
 func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
-	if len(g.own.ownedShards()) == 0 {
+	if len(g.own.OwnedShards()) == 0 {
 		return
 	}
 	var agents []protocol.AgentInfo // read once, only when a lease is granted
 	var lost []lostLease
 	seen := map[string]bool{}
 	for _, j := range g.jobs.GroupAnyJobs() {
-		if !g.own.ownsJob(j.ID) {
+		if !g.own.OwnsJob(j.ID) {
 			continue
 		}
 		seen[j.ID] = true
@@ -220,7 +220,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 		}
 	}
 	for _, id := range g.leases.JobIDs() {
-		if seen[id] || !g.own.ownsJob(id) {
+		if seen[id] || !g.own.OwnsJob(id) {
 			continue
 		}
 		// The job is gone or no longer a group job of mode any.
@@ -235,7 +235,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 			gen = j.Generation - 1
 		}
 		g.sendUnassign(ctx, id, cur.Val.Agent, gen, "job no longer leased to a group member")
-		if err := g.kv.Leases.Delete(ctx, lease.JobKey(id), jetstream.LastRevision(cur.Rev)); err != nil && !isCASMiss(err) {
+		if err := g.kv.Leases.Delete(ctx, lease.JobKey(id), jetstream.LastRevision(cur.Rev)); err != nil && !lease.IsCASMiss(err) {
 			g.log.Warn("delete group lease", "job", id, "err", err)
 			continue
 		}
@@ -244,7 +244,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 		delete(g.state.leaving, id)
 	}
 	for _, id := range g.epochs.jobIDs() {
-		if seen[id] || !g.own.ownsJob(id) {
+		if seen[id] || !g.own.OwnsJob(id) {
 			continue
 		}
 		if _, ok := g.leases.Job(id); ok {
@@ -252,7 +252,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 		}
 		// The job is gone or no longer leased (checked in KV: this
 		// replica's cache may not have a job just created elsewhere).
-		rctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
+		rctx, cancel := context.WithTimeout(ctx, lease.WriteTimeout(g.cfg.LeaseTTL))
 		j, _, err := g.host.readJob(rctx, id)
 		cancel()
 		if errors.Is(err, ErrNotFound) || err == nil && !j.GroupAny() {
@@ -316,12 +316,12 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 	if err != nil {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
+	wctx, cancel := context.WithTimeout(ctx, lease.WriteTimeout(g.cfg.LeaseTTL))
 	defer cancel()
 	var rev uint64
 	if had {
 		rev, err = g.kv.Leases.Update(wctx, lease.JobKey(j.ID), data, cur.Rev)
-		if isCASMiss(err) {
+		if lease.IsCASMiss(err) {
 			// Renewed meanwhile (the view catches up), or removed by the
 			// bucket TTL: then it is free.
 			if _, gerr := g.kv.Leases.Get(wctx, lease.JobKey(j.ID)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
@@ -331,10 +331,10 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 	} else {
 		rev, err = g.kv.Leases.Create(wctx, lease.JobKey(j.ID), data)
 	}
-	if err != nil && !isCASMiss(err) {
+	if err != nil && !lease.IsCASMiss(err) {
 		// The answer may be lost while the write landed (a timeout on a
 		// busy cluster): the grant stands when the key holds it.
-		rctx, rcancel := context.WithTimeout(ctx, leaseWriteTimeout(g.cfg.LeaseTTL))
+		rctx, rcancel := context.WithTimeout(ctx, lease.WriteTimeout(g.cfg.LeaseTTL))
 		if e, gerr := g.kv.Leases.Get(rctx, lease.JobKey(j.ID)); gerr == nil {
 			var got lease.Group
 			if json.Unmarshal(e.Value(), &got) == nil && got.Agent == pick && got.Epoch == epoch {
@@ -344,7 +344,7 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 		rcancel()
 	}
 	if err != nil {
-		if !isCASMiss(err) {
+		if !lease.IsCASMiss(err) {
 			g.log.Warn("grant group lease", "job", j.ID, "agent", pick, "err", err)
 		}
 		return nil

@@ -103,7 +103,7 @@ func (g *groupLeases) renewLease(ctx context.Context, agent string, cl protocol.
 		return true, nil
 	}
 	if v, ok := g.leases.Job(cl.JobID); ok && v.Val.Agent == agent && v.Val.Epoch == cl.Epoch && !v.Val.Released {
-		if ok, err := write(v.Val, v.Rev); ok || !isCASMiss(err) {
+		if ok, err := write(v.Val, v.Rev); ok || !lease.IsCASMiss(err) {
 			return ok, err
 		}
 	}
@@ -119,7 +119,7 @@ func (g *groupLeases) renewLease(ctx context.Context, agent string, cl protocol.
 		return false, nil
 	}
 	ok, err := write(val, e.Revision())
-	if isCASMiss(err) {
+	if lease.IsCASMiss(err) {
 		return false, errLeaseRaced // changed between the read and the write: the next heartbeat tells
 	}
 	return ok, err

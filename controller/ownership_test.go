@@ -15,6 +15,9 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
+// Shard ownership between whole controllers (replicas on one server);
+// lease.Ownership alone is tested in controller/lease.
+
 // replicaConfig is a config for a replica named node on an external server.
 func replicaConfig(t *testing.T, url, node string, ttl time.Duration) Config {
 	cfg := testConfig(t, "")
@@ -37,7 +40,7 @@ func TestReplicasSplitShardsAndRefuseAnotherTTL(t *testing.T) {
 		for _, o := range a.ShardOwners() {
 			n[o]++
 		}
-		return n["ctl-a"] == 8 && n["ctl-b"] == 8 && len(a.own.ownedShards()) == 8 && len(b.own.ownedShards()) == 8
+		return n["ctl-a"] == 8 && n["ctl-b"] == 8 && len(a.own.OwnedShards()) == 8 && len(b.own.OwnedShards()) == 8
 	})
 
 	c, err := New(replicaConfig(t, srv.URL(), "ctl-c", 3*time.Second))
@@ -60,7 +63,7 @@ func TestReplicasSplitShardsAndRefuseAnotherTTL(t *testing.T) {
 			t.Fatalf("shard %d still leased to ctl-b after its Close: %s", n, e.Value())
 		}
 	}
-	eventually(t, 5*time.Second, "ctl-a owns all shards", func() bool { return len(a.own.ownedShards()) == a.cfg.Shards })
+	eventually(t, 5*time.Second, "ctl-a owns all shards", func() bool { return len(a.own.OwnedShards()) == a.cfg.Shards })
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +79,13 @@ func TestSameNodeNewerProcessWins(t *testing.T) {
 	older := startController(t, replicaConfig(t, srv.URL(), "ctl-a", time.Second))
 	newer := startController(t, replicaConfig(t, srv.URL(), "ctl-a", time.Second))
 	eventually(t, 10*time.Second, "the newer process works every shard", func() bool {
-		return len(newer.own.ownedShards()) == newer.cfg.Shards && len(older.own.ownedShards()) == 0
+		return len(newer.own.OwnedShards()) == newer.cfg.Shards && len(older.own.OwnedShards()) == 0
 	})
 	// Over two lease TTLs (many ownership passes), nothing moves back.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); <-tick.C {
-		if n, m := len(newer.own.ownedShards()), len(older.own.ownedShards()); n != newer.cfg.Shards || m != 0 {
+		if n, m := len(newer.own.OwnedShards()), len(older.own.OwnedShards()); n != newer.cfg.Shards || m != 0 {
 			t.Fatalf("shards moved between two processes of node ctl-a: newer works %d, older %d", n, m)
 		}
 	}
@@ -144,7 +147,7 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if n := len(c.own.ownedShards()); n != cfg.Shards {
+	if n := len(c.own.OwnedShards()); n != cfg.Shards {
 		t.Fatalf("%d shards owned after a start reload over two lease TTLs, want %d", n, cfg.Shards)
 	}
 	for n := range cfg.Shards {

@@ -4,17 +4,18 @@ import (
 	"context"
 	"time"
 
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
 // parts are the controller's components (the execution state machine and
-// store, the history index, the job cache, the lease view and the fleet
-// are packages of their own: controller/execution, controller/execstore,
-// controller/histindex, controller/jobcache, controller/lease,
-// controller/fleet). Each
-// owns one concern and its files; they share the core (the configuration,
-// stores, caches and the lease and fleet components) and call each other
-// through these fields, so a call that crosses a concern names the part it
+// store, the history index, the job cache, the lease view with the shard
+// ownership, and the fleet are packages of their own:
+// controller/execution, controller/execstore, controller/histindex,
+// controller/jobcache, controller/lease, controller/fleet). Each owns one
+// concern and its files; they share the core (the configuration, stores,
+// caches and the lease and fleet components) and call each other through
+// these fields, so a call that crosses a concern names the part it
 // enters.
 //
 //	jobsvc    jobs: create (one-shot fast path, batch), read, update,
@@ -86,25 +87,29 @@ type retention struct{ *core }
 // agentService is what the fleet asks of the rest of the controller.
 type agentService struct{ *core }
 
-// ownershipHostOf answers the shard ownership's ownershipHost from the
-// parts that own each step.
+// ownershipHostOf answers the shard ownership's lease.OwnershipHost from
+// the parts that own each step.
 type ownershipHostOf struct{ *core }
 
-func (h ownershipHostOf) startShardWorker(ctx context.Context, n int) (*shardWorker, error) {
-	return h.ingest.startShardWorker(ctx, n)
+func (h ownershipHostOf) StartShardWorker(ctx context.Context, n int) (lease.ShardWorker, error) {
+	w, err := h.ingest.startShardWorker(ctx, n)
+	if err != nil {
+		return nil, err // not a nil *shardWorker in a non-nil interface
+	}
+	return w, nil
 }
 
-func (h ownershipHostOf) reloadExecutions(ctx context.Context, shards map[int]bool) error {
+func (h ownershipHostOf) ReloadExecutions(ctx context.Context, shards map[int]bool) error {
 	return h.reloader.reloadExecutions(ctx, shards)
 }
 
-func (h ownershipHostOf) forgetShard(n int) { h.place.forgetShard(n) }
+func (h ownershipHostOf) ForgetShard(n int) { h.place.forgetShard(n) }
 
-func (h ownershipHostOf) manageGroupLeases(ctx context.Context, now time.Time) {
+func (h ownershipHostOf) ManageGroupLeases(ctx context.Context, now time.Time) {
 	h.place.manageGroupLeases(ctx, now)
 }
 
-func (h ownershipHostOf) placeWaiting(ctx context.Context, now time.Time) {
+func (h ownershipHostOf) PlaceWaiting(ctx context.Context, now time.Time) {
 	h.place.placeWaiting(ctx, now)
 }
 

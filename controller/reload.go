@@ -39,7 +39,7 @@ func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) er
 // reloadShards is reloadExecutions without the test hook: the sweep of
 // ended processes' marks calls it too (writemarks.go).
 func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error {
-	in := func(jobID string) bool { n := c.own.shardOf(jobID); return shards[n] && c.own.owns(n) }
+	in := func(jobID string) bool { n := c.own.ShardOf(jobID); return shards[n] && c.own.Owns(n) }
 	marks, merr := c.readMarks(ctx)
 	if merr != nil {
 		c.log.Warn("reading the write marks failed; checking every execution's command and events", "err", merr)

@@ -82,7 +82,7 @@ func (c *reportIngest) reportStreamStep(ctx context.Context, floors ackFloors) e
 		oldest = max(c.now().Sub(info.State.FirstTime).Seconds(), 0)
 	}
 	c.m.rptOldest.Set(oldest)
-	if info.State.Msgs == 0 || !c.own.owns(0) {
+	if info.State.Msgs == 0 || !c.own.Owns(0) {
 		return nil
 	}
 	read := uint64(0) // reports the consumers account for

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
@@ -17,8 +19,10 @@ import (
 
 // newReportStreamIngest returns the report ingest of a controller that is
 // only its embedded nats-server (file storage in a temporary dir), AX_RPT,
-// the report consumers, and the lease of shard 0: no shard worker reads
-// the reports, so what the upkeep leaves in AX_RPT stays there.
+// the report consumers, and the lease of shard 0 (held, with the other
+// shards' leases, by a started ownership whose host starts no worker): no
+// shard worker reads the reports, so what the upkeep leaves in AX_RPT
+// stays there.
 func newReportStreamIngest(t *testing.T) *reportIngest {
 	t.Helper()
 	cfg := testConfig(t, t.TempDir()).withDefaults()
@@ -32,7 +36,8 @@ func newReportStreamIngest(t *testing.T) *reportIngest {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if _, err := streams.Ensure(tctx(t), js, streams.Config{Replicas: 1}); err != nil {
+	b, err := streams.Ensure(tctx(t), js, streams.Config{Replicas: 1})
+	if err != nil {
 		t.Fatal(err)
 	}
 	m, err := newMetrics(prometheus.NewRegistry())
@@ -40,13 +45,46 @@ func newReportStreamIngest(t *testing.T) *reportIngest {
 		t.Fatal(err)
 	}
 	c := &core{cfg: cfg, log: testutil.Logger(), clk: cfg.Clock, m: m, nc: nc, js: js}
-	c.own = newOwnership(ownershipEnv{cfg: ownershipConfig{Node: cfg.Node, Shards: cfg.Shards}}, nil)
-	c.own.owned[0].Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	c.own = lease.NewOwnership(lease.OwnershipEnv{
+		Config: lease.OwnershipConfig{Node: cfg.Node, Shards: cfg.Shards, LeaseTTL: cfg.LeaseTTL,
+			LeaseRenewInterval: cfg.LeaseRenewInterval},
+		Log: c.log, Metrics: lease.OwnershipMetrics{ShardsOwned: m.shardsOwned, Takeovers: m.takeovers},
+		Clock: c.clk, Now: c.now, Mono: c.mono,
+		GoRun: func(fn func(context.Context)) {
+			loops.Add(1)
+			go func() { defer loops.Done(); fn(ctx) }()
+		},
+		Leases: lease.NewView(), Instance: "report-stream-test", Started: c.now(),
+	}, workerlessHost{})
+	c.own.Start(tctx(t), b.Leases)
+	t.Cleanup(func() { c.own.HandOver(); cancel(); loops.Wait() }) // before the server stops
+	if !c.own.Owns(0) {
+		t.Fatalf("shard 0 not owned after the ownership's start (owned %v)", c.own.OwnedShards())
+	}
 	if err := c.ensureConsumers(tctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	return &reportIngest{c}
 }
+
+// workerlessHost is an ownership host that starts no report worker and
+// has nothing to reload, forget, manage or place.
+type workerlessHost struct{}
+
+func (workerlessHost) StartShardWorker(context.Context, int) (lease.ShardWorker, error) {
+	return idleWorker{}, nil
+}
+func (workerlessHost) ReloadExecutions(context.Context, map[int]bool) error { return nil }
+func (workerlessHost) ForgetShard(int)                                      {}
+func (workerlessHost) ManageGroupLeases(context.Context, time.Time)         {}
+func (workerlessHost) PlaceWaiting(context.Context, time.Time)              {}
+
+// idleWorker stands for a report worker that reads nothing.
+type idleWorker struct{}
+
+func (idleWorker) Stop(bool, time.Duration) {}
 
 // TestReportStreamRemovesAcked: reports left in AX_RPT at or below their
 // consumer's ack floor (what a kill -9 of the embedded server leaves, see

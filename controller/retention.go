@@ -137,7 +137,7 @@ func (c *retention) retentionLoop(ctx context.Context) {
 func (c *retention) sweep(ctx context.Context, s *sweeper) error {
 	c.purgeMarkers(ctx, s)
 	now := c.now()
-	shards := c.own.ownedShards()
+	shards := c.own.OwnedShards()
 	jobs := map[string]bool{}
 	removed := 0
 	start := c.mono()

@@ -32,7 +32,8 @@ const shardLanes = 4
 // ensureConsumers) and applies them to the executions in KV. The reports
 // of one execution go to one lane (hash of the exec id) and are applied
 // there one at a time, in stream order. A worker runs while this replica
-// holds the shard's lease (ownership.go).
+// holds the shard's lease (lease.Ownership starts it through its host and
+// stops it).
 type shardWorker struct {
 	c      *reportIngest
 	n      int
@@ -134,11 +135,12 @@ func (c *reportIngest) startShardWorker(ctx context.Context, n int) (*shardWorke
 	return w, nil
 }
 
-// stop ends the worker and waits for it. With drain (a graceful hand-over)
-// the messages already pulled are applied first, for at most drainMax;
-// without (the lease was lost), or past drainMax, they are left
-// unacknowledged for the next owner.
-func (w *shardWorker) stop(drain bool, drainMax time.Duration) {
+// Stop ends the worker and waits for it (lease.ShardWorker: the shard
+// ownership stops it). With drain (a graceful hand-over) the messages
+// already pulled are applied first, for at most drainMax; without (the
+// lease was lost), or past drainMax, they are left unacknowledged for the
+// next owner.
+func (w *shardWorker) Stop(drain bool, drainMax time.Duration) {
 	for _, it := range w.its {
 		if drain {
 			it.Drain()

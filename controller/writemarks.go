@@ -282,7 +282,7 @@ func (c *reloader) marksSweepLoop(ctx context.Context) {
 //
 // It reports whether it reloaded.
 func (c *reloader) sweepMarks(ctx context.Context) (bool, error) {
-	owned := c.own.ownedShards()
+	owned := c.own.OwnedShards()
 	if len(owned) == 0 {
 		return false, nil
 	}

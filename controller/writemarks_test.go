@@ -225,7 +225,7 @@ func TestSweepRestoresRunOfEndedReplica(t *testing.T) {
 	cb := replicaConfig(t, srv.URL(), "ctl-b", 2*time.Second)
 	b := startController(t, adjust(&cb))
 	eventually(t, 10*time.Second, "8 shards each", func() bool {
-		return len(a.own.ownedShards()) == 8 && len(b.own.ownedShards()) == 8
+		return len(a.own.OwnedShards()) == 8 && len(b.own.OwnedShards()) == 8
 	})
 	ag := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	ctx := tctx(t)
@@ -234,7 +234,7 @@ func TestSweepRestoresRunOfEndedReplica(t *testing.T) {
 	var jobID string
 	for i := uint32(1); ; i++ {
 		jobID = protocol.NewJobID("ctl-b", b.now(), i)
-		if a.own.owns(a.own.shardOf(jobID)) {
+		if a.own.Owns(a.own.ShardOf(jobID)) {
 			break
 		}
 	}
@@ -272,7 +272,7 @@ func TestSweepRestoresRunOfEndedReplica(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "b's mark removed once a owns and checked every shard", func() bool {
 		keys := markKeys(t, srv.URL())
-		return len(a.own.ownedShards()) == a.cfg.Shards && slices.Equal(keys, []string{a.marksKey()})
+		return len(a.own.OwnedShards()) == a.cfg.Shards && slices.Equal(keys, []string{a.marksKey()})
 	})
 }
 

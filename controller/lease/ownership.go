@@ -1,4 +1,4 @@
-package controller
+package lease
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -43,9 +42,9 @@ import (
 // writes; at worst a report or a retry is handled twice, and the second
 // attempt is refused by the state machine or de-duplicated by Msg-Id.
 //
-// The ownership type (ownership.go, shardrelease.go) does this; what a
+// The Ownership type (ownership.go, shardrelease.go) does this; what a
 // shard's owner does with it (its report worker, its executions, its
-// group leases) is ownershipHost's.
+// group leases) is its OwnershipHost's.
 
 const whyStopping = "controller stopping"
 
@@ -54,91 +53,115 @@ type heldShard struct {
 	rev     uint64
 	since   time.Time
 	renewed time.Time
-	w       *shardWorker
+	w       ShardWorker // nil until the host started the shard's worker
 }
 
-// ownershipHost is what the ownership asks of the rest of the controller
+// ShardWorker is a shard's report worker as the ownership sees it: its
+// host starts one for each newly held shard (OwnershipHost.StartShardWorker),
+// and the ownership stops it when the shard is released, lost or abandoned.
+type ShardWorker interface {
+	// Stop ends the worker and waits for it. With drain (a hand-over) the
+	// reports already pulled are applied first, for at most drainMax;
+	// without (the lease was lost, a crash), or past drainMax, they are
+	// left unacknowledged for the next owner.
+	Stop(drain bool, drainMax time.Duration)
+}
+
+// OwnershipHost is what the ownership asks of the rest of the controller
 // when this replica starts or stops working shards. Every method is called
-// on the ownership loop, except reloadExecutions, which runs on a goroutine
+// on the ownership loop, except ReloadExecutions, which runs on a goroutine
 // of its own (on the loop only in the first pass, run by Start).
-type ownershipHost interface {
-	// startShardWorker starts consuming the reports of shard n, newly held.
-	startShardWorker(ctx context.Context, n int) (*shardWorker, error)
-	// reloadExecutions reloads the state of the given newly worked shards:
+type OwnershipHost interface {
+	// StartShardWorker starts consuming the reports of shard n, newly held.
+	StartShardWorker(ctx context.Context, n int) (ShardWorker, error)
+	// ReloadExecutions reloads the state of the given newly worked shards:
 	// retry timers, PENDING runs, unplaced executions, one-shot jobs whose
 	// creation was cut short.
-	reloadExecutions(ctx context.Context, shards map[int]bool) error
-	// forgetShard drops the retry timers and group-lease bookkeeping of
+	ReloadExecutions(ctx context.Context, shards map[int]bool) error
+	// ForgetShard drops the retry timers and group-lease bookkeeping of
 	// shard n, no longer worked (its worker has stopped).
-	forgetShard(n int)
-	// manageGroupLeases grants, re-sends and moves the group leases of the
+	ForgetShard(n int)
+	// ManageGroupLeases grants, re-sends and moves the group leases of the
 	// worked shards, once a pass; now is on the mono clock.
-	manageGroupLeases(ctx context.Context, now time.Time)
-	// placeWaiting places the PENDING executions waiting for an agent of
+	ManageGroupLeases(ctx context.Context, now time.Time)
+	// PlaceWaiting places the PENDING executions waiting for an agent of
 	// their group, once a pass; now is on the wall clock.
-	placeWaiting(ctx context.Context, now time.Time)
+	PlaceWaiting(ctx context.Context, now time.Time)
 }
 
-// ownershipConfig is the ownership's part of the controller's Config.
-type ownershipConfig struct {
-	Node               string // names this replica in ax_leases
-	Shards             int
-	LeaseTTL           time.Duration
-	LeaseRenewInterval time.Duration
+// OwnershipConfig is the ownership's part of the controller's Config.
+type OwnershipConfig struct {
+	Node               string        // names this replica in ax_leases
+	Shards             int           // the shard count (protocol.Shard's)
+	LeaseTTL           time.Duration // a lease not renewed for this long has lapsed
+	LeaseRenewInterval time.Duration // how often the presence and shard leases are renewed
 }
 
-// ownershipMetrics are the controller's metrics the ownership sets.
-type ownershipMetrics struct {
-	shardsOwned prometheus.Gauge
-	takeovers   *prometheus.CounterVec // by kind; the ownership counts "shard"
+// OwnershipMetrics are the controller's metrics the ownership sets.
+type OwnershipMetrics struct {
+	ShardsOwned prometheus.Gauge       // ax_shards_owned
+	Takeovers   *prometheus.CounterVec // by kind; the ownership counts "shard"
 }
 
-// ownershipEnv is what the ownership is given at construction
-// (newOwnership).
-type ownershipEnv struct {
-	cfg   ownershipConfig
-	log   *slog.Logger
-	m     ownershipMetrics
-	clk   clock.Clock
-	now   func() time.Time // the clock in UTC, as written to KV
-	mono  func() time.Time // the clock lease durations are measured with
-	goRun func(func(context.Context))
-	// leases is the view of ax_leases, fed by the controller's watcher;
-	// its changed channel wakes the loop.
-	leases   *lease.View
-	instance string    // this controller process, in its leases
-	started  time.Time // when this process started (wall clock, in its leases)
+// OwnershipEnv is what the ownership is given at construction
+// (NewOwnership).
+type OwnershipEnv struct {
+	Config  OwnershipConfig
+	Log     *slog.Logger
+	Metrics OwnershipMetrics
+	Clock   clock.Clock      // the loop's timer
+	Now     func() time.Time // the clock in UTC, as written to KV
+	Mono    func() time.Time // the clock lease durations are measured with
+	// GoRun runs a function on a goroutine the controller tracks (its
+	// context ends with the controller): the loop and the reloads.
+	GoRun func(func(context.Context))
+	// Leases is the view of ax_leases, fed by the controller's watcher;
+	// its Changes channel wakes the loop.
+	Leases   *View
+	Instance string    // this controller process, in its leases
+	Started  time.Time // when this process started (wall clock, in its leases)
 }
 
-// ownership holds this replica's shard leases and its presence in
-// ax_leases, decides which shards it works (the rule above) and keeps
-// them: it acquires, renews, hands over, drops and abandons the leases,
-// and tells its host when a shard starts or stops being worked. It owns
-// the held leases, the shards' report workers (started by the host, stopped
-// here), the presence key and the ax_shards_owned gauge; the group leases
-// of the worked shards are the host's, managed once a pass.
+// Ownership holds this replica's shard leases and its presence in
+// ax_leases, decides which shards it works (the rule of the package doc)
+// and keeps them: it acquires, renews, hands over, drops and abandons the
+// leases, and tells its host when a shard starts or stops being worked. It
+// owns the held leases, the shards' report workers (started by the host,
+// stopped here), the presence key and the ax_shards_owned gauge; the group
+// leases of the worked shards are the host's, managed once a pass.
 //
-// Concurrency: one goroutine, the ownership loop (loop, started by start
+// Concurrency: one goroutine, the ownership loop (loop, started by Start
 // after it ran the first pass on the caller's goroutine), runs every pass
 // and every release, and alone reads and writes the loop state below; it
-// calls the host on itself, except reloadExecutions (on a goroutine of its
+// calls the host on itself, except ReloadExecutions (on a goroutine of its
 // own after the first pass, so that a long reload does not hold up the
 // renewals). A pass's shard renewals are written in parallel, and a
 // hand-over drains the workers in parallel, both awaited before the loop
-// goes on. owned is the one thing other goroutines read (owns, ownsJob,
-// ownedShards); shardOwners reads the lease view, which has its own lock.
-// handOver, from Close, asks the loop to release everything and waits; a
+// goes on. owned is the one thing other goroutines read (Owns, OwnsJob,
+// OwnedShards); ShardOwners reads the lease view, which has its own lock.
+// HandOver, from Close, asks the loop to release everything and waits; a
 // cancelled context makes it abandon the shards instead (a crash).
-type ownership struct {
-	*ownershipEnv
-	host ownershipHost
-	kv   jetstream.KeyValue // ax_leases, set by start
+type Ownership struct {
+	// What NewOwnership was given (OwnershipEnv), read-only.
+	cfg      OwnershipConfig
+	log      *slog.Logger
+	m        OwnershipMetrics
+	clk      clock.Clock
+	now      func() time.Time
+	mono     func() time.Time
+	goRun    func(func(context.Context))
+	leases   *View
+	instance string
+	started  time.Time
+
+	host OwnershipHost
+	kv   jetstream.KeyValue // ax_leases, set by Start
 
 	// owned[n] publishes "this replica works shard n" to the rest of the
 	// controller (report lanes, retries, group leases, retention).
 	owned   []atomic.Bool
 	running atomic.Bool   // the loop was started
-	stop    chan struct{} // closed by handOver: the loop releases the shards
+	stop    chan struct{} // closed by HandOver: the loop releases the shards
 	done    chan struct{} // closed when the loop has returned
 
 	// The loop's state.
@@ -149,30 +172,34 @@ type ownership struct {
 	// fallback that takes a shard its designated owner leaves alone.
 	absentSince map[int]time.Time
 	newerSaid   bool // "a newer process runs under this node name" logged
-	starting    bool // the first pass, run by start
+	starting    bool // the first pass, run by Start
 	// startReload is the reload of the shards the first pass acquired,
-	// run by start once the loop renews their leases.
+	// run by Start once the loop renews their leases.
 	startReload func(context.Context)
 }
 
-// newOwnership returns the ownership of env, asking host for the rest.
-func newOwnership(env ownershipEnv, host ownershipHost) *ownership {
-	return &ownership{
-		ownershipEnv: &env, host: host,
-		owned: make([]atomic.Bool, env.cfg.Shards),
+// NewOwnership returns the ownership of env, asking host for the rest. It
+// does no I/O; Start begins the work.
+func NewOwnership(env OwnershipEnv, host OwnershipHost) *Ownership {
+	return &Ownership{
+		cfg: env.Config, log: env.Log, m: env.Metrics, clk: env.Clock,
+		now: env.Now, mono: env.Mono, goRun: env.GoRun, leases: env.Leases,
+		instance: env.Instance, started: env.Started,
+		host:  host,
+		owned: make([]atomic.Bool, env.Config.Shards),
 		stop:  make(chan struct{}), done: make(chan struct{}),
 		held: map[int]*heldShard{}, absentSince: map[int]time.Time{},
 	}
 }
 
-// start takes the free shards (all of them for a lone replica) in a
+// Start takes the free shards (all of them for a lone replica) in a
 // first pass on the caller's goroutine, starts the loop that keeps them,
 // and then reloads their executions on the caller's goroutine, so that
-// start returns with the retry timers armed. The loop renews the leases
+// Start returns with the retry timers armed. The loop renews the leases
 // meanwhile: the reload of 300,000 PENDING executions takes longer than a
 // lease TTL on a loaded machine, and a reload that held up the renewals
-// lost every shard it had just taken. leases is ax_leases.
-func (o *ownership) start(ctx context.Context, leases jetstream.KeyValue) {
+// lost every shard it had just taken. leases is ax_leases. Call it once.
+func (o *Ownership) Start(ctx context.Context, leases jetstream.KeyValue) {
 	o.kv = leases
 	o.starting = true
 	o.step(ctx)
@@ -186,10 +213,10 @@ func (o *ownership) start(ctx context.Context, leases jetstream.KeyValue) {
 	}
 }
 
-// handOver makes the loop hand every shard over (applying what their
+// HandOver makes the loop hand every shard over (applying what their
 // workers pulled) and remove the presence key, and waits for it, at most
-// 15s. It does nothing when the loop was never started.
-func (o *ownership) handOver() {
+// 15s. It does nothing when the loop was never started; call it once.
+func (o *Ownership) HandOver() {
 	if !o.running.Load() {
 		return
 	}
@@ -203,19 +230,19 @@ func (o *ownership) handOver() {
 	}
 }
 
-// owns reports whether this replica works shard n now.
-func (o *ownership) owns(n int) bool {
+// Owns reports whether this replica works shard n now.
+func (o *Ownership) Owns(n int) bool {
 	return n >= 0 && n < len(o.owned) && o.owned[n].Load()
 }
 
-// ownsJob reports whether this replica works the shard of job id.
-func (o *ownership) ownsJob(id string) bool { return o.owns(o.shardOf(id)) }
+// OwnsJob reports whether this replica works the shard of job id.
+func (o *Ownership) OwnsJob(id string) bool { return o.Owns(o.ShardOf(id)) }
 
-// shardOf returns the shard of job id.
-func (o *ownership) shardOf(id string) int { return protocol.Shard(id, o.cfg.Shards) }
+// ShardOf returns the shard of job id.
+func (o *Ownership) ShardOf(id string) int { return protocol.Shard(id, o.cfg.Shards) }
 
-// ownedShards returns the shards this replica works, ascending.
-func (o *ownership) ownedShards() []int {
+// OwnedShards returns the shards this replica works, ascending.
+func (o *Ownership) OwnedShards() []int {
 	var out []int
 	for n := range o.owned {
 		if o.owned[n].Load() {
@@ -227,13 +254,13 @@ func (o *ownership) ownedShards() []int {
 
 // tick is how often the loop looks at leases: often enough that a
 // lapsed group lease moves well within a second of its TTL.
-func (o *ownership) tick() time.Duration {
+func (o *Ownership) tick() time.Duration {
 	return min(max(o.cfg.LeaseTTL/20, 20*time.Millisecond), 250*time.Millisecond, o.cfg.LeaseRenewInterval)
 }
 
 // loop runs the shard and group-lease bookkeeping until ctx ends, then
 // releases what it holds (a clean stop hands its shards over at once).
-func (o *ownership) loop(ctx context.Context) {
+func (o *Ownership) loop(ctx context.Context) {
 	defer close(o.done)
 	t := o.clk.NewTimer(o.tick())
 	defer t.Stop()
@@ -254,7 +281,7 @@ func (o *ownership) loop(ctx context.Context) {
 }
 
 // step is one pass: presence, shard leases, group leases.
-func (o *ownership) step(ctx context.Context) {
+func (o *Ownership) step(ctx context.Context) {
 	now := o.mono()
 	if now.Sub(o.lastPresence) >= o.cfg.LeaseRenewInterval {
 		if err := o.renewPresence(ctx, now); err != nil {
@@ -292,19 +319,19 @@ func (o *ownership) step(ctx context.Context) {
 	if len(acquired) > 0 {
 		o.shardsAcquired(ctx, acquired)
 	}
-	o.m.shardsOwned.Set(float64(len(o.held)))
-	o.host.manageGroupLeases(ctx, now)
-	o.host.placeWaiting(ctx, o.now())
+	o.m.ShardsOwned.Set(float64(len(o.held)))
+	o.host.ManageGroupLeases(ctx, now)
+	o.host.PlaceWaiting(ctx, o.now())
 }
 
-func (o *ownership) renewPresence(ctx context.Context, now time.Time) error {
-	data, err := json.Marshal(lease.Replica{Node: o.cfg.Node, Instance: o.instance, Started: o.started})
+func (o *Ownership) renewPresence(ctx context.Context, now time.Time) error {
+	data, err := json.Marshal(Replica{Node: o.cfg.Node, Instance: o.instance, Started: o.started})
 	if err != nil {
 		return fmt.Errorf("encode replica presence: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
+	ctx, cancel := context.WithTimeout(ctx, WriteTimeout(o.cfg.LeaseTTL))
 	defer cancel()
-	rev, err := o.kv.Put(ctx, lease.ReplicaKey(o.cfg.Node), data)
+	rev, err := o.kv.Put(ctx, ReplicaKey(o.cfg.Node), data)
 	if err != nil {
 		return err
 	}
@@ -315,7 +342,7 @@ func (o *ownership) renewPresence(ctx context.Context, now time.Time) error {
 // tryAcquire takes shard n when it is free (or lapsed, or this node's own
 // from a previous process); without want only after it was left without
 // a holder for a whole LeaseTTL (its designated owner is not taking it).
-func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.Time) bool {
+func (o *Ownership) tryAcquire(ctx context.Context, n int, want bool, now time.Time) bool {
 	cur, ok := o.leases.Shard(n)
 	lapsed := ok && now.Sub(cur.Seen) >= o.cfg.LeaseTTL
 	if !ok || lapsed {
@@ -352,28 +379,28 @@ func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 	} else if ok && !lapsed && !mine {
 		return false // held by a live replica: it releases when it sees us
 	}
-	val := lease.Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: o.now(), Started: o.started}
+	val := Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: o.now(), Started: o.started}
 	data, err := json.Marshal(val)
 	if err != nil {
 		return false
 	}
-	wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
+	wctx, cancel := context.WithTimeout(ctx, WriteTimeout(o.cfg.LeaseTTL))
 	defer cancel()
 	var rev uint64
 	if ok {
-		rev, err = o.kv.Update(wctx, lease.ShardKey(n), data, cur.Rev)
-		if isCASMiss(err) {
+		rev, err = o.kv.Update(wctx, ShardKey(n), data, cur.Rev)
+		if IsCASMiss(err) {
 			// Renewed meanwhile (the view catches up), or removed by the
 			// bucket TTL, which the watcher does not report: then it is free.
-			if _, gerr := o.kv.Get(wctx, lease.ShardKey(n)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
-				rev, err = o.kv.Create(wctx, lease.ShardKey(n), data)
+			if _, gerr := o.kv.Get(wctx, ShardKey(n)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				rev, err = o.kv.Create(wctx, ShardKey(n), data)
 			}
 		}
 	} else {
-		rev, err = o.kv.Create(wctx, lease.ShardKey(n), data)
+		rev, err = o.kv.Create(wctx, ShardKey(n), data)
 	}
 	if err != nil {
-		if !isCASMiss(err) {
+		if !IsCASMiss(err) {
 			o.log.Warn("acquire shard lease", "shard", n, "err", err)
 		}
 		return false
@@ -382,7 +409,7 @@ func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 	delete(o.absentSince, n)
 	o.held[n] = &heldShard{rev: rev, since: val.Since, renewed: now}
 	if ok && cur.Val.Node != o.cfg.Node {
-		o.m.takeovers.WithLabelValues("shard").Inc()
+		o.m.Takeovers.WithLabelValues("shard").Inc()
 		o.log.Warn("shard lease taken over", "shard", n, "old_holder", cur.Val.Node, "old_instance", cur.Val.Instance,
 			"new_holder", o.cfg.Node, "new_instance", o.instance, "old_revision", cur.Rev, "new_revision", rev,
 			"since_last_renewal", now.Sub(cur.Seen))
@@ -395,10 +422,10 @@ func (o *ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 // shardsAcquired starts the workers of newly held shards and reloads their
 // state: retry timers of RETRY_WAITING executions, PENDING runs, unplaced
 // executions and one-shot jobs whose creation was cut short.
-func (o *ownership) shardsAcquired(ctx context.Context, ns []int) {
+func (o *Ownership) shardsAcquired(ctx context.Context, ns []int) {
 	set := map[int]bool{}
 	for _, n := range ns {
-		w, err := o.host.startShardWorker(ctx, n)
+		w, err := o.host.StartShardWorker(ctx, n)
 		if err != nil {
 			o.log.Error("start shard worker; releasing the shard", "shard", n, "err", err)
 			o.releaseShards(ctx, []int{n}, "its report worker did not start", 0)
@@ -413,12 +440,12 @@ func (o *ownership) shardsAcquired(ctx context.Context, ns []int) {
 	}
 	o.log.Info("shards acquired", "shards", ns, "owned", len(o.held), "node", o.cfg.Node, "instance", o.instance)
 	reload := func(ctx context.Context) {
-		if err := o.host.reloadExecutions(ctx, set); err != nil && ctx.Err() == nil {
+		if err := o.host.ReloadExecutions(ctx, set); err != nil && ctx.Err() == nil {
 			o.log.Error("reload executions of acquired shards", "shards", ns, "err", err)
 		}
 	}
 	if o.starting {
-		o.startReload = reload // run by start, the loop renewing meanwhile
+		o.startReload = reload // run by Start, the loop renewing meanwhile
 		return
 	}
 	// The reload scans every execution: not on this loop, which must keep
@@ -427,7 +454,7 @@ func (o *ownership) shardsAcquired(ctx context.Context, ns []int) {
 }
 
 // olderThanMe reports whether the process holding l started before this one.
-func (o *ownership) olderThanMe(l lease.Shard) bool {
+func (o *Ownership) olderThanMe(l Shard) bool {
 	if !l.Started.Equal(o.started) {
 		return l.Started.Before(o.started)
 	}

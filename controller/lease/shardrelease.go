@@ -1,4 +1,4 @@
-package controller
+package lease
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/streams"
 )
 
@@ -18,12 +17,9 @@ import (
 // handed over on a rebalance or a clean stop (drained, keys deleted),
 // dropped when their lease was lost, abandoned in a crash.
 
-// errShardLost: the shard lease names another holder, or is gone.
-var errShardLost = errors.New("shard lease held by another replica or gone")
-
 // renewShards renews the given held shards at once (one KV round trip in
 // parallel, not one after the other) and applies the outcomes.
-func (o *ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
+func (o *Ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
 	type result struct {
 		rev uint64
 		err error
@@ -32,7 +28,7 @@ func (o *ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
 	var wg sync.WaitGroup
 	for i, n := range ns {
 		h := o.held[n]
-		val := lease.Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}
+		val := Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -45,7 +41,7 @@ func (o *ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
 		switch {
 		case r.err == nil:
 			h.rev, h.renewed = r.rev, now
-			o.leases.PutShard(n, lease.Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}, r.rev, now)
+			o.leases.PutShard(n, Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}, r.rev, now)
 		case errors.Is(r.err, errShardLost):
 			o.log.Warn("shard lease lost: another replica holds it, or it lapsed", "shard", n, "node", o.cfg.Node)
 			o.dropShard(n, false)
@@ -63,48 +59,52 @@ func (o *ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
 // writeShardLease renews shard n's lease (compare-and-set on rev). A write
 // whose answer was lost (a timeout on a busy cluster) may still have
 // landed: when the key then holds this replica's own lease, that counts.
-func (o *ownership) writeShardLease(ctx context.Context, n int, val lease.Shard, rev uint64) (uint64, error) {
+func (o *Ownership) writeShardLease(ctx context.Context, n int, val Shard, rev uint64) (uint64, error) {
 	data, err := json.Marshal(val)
 	if err != nil {
 		return 0, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
+	wctx, cancel := context.WithTimeout(ctx, WriteTimeout(o.cfg.LeaseTTL))
 	defer cancel()
-	newRev, err := o.kv.Update(wctx, lease.ShardKey(n), data, rev)
+	newRev, err := o.kv.Update(wctx, ShardKey(n), data, rev)
 	if err == nil {
 		return newRev, nil
 	}
-	rctx, rcancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
+	rctx, rcancel := context.WithTimeout(ctx, WriteTimeout(o.cfg.LeaseTTL))
 	defer rcancel()
-	e, gerr := o.kv.Get(rctx, lease.ShardKey(n))
+	e, gerr := o.kv.Get(rctx, ShardKey(n))
 	switch {
 	case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
 		return 0, errShardLost
 	case gerr != nil:
 		return 0, err
 	}
-	var cur lease.Shard
+	var cur Shard
 	if json.Unmarshal(e.Value(), &cur) == nil && cur.Node == o.cfg.Node && cur.Instance == o.instance {
 		return e.Revision(), nil // ours: the renewal landed, or an earlier one did
 	}
 	return 0, errShardLost
 }
 
-// leaseWriteTimeout bounds one KV request of the lease bookkeeping: long
-// enough for a busy cluster, short enough to act well within a TTL.
-func leaseWriteTimeout(ttl time.Duration) time.Duration {
+// WriteTimeout bounds one KV request of the lease bookkeeping (the shard
+// leases here, the group leases and their epochs in the controller) under
+// lease TTL ttl: long enough for a busy cluster, short enough to act well
+// within a TTL.
+func WriteTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/4, 100*time.Millisecond)
 }
 
-// isCASMiss reports a lost compare-and-set or create of a KV key.
-func isCASMiss(err error) bool {
+// IsCASMiss reports a lost compare-and-set or create of a KV key: the key
+// exists (a create), is gone, or has another revision (an update or a
+// delete on a revision).
+func IsCASMiss(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) ||
 		errors.Is(err, jetstream.ErrKeyDeleted) || streams.IsWrongLastSeq(err)
 }
 
-// shardOwners returns, for each shard, the node holding its lease ("" when
-// none), as this replica sees ax_leases now.
-func (o *ownership) shardOwners() []string {
+// ShardOwners returns, for each shard, the node holding its lease ("" when
+// none), as this replica sees ax_leases now. Safe for concurrent use.
+func (o *Ownership) ShardOwners() []string {
 	out := make([]string, o.cfg.Shards)
 	now := o.mono()
 	for n := range out {
@@ -118,7 +118,7 @@ func (o *ownership) shardOwners() []string {
 // releaseShards hands shards ns over: their workers drain what they
 // pulled, in parallel and each for at most drainMax, then their keys are
 // deleted (compare-and-set) so that the new owner creates them.
-func (o *ownership) releaseShards(ctx context.Context, ns []int, why string, drainMax time.Duration) {
+func (o *Ownership) releaseShards(ctx context.Context, ns []int, why string, drainMax time.Duration) {
 	var held []*heldShard
 	var nums []int
 	for _, n := range ns {
@@ -132,14 +132,14 @@ func (o *ownership) releaseShards(ctx context.Context, ns []int, why string, dra
 	for _, h := range held {
 		if h.w != nil {
 			wg.Add(1)
-			go func() { defer wg.Done(); h.w.stop(true, drainMax) }()
+			go func() { defer wg.Done(); h.w.Stop(true, drainMax) }()
 		}
 	}
 	wg.Wait()
 	for i, n := range nums {
-		o.host.forgetShard(n)
-		wctx, cancel := context.WithTimeout(ctx, leaseWriteTimeout(o.cfg.LeaseTTL))
-		if err := o.kv.Delete(wctx, lease.ShardKey(n), jetstream.LastRevision(held[i].rev)); err != nil && !isCASMiss(err) {
+		o.host.ForgetShard(n)
+		wctx, cancel := context.WithTimeout(ctx, WriteTimeout(o.cfg.LeaseTTL))
+		if err := o.kv.Delete(wctx, ShardKey(n), jetstream.LastRevision(held[i].rev)); err != nil && !IsCASMiss(err) {
 			o.log.Warn("release shard lease", "shard", n, "err", err)
 		}
 		cancel()
@@ -152,7 +152,7 @@ func (o *ownership) releaseShards(ctx context.Context, ns []int, why string, dra
 
 // dropShard stops working shard n at once (its lease was lost): the worker
 // stops without draining, its retry timers and group-lease bookkeeping go.
-func (o *ownership) dropShard(n int, drain bool) {
+func (o *Ownership) dropShard(n int, drain bool) {
 	h, ok := o.held[n]
 	if !ok {
 		return
@@ -160,13 +160,13 @@ func (o *ownership) dropShard(n int, drain bool) {
 	o.owned[n].Store(false)
 	delete(o.held, n)
 	if h.w != nil {
-		h.w.stop(drain, o.cfg.LeaseTTL/2)
+		h.w.Stop(drain, o.cfg.LeaseTTL/2)
 	}
-	o.host.forgetShard(n)
+	o.host.ForgetShard(n)
 }
 
 // releaseAll releases every held shard and the presence key (clean stop).
-func (o *ownership) releaseAll() {
+func (o *Ownership) releaseAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	ns := make([]int, 0, len(o.held))
@@ -176,16 +176,16 @@ func (o *ownership) releaseAll() {
 	slices.Sort(ns)
 	o.releaseShards(ctx, ns, whyStopping, o.cfg.LeaseTTL/2)
 	if o.presenceRev != 0 {
-		_ = o.kv.Delete(ctx, lease.ReplicaKey(o.cfg.Node), jetstream.LastRevision(o.presenceRev))
+		_ = o.kv.Delete(ctx, ReplicaKey(o.cfg.Node), jetstream.LastRevision(o.presenceRev))
 	}
 }
 
 // abandonShards stops the workers without releasing anything (a crash).
-func (o *ownership) abandonShards() {
+func (o *Ownership) abandonShards() {
 	for n, h := range o.held {
 		o.owned[n].Store(false)
 		if h.w != nil {
-			h.w.stop(false, 0)
+			h.w.Stop(false, 0)
 		}
 	}
 }
