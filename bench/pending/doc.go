@@ -28,6 +28,9 @@
 //     later, ax_shards_owned (before, after and its minimum from 2 s after
 //     ready), ax_lease_takeovers_total and ax_lease_expiries_total before
 //     and after, and the shard lease warnings of the new process's log;
+//     with -steady (e.g. 3m), the RSS again that long after ready, past the
+//     embedded server's per-block subject state (dropped 2 minutes after
+//     the blocks were last used);
 //  6. times the GETs again.
 //
 // It prints a summary table and exits 1 when a create failed or a restart

@@ -26,6 +26,7 @@ func main() {
 	restarts := flag.String("restart", "term,kill", "pending: controller restarts in order, comma-separated: term (SIGTERM), kill (SIGKILL); empty for none")
 	holdTimeout := flag.Duration("hold-timeout", 20*time.Minute, "pending: how long to wait for the agent to hold every run")
 	after := flag.Duration("after", 30*time.Second, "pending: how long to watch the controller after each restart")
+	steady := flag.Duration("steady", 0, "pending: read the controller's RSS again this long after each restart's ready (e.g. 3m: past the embedded server's per-block subject state, dropped 2 minutes after last use); 0 for not")
 	settle := flag.Duration("settle", 0, "pending: how long to wait after the GETs before the first restart (past AX_EVT's 2m de-duplication window, a restart does not read the creates' events back)")
 	rate := flag.Int("rate", 500, "soak: executions per second")
 	periodic := flag.Int("periodic", 250, "soak: periodic jobs (every: 1s); the rest of -rate is asap one-shots")
@@ -54,7 +55,7 @@ func main() {
 	switch *mode {
 	case "pending":
 		ok, err = runPending(ctx, dir, *ctlBin, *agentBin, pendingConfig{n: *n, batch: *batch, inflight: *inflight,
-			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after, settle: *settle, pprof: *pprofAddr, dedupWindow: *dedupWindow})
+			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after, steady: *steady, settle: *settle, pprof: *pprofAddr, dedupWindow: *dedupWindow})
 	case "soak":
 		ok, err = runSoak(ctx, dir, *ctlBin, *agentBin, soakConfig{rate: *rate, periodic: *periodic, duration: *duration,
 			retention: *retention, dedupWindow: *dedupWindow, sample: *sample, batch: *batch, pprof: *pprofAddr})
@@ -129,7 +130,7 @@ func runPending(ctx context.Context, dir, ctlBin, agentBin string, c pendingConf
 	var rr []restartResult
 	for i, how := range c.restarts {
 		fmt.Printf("%d. restart the controller (%s)\n", 4+i, how)
-		r, err := s.restart(ctx, how, c.after)
+		r, err := s.restart(ctx, how, c.after, c.steady)
 		if err != nil {
 			return false, err
 		}
@@ -174,6 +175,9 @@ func printPendingSummary(c pendingConfig, cr createStats, call latStats, hold ti
 		row("restart "+r.how+": start → ready / → executions reloaded", fmt.Sprintf("%s / %s", r.ready.Round(time.Millisecond), r.reloaded.Round(time.Millisecond)))
 		row("restart "+r.how+": pending / pending_resent", fmt.Sprintf("%d / %d (run commands sent: %d)", r.pending, r.resent, r.runsSentAfterRestart))
 		row("restart "+r.how+": RSS at ready / +30 s (HWM)", fmt.Sprintf("%.0f / %.0f MiB (%.0f)", r.rssReady, r.rss30, r.hwm30))
+		if r.steady > 0 {
+			row("restart "+r.how+": RSS +"+r.steady.String(), fmt.Sprintf("%.0f MiB", r.rssSteady))
+		}
 		row("restart "+r.how+": shards owned, takeovers, lease warnings", fmt.Sprintf("%v→%v (min %v), %v, %d", r.before[mShards], r.after[mShards], r.minShards, r.after[mTakeovers], len(r.leaseWarnings)))
 		row("restart "+r.how+": agent holds PENDING after", fmt.Sprintf("%d", r.agentPendingAfter))
 		row("restart "+r.how+": a shard lease lapsed or moved", fmt.Sprintf("%v", r.lapsed()))

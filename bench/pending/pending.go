@@ -20,8 +20,12 @@ type pendingConfig struct {
 	restarts                 []string // "term", "kill"
 	holdTimeout, after       time.Duration
 	settle                   time.Duration // wait before the first restart
-	pprof                    string        // the controller's --pprof-listen address ("": off)
-	dedupWindow              string        // reports.dedup_window ("": the controller's default)
+	// steady is how long after ready a restart's RSS is read again (0:
+	// not): past the embedded server's per-block subject state, dropped
+	// 2 minutes after the blocks were last used.
+	steady      time.Duration
+	pprof       string // the controller's --pprof-listen address ("": off)
+	dedupWindow string // reports.dedup_window ("": the controller's default)
 }
 
 // getPaths are the listings timed before and after the restarts.
@@ -151,6 +155,8 @@ type restartResult struct {
 	reloads               int // "executions reloaded" lines
 	pending, resent       int
 	rssReady, rss30       float64
+	rssSteady             float64 // at steady after ready (0: not read)
+	steady                time.Duration
 	hwm30                 float64
 	before, after         map[string]float64
 	minShards             float64
@@ -169,9 +175,10 @@ const (
 )
 
 // restart stops the controller (SIGTERM or SIGKILL), starts it on the same
-// data dir and watches it for after (30 s).
-func (s *system) restart(ctx context.Context, how string, after time.Duration) (restartResult, error) {
-	r := restartResult{how: how}
+// data dir and watches it for after (30 s), then reads its RSS again at
+// steady after ready (0: not).
+func (s *system) restart(ctx context.Context, how string, after, steady time.Duration) (restartResult, error) {
+	r := restartResult{how: how, steady: steady}
 	var err error
 	if r.before, err = s.metrics(ctx); err != nil {
 		return r, fmt.Errorf("metrics before %s restart: %w", how, err)
@@ -231,6 +238,14 @@ func (s *system) restart(ctx context.Context, how string, after time.Duration) (
 	if h, err := s.held(ctx); err == nil {
 		r.agentPendingAfter = h.agentPending
 	}
+	if steady > 0 {
+		select {
+		case <-time.After(time.Until(readyAt.Add(steady))):
+		case <-ctx.Done():
+			return r, ctx.Err()
+		}
+		r.rssSteady, _ = proc.Mem(s.ctl.PID())
+	}
 	return r, nil
 }
 
@@ -240,6 +255,9 @@ func (r restartResult) print() {
 		r.ready.Round(time.Millisecond), r.reloads, r.reloaded.Round(time.Millisecond), r.pending, r.resent)
 	fmt.Printf("    RSS at ready %.0f MiB, 30 s later %.0f MiB (HWM %.0f MiB); run commands sent by the new process: %d; agent holds %d PENDING\n",
 		r.rssReady, r.rss30, r.hwm30, r.runsSentAfterRestart, r.agentPendingAfter)
+	if r.steady > 0 {
+		fmt.Printf("    RSS %s after ready %.0f MiB\n", r.steady, r.rssSteady)
+	}
 	fmt.Printf("    %s before %v after %v (min after ready %v); shard takeovers %v→%v; group takeovers %v→%v; lease expiries %v→%v\n",
 		mShards, r.before[mShards], r.after[mShards], r.minShards, r.before[mTakeovers], r.after[mTakeovers],
 		r.before[mGroupTakes], r.after[mGroupTakes], r.before[mExpiries], r.after[mExpiries])
