@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -235,7 +236,7 @@ func TestAssignmentLifecycle(t *testing.T) {
 	if lastAssign(g2, anyJob.ID) != nil {
 		holder = "g2"
 	}
-	if want := rendezvous(anyJob.ID, []protocol.AgentInfo{{Agent: "g1"}, {Agent: "g2"}}); holder != want {
+	if want := fleet.Rendezvous(anyJob.ID, []protocol.AgentInfo{{Agent: "g1"}, {Agent: "g2"}}); holder != want {
 		t.Fatalf("holder %s, rendezvous says %s", holder, want)
 	}
 }

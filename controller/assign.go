@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"hash/fnv"
 	"maps"
 	"time"
 
@@ -17,8 +16,8 @@ import (
 //     selector, each with ShardSlot{Index, Total} in agent-id order; an
 //     agent joining or leaving the group re-slots every member;
 //   - mode any: leased to one live agent of the group with an epoch, by the
-//     replica that works the job's shard (grouplease.go); desired leaves
-//     these jobs out.
+//     replica that works the job's shard (controller/lease's GroupLeases);
+//     desired leaves these jobs out.
 //
 // Decisions are serialized by Controller.assignMu. A change is a diff
 // between the desired assignments before and after it: agents that lose a
@@ -33,7 +32,7 @@ func desired(j protocol.Job, agents []protocol.AgentInfo) map[string]protocol.As
 	if j.Target.Agent != "" {
 		return map[string]protocol.Assign{j.Target.Agent: {Job: j}}
 	}
-	members := groupMembers(j, agents)
+	members := fleet.GroupMembers(j, agents)
 	if len(members) == 0 {
 		return nil
 	}
@@ -50,46 +49,8 @@ func needsFleet(j protocol.Job) bool {
 	return j.Periodic() && !j.GroupAny() && j.Target.Agent == ""
 }
 
-// groupMembers returns the registered, non-revoked agents matching j's
-// selector, in the order given.
-func groupMembers(j protocol.Job, agents []protocol.AgentInfo) []protocol.AgentInfo {
-	sel, err := protocol.ParseSelector("target.group", j.Target.Group)
-	if err != nil {
-		return nil
-	}
-	var out []protocol.AgentInfo
-	for _, a := range agents {
-		if inGroup(a, sel) {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// inGroup reports whether agent a is a member of the group sel: it has
-// registered (an agent only enrolled is not), is not revoked, and its
-// labels (the controller's, see controller/fleet/labels.go) match.
-func inGroup(a protocol.AgentInfo, sel protocol.Selector) bool {
-	return !a.Revoked && fleet.Registered(a) && sel.Matches(a.Labels)
-}
-
-// rendezvous picks the agent with the highest hash of (job, agent).
-func rendezvous(jobID string, agents []protocol.AgentInfo) string {
-	best, bestScore := "", uint64(0)
-	for _, a := range agents {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(jobID))
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(a.Agent))
-		if s := h.Sum64(); best == "" || s > bestScore {
-			best, bestScore = a.Agent, s
-		}
-	}
-	return best
-}
-
 // groupChange reports whether an agent's record moving from prev to cur
-// may change the groups it is a member of (inGroup).
+// may change the groups it is a member of (fleet.InGroup).
 func groupChange(prev, cur protocol.AgentInfo) bool {
 	return prev.Revoked != cur.Revoked || fleet.Registered(prev) != fleet.Registered(cur) || !maps.Equal(prev.Labels, cur.Labels)
 }
@@ -225,8 +186,8 @@ func (c *placer) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, c
 		if err != nil {
 			continue
 		}
-		was := prev != nil && inGroup(*prev, sel)
-		is := inGroup(cur, sel)
+		was := prev != nil && fleet.InGroup(*prev, sel)
+		is := fleet.InGroup(cur, sel)
 		if !was && !is {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -196,8 +197,8 @@ func BenchmarkReportChecks(b *testing.B) {
 		b.Fatal(err)
 	}
 	const epoch = 7
-	for i := range maxEpochGrants {
-		if _, _, err := c.groups.recordGrant(ctx, group.ID, "bench", uint64(i+1)); err != nil {
+	for i := range lease.MaxEpochGrants {
+		if _, _, err := c.groups.RecordGrant(ctx, group.ID, "bench", uint64(i+1)); err != nil {
 			b.Fatal(err)
 		}
 	}

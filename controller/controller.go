@@ -67,14 +67,14 @@ type core struct {
 	retries   *retrier
 	hist      *history // the execution history index (history.go)
 
-	// Leases (package lease, grouplease.go): the view of ax_leases; own
-	// holds the shard leases and says which shards this replica works
+	// Leases (package lease): the view of ax_leases; own holds the shard
+	// leases and says which shards this replica works
 	// (lease.OwnershipHost is what it asks of the controller); groups
 	// grants and renews the group-job leases and keeps their epochs
-	// (groupLeaseHost).
+	// (lease.GroupLeaseHost).
 	leases   *lease.View
 	own      *lease.Ownership
-	groups   *groupLeases
+	groups   *lease.GroupLeases
 	instance string // this process, in its leases and liveness digests
 	crashed  atomic.Bool
 
@@ -168,13 +168,13 @@ func New(cfg Config) (*Controller, error) {
 		Instance: c.instance, Assign: &c.assignMu,
 	}, fleetHostOf{c})
 	c.agents = c.fleet.Registry()
-	c.groups = newGroupLeases(groupLeaseEnv{
-		cfg: groupLeaseConfig{LeaseTTL: cfg.LeaseTTL, AgentOfflineAfter: cfg.AgentOfflineAfter},
-		log: c.log,
-		m: groupLeaseMetrics{leaseGrants: m.leaseGrants, leaseExpiries: m.leaseExpiries, takeovers: m.takeovers,
-			failover: m.failover},
-		now: c.now, mono: c.mono, goRun: c.goRun,
-		leases: c.leases, jobs: c.jobs, agents: c.agents, own: c.own,
+	c.groups = lease.NewGroupLeases(lease.GroupLeaseEnv{
+		Config: lease.GroupLeaseConfig{LeaseTTL: cfg.LeaseTTL, AgentOfflineAfter: cfg.AgentOfflineAfter},
+		Log:    c.log,
+		Metrics: lease.GroupLeaseMetrics{Grants: m.leaseGrants, Expiries: m.leaseExpiries, Takeovers: m.takeovers,
+			Failover: m.failover},
+		Now: c.now, Mono: c.mono, GoRun: c.goRun,
+		Leases: c.leases, Jobs: c.jobs, Agents: c.agents, Own: c.own,
 	}, groupLeaseHostOf{c})
 	c.parts = newParts(c)
 	return &Controller{core: c}, nil
@@ -306,8 +306,8 @@ func (c *core) start(ctx context.Context) error {
 	if c.hooks.wrapKV != nil {
 		agentsKV, leaseKV = c.hooks.wrapKV(agentsKV), c.hooks.wrapKV(leaseKV)
 	}
-	c.groups.attach(c.ctx, c.js, c.kv, leaseKV)
-	if err := c.retryStart(ctx, "load lease grants", c.groups.followEpochs); err != nil {
+	c.groups.Attach(c.ctx, c.js, c.kv, leaseKV)
+	if err := c.retryStart(ctx, "load lease grants", c.groups.FollowEpochs); err != nil {
 		return fmt.Errorf("start: load lease grants: %w", err)
 	}
 	subs, err := c.fleet.StartResponders(agentsKV)

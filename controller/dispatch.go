@@ -27,7 +27,7 @@ func (c *placer) placements(j protocol.Job, scheduled time.Time) ([]placement, e
 	if j.Target.Agent != "" {
 		return []placement{{execID: protocol.ExecID(j.ID, scheduled), agent: j.Target.Agent}}, nil
 	}
-	members := groupMembers(j, c.agents.Snapshot())
+	members := fleet.GroupMembers(j, c.agents.Snapshot())
 	if j.Target.Mode == protocol.ModeAll {
 		if len(members) == 0 {
 			return nil, fmt.Errorf("%w: no registered agent matches target.group %q", ErrConflict, j.Target.Group)
@@ -53,9 +53,9 @@ func (c *placer) pickRunAgent(j protocol.Job, members []protocol.AgentInfo) stri
 		}
 	}
 	if len(online) > 0 {
-		return rendezvous(j.ID, online)
+		return fleet.Rendezvous(j.ID, online)
 	}
-	return rendezvous(j.ID, members)
+	return fleet.Rendezvous(j.ID, members)
 }
 
 // dispatchOneShot creates the execution(s) of a one-shot job's single fire.
@@ -159,7 +159,7 @@ func (c *placer) placeUnplaced(ctx context.Context, a protocol.AgentInfo) {
 			c.dropUnplaced(ctx, execID, jobID)
 			continue
 		}
-		if len(groupMembers(j, []protocol.AgentInfo{a})) == 0 {
+		if len(fleet.GroupMembers(j, []protocol.AgentInfo{a})) == 0 {
 			continue
 		}
 		c.placeOne(ctx, execID, j, a)
@@ -223,5 +223,11 @@ func (c *placer) forgetShard(n int) {
 	if c.retries != nil {
 		c.retries.dropWhere(func(jobID string) bool { return c.own.ShardOf(jobID) == n })
 	}
-	c.groups.state.forgetShard(func(jobID string) bool { return c.own.ShardOf(jobID) == n })
+	c.groups.ForgetShard(n)
+}
+
+// manageGroupLeases runs the group leases' pass of the ownership loop
+// (lease.GroupLeases.Manage).
+func (c *placer) manageGroupLeases(ctx context.Context, now time.Time) {
+	c.groups.Manage(ctx, now)
 }

@@ -33,12 +33,12 @@
 //	reportIngest  per-shard report consumers and lanes, report authorization
 //	reloader      a shard's live executions, reloaded at acquisition
 //	retention     terminal executions and finished jobs out of live state
-//	agentService  what the fleet asks of the rest (leases, store loss)
+//	agentService  what the fleet and group leases ask (lost epochs, store loss)
 //
-// The fleet (package fleet), ownership (lease.Ownership) and groupLeases
-// components reach the parts through their host interfaces (fleet.Host,
-// lease.OwnershipHost, groupLeaseHost), which small adapters in parts.go
-// answer.
+// The fleet (package fleet), ownership (lease.Ownership) and group-lease
+// (lease.GroupLeases) components reach the parts through their host
+// interfaces (fleet.Host, lease.OwnershipHost, lease.GroupLeaseHost),
+// which small adapters in parts.go answer.
 //
 // # Agents: the fleet
 //
@@ -231,14 +231,14 @@
 //
 // A group job (target {group, mode: any}, periodic) is leased by its
 // shard's owner to one live member of the group, with an epoch above every
-// earlier grant (grouplease.go). Agents renew their leases with their
+// earlier grant (controller/lease). Agents renew their leases with their
 // heartbeats; the reply grants LeaseTTL×0.9 counted from when the agent
 // sent the heartbeat, so the agent's lease ends before the controller's.
 // A lease not renewed for LeaseTTL moves to another live member (epoch+1).
 // Every grant is first added to the job's epoch history in KV ax_epochs
-// (epochs.go; no TTL, so it outlives a lease key that expired in a
-// controller outage). Every grant after an earlier one sends the previous
-// holder unassign and settles the executions of earlier epochs
+// (controller/lease/epochs.go; no TTL, so it outlives a lease key that
+// expired in a controller outage). Every grant after an earlier one sends
+// the previous holder unassign and settles the executions of earlier epochs
 // (leasesettle.go): another agent's TRIGGERED and RUNNING ones go to
 // RETRY_WAITING (reason agent_lost) or FAILED when their attempts are
 // spent. A retry goes to the lease's holder when it fires (retries.go). A
@@ -247,17 +247,24 @@
 // execution's record is rejected (reason old_epoch). ListAgents fills
 // AgentInfo.Leases from ax_leases.
 //
-// The group leases are the groupLeases type's (grouplease.go,
-// leaserenew.go, epochs.go): it grants and moves them on the ownership
-// loop, renews and releases them for the heartbeats, and keeps the epoch
-// history and its view. What it asks of the rest of the controller is
-// groupLeaseHost: publish a command, read a job from ax_jobs, settle the
-// executions of a lease granted again. Everything else it gets at
-// construction (groupLeaseConfig, groupLeaseMetrics, the logger, clocks,
-// the goroutine runner, the lease view, job cache, agent registry and the
-// ownership) and at start (attach: context, connection, buckets, the
-// ax_leases of the heartbeat path); the placer's manageGroupLeases and
-// the agentService's renewLeases and releaseLeases delegate to it.
+// The group leases are lease.GroupLeases's (controller/lease:
+// grouplease.go, grouprenew.go, epochs.go): it grants and moves them on
+// the ownership loop, renews and releases them for the heartbeats, and
+// keeps the epoch history and its view. What it asks of the rest of the
+// controller is lease.GroupLeaseHost, which groupLeaseHostOf (parts.go)
+// answers: publish a command, read a job from ax_jobs, settle the
+// executions of a lease granted again (the agentService's settleEpochs,
+// leasesettle.go). Everything else it gets at construction
+// (lease.GroupLeaseEnv: GroupLeaseConfig, GroupLeaseMetrics, the logger,
+// clocks, the goroutine runner, the lease view, job cache, agent registry
+// and the ownership) and at start (Attach: context, connection, buckets,
+// the ax_leases of the heartbeat path; FollowEpochs). The placer's
+// manageGroupLeases and forgetShard (for the ownership) and fleetHostOf's
+// RenewLeases and ReleaseLeases delegate to it; report authorization asks
+// it who held an epoch (EpochHolder) and the retries who holds a lease now
+// (CurrentHolder). Which agents are a group's members, and which of them
+// a job goes to, are the fleet's rules (fleet.GroupMembers,
+// fleet.Rendezvous), shared with the placer.
 //
 // # Report authorization
 //

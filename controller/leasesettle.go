@@ -5,22 +5,14 @@ import (
 	"errors"
 
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/lease"
 )
-
-// lostLease is a group lease granted again after an earlier grant: it
-// lapsed and moved (or went back to the same agent), was handed back, or
-// expired from ax_leases while no controller ran.
-type lostLease struct {
-	job      string
-	oldAgent string // the previous holder ("" when not known)
-	newAgent string
-	epoch    uint64 // the new epoch
-}
 
 // settleEpochs moves on the executions of the leases' jobs still open
 // under an earlier epoch, so that none waits for an agent whose lease
-// ended (every path that grants a lease ends here, manageGroupLeases);
-// each is an execution.AgentLost event:
+// ended (every path that grants a lease ends here: lease.GroupLeases
+// asks for it through lease.GroupLeaseHost); each is an
+// execution.AgentLost event:
 //
 //   - TRIGGERED or RUNNING on another agent than the new holder: that
 //     agent lost its lease, and with it the attempt: it ends with outcome
@@ -38,15 +30,15 @@ type lostLease struct {
 // once); fireRetry sends it to whoever holds the lease at that time. Only
 // executions fired under a lease (epoch > 0) move; a one-shot run of a
 // group job is placed once and not moved.
-func (c *agentService) settleEpochs(ctx context.Context, lost []lostLease) {
-	byJob := map[string]lostLease{}
+func (c *agentService) settleEpochs(ctx context.Context, lost []lease.Lost) {
+	byJob := map[string]lease.Lost{}
 	for _, l := range lost {
-		byJob[l.job] = l
+		byJob[l.Job] = l
 	}
 	type open struct{ id, job string }
 	var ids []open
 	err := c.ex.scanExecs(ctx, func(r *execRecord, _ uint64) {
-		if l, ok := byJob[r.JobID]; ok && r.Epoch > 0 && r.Epoch < l.epoch && !r.State.Terminal() {
+		if l, ok := byJob[r.JobID]; ok && r.Epoch > 0 && r.Epoch < l.Epoch && !r.State.Terminal() {
 			ids = append(ids, open{r.ExecID, r.JobID})
 		}
 	})
@@ -61,10 +53,10 @@ func (c *agentService) settleEpochs(ctx context.Context, lost []lostLease) {
 
 // settleOne moves execution id of job, of an epoch before l's, on to l's
 // new agent (execution.AgentLost).
-func (c *agentService) settleOne(ctx context.Context, id, job string, l lostLease) {
+func (c *agentService) settleOne(ctx context.Context, id, job string, l lease.Lost) {
 	ctx, op := c.marks.Begin(ctx)
 	defer op.End()
-	before, after, effs, err := c.ex.applyExec(ctx, id, execution.AgentLost{NewAgent: l.newAgent, Epoch: l.epoch}, c.ex.jobEnv(job))
+	before, after, effs, err := c.ex.applyExec(ctx, id, execution.AgentLost{NewAgent: l.NewAgent, Epoch: l.Epoch}, c.ex.jobEnv(job))
 	if errors.Is(err, execution.ErrMovedOn) {
 		return
 	}

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/axsched/ax/controller/lease"
@@ -10,7 +12,7 @@ import (
 
 // parts are the controller's components (the execution state machine and
 // store, the history index, the job cache, the lease view with the shard
-// ownership, and the fleet are packages of their own:
+// ownership and the group leases, and the fleet are packages of their own:
 // controller/execution, controller/execstore, controller/histindex,
 // controller/jobcache, controller/lease, controller/fleet). Each owns one
 // concern and its files; they share the core (the configuration, stores,
@@ -36,11 +38,11 @@ import (
 //	          (reload.go, sentruns.go, historyrepair.go)
 //	ret       retention: the sweeper that moves terminal executions and
 //	          finished one-shot jobs out of live state (retention.go)
-//	agentsvc  what the fleet (controller/fleet) asks of the rest: lease
-//	          renewals and releases, lost epochs, the last command sent
-//	          to an agent and runs re-sent after it lost its store, the
-//	          leases and command consumers of agent listings
-//	          (leaserenew.go, leasesettle.go, storeloss.go, agentlist.go)
+//	agentsvc  what the fleet (controller/fleet) and the group leases
+//	          (controller/lease) ask of the rest: lost epochs settled,
+//	          the last command sent to an agent and runs re-sent after it
+//	          lost its store, the leases and command consumers of agent
+//	          listings (leasesettle.go, storeloss.go, agentlist.go)
 type parts struct {
 	jobsvc   *jobService
 	ex       *execService
@@ -84,7 +86,8 @@ type reloader struct{ *core }
 // retention moves finished work out of live state into history.
 type retention struct{ *core }
 
-// agentService is what the fleet asks of the rest of the controller.
+// agentService is what the fleet and the group leases ask of the rest of
+// the controller.
 type agentService struct{ *core }
 
 // ownershipHostOf answers the shard ownership's lease.OwnershipHost from
@@ -136,27 +139,35 @@ func (h fleetHostOf) ResendRuns(ctx context.Context, agent string, after uint64)
 	h.agentsvc.resendRuns(ctx, agent, after)
 }
 
-// RenewLeases is the agentService's renewLeases (leaserenew.go).
+// RenewLeases is the group leases' RenewLeases (controller/lease).
 func (h fleetHostOf) RenewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) ([]protocol.Lease, []protocol.HeldLease) {
-	return h.agentsvc.renewLeases(ctx, a, claims)
+	return h.groups.RenewLeases(ctx, a, claims)
 }
 
-// ReleaseLeases is the agentService's releaseLeases (leaserenew.go).
+// ReleaseLeases is the group leases' ReleaseLeases (controller/lease).
 func (h fleetHostOf) ReleaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
-	h.agentsvc.releaseLeases(ctx, agent, claims)
+	h.groups.ReleaseLeases(ctx, agent, claims)
 }
 
-// groupLeaseHostOf answers the group leases' groupLeaseHost.
+// groupLeaseHostOf answers the group leases' lease.GroupLeaseHost.
 type groupLeaseHostOf struct{ *core }
 
-func (h groupLeaseHostOf) publishCommand(ctx context.Context, cmd protocol.Command, msgID string) error {
+// PublishCommand is the execService's publishCommand.
+func (h groupLeaseHostOf) PublishCommand(ctx context.Context, cmd protocol.Command, msgID string) error {
 	return h.ex.publishCommand(ctx, cmd, msgID)
 }
 
-func (h groupLeaseHostOf) readJob(ctx context.Context, id string) (protocol.Job, uint64, error) {
-	return h.jobsvc.readJob(ctx, id)
+// ReadJob is the jobService's readJob; its ErrNotFound also matches
+// lease.ErrJobNotFound.
+func (h groupLeaseHostOf) ReadJob(ctx context.Context, id string) (protocol.Job, error) {
+	j, _, err := h.jobsvc.readJob(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return j, fmt.Errorf("%w: %w", lease.ErrJobNotFound, err)
+	}
+	return j, err
 }
 
-func (h groupLeaseHostOf) settleEpochs(ctx context.Context, lost []lostLease) {
+// SettleEpochs is the agentService's settleEpochs (leasesettle.go).
+func (h groupLeaseHostOf) SettleEpochs(ctx context.Context, lost []lease.Lost) {
 	h.agentsvc.settleEpochs(ctx, lost)
 }

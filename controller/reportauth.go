@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -18,8 +19,9 @@ import (
 //     the configured shard count, or on protocol.DefaultShards: what an
 //     agent uses before its first registration), else bad_shard;
 //   - a report under a lease epoch comes from the agent that was granted
-//     that epoch (epochs.go), else not_assigned (old_epoch when the epoch
-//     is older than the history kept);
+//     that epoch (the epoch history, controller/lease/epochs.go), else
+//     not_assigned (old_epoch when the epoch is older than the history
+//     kept);
 //   - a report that would create an execution (a periodic fire the agent
 //     made) names a job that exists and that the agent may fire: its
 //     pinned agent, a member of a broadcast group, or, for a group job of
@@ -51,11 +53,11 @@ const epochSlack = time.Minute
 // execution was scheduled before that epoch ended (plus LeaseTTL and
 // epochSlack): an agent fires only while its lease is valid.
 func (c *reportIngest) authorizeEpoch(ctx context.Context, r protocol.Report) (reason, detail string) {
-	agent, st, ended := c.groups.epochHolder(ctx, r.JobID, r.Epoch)
+	agent, st, ended := c.groups.EpochHolder(ctx, r.JobID, r.Epoch)
 	switch {
-	case st == epochForgotten:
-		return rejectOldEpoch, fmt.Sprintf("lease epoch %d of job %s is older than the %d grants kept", r.Epoch, r.JobID, maxEpochGrants)
-	case st == epochNeverGranted:
+	case st == lease.EpochForgotten:
+		return rejectOldEpoch, fmt.Sprintf("lease epoch %d of job %s is older than the %d grants kept", r.Epoch, r.JobID, lease.MaxEpochGrants)
+	case st == lease.EpochNeverGranted:
 		return rejectNotAssigned, fmt.Sprintf("lease epoch %d of job %s was never granted", r.Epoch, r.JobID)
 	case agent != r.Agent:
 		return rejectNotAssigned, fmt.Sprintf("lease epoch %d of job %s was granted to %s, not %s", r.Epoch, r.JobID, agent, r.Agent)
@@ -106,7 +108,7 @@ func (c *reportIngest) authorizeCreate(ctx context.Context, r protocol.Report) (
 			return rejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false
 		}
 	case j.Target.Mode == protocol.ModeAll:
-		if r.Shard == nil || r.Epoch != 0 || !c.groups.isMember(j, r.Agent) {
+		if r.Shard == nil || r.Epoch != 0 || !c.groups.IsMember(j, r.Agent) {
 			return rejectNotAssigned, fmt.Sprintf("agent %s is not a member of job %s's group %q", r.Agent, j.ID, j.Target.Group), false
 		}
 	default:

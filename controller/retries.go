@@ -164,7 +164,7 @@ func (c *reportIngest) fireRetry(ctx context.Context, it retryItem) error {
 	if ok {
 		due := execution.RetryDue{Attempt: it.Attempt, GroupAny: job.GroupAny()}
 		if due.GroupAny {
-			due.Holder, due.HolderEpoch, due.Held = c.groups.currentHolder(job.ID)
+			due.Holder, due.HolderEpoch, due.Held = c.groups.CurrentHolder(job.ID)
 		}
 		ev = due
 	}

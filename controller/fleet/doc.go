@@ -37,6 +37,11 @@
 //     with the controller's.
 //   - The agents list (agentlist.go): ListAgents and one page of it
 //     (ListAgentPage), with Online computed now.
+//   - Group membership (members.go): which agents are members of a job's
+//     group (GroupMembers, InGroup: registered, not revoked, labels
+//     matching its selector) and which of them a job goes to
+//     (Rendezvous); pure functions, the rules the controller's placement
+//     and the group leases (controller/lease) share.
 //
 // # What it asks of its host
 //

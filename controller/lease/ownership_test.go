@@ -90,6 +90,7 @@ func (w recordedWorker) Stop(drain bool, _ time.Duration) {
 // watcher as the controller's is.
 type replica struct {
 	own       *Ownership
+	view      *View // its view of ax_leases
 	host      *recordingHost
 	takeovers *prometheus.CounterVec
 	cancel    context.CancelFunc // a crash: the loop abandons its shards
@@ -131,7 +132,7 @@ func startReplica(t *testing.T, url, node string, ttl time.Duration) *replica {
 	if err := kvfollow.Follow(tctx(t), w, func(e jetstream.KeyValueEntry) { view.Apply(e, clk.Now()) }, 1, goRun); err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{host: &recordingHost{}, cancel: cancel,
+	r := &replica{view: view, host: &recordingHost{}, cancel: cancel,
 		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_lease_takeovers_total"}, []string{"kind"})}
 	r.own = NewOwnership(OwnershipEnv{
 		Config:  OwnershipConfig{Node: node, Shards: protocol.DefaultShards, LeaseTTL: ttl, LeaseRenewInterval: ttl / 5},

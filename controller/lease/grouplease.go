@@ -1,4 +1,4 @@
-package controller
+package lease
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/controller/jobcache"
-	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -33,9 +32,10 @@ import (
 //     controller's.
 //   - A lease not renewed for LeaseTTL (counted from when this replica saw
 //     the renewal) has lapsed on the agent too; the owner then grants it to
-//     another live member with epoch+1 and takes the lost agent's running
-//     executions of the job to RETRY_WAITING (reason agent_lost) or FAILED
-//     when their attempts are spent (settleEpochs, leasesettle.go).
+//     another live member with epoch+1 and has its host take the lost
+//     agent's running executions of the job to RETRY_WAITING (reason
+//     agent_lost) or FAILED when their attempts are spent
+//     (GroupLeaseHost.SettleEpochs).
 //   - Every grant is recorded in the job's epoch history (epochs.go)
 //     first. A report under an epoch is accepted from the agent that held
 //     it, also after the lease moved (a fire made while its lease was
@@ -45,7 +45,7 @@ import (
 //     (reason="old_epoch").
 //   - A pinned job (target.agent) never has a lease and is never moved.
 
-// groupState is the bookkeeping of the group leases (groupLeases.state),
+// groupState is the bookkeeping of the group leases (GroupLeases.state),
 // kept on the ownership loop alone.
 type groupState struct {
 	sent    map[string]sentAssign // job → assignment last sent to its holder
@@ -63,87 +63,130 @@ func newGroupState() groupState {
 	return groupState{sent: map[string]sentAssign{}, leaving: map[string]string{}, waiting: map[string]bool{}}
 }
 
-// groupLeaseHost is what the group leases ask of the rest of the
-// controller.
-type groupLeaseHost interface {
-	// publishCommand publishes cmd to its agent on AX_CMD (msgID "": none).
-	publishCommand(ctx context.Context, cmd protocol.Command, msgID string) error
-	// readJob reads job id from ax_jobs (ErrNotFound: there is none).
-	readJob(ctx context.Context, id string) (protocol.Job, uint64, error)
-	// settleEpochs moves on the executions still open under an earlier
-	// epoch of the given leases, granted again (leasesettle.go).
-	settleEpochs(ctx context.Context, lost []lostLease)
+// Lost is a group lease granted again after an earlier grant: it lapsed
+// and moved (or went back to the same agent), was handed back, or expired
+// from ax_leases while no controller ran. The executions still open under
+// an earlier epoch of its job are its host's to settle
+// (GroupLeaseHost.SettleEpochs).
+type Lost struct {
+	Job      string
+	OldAgent string // the previous holder ("" when not known)
+	NewAgent string
+	Epoch    uint64 // the new epoch
 }
 
-// groupLeaseConfig is the group leases' part of the controller's Config.
-type groupLeaseConfig struct {
-	LeaseTTL          time.Duration
+// GroupLeaseHost is what the group leases ask of the rest of the
+// controller.
+type GroupLeaseHost interface {
+	// PublishCommand publishes cmd to its agent on AX_CMD (msgID "": none).
+	PublishCommand(ctx context.Context, cmd protocol.Command, msgID string) error
+	// ReadJob reads job id from ax_jobs; an error matching ErrJobNotFound
+	// says there is none.
+	ReadJob(ctx context.Context, id string) (protocol.Job, error)
+	// SettleEpochs moves on the executions still open under an earlier
+	// epoch of the given leases, granted again. It is called on a
+	// goroutine of its own (GroupLeaseEnv.GoRun), not on the ownership
+	// loop: it scans every execution.
+	SettleEpochs(ctx context.Context, lost []Lost)
+}
+
+// GroupLeaseConfig is the group leases' part of the controller's Config.
+type GroupLeaseConfig struct {
+	LeaseTTL          time.Duration // a lease not renewed for this long has lapsed
 	AgentOfflineAfter time.Duration // a member offline this long gets no lease
 }
 
-// groupLeaseMetrics are the controller's metrics the group leases set.
-type groupLeaseMetrics struct {
-	leaseGrants, leaseExpiries prometheus.Counter
-	takeovers                  *prometheus.CounterVec // by kind; the group leases count "group"
-	failover                   prometheus.Histogram
+// GroupLeaseMetrics are the controller's metrics the group leases set.
+type GroupLeaseMetrics struct {
+	Grants    prometheus.Counter     // ax_lease_grants_total
+	Expiries  prometheus.Counter     // ax_lease_expiries_total
+	Takeovers *prometheus.CounterVec // ax_lease_takeovers_total by kind; the group leases count "group"
+	Failover  prometheus.Histogram   // ax_lease_failover_seconds
 }
 
-// groupLeaseEnv is what the group leases are given at construction
-// (newGroupLeases) and at start (attach).
-type groupLeaseEnv struct {
-	cfg   groupLeaseConfig
-	log   *slog.Logger
-	m     groupLeaseMetrics
-	now   func() time.Time // the clock in UTC, as written to KV
-	mono  func() time.Time // the clock lease durations are measured with
-	goRun func(func(context.Context))
+// GroupLeaseEnv is what the group leases are given at construction
+// (NewGroupLeases).
+type GroupLeaseEnv struct {
+	Config  GroupLeaseConfig
+	Log     *slog.Logger
+	Metrics GroupLeaseMetrics
+	Now     func() time.Time // the clock in UTC, as written to KV
+	Mono    func() time.Time // the clock lease durations are measured with
+	// GoRun runs a function on a goroutine the controller tracks (its
+	// context ends with the controller): the follower of ax_epochs and
+	// the settling of lost leases.
+	GoRun func(func(context.Context))
 	// The controller's views: ax_leases, ax_jobs, the agents' registry; and
-	// which shards this replica works (own).
-	leases *lease.View
-	jobs   *jobcache.Cache
-	agents *fleet.Registry
-	own    *lease.Ownership
-
-	// Set by attach, read-only afterwards.
-	ctx context.Context // the controller's: cancelled by Close
-	js  jetstream.JetStream
-	kv  streams.Buckets
-	// leaseKV is ax_leases as the heartbeat path writes it (renewLease):
-	// wrapKV of the bucket when a test set Controller.wrapKV (to delay the
-	// writes), else the bucket.
-	leaseKV jetstream.KeyValue
+	// which shards this replica works (Own).
+	Leases *View
+	Jobs   *jobcache.Cache
+	Agents *fleet.Registry
+	Own    *Ownership
 }
 
-// groupLeases grants the leases of the group jobs (mode any) of the shards
+// GroupLeases grants the leases of the group jobs (mode any) of the shards
 // this replica works, moves them when they lapse, renews and releases
 // them for the agents' heartbeats, and keeps the epoch history (epochs
 // holds its view of ax_epochs). It owns the writes of job.<id> in
 // ax_leases and of ax_epochs, and the bookkeeping of what it sent (state).
 //
-// Concurrency: manageGroupLeases and grantGroupLease run on the ownership
-// loop (once a pass, through lease.OwnershipHost), which alone reads and
-// writes state (forgetShard, from the same loop, drops a shard's part); the
-// settling of lost leases runs on a goroutine of its own. renewLeases and
-// releaseLeases run on the heartbeat workers, epochHolder and isMember on
-// the report lanes, currentHolder on the retry loop: they never touch
+// Concurrency: Manage runs on the ownership loop (once a pass, through
+// OwnershipHost.ManageGroupLeases), which alone reads and writes state
+// (ForgetShard, from the same loop, drops a shard's part); the settling of
+// lost leases runs on a goroutine of its own. RenewLeases and
+// ReleaseLeases run on the heartbeat workers, EpochHolder and IsMember on
+// the report lanes, CurrentHolder on the retry loop: they never touch
 // state, only KV and the views (leases, epochs, jobs, agents: each has its
 // own lock).
-type groupLeases struct {
-	*groupLeaseEnv
-	host   groupLeaseHost
+type GroupLeases struct {
+	// What NewGroupLeases was given (GroupLeaseEnv), read-only.
+	cfg    GroupLeaseConfig
+	log    *slog.Logger
+	m      GroupLeaseMetrics
+	now    func() time.Time
+	mono   func() time.Time
+	goRun  func(func(context.Context))
+	leases *View
+	jobs   *jobcache.Cache
+	agents *fleet.Registry
+	own    *Ownership
+
+	host   GroupLeaseHost
 	epochs *epochView // group-job lease grants (epochs.go)
 	state  groupState
+
+	// Set by Attach, read-only afterwards.
+	ctx context.Context // the controller's: cancelled by Close
+	js  jetstream.JetStream
+	kv  streams.Buckets
+	// leaseKV is ax_leases as the heartbeat path writes it (renewLease):
+	// a wrapper of the bucket when the controller's tests delay its
+	// writes, else kv.Leases.
+	leaseKV jetstream.KeyValue
 }
 
-// newGroupLeases returns the group leases of env, asking host for the rest.
-func newGroupLeases(env groupLeaseEnv, host groupLeaseHost) *groupLeases {
-	return &groupLeases{groupLeaseEnv: &env, host: host, epochs: newEpochView(), state: newGroupState()}
+// NewGroupLeases returns the group leases of env, asking host for the
+// rest. It does no I/O; Attach and FollowEpochs begin the work.
+func NewGroupLeases(env GroupLeaseEnv, host GroupLeaseHost) *GroupLeases {
+	return &GroupLeases{
+		cfg: env.Config, log: env.Log, m: env.Metrics, now: env.Now, mono: env.Mono, goRun: env.GoRun,
+		leases: env.Leases, jobs: env.Jobs, agents: env.Agents, own: env.Own,
+		host: host, epochs: newEpochView(), state: newGroupState(),
+	}
 }
 
-// attach gives the group leases the controller's context, connection and
-// buckets, before they load ax_epochs.
-func (g *groupLeases) attach(ctx context.Context, js jetstream.JetStream, kv streams.Buckets, leaseKV jetstream.KeyValue) {
+// Attach gives the group leases the controller's context, connection and
+// buckets, and ax_leases as the heartbeat path writes it (leaseKV), before
+// they load ax_epochs (FollowEpochs). Call it once, before any other
+// method but NewGroupLeases.
+func (g *GroupLeases) Attach(ctx context.Context, js jetstream.JetStream, kv streams.Buckets, leaseKV jetstream.KeyValue) {
 	g.ctx, g.js, g.kv, g.leaseKV = ctx, js, kv, leaseKV
+}
+
+// ForgetShard drops the bookkeeping of the jobs of shard n, given away.
+// Call it on the ownership loop (OwnershipHost.ForgetShard).
+func (g *GroupLeases) ForgetShard(n int) {
+	g.state.forgetShard(func(jobID string) bool { return g.own.ShardOf(jobID) == n })
 }
 
 // forgetShard drops the bookkeeping of the jobs in a shard given away.
@@ -165,27 +208,23 @@ func (g *groupState) forgetShard(in func(jobID string) bool) {
 	}
 }
 
-// manageGroupLeases runs the group leases' pass of the ownership loop
-// (groupLeases.manageGroupLeases).
-func (c *placer) manageGroupLeases(ctx context.Context, now time.Time) {
-	c.groups.manageGroupLeases(ctx, now)
-}
-
-// isMember reports whether agent id is a registered, non-revoked member of
-// j's group.
-func (g *groupLeases) isMember(j protocol.Job, id string) bool {
+// IsMember reports whether agent id is a registered, non-revoked member of
+// j's group. Safe for concurrent use.
+func (g *GroupLeases) IsMember(j protocol.Job, id string) bool {
 	a, ok := g.agents.Get(id)
-	return ok && len(groupMembers(j, []protocol.AgentInfo{a})) == 1
+	return ok && len(fleet.GroupMembers(j, []protocol.AgentInfo{a})) == 1
 }
 
-// manageGroupLeases grants, re-sends and moves the leases of the group jobs
-// in this replica's shards, and deletes those of jobs gone. now is g.mono().
-func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
+// Manage grants, re-sends and moves the leases of the group jobs in this
+// replica's shards, and deletes those of jobs gone (and their epoch
+// histories). now is on the Mono clock. Call it on the ownership loop
+// (OwnershipHost.ManageGroupLeases), once a pass.
+func (g *GroupLeases) Manage(ctx context.Context, now time.Time) {
 	if len(g.own.OwnedShards()) == 0 {
 		return
 	}
 	var agents []protocol.AgentInfo // read once, only when a lease is granted
-	var lost []lostLease
+	var lost []Lost
 	seen := map[string]bool{}
 	for _, j := range g.jobs.GroupAnyJobs() {
 		if !g.own.OwnsJob(j.ID) {
@@ -195,7 +234,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 		cur, ok := g.leases.Job(j.ID)
 		if ok && !cur.Val.Released && now.Sub(cur.Seen) < g.cfg.LeaseTTL {
 			holder := cur.Val.Agent
-			if !g.isMember(j, holder) {
+			if !g.IsMember(j, holder) {
 				// Left the group (revoked, labels changed): told to stop; the
 				// lease is no longer renewed and moves once it has lapsed.
 				if g.state.leaving[j.ID] != holder {
@@ -235,7 +274,7 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 			gen = j.Generation - 1
 		}
 		g.sendUnassign(ctx, id, cur.Val.Agent, gen, "job no longer leased to a group member")
-		if err := g.kv.Leases.Delete(ctx, lease.JobKey(id), jetstream.LastRevision(cur.Rev)); err != nil && !lease.IsCASMiss(err) {
+		if err := g.kv.Leases.Delete(ctx, JobKey(id), jetstream.LastRevision(cur.Rev)); err != nil && !IsCASMiss(err) {
 			g.log.Warn("delete group lease", "job", id, "err", err)
 			continue
 		}
@@ -252,16 +291,16 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 		}
 		// The job is gone or no longer leased (checked in KV: this
 		// replica's cache may not have a job just created elsewhere).
-		rctx, cancel := context.WithTimeout(ctx, lease.WriteTimeout(g.cfg.LeaseTTL))
-		j, _, err := g.host.readJob(rctx, id)
+		rctx, cancel := context.WithTimeout(ctx, WriteTimeout(g.cfg.LeaseTTL))
+		j, err := g.host.ReadJob(rctx, id)
 		cancel()
-		if errors.Is(err, ErrNotFound) || err == nil && !j.GroupAny() {
+		if errors.Is(err, ErrJobNotFound) || err == nil && !j.GroupAny() {
 			g.dropEpochs(ctx, id)
 		}
 	}
 	if len(lost) > 0 {
 		// It scans every execution: not on the ownership loop.
-		g.goRun(func(ctx context.Context) { g.host.settleEpochs(ctx, lost) })
+		g.goRun(func(ctx context.Context) { g.host.SettleEpochs(ctx, lost) })
 	}
 }
 
@@ -271,10 +310,10 @@ func (g *groupLeases) manageGroupLeases(ctx context.Context, now time.Time) {
 // (epochs.go). Every grant after an earlier one — the lease lapsed, was
 // handed back, or expired from ax_leases while no controller ran — tells
 // the previous holder to stop (unassign) and returns the lease to settle
-// (settleEpochs); a job's first grant returns nil.
-func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur lease.Seen[lease.Group], had bool, agents []protocol.AgentInfo, now time.Time) *lostLease {
+// (GroupLeaseHost.SettleEpochs); a job's first grant returns nil.
+func (g *GroupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur Seen[Group], had bool, agents []protocol.AgentInfo, now time.Time) *Lost {
 	var live []protocol.AgentInfo
-	for _, a := range groupMembers(j, agents) {
+	for _, a := range fleet.GroupMembers(j, agents) {
 		if fleet.IsOnline(a, g.now(), g.cfg.AgentOfflineAfter) {
 			live = append(live, a)
 		}
@@ -297,7 +336,7 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 		return nil
 	}
 	delete(g.state.waiting, j.ID)
-	pick := rendezvous(j.ID, live)
+	pick := fleet.Rendezvous(j.ID, live)
 	epoch, err := g.nextEpoch(ctx)
 	if err != nil {
 		g.log.Warn("group lease: read epoch", "job", j.ID, "err", err)
@@ -306,37 +345,37 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 	if had {
 		epoch = max(epoch, cur.Val.Epoch+1)
 	}
-	prev, hadPrev, err := g.recordGrant(ctx, j.ID, pick, epoch)
+	prev, hadPrev, err := g.RecordGrant(ctx, j.ID, pick, epoch)
 	if err != nil {
 		g.log.Warn("group lease: record grant", "job", j.ID, "agent", pick, "err", err)
 		return nil
 	}
-	val := lease.Group{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: g.now()}
+	val := Group{Job: j.ID, Agent: pick, Epoch: epoch, GrantedAt: g.now()}
 	data, err := json.Marshal(val)
 	if err != nil {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, lease.WriteTimeout(g.cfg.LeaseTTL))
+	wctx, cancel := context.WithTimeout(ctx, WriteTimeout(g.cfg.LeaseTTL))
 	defer cancel()
 	var rev uint64
 	if had {
-		rev, err = g.kv.Leases.Update(wctx, lease.JobKey(j.ID), data, cur.Rev)
-		if lease.IsCASMiss(err) {
+		rev, err = g.kv.Leases.Update(wctx, JobKey(j.ID), data, cur.Rev)
+		if IsCASMiss(err) {
 			// Renewed meanwhile (the view catches up), or removed by the
 			// bucket TTL: then it is free.
-			if _, gerr := g.kv.Leases.Get(wctx, lease.JobKey(j.ID)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
-				rev, err = g.kv.Leases.Create(wctx, lease.JobKey(j.ID), data)
+			if _, gerr := g.kv.Leases.Get(wctx, JobKey(j.ID)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				rev, err = g.kv.Leases.Create(wctx, JobKey(j.ID), data)
 			}
 		}
 	} else {
-		rev, err = g.kv.Leases.Create(wctx, lease.JobKey(j.ID), data)
+		rev, err = g.kv.Leases.Create(wctx, JobKey(j.ID), data)
 	}
-	if err != nil && !lease.IsCASMiss(err) {
+	if err != nil && !IsCASMiss(err) {
 		// The answer may be lost while the write landed (a timeout on a
 		// busy cluster): the grant stands when the key holds it.
-		rctx, rcancel := context.WithTimeout(ctx, lease.WriteTimeout(g.cfg.LeaseTTL))
-		if e, gerr := g.kv.Leases.Get(rctx, lease.JobKey(j.ID)); gerr == nil {
-			var got lease.Group
+		rctx, rcancel := context.WithTimeout(ctx, WriteTimeout(g.cfg.LeaseTTL))
+		if e, gerr := g.kv.Leases.Get(rctx, JobKey(j.ID)); gerr == nil {
+			var got Group
 			if json.Unmarshal(e.Value(), &got) == nil && got.Agent == pick && got.Epoch == epoch {
 				rev, err = e.Revision(), nil
 			}
@@ -344,14 +383,14 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 		rcancel()
 	}
 	if err != nil {
-		if !lease.IsCASMiss(err) {
+		if !IsCASMiss(err) {
 			g.log.Warn("grant group lease", "job", j.ID, "agent", pick, "err", err)
 		}
 		return nil
 	}
 	g.leases.PutJob(j.ID, val, rev, now)
-	g.m.leaseGrants.Inc()
-	var lost *lostLease
+	g.m.Grants.Inc()
+	var lost *Lost
 	switch {
 	case had:
 		since := now.Sub(cur.Seen)
@@ -362,15 +401,15 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 			g.log.Info("group lease handed over (its holder stopped)", "job", j.ID, "old_holder", cur.Val.Agent,
 				"old_epoch", cur.Val.Epoch, "new_holder", pick, "new_epoch", epoch)
 		} else {
-			g.m.leaseExpiries.Inc()
+			g.m.Expiries.Inc()
 			if cur.Val.Agent != pick {
-				g.m.takeovers.WithLabelValues("group").Inc()
-				g.m.failover.Observe(since.Seconds())
+				g.m.Takeovers.WithLabelValues("group").Inc()
+				g.m.Failover.Observe(since.Seconds())
 			}
 			g.log.Warn("group lease taken over", "job", j.ID, "old_holder", cur.Val.Agent, "old_epoch", cur.Val.Epoch,
 				"new_holder", pick, "new_epoch", epoch, "since_last_renewal", since)
 		}
-		lost = &lostLease{job: j.ID, oldAgent: cur.Val.Agent, newAgent: pick, epoch: epoch}
+		lost = &Lost{Job: j.ID, OldAgent: cur.Val.Agent, NewAgent: pick, Epoch: epoch}
 	case hadPrev:
 		// The lease key expired (no controller renewed it for lease_ttl,
 		// e.g. an outage): the job had a holder all the same.
@@ -380,7 +419,7 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 		}
 		g.log.Warn("group lease granted again after it expired", "job", j.ID, "old_holder", prev.Agent,
 			"old_epoch", prev.Epoch, "new_holder", pick, "new_epoch", epoch)
-		lost = &lostLease{job: j.ID, oldAgent: prev.Agent, newAgent: pick, epoch: epoch}
+		lost = &Lost{Job: j.ID, OldAgent: prev.Agent, NewAgent: pick, Epoch: epoch}
 	default:
 		g.log.Info("group lease granted", "job", j.ID, "holder", pick, "epoch", epoch)
 	}
@@ -396,7 +435,7 @@ func (g *groupLeases) grantGroupLease(ctx context.Context, j protocol.Job, cur l
 // nextEpoch returns an epoch above every epoch granted before: one past
 // the last sequence of the ax_leases stream, which only grows (every
 // earlier grant is a message of that stream).
-func (g *groupLeases) nextEpoch(ctx context.Context) (uint64, error) {
+func (g *GroupLeases) nextEpoch(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := g.js.Stream(ctx, "KV_"+protocol.BucketLeases)
@@ -406,9 +445,9 @@ func (g *groupLeases) nextEpoch(ctx context.Context) (uint64, error) {
 	return s.CachedInfo().State.LastSeq + 1, nil
 }
 
-func (g *groupLeases) sendAssign(ctx context.Context, j protocol.Job, agent string, epoch uint64, reason string) bool {
+func (g *GroupLeases) sendAssign(ctx context.Context, j protocol.Job, agent string, epoch uint64, reason string) bool {
 	cmd := protocol.Command{Kind: protocol.CmdAssign, Agent: agent, Assign: &protocol.Assign{Job: j, Epoch: epoch}}
-	if err := g.host.publishCommand(ctx, cmd, ""); err != nil {
+	if err := g.host.PublishCommand(ctx, cmd, ""); err != nil {
 		g.log.Error("send assign", "job", j.ID, "agent", agent, "epoch", epoch, "err", err)
 		return false
 	}
@@ -416,9 +455,9 @@ func (g *groupLeases) sendAssign(ctx context.Context, j protocol.Job, agent stri
 	return true
 }
 
-func (g *groupLeases) sendUnassign(ctx context.Context, jobID, agent string, gen uint64, reason string) {
+func (g *GroupLeases) sendUnassign(ctx context.Context, jobID, agent string, gen uint64, reason string) {
 	cmd := protocol.Command{Kind: protocol.CmdUnassign, Agent: agent, Unassign: &protocol.Unassign{JobID: jobID, Generation: gen, Reason: reason}}
-	if err := g.host.publishCommand(ctx, cmd, ""); err != nil {
+	if err := g.host.PublishCommand(ctx, cmd, ""); err != nil {
 		g.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
 		return
 	}

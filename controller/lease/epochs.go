@@ -1,4 +1,4 @@
-package controller
+package lease
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/kvfollow"
 )
 
@@ -21,15 +20,16 @@ import (
 // its agent held that epoch (it fired while its lease was valid; the agent
 // itself refuses to fire once its lease ended), so reports are authorized
 // by who held their epoch, which this history keeps: per job, the last
-// maxEpochGrants grants (epoch → agent), written before the lease itself,
+// MaxEpochGrants grants (epoch → agent), written before the lease itself,
 // so every epoch an agent can learn is in it. It is deleted with the job.
 
-// maxEpochGrants bounds the grants kept per job: a report under an epoch
+// MaxEpochGrants bounds the grants kept per job: a report under an epoch
 // older than the oldest kept is refused (old_epoch).
-const maxEpochGrants = 64
+const MaxEpochGrants = 64
 
-// epochGrant is one grant of a group job's lease.
-type epochGrant struct {
+// EpochGrant is one grant of a group job's lease, an element of its
+// epoch history.
+type EpochGrant struct {
 	Epoch uint64    `json:"epoch"`
 	Agent string    `json:"agent"`
 	At    time.Time `json:"at"`
@@ -39,33 +39,37 @@ type epochGrant struct {
 // oldest first.
 type epochHistory struct {
 	Job    string       `json:"job"`
-	Grants []epochGrant `json:"grants"`
+	Grants []EpochGrant `json:"grants"`
 }
 
 // last returns the newest grant.
-func (h epochHistory) last() (epochGrant, bool) {
+func (h epochHistory) last() (EpochGrant, bool) {
 	if len(h.Grants) == 0 {
-		return epochGrant{}, false
+		return EpochGrant{}, false
 	}
 	return h.Grants[len(h.Grants)-1], true
 }
 
-// holderOf says who was granted epoch: known, or forgotten (older than
-// the oldest grant kept), or never granted.
-type holderOf int
+// HolderOf says what the epoch history knows of who was granted an epoch
+// (EpochHolder).
+type HolderOf int
 
 const (
-	epochNeverGranted holderOf = iota
-	epochGranted
-	epochForgotten
+	// EpochNeverGranted: no grant of the epoch is known.
+	EpochNeverGranted HolderOf = iota
+	// EpochGranted: the epoch's holder is known.
+	EpochGranted
+	// EpochForgotten: the epoch is older than the oldest grant kept
+	// (MaxEpochGrants).
+	EpochForgotten
 )
 
 // holder returns the agent granted epoch and, when a later epoch was
 // granted since, when that was (the epoch ended before: its holder's own
 // lease ends before the controller grants the next one).
-func (h epochHistory) holder(epoch uint64) (agent string, st holderOf, endedBy time.Time) {
+func (h epochHistory) holder(epoch uint64) (agent string, st HolderOf, endedBy time.Time) {
 	if len(h.Grants) == 0 {
-		return "", epochNeverGranted, time.Time{}
+		return "", EpochNeverGranted, time.Time{}
 	}
 	// Newest first: reports are usually of the current or a recent epoch.
 	for i := len(h.Grants) - 1; i >= 0; i-- {
@@ -73,13 +77,13 @@ func (h epochHistory) holder(epoch uint64) (agent string, st holderOf, endedBy t
 			if i+1 < len(h.Grants) {
 				endedBy = h.Grants[i+1].At
 			}
-			return g.Agent, epochGranted, endedBy
+			return g.Agent, EpochGranted, endedBy
 		}
 	}
-	if epoch < h.Grants[0].Epoch && len(h.Grants) >= maxEpochGrants {
-		return "", epochForgotten, time.Time{}
+	if epoch < h.Grants[0].Epoch && len(h.Grants) >= MaxEpochGrants {
+		return "", EpochForgotten, time.Time{}
 	}
-	return "", epochNeverGranted, time.Time{}
+	return "", EpochNeverGranted, time.Time{}
 }
 
 // epochView mirrors ax_epochs in memory (one watcher; the writer puts its
@@ -142,8 +146,10 @@ func (v *epochView) jobIDs() []string {
 	return out
 }
 
-// followEpochs loads ax_epochs into the view and keeps it current.
-func (g *groupLeases) followEpochs(ctx context.Context) error {
+// FollowEpochs loads ax_epochs into the epoch view and keeps it current
+// (a watcher on the context given to Attach, started with GoRun); it
+// returns once the view holds the bucket. Call it once, after Attach.
+func (g *GroupLeases) FollowEpochs(ctx context.Context) error {
 	w, err := g.kv.Epochs.WatchAll(g.ctx)
 	if err != nil {
 		return err
@@ -151,20 +157,22 @@ func (g *groupLeases) followEpochs(ctx context.Context) error {
 	return kvfollow.Follow(ctx, w, g.epochs.apply, 1, g.goRun)
 }
 
-// recordGrant appends (epoch → agent) to job's history before the lease
-// is written, and returns the grant before it (ok false: none).
-func (g *groupLeases) recordGrant(ctx context.Context, job, agent string, epoch uint64) (prev epochGrant, ok bool, err error) {
+// RecordGrant appends (epoch → agent) to job's history before the lease
+// is written (every grant of Manage does), and returns the grant before it
+// (ok false: none). A history that other writers keep changing under it
+// gives an error matching ErrConflict.
+func (g *GroupLeases) RecordGrant(ctx context.Context, job, agent string, epoch uint64) (prev EpochGrant, ok bool, err error) {
 	// It runs on the ownership loop: bounded like the lease writes, so a
 	// slow cluster cannot hold up the renewals of the shard leases.
-	ctx, cancel := context.WithTimeout(ctx, 2*lease.WriteTimeout(g.cfg.LeaseTTL))
+	ctx, cancel := context.WithTimeout(ctx, 2*WriteTimeout(g.cfg.LeaseTTL))
 	defer cancel()
 	for range 5 {
 		cur, have := g.epochs.get(job)
 		prev, ok = cur.h.last()
 		h := epochHistory{Job: job, Grants: append(cur.h.Grants[:len(cur.h.Grants):len(cur.h.Grants)],
-			epochGrant{Epoch: epoch, Agent: agent, At: g.now()})}
-		if n := len(h.Grants); n > maxEpochGrants {
-			h.Grants = h.Grants[n-maxEpochGrants:]
+			EpochGrant{Epoch: epoch, Agent: agent, At: g.now()})}
+		if n := len(h.Grants); n > MaxEpochGrants {
+			h.Grants = h.Grants[n-MaxEpochGrants:]
 		}
 		data, err := json.Marshal(h)
 		if err != nil {
@@ -180,7 +188,7 @@ func (g *groupLeases) recordGrant(ctx context.Context, job, agent string, epoch 
 			g.epochs.put(job, h, rev)
 			return prev, ok, nil
 		}
-		if !lease.IsCASMiss(err) && !errors.Is(err, jetstream.ErrKeyExists) {
+		if !IsCASMiss(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return prev, ok, fmt.Errorf("record lease grant of %s: %w", job, err)
 		}
 		// Written meanwhile (by another replica, or the view lags): read it.
@@ -192,7 +200,7 @@ func (g *groupLeases) recordGrant(ctx context.Context, job, agent string, epoch 
 }
 
 // refreshEpochs reads job's history from KV into the view.
-func (g *groupLeases) refreshEpochs(ctx context.Context, job string) error {
+func (g *GroupLeases) refreshEpochs(ctx context.Context, job string) error {
 	e, err := g.kv.Epochs.Get(ctx, job)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil
@@ -204,15 +212,17 @@ func (g *groupLeases) refreshEpochs(ctx context.Context, job string) error {
 	return nil
 }
 
-// epochHolder returns who was granted epoch of job (and when the epoch
-// ended, see epochHistory.holder), from the view, else (an epoch newer
-// than the view knows: granted by another replica just now) from KV, else
-// from the current lease (granted before the history existed). It never
-// blocks when the view knows the epoch.
-func (g *groupLeases) epochHolder(ctx context.Context, job string, epoch uint64) (string, holderOf, time.Time) {
+// EpochHolder returns who was granted epoch of job, and when the epoch
+// ended (zero when no later epoch was granted: the next grant's time,
+// before which its holder's own lease had ended), from the view, else (an
+// epoch newer than the view knows: granted by another replica just now)
+// from KV, else from the current lease (granted before the history
+// existed). It never blocks when the view knows the epoch. Safe for
+// concurrent use.
+func (g *GroupLeases) EpochHolder(ctx context.Context, job string, epoch uint64) (string, HolderOf, time.Time) {
 	s, ok := g.epochs.get(job)
 	agent, st, ended := s.h.holder(epoch)
-	if st != epochNeverGranted {
+	if st != EpochNeverGranted {
 		return agent, st, ended
 	}
 	if last, has := s.h.last(); !ok || !has || epoch > last.Epoch {
@@ -221,35 +231,36 @@ func (g *groupLeases) epochHolder(ctx context.Context, job string, epoch uint64)
 		cancel()
 		if err == nil {
 			s, _ = g.epochs.get(job)
-			if agent, st, ended = s.h.holder(epoch); st != epochNeverGranted {
+			if agent, st, ended = s.h.holder(epoch); st != EpochNeverGranted {
 				return agent, st, ended
 			}
 		}
 	}
 	if l, ok := g.leases.Job(job); ok && l.Val.Epoch == epoch {
-		return l.Val.Agent, epochGranted, time.Time{}
+		return l.Val.Agent, EpochGranted, time.Time{}
 	}
-	return "", epochNeverGranted, time.Time{}
+	return "", EpochNeverGranted, time.Time{}
 }
 
 // dropEpochs deletes the history of a job that is no longer a group job.
-func (g *groupLeases) dropEpochs(ctx context.Context, job string) {
+func (g *GroupLeases) dropEpochs(ctx context.Context, job string) {
 	s, ok := g.epochs.get(job)
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, lease.WriteTimeout(g.cfg.LeaseTTL))
+	ctx, cancel := context.WithTimeout(ctx, WriteTimeout(g.cfg.LeaseTTL))
 	defer cancel()
-	if err := g.kv.Epochs.Delete(ctx, job, jetstream.LastRevision(s.rev)); err != nil && !lease.IsCASMiss(err) {
+	if err := g.kv.Epochs.Delete(ctx, job, jetstream.LastRevision(s.rev)); err != nil && !IsCASMiss(err) {
 		g.log.Warn("delete lease grants", "job", job, "err", err)
 		return
 	}
 	g.epochs.drop(job, s.rev)
 }
 
-// currentHolder returns the agent holding job's group lease now, and its
-// epoch: a lease not released and renewed within LeaseTTL.
-func (g *groupLeases) currentHolder(job string) (string, uint64, bool) {
+// CurrentHolder returns the agent holding job's group lease now, and its
+// epoch: a lease not released and renewed within LeaseTTL (ok false: none).
+// Safe for concurrent use.
+func (g *GroupLeases) CurrentHolder(job string) (string, uint64, bool) {
 	l, ok := g.leases.Job(job)
 	if !ok || l.Val.Released || g.mono().Sub(l.Seen) >= g.cfg.LeaseTTL {
 		return "", 0, false

@@ -1,4 +1,4 @@
-package controller
+package lease
 
 import (
 	"context"
@@ -8,37 +8,25 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
 // The group leases in heartbeats: an agent's heartbeat claims the leases
-// it holds, the replica answering it renews them (renewLeases); a stopping
-// agent hands them back (releaseLeases). Both run on the heartbeat
-// workers (the fleet asks for them through fleet.Host).
-
-// renewLeases answers the lease claims of a heartbeat (fleet.Host,
-// groupLeases.renewLeases).
-func (c *agentService) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
-	return c.groups.renewLeases(ctx, a, claims)
-}
-
-// releaseLeases hands back the leases of a stopping agent (fleet.Host,
-// groupLeases.releaseLeases).
-func (c *agentService) releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
-	c.groups.releaseLeases(ctx, agent, claims)
-}
+// it holds, the replica answering it renews them (RenewLeases); a stopping
+// agent hands them back (ReleaseLeases). Both run on the heartbeat
+// workers (the fleet asks the controller for them through fleet.Host).
 
 // leaseRenewBatch is how many lease renewals of one heartbeat are in
 // flight at once.
 const leaseRenewBatch = 32
 
-// renewLeases answers the lease claims of a heartbeat from agent a: each
+// RenewLeases answers the lease claims of a heartbeat from agent a: each
 // lease the agent still holds in ax_leases, for a job whose group it is
 // still in, is renewed (compare-and-set) and granted for LeaseTTL×0.9 from
 // the heartbeat's send; the others are lost. A claim that cannot be
-// checked now (NATS error) is neither.
-func (g *groupLeases) renewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
+// checked now (NATS error) is neither. Safe for concurrent use.
+func (g *GroupLeases) RenewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
 	ttl := g.cfg.LeaseTTL - g.cfg.LeaseTTL/10
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.LeaseTTL/2)
 	defer cancel()
@@ -54,7 +42,7 @@ func (g *groupLeases) renewLeases(ctx context.Context, a protocol.AgentInfo, cla
 	var wg sync.WaitGroup
 	for i, cl := range claims {
 		j, _, ok := g.jobs.Get(cl.JobID)
-		if out[i].member = ok && j.GroupAny() && len(groupMembers(j, []protocol.AgentInfo{a})) == 1; !out[i].member {
+		if out[i].member = ok && j.GroupAny() && len(fleet.GroupMembers(j, []protocol.AgentInfo{a})) == 1; !out[i].member {
 			continue
 		}
 		sem <- struct{}{}
@@ -87,9 +75,9 @@ func (g *groupLeases) renewLeases(ctx context.Context, a protocol.AgentInfo, cla
 // revision this replica's view has (one round trip, the usual case), else
 // on the revision read now. held is false when the lease names another
 // agent or epoch, or is gone.
-func (g *groupLeases) renewLease(ctx context.Context, agent string, cl protocol.HeldLease) (held bool, err error) {
-	key := lease.JobKey(cl.JobID)
-	write := func(val lease.Group, rev uint64) (bool, error) {
+func (g *GroupLeases) renewLease(ctx context.Context, agent string, cl protocol.HeldLease) (held bool, err error) {
+	key := JobKey(cl.JobID)
+	write := func(val Group, rev uint64) (bool, error) {
 		val.RenewedAt = g.now()
 		data, err := json.Marshal(val)
 		if err != nil {
@@ -103,7 +91,7 @@ func (g *groupLeases) renewLease(ctx context.Context, agent string, cl protocol.
 		return true, nil
 	}
 	if v, ok := g.leases.Job(cl.JobID); ok && v.Val.Agent == agent && v.Val.Epoch == cl.Epoch && !v.Val.Released {
-		if ok, err := write(v.Val, v.Rev); ok || !lease.IsCASMiss(err) {
+		if ok, err := write(v.Val, v.Rev); ok || !IsCASMiss(err) {
 			return ok, err
 		}
 	}
@@ -114,35 +102,32 @@ func (g *groupLeases) renewLease(ctx context.Context, agent string, cl protocol.
 	if err != nil {
 		return false, err
 	}
-	var val lease.Group
+	var val Group
 	if err := json.Unmarshal(e.Value(), &val); err != nil || val.Agent != agent || val.Epoch != cl.Epoch || val.Released {
 		return false, nil
 	}
 	ok, err := write(val, e.Revision())
-	if lease.IsCASMiss(err) {
+	if IsCASMiss(err) {
 		return false, errLeaseRaced // changed between the read and the write: the next heartbeat tells
 	}
 	return ok, err
 }
 
-// errLeaseRaced: a lease changed while it was being renewed; the claim is
-// answered neither renewed nor lost.
-var errLeaseRaced = errors.New("lease changed during its renewal")
-
-// releaseLeases marks the leases agent claims as released (it stopped
+// ReleaseLeases marks the leases agent claims as released (it stopped
 // firing and is shutting down), so that the owner of each job's shard
 // grants it to another member at its next pass, without waiting for the
-// TTL. A lease that names another holder or epoch is left alone.
-func (g *groupLeases) releaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
+// TTL. A lease that names another holder or epoch is left alone. Safe for
+// concurrent use.
+func (g *GroupLeases) ReleaseLeases(ctx context.Context, agent string, claims []protocol.HeldLease) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.LeaseTTL/2)
 	defer cancel()
 	for _, cl := range claims {
-		key := lease.JobKey(cl.JobID)
+		key := JobKey(cl.JobID)
 		e, err := g.kv.Leases.Get(ctx, key)
 		if err != nil {
 			continue
 		}
-		var val lease.Group
+		var val Group
 		if json.Unmarshal(e.Value(), &val) != nil || val.Agent != agent || val.Epoch != cl.Epoch || val.Released {
 			continue
 		}
