@@ -164,7 +164,7 @@ const DefaultOutboxLinger = 10 * time.Millisecond
 // triggered and running) report of an attempt of a run the controller
 // sent, for its later steps so that they go out as one report. 200 ms is
 // twice the controller's own hold of such reports
-// (controller/lanelinger.go, 100 ms) and covers the queue wait of
+// (controller/ingest/lanelinger.go, 100 ms) and covers the queue wait of
 // attempts under a moderate backlog, while a long handler still shows
 // RUNNING within a fifth of a second of its trigger.
 const DefaultOutboxHold = 200 * time.Millisecond

@@ -15,8 +15,8 @@ import (
 // an attempt of a run the controller sent (scheduler.Report.Hold: its
 // execution record exists, so only its state waits — the first report of
 // a periodic fire makes its record and is never held, as on the
-// controller, lanelinger.go) written in this run of the process, until
-// the attempt's next step is written:
+// controller, controller/ingest/lanelinger.go) written in this run of the
+// process, until the attempt's next step is written:
 //
 //   - a running, finished or interrupted row of the attempt supersedes
 //     the held one (it carries the earlier steps' times, as in a window):

@@ -14,6 +14,7 @@ import (
 
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -150,7 +151,7 @@ func benchReports(b *testing.B, coalesced, nkeys bool) {
 	b.StopTimer()
 	// Redeliveries (a message buffered longer than the ack wait) are
 	// harmless duplicates; anything else rejected is a bug.
-	dups := val(b, c.m.reportsRejected.WithLabelValues(rejectDuplicate))
+	dups := val(b, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))
 	if r := float64(c.m.rejected.Load()) - dups; r != 0 {
 		b.Fatalf("%v reports rejected other than duplicates", r)
 	}
@@ -173,7 +174,7 @@ func processCPU(b *testing.B) time.Duration {
 }
 
 // BenchmarkReportChecks measures, in process, what report authorization
-// adds to the controller's work per report (reportauth.go), next to the
+// adds to the controller's work per report (ingest/reportauth.go), next to the
 // work every report had before: decoding it and applying it to its record.
 //
 //   - decode+apply: protocol.DecodeReport and execution.Apply of a finished
@@ -229,23 +230,23 @@ func BenchmarkReportChecks(b *testing.B) {
 	})
 	b.Run("checks-pinned", func(b *testing.B) {
 		for b.Loop() {
-			if _, ok := c.ingest.shardOK(psubj, pr.JobID); !ok {
+			if _, ok := c.ingest.ShardOK(psubj, pr.JobID); !ok {
 				b.Fatal("shard")
 			}
-			if reason, detail, _ := c.ingest.authorizeCreate(ctx, pr); reason != "" {
+			if reason, detail, _ := c.ingest.AuthorizeCreate(ctx, pr); reason != "" {
 				b.Fatal(detail)
 			}
 		}
 	})
 	b.Run("checks-group", func(b *testing.B) {
 		for b.Loop() {
-			if _, ok := c.ingest.shardOK(gsubj, gr.JobID); !ok {
+			if _, ok := c.ingest.ShardOK(gsubj, gr.JobID); !ok {
 				b.Fatal("shard")
 			}
-			if reason, detail := c.ingest.authorizeEpoch(ctx, gr); reason != "" {
+			if reason, detail := c.ingest.AuthorizeEpoch(ctx, gr); reason != "" {
 				b.Fatal(detail)
 			}
-			if reason, detail, _ := c.ingest.authorizeCreate(ctx, gr); reason != "" {
+			if reason, detail, _ := c.ingest.AuthorizeCreate(ctx, gr); reason != "" {
 				b.Fatal(detail)
 			}
 		}

@@ -84,7 +84,7 @@ type Config struct {
 	// room for a step of the wall clock between an op's begin and its
 	// record's updated_at. Default marksMargin; tests set a tiny one.
 	marksMargin time.Duration
-	// reportSweep overrides how often AX_RPT is looked at (reportstream.go).
+	// reportSweep overrides how often AX_RPT is looked at (ingest.Config.ReportSweep).
 	reportSweep time.Duration
 	// marksSweep overrides how often the marks of ended processes are
 	// looked for (writemarks.go).

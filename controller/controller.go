@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/controller/fleet"
+	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/controller/writemark"
@@ -72,9 +73,13 @@ type core struct {
 	// (lease.OwnershipHost is what it asks of the controller); groups
 	// grants and renews the group-job leases and keeps their epochs
 	// (lease.GroupLeaseHost).
-	leases   *lease.View
-	own      *lease.Ownership
-	groups   *lease.GroupLeases
+	leases *lease.View
+	own    *lease.Ownership
+	groups *lease.GroupLeases
+	// ingest takes the agents' reports in: the per-shard report consumers
+	// and lanes, report authorization, the report stream's upkeep
+	// (package ingest; ingest.Host is what it asks of the controller).
+	ingest   *ingest.Ingest
 	instance string // this process, in its leases and liveness digests
 	crashed  atomic.Bool
 
@@ -83,7 +88,6 @@ type core struct {
 	// agent's lock (fleet.Env.Assign).
 	assignMu sync.Mutex
 	unplaced map[string]string // exec id → job id of PENDING executions without an agent
-	created  createdExecs      // records CreateJob wrote, for the first report's lane (createdcache.go)
 	// marks tracks the changes this replica makes to executions on its
 	// own, for its write mark in ax_marks (writemarks.go).
 	marks  *writemark.Tracker
@@ -176,6 +180,17 @@ func New(cfg Config) (*Controller, error) {
 		Now: c.now, Mono: c.mono, GoRun: c.goRun,
 		Leases: c.leases, Jobs: c.jobs, Agents: c.agents, Own: c.own,
 	}, groupLeaseHostOf{c})
+	c.ingest = ingest.New(ingest.Env{
+		Config: ingest.Config{Shards: cfg.Shards, AckWait: cfg.AckWait, LeaseTTL: cfg.LeaseTTL,
+			Replicas: cfg.NATS.Replicas, ReportSweep: cfg.reportSweep},
+		Log: c.log,
+		Metrics: ingest.Metrics{ReportsApplied: m.reportsApplied, ReportsRejected: m.reportsRejected, Deferred: m.deferred,
+			Applied: &m.applied, Rejected: &m.rejected,
+			StreamBytes: m.rptBytes, StreamMaxBytes: m.rptMaxBytes, StreamMsgs: m.rptMsgs, StreamOldest: m.rptOldest,
+			StreamMaxAge: m.rptMaxAge, StreamAckedRemoved: m.rptAckedRemoved},
+		Now: c.now, Mono: c.mono, Every: c.every,
+		Jobs: c.jobs, Groups: c.groups, Own: c.own,
+	}, ingestHostOf{c})
 	c.parts = newParts(c)
 	return &Controller{core: c}, nil
 }
@@ -296,6 +311,7 @@ func (c *core) start(ctx context.Context) error {
 	}
 	c.retries = r
 	c.goRun(r.run)
+	c.ingest.Attach(c.ctx, c.nc, c.js, c.ex.execs())
 	if err := c.retryStart(ctx, "report consumers", c.ensureConsumers); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -324,10 +340,21 @@ func (c *core) start(ctx context.Context) error {
 	c.goRun(c.fleet.LivenessLoop)
 	c.goRun(c.fleet.DigestLoop)
 	c.goRun(c.consumerLoop)
-	c.goRun(c.ingest.reportStreamLoop)
+	c.goRun(c.ingest.ReportStreamLoop)
 	c.goRun(c.ret.retentionLoop)
 	c.goRun(c.reloader.marksSweepLoop)
 	return nil
+}
+
+// ensureConsumers is the ingest's EnsureConsumers; a shard count other
+// than the one the report consumers were made for is a config error of
+// key shards.
+func (c *core) ensureConsumers(ctx context.Context) error {
+	err := c.ingest.EnsureConsumers(ctx)
+	if errors.Is(err, ingest.ErrShardCount) {
+		return configErr("shards", "%s", err.Error())
+	}
+	return err
 }
 
 // ShardOwners returns, for each shard, the node holding its lease ("" when

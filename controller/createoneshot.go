@@ -144,7 +144,7 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 		return j, true, nil
 	}
 	for _, m := range made {
-		c.created.put(execstore.Version{Rec: m.next, Rev: m.rev})
+		c.ingest.NoteCreated(execstore.Version{Rec: m.next, Rev: m.rev})
 	}
 	c.dispatchMade(ctx, j, made)
 	return j, true, nil

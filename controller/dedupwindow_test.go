@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -151,11 +152,11 @@ func TestRetentionShortWindowReplayRefused(t *testing.T) {
 	f.leftLive(t, fired)
 	f.leftLive(t, execID)
 
-	dup := val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))
+	dup := val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))
 	f.replay(per.ID, fired, at)
 	f.replay(job.ID, execID, job.CreatedAt)
 	eventually(t, 10*time.Second, "six replayed reports refused as duplicates", func() bool {
-		return val(t, c.m.reportsRejected.WithLabelValues(rejectDuplicate))-dup == 6
+		return val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))-dup == 6
 	})
 	for _, id := range []string{fired, execID} {
 		if v, err := c.ex.readExec(context.Background(), id); err != nil || v.Rec != nil {

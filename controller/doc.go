@@ -23,22 +23,41 @@
 // Enroller and Labeler ask for) and the lifecycle; each checks its
 // request and enters the part that does the work. The parts (parts.go)
 // share one core: the configuration, the stores and caches, the fleet,
-// ownership and group-lease components, and the lifecycle (start,
+// ownership, group-lease and ingest components, and the lifecycle (start,
 // shutdown, the goroutine and loop runners). A call from one part into
 // another names the part (c.ex.applyExec, c.place.createRuns):
 //
 //	jobService    jobs and their idempotency keys, the one-shot fast path
-//	execService   the one execution.Apply, its effects, the execution store
+//	execService   the one execution.Apply, its effects, the execution store,
+//	              the retry timers that fire (retries.go)
 //	placer        agents for a job, assignments, runs, unplaced executions
-//	reportIngest  per-shard report consumers and lanes, report authorization
 //	reloader      a shard's live executions, reloaded at acquisition
 //	retention     terminal executions and finished jobs out of live state
 //	agentService  what the fleet and group leases ask (lost epochs, store loss)
 //
-// The fleet (package fleet), ownership (lease.Ownership) and group-lease
-// (lease.GroupLeases) components reach the parts through their host
-// interfaces (fleet.Host, lease.OwnershipHost, lease.GroupLeaseHost),
-// which small adapters in parts.go answer.
+// The fleet (package fleet), ownership (lease.Ownership), group-lease
+// (lease.GroupLeases) and report ingest (package ingest) components
+// reach the parts through their host interfaces (fleet.Host,
+// lease.OwnershipHost, lease.GroupLeaseHost, ingest.Host), which small
+// adapters in parts.go answer.
+//
+// # Reports: the ingest
+//
+// Reports in are package ingest (controller/ingest, its doc names its
+// files): the per-shard report consumers on AX_RPT and their workers and
+// lanes, report authorization, the records CreateJob has just written
+// (kept for the first report's lane: NoteCreated), and the report
+// stream's upkeep. What it asks of the rest of the controller is
+// ingest.Host (ingestHostOf, parts.go): read a job from ax_jobs, the
+// execution.Env of a job's executions, whether an execution left live
+// state for the history, and the effects (events, retry timers) of an
+// applied report. Everything else it gets at construction (ingest.New:
+// ingest.Env with ingest.Config, ingest.Metrics, the logger, clocks, the
+// loop runner, the job cache, the group leases and the ownership) and at
+// start (Attach: context, connection, the execution store). The
+// ownership starts a shard's worker through ownershipHostOf
+// (ingest.StartShardWorker); Start runs EnsureConsumers (a changed shard
+// count is a config error of key shards) and ReportStreamLoop.
 //
 // # Agents: the fleet
 //
@@ -119,12 +138,12 @@
 // (exec_id, attempt, kind) through the applied-step markers kept in the
 // record, with compare-and-set on the KV revision, and acknowledged only
 // after the write and its events are stored. A shard's reports are spread
-// over lanes by exec id; a lane applies them in batches (lanes.go): the
+// over lanes by exec id; a lane applies them in batches (ingest/lanes.go): the
 // reports of one execution in a batch become one write, the writes of a
 // batch are asynchronous compare-and-set publishes awaited together, and a
 // lost compare-and-set is redone for that execution alone. Reports that
 // only move an execution of a one-shot job to TRIGGERED or RUNNING are
-// held back up to reportLinger for its later reports (lanelinger.go).
+// held back up to 100ms for its later reports (ingest/lanelinger.go).
 //
 // A finished (or interrupted) report with triggered_at and started_at, or a
 // running report with triggered_at, stands for the earlier steps of its
@@ -220,7 +239,7 @@
 // and drops them and publishes which shards this replica works
 // (Owns, OwnedShards). What it asks of the rest of the controller is
 // lease.OwnershipHost, which ownershipHostOf (parts.go) answers: start a
-// newly held shard's report worker (shardWorker, stopped by the ownership
+// newly held shard's report worker (the ingest's, stopped by the ownership
 // through lease.ShardWorker), reload its executions, forget the retry
 // timers and group-lease bookkeeping of a shard no longer worked, and,
 // once a pass, manage the group leases and place the executions waiting
@@ -243,7 +262,7 @@
 // RETRY_WAITING (reason agent_lost) or FAILED when their attempts are
 // spent. A retry goes to the lease's holder when it fires (retries.go). A
 // report under an epoch is accepted from the agent that held it, also
-// after the lease moved (reportauth.go); a report older than its
+// after the lease moved (ingest/reportauth.go); a report older than its
 // execution's record is rejected (reason old_epoch). ListAgents fills
 // AgentInfo.Leases from ax_leases.
 //
@@ -268,12 +287,13 @@
 //
 // # Report authorization
 //
-// reportauth.go: a report is applied only when the agent may make it —
-// the subject's shard token is the job's shard, an epoch's report comes
-// from that epoch's holder, a fire the controller has not seen is of an
-// existing job the agent may fire, and an attempt's report comes from the
-// agent the controller sent it to. reportstream.go purges reports on shard
-// tokens no consumer reads and exports AX_RPT's fill as gauges.
+// ingest/reportauth.go: a report is applied only when the agent may make
+// it — the subject's shard token is the job's shard, an epoch's report
+// comes from that epoch's holder, a fire the controller has not seen is
+// of an existing job the agent may fire, and an attempt's report comes
+// from the agent the controller sent it to. ingest/reportstream.go purges
+// reports on shard tokens no consumer reads and exports AX_RPT's fill as
+// gauges.
 //
 // # Metrics
 //

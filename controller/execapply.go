@@ -71,7 +71,7 @@ func (c *execService) createExec(ctx context.Context, ev execution.Create) (befo
 		op.Fail()
 		return nil, nil, nil, err
 	}
-	c.created.put(execstore.Version{Rec: next, Rev: rev})
+	c.ingest.NoteCreated(execstore.Version{Rec: next, Rev: rev})
 	return nil, next, effs, nil
 }
 
@@ -197,37 +197,3 @@ func (c *execService) awaitEvents(ctx context.Context, futs []jetstream.PubAckFu
 
 // eventAckWait bounds how long execEffects waits for its events' acks.
 const eventAckWait = 2 * time.Second
-
-// rejectReason is a report refusal decided by the controller rather than
-// by the state machine (authorizeCreate, the history): its metric label.
-type rejectReason string
-
-// Error returns the label.
-func (r rejectReason) Error() string { return string(r) }
-
-// rejectLabel returns the ax_reports_rejected_total reason of a refusal.
-func rejectLabel(err error) string {
-	var rr rejectReason
-	switch {
-	case errors.As(err, &rr):
-		return string(rr)
-	case errors.Is(err, execution.ErrDuplicate):
-		return rejectDuplicate
-	case errors.Is(err, execution.ErrOldAttempt):
-		return rejectOldAttempt
-	case errors.Is(err, execution.ErrOldEpoch):
-		return rejectOldEpoch
-	case errors.Is(err, execution.ErrWrongAgent):
-		return rejectWrongAgent
-	case errors.Is(err, execution.ErrTerminal):
-		return rejectTerminal
-	case errors.Is(err, execution.ErrFuture):
-		return rejectFuture
-	case errors.Is(err, execution.ErrUnknownExec):
-		return rejectUnknownExec
-	case errors.Is(err, execution.ErrTransition):
-		return rejectTransition
-	default:
-		return rejectInvalid
-	}
-}

@@ -44,22 +44,6 @@ const (
 	metricAgentRefused    = "ax_agent_requests_refused_total"
 )
 
-// Reasons of ax_reports_rejected_total.
-const (
-	rejectInvalid     = "invalid"      // undecodable or invalid message
-	rejectDuplicate   = "duplicate"    // (exec_id, attempt, kind) already applied
-	rejectOldAttempt  = "old_attempt"  // attempt older than the execution's
-	rejectOldEpoch    = "old_epoch"    // lease epoch older than the execution's
-	rejectTerminal    = "terminal"     // execution already terminal
-	rejectUnknownExec = "unknown_exec" // no record and the kind cannot create one
-	rejectFuture      = "future_attempt"
-	rejectTransition  = "transition"   // the state machine refuses the change
-	rejectWrongAgent  = "wrong_agent"  // sent on another agent's subject, or for an attempt not sent to this agent
-	rejectUnknownJob  = "unknown_job"  // a fire of a job that does not exist
-	rejectNotAssigned = "not_assigned" // the agent may not fire the job (not its pinned agent, group member, or the epoch's holder)
-	rejectBadShard    = "bad_shard"    // the subject's shard token is not the job's shard (or no consumer reads it)
-)
-
 type metrics struct {
 	executions      *prometheus.CounterVec
 	scheduleLag     prometheus.Histogram
@@ -92,7 +76,7 @@ type metrics struct {
 	// its state (resumed after the commands already sent).
 	labelsIgnored prometheus.Counter
 	storeResets   prometheus.Counter
-	// AX_RPT as of the last look (reportstream.go): bytes and reports
+	// AX_RPT as of the last look (ingest/reportstream.go): bytes and reports
 	// held, the age of the oldest, and the stream's bounds.
 	rptBytes, rptMaxBytes, rptMsgs, rptOldest, rptMaxAge prometheus.Gauge
 	// Write marks (writemarks.go) as last stored: ops open, and those
@@ -196,16 +180,6 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}
 	}
 	return m, nil
-}
-
-func (m *metrics) reject(reason string) {
-	m.reportsRejected.WithLabelValues(reason).Inc()
-	m.rejected.Add(1)
-}
-
-func (m *metrics) apply() {
-	m.reportsApplied.Inc()
-	m.applied.Add(1)
 }
 
 // agentGaugeSet is an agent's per-agent gauges and the values they hold.

@@ -6,34 +6,34 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
 // parts are the controller's components (the execution state machine and
 // store, the history index, the job cache, the lease view with the shard
-// ownership and the group leases, and the fleet are packages of their own:
-// controller/execution, controller/execstore, controller/histindex,
-// controller/jobcache, controller/lease, controller/fleet). Each owns one
-// concern and its files; they share the core (the configuration, stores,
-// caches and the lease and fleet components) and call each other through
-// these fields, so a call that crosses a concern names the part it
-// enters.
+// ownership and the group leases, the fleet and the report ingest are
+// packages of their own: controller/execution, controller/execstore,
+// controller/histindex, controller/jobcache, controller/lease,
+// controller/fleet, controller/ingest). Each owns one concern and its
+// files; they share the core (the configuration, stores, caches and the
+// lease, fleet and ingest components) and call each other through these
+// fields, so a call that crosses a concern names the part it enters.
 //
 //	jobsvc    jobs: create (one-shot fast path, batch), read, update,
 //	          pause, delete, idempotency keys (jobs.go, jobsbatch.go,
 //	          createoneshot.go)
 //	ex        executions: the one Apply and its effects, the execution
 //	          store and scans, events and commands out, operator retry and
-//	          cancel (execapply.go, effects.go, execs.go, execscan.go,
-//	          executions.go)
+//	          cancel, retry timers that fire (execapply.go, effects.go,
+//	          execs.go, execscan.go, executions.go, retries.go)
 //	place     placement: which agents run a job, assignment diffs, runs of
 //	          new executions, executions waiting for an agent (assign.go,
 //	          dispatch.go)
-//	ingest    reports in: the per-shard consumers and lanes, report
-//	          authorization, the report stream's upkeep, retry timers that
-//	          fire (shards.go, lanes.go, reportauth.go, reportstream.go,
-//	          retries.go)
 //	reloader  the reload of a shard's live executions at acquisition
 //	          (reload.go, sentruns.go, historyrepair.go)
 //	ret       retention: the sweeper that moves terminal executions and
@@ -43,11 +43,14 @@ import (
 //	          the last command sent to an agent and runs re-sent after it
 //	          lost its store, the leases and command consumers of agent
 //	          listings (leasesettle.go, storeloss.go, agentlist.go)
+//
+// Reports in (the per-shard consumers and lanes, report authorization,
+// the report stream's upkeep) are the ingest's (controller/ingest,
+// core.ingest); ingestHostOf answers what it asks of the parts.
 type parts struct {
 	jobsvc   *jobService
 	ex       *execService
 	place    *placer
-	ingest   *reportIngest
 	reloader *reloader
 	ret      *retention
 	agentsvc *agentService
@@ -59,7 +62,6 @@ func newParts(c *core) parts {
 		jobsvc:   &jobService{c},
 		ex:       &execService{c},
 		place:    &placer{c},
-		ingest:   &reportIngest{c},
 		reloader: &reloader{c},
 		ret:      &retention{c},
 		agentsvc: &agentService{c},
@@ -77,9 +79,6 @@ type execService struct{ *core }
 // and runs.
 type placer struct{ *core }
 
-// reportIngest takes the agents' reports in, per shard.
-type reportIngest struct{ *core }
-
 // reloader loads a shard's live executions when this replica acquires it.
 type reloader struct{ *core }
 
@@ -94,12 +93,9 @@ type agentService struct{ *core }
 // the parts that own each step.
 type ownershipHostOf struct{ *core }
 
+// StartShardWorker is the ingest's StartShardWorker (controller/ingest).
 func (h ownershipHostOf) StartShardWorker(ctx context.Context, n int) (lease.ShardWorker, error) {
-	w, err := h.ingest.startShardWorker(ctx, n)
-	if err != nil {
-		return nil, err // not a nil *shardWorker in a non-nil interface
-	}
-	return w, nil
+	return h.ingest.StartShardWorker(ctx, n)
 }
 
 func (h ownershipHostOf) ReloadExecutions(ctx context.Context, shards map[int]bool) error {
@@ -170,4 +166,33 @@ func (h groupLeaseHostOf) ReadJob(ctx context.Context, id string) (protocol.Job,
 // SettleEpochs is the agentService's settleEpochs (leasesettle.go).
 func (h groupLeaseHostOf) SettleEpochs(ctx context.Context, lost []lease.Lost) {
 	h.agentsvc.settleEpochs(ctx, lost)
+}
+
+// ingestHostOf answers the report ingest's ingest.Host.
+type ingestHostOf struct{ *core }
+
+// ReadJob is the jobService's readJob; its ErrNotFound also matches
+// ingest.ErrJobNotFound.
+func (h ingestHostOf) ReadJob(ctx context.Context, id string) (protocol.Job, error) {
+	j, _, err := h.jobsvc.readJob(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return j, fmt.Errorf("%w: %w", ingest.ErrJobNotFound, err)
+	}
+	return j, err
+}
+
+// JobEnv is the execService's jobEnv.
+func (h ingestHostOf) JobEnv(jobID string) execution.Env { return h.ex.jobEnv(jobID) }
+
+// InHistory is the execService's inHistory (retention.go).
+func (h ingestHostOf) InHistory(ctx context.Context, id string) (protocol.Execution, bool) {
+	return h.ex.inHistory(ctx, id)
+}
+
+// StartEffects is the execService's startEffects of a report: no job (a
+// report's effects send no command), and its error, which only a command
+// can cause, dropped.
+func (h ingestHostOf) StartEffects(ctx context.Context, rec *execution.Record, effs []execution.Effect) ([]jetstream.PubAckFuture, bool) {
+	futs, evErr, _ := h.ex.startEffects(ctx, rec, nil, effs)
+	return futs, evErr
 }

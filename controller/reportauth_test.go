@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -70,11 +71,11 @@ func TestForgedReportsRejected(t *testing.T) {
 		}
 		at := j.CreatedAt.Add(time.Hour).Truncate(time.Millisecond)
 		x := protocol.ExecID(j.ID, at)
-		n := rejected(rejectNotAssigned)
+		n := rejected(ingest.RejectNotAssigned)
 		// With the Msg-Id the report would have without ax-agent's salt.
 		forged := m.rep(j.ID, x, 1, protocol.ReportTriggered, at)
 		m.publish(forged, forged.MsgID())
-		waitRejected(t, c, rejectNotAssigned, n+1)
+		waitRejected(t, c, ingest.RejectNotAssigned, n+1)
 		noExec(t, c, x, "edge-m's fire of edge-b's pinned job")
 		b.runAttempt(j.ID, x, 1, at, retry.OutcomeSuccess, ok)
 		if e := waitExec(t, c, x, "SUCCESS by edge-b", inState(protocol.StateSuccess)); e.Agent != "edge-b" {
@@ -98,18 +99,18 @@ func TestForgedReportsRejected(t *testing.T) {
 		// Scheduled an hour after the delete: refused.
 		later := at.Add(time.Hour)
 		y := protocol.ExecID(j.ID, later)
-		n := rejected(rejectUnknownJob)
+		n := rejected(ingest.RejectUnknownJob)
 		b.publish(b.rep(j.ID, y, 1, protocol.ReportTriggered, later), "")
-		waitRejected(t, c, rejectUnknownJob, n+1)
+		waitRejected(t, c, ingest.RejectUnknownJob, n+1)
 		noExec(t, c, y, "a fire scheduled after its job was deleted")
 	})
 
 	t.Run("fire of a job that does not exist", func(t *testing.T) {
 		ghost := protocol.NewJobID("ctl", time.Now(), 424242)
 		x := protocol.ExecID(ghost, time.Now().Truncate(time.Millisecond))
-		n := rejected(rejectUnknownJob)
+		n := rejected(ingest.RejectUnknownJob)
 		m.publish(m.rep(ghost, x, 1, protocol.ReportTriggered, time.Now()), "")
-		waitRejected(t, c, rejectUnknownJob, n+1)
+		waitRejected(t, c, ingest.RejectUnknownJob, n+1)
 		noExec(t, c, x, "a fire of a job that does not exist")
 	})
 
@@ -127,10 +128,10 @@ func TestForgedReportsRejected(t *testing.T) {
 			}
 			return x != ""
 		})
-		n := rejected(rejectWrongAgent)
+		n := rejected(ingest.RejectWrongAgent)
 		m.publish(m.rep(j.ID, x, 1, protocol.ReportTriggered, j.CreatedAt), "")
 		m.publish(finished(m.rep(j.ID, x, 1, protocol.ReportFinished, j.CreatedAt), retry.OutcomeSuccess, ok, time.Millisecond), "")
-		waitRejected(t, c, rejectWrongAgent, n+2)
+		waitRejected(t, c, ingest.RejectWrongAgent, n+2)
 		if e, err := c.GetExecution(ctx, x); err != nil || e.State != protocol.StatePending || e.Agent != "" {
 			t.Fatalf("unplaced execution after forged reports: %+v, %v", e, err)
 		}
@@ -145,10 +146,10 @@ func TestForgedReportsRejected(t *testing.T) {
 		x := run.Run.ExecID
 		b.runAttempt(j.ID, x, 1, run.Run.RunAt, retry.OutcomeFailure, transient)
 		b.waitCommand("attempt 2 sent to edge-b", isRun(x, 2))
-		n := rejected(rejectWrongAgent)
+		n := rejected(ingest.RejectWrongAgent)
 		m.runAttempt(j.ID, x, 2, run.Run.RunAt, retry.OutcomeSuccess, ok)
-		waitRejected(t, c, rejectWrongAgent, n+1)
-		eventually(t, 10*time.Second, "edge-m's three reports handled", func() bool { return rejected(rejectWrongAgent)+rejected(rejectFuture) >= n+3 })
+		waitRejected(t, c, ingest.RejectWrongAgent, n+1)
+		eventually(t, 10*time.Second, "edge-m's three reports handled", func() bool { return rejected(ingest.RejectWrongAgent)+rejected(ingest.RejectFuture) >= n+3 })
 		if e, err := c.GetExecution(ctx, x); err != nil || e.State != protocol.StateRetryWaiting || e.Attempt != 1 || e.Agent != "edge-b" {
 			t.Fatalf("edge-b's retry after edge-m's forged attempt 2: %+v, %v", e, err)
 		}
@@ -177,13 +178,13 @@ func TestForgedReportsRejected(t *testing.T) {
 		})
 		at := time.Now().Truncate(time.Millisecond)
 		x := protocol.ExecID(j.ID, at)
-		n := rejected(rejectNotAssigned)
+		n := rejected(ingest.RejectNotAssigned)
 		for _, e := range []uint64{epoch, epoch + 1000} {
 			r := m.rep(j.ID, x, 1, protocol.ReportTriggered, at)
 			r.Epoch = e
 			m.publish(r, r.MsgID()+"/"+strconv.FormatUint(e, 10))
 		}
-		waitRejected(t, c, rejectNotAssigned, n+2)
+		waitRejected(t, c, ingest.RejectNotAssigned, n+2)
 		noExec(t, c, x, "edge-m's fire under edge-b's epoch")
 	})
 
@@ -197,9 +198,9 @@ func TestForgedReportsRejected(t *testing.T) {
 		x := protocol.BroadcastExecID(j.ID, at, 1)
 		r := m.rep(j.ID, x, 1, protocol.ReportTriggered, at)
 		r.Shard = &protocol.ShardSlot{Index: 1, Total: 2}
-		n := rejected(rejectNotAssigned)
+		n := rejected(ingest.RejectNotAssigned)
 		m.publish(r, "")
-		waitRejected(t, c, rejectNotAssigned, n+1)
+		waitRejected(t, c, ingest.RejectNotAssigned, n+1)
 		noExec(t, c, x, "edge-m's fire of a broadcast group it is not in")
 	})
 
@@ -211,7 +212,7 @@ func TestForgedReportsRejected(t *testing.T) {
 		at := j.CreatedAt.Add(time.Hour).Truncate(time.Millisecond)
 		x := protocol.ExecID(j.ID, at)
 		r := m.rep(j.ID, x, 1, protocol.ReportTriggered, at)
-		n := rejected(rejectBadShard)
+		n := rejected(ingest.RejectBadShard)
 		other := (protocol.Shard(j.ID, cfg.Shards) + 1) % cfg.Shards
 		// A token a consumer reads, but not the job's shard: refused when read.
 		m.publishOn(protocol.ReportSubject(other, "edge-m"), r)
@@ -219,7 +220,7 @@ func TestForgedReportsRejected(t *testing.T) {
 		for _, tok := range []string{strconv.Itoa(protocol.MaxShards - 1), "99999", "x"} {
 			m.publishOn("ax.rpt."+tok+".edge-m", r)
 		}
-		waitRejected(t, c, rejectBadShard, n+4)
+		waitRejected(t, c, ingest.RejectBadShard, n+4)
 		eventually(t, 10*time.Second, "AX_RPT empty again", func() bool {
 			st, err := c.js.Stream(ctx, protocol.StreamReports)
 			return err == nil && st.CachedInfo().State.Msgs == 0
@@ -251,10 +252,10 @@ func TestSkippedCountBoundedBySchedule(t *testing.T) {
 		r.Reason, r.SkippedCount, r.FirstScheduledAt = "overlap", count, first
 		return r
 	}
-	n := val(t, c.m.reportsRejected.WithLabelValues(rejectInvalid))
+	n := val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectInvalid))
 	inflated := skipped(1_000_000)
 	a.publish(inflated, inflated.MsgID()+"-inflated")
-	waitRejected(t, c, rejectInvalid, n+1)
+	waitRejected(t, c, ingest.RejectInvalid, n+1)
 	noExec(t, c, inflated.ExecID, "a skipped report claiming 1,000,000 fires in 10 s")
 
 	ok := skipped(10)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -148,7 +149,7 @@ func TestRestartReportsInFlight(t *testing.T) {
 	if got := c2.m.applied.Load(); got != 3+9 {
 		t.Fatalf("second controller applied %d reports, want 12", got)
 	}
-	if got := val(t, c2.m.reportsRejected.WithLabelValues(rejectDuplicate)); got != 3 {
+	if got := val(t, c2.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)); got != 3 {
 		t.Fatalf("duplicates rejected %v, want 3", got)
 	}
 	for _, r := range append(retrying, inflight...) {

@@ -30,7 +30,7 @@ import (
 // the grace + history.retention after its last change, on every replica
 // alike, whichever swept it); the index serves them
 // (GetExecution, ListExecutions, ListJobs with Retired) and refuses the
-// reports of an execution it holds that left live state (lanes.go), so a
+// reports of an execution it holds that left live state (ingest/lanes.go), so a
 // late or replayed report never makes a new record of it.
 //
 // The removal is an explicit sweeper, run by the owner of each shard for

@@ -127,7 +127,7 @@ func (r *retrier) run(ctx context.Context) {
 			it := r.queue[0]
 			r.queue = r.queue[1:]
 			r.mu.Unlock()
-			if err := r.c.ingest.fireRetry(ctx, it); err != nil && ctx.Err() == nil {
+			if err := r.c.ex.fireRetry(ctx, it); err != nil && ctx.Err() == nil {
 				wait := time.Second
 				if errors.Is(err, errNoHolder) {
 					// A grant re-arms it too (settleEpochs); this is the fallback.
@@ -158,7 +158,7 @@ var errNoHolder = errors.New("the group job's lease has no holder now")
 // whom. A retry of a group job goes to the holder of the job's lease now.
 // The retry of a job deleted meanwhile cancels the execution
 // (execution.JobDeleted).
-func (c *reportIngest) fireRetry(ctx context.Context, it retryItem) error {
+func (c *execService) fireRetry(ctx context.Context, it retryItem) error {
 	job, _, ok := c.jobs.Get(it.JobID)
 	var ev execution.Event = execution.JobDeleted{Attempt: it.Attempt}
 	if ok {
@@ -170,7 +170,7 @@ func (c *reportIngest) fireRetry(ctx context.Context, it retryItem) error {
 	}
 	ctx, op := c.marks.Begin(ctx)
 	defer op.End()
-	before, after, effs, err := c.ex.applyExec(ctx, it.ExecID, ev, c.ex.jobEnv(it.JobID))
+	before, after, effs, err := c.applyExec(ctx, it.ExecID, ev, c.jobEnv(it.JobID))
 	switch {
 	case errors.Is(err, execution.ErrMovedOn):
 		return nil // moved on meanwhile (cancelled, already triggered)
@@ -191,9 +191,9 @@ func (c *reportIngest) fireRetry(ctx context.Context, it retryItem) error {
 		}
 	}
 	if !ok {
-		return c.ex.execEffects(ctx, rec, nil, effs)
+		return c.execEffects(ctx, rec, nil, effs)
 	}
-	if err := c.ex.execEffects(ctx, rec, &job, effs); err != nil {
+	if err := c.execEffects(ctx, rec, &job, effs); err != nil {
 		return err
 	}
 	c.log.Info("retry sent", "exec", rec.ExecID, "job", rec.JobID, "attempt", it.Attempt+1, "agent", rec.Agent, "epoch", rec.Epoch)

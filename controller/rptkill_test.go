@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -143,7 +144,7 @@ func rptInfo(t *testing.T, url string) (*jetstream.StreamInfo, []*jetstream.Cons
 	}
 	var cis []*jetstream.ConsumerInfo
 	for n := range protocol.DefaultShards {
-		cons, err := js.Consumer(ctx, protocol.StreamReports, shardConsumerName(n))
+		cons, err := js.Consumer(ctx, protocol.StreamReports, ingest.ConsumerName(n))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -269,7 +269,7 @@ func (c *faultCluster) killedAfter(id string, from time.Time) time.Time {
 // acknowledged, yet a kill -9 of the embedded server can leave it stored:
 // the server persisted the consumer's ack floor but not the work queue's
 // removal of the message. Such a report is never delivered again (the
-// replica of shard 0 purges it, controller/reportstream.go); it is listed
+// replica of shard 0 purges it, controller/ingest/reportstream.go); it is listed
 // (as "acknowledged") but not counted.
 func (c *faultCluster) reportsWaiting(ctx context.Context) (uint64, string, error) {
 	nc, err := nats.Connect(c.natsURL(), nats.Timeout(2*time.Second))

@@ -24,7 +24,7 @@ import (
 // permissions cannot see the payload: the controller has to bind a report
 // to the agent of its subject and to the agent of the execution.
 //
-// The controller rejects both (reason wrong_agent): controller/lanes.go
+// The controller rejects both (reason wrong_agent): controller/ingest/lanes.go
 // binds the body's agent to the subject, controller/execution the report's agent to
 // the agent of the attempt.
 func TestReportForAnotherAgentsExecution(t *testing.T) {

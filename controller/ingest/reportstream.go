@@ -1,4 +1,4 @@
-package controller
+package ingest
 
 import (
 	"context"
@@ -46,9 +46,10 @@ import (
 // defaultReportSweep is how often AX_RPT is looked at.
 const defaultReportSweep = 10 * time.Second
 
-// reportStreamLoop runs reportStreamStep until ctx ends.
-func (c *reportIngest) reportStreamLoop(ctx context.Context) {
-	every := c.cfg.reportSweep
+// ReportStreamLoop looks after AX_RPT (see the top of reportstream.go)
+// every Config.ReportSweep until ctx ends.
+func (c *Ingest) ReportStreamLoop(ctx context.Context) {
+	every := c.cfg.ReportSweep
 	if every <= 0 {
 		every = defaultReportSweep
 	}
@@ -65,7 +66,7 @@ type ackFloors map[string]uint64
 // reportStreamStep updates the gauges and, on the owner of shard 0,
 // purges the reports at or below their consumer's ack floor in floors
 // (updated to the floors now) and the reports of tokens no consumer reads.
-func (c *reportIngest) reportStreamStep(ctx context.Context, floors ackFloors) error {
+func (c *Ingest) reportStreamStep(ctx context.Context, floors ackFloors) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := c.js.Stream(ctx, protocol.StreamReports)
@@ -73,22 +74,22 @@ func (c *reportIngest) reportStreamStep(ctx context.Context, floors ackFloors) e
 		return fmt.Errorf("read %s: %w", protocol.StreamReports, err)
 	}
 	info := st.CachedInfo()
-	c.m.rptBytes.Set(float64(info.State.Bytes))
-	c.m.rptMsgs.Set(float64(info.State.Msgs))
-	c.m.rptMaxBytes.Set(float64(info.Config.MaxBytes))
-	c.m.rptMaxAge.Set(info.Config.MaxAge.Seconds())
+	c.m.StreamBytes.Set(float64(info.State.Bytes))
+	c.m.StreamMsgs.Set(float64(info.State.Msgs))
+	c.m.StreamMaxBytes.Set(float64(info.Config.MaxBytes))
+	c.m.StreamMaxAge.Set(info.Config.MaxAge.Seconds())
 	oldest := 0.0
 	if info.State.Msgs > 0 && !info.State.FirstTime.IsZero() {
 		oldest = max(c.now().Sub(info.State.FirstTime).Seconds(), 0)
 	}
-	c.m.rptOldest.Set(oldest)
+	c.m.StreamOldest.Set(oldest)
 	if info.State.Msgs == 0 || !c.own.Owns(0) {
 		return nil
 	}
 	read := uint64(0) // reports the consumers account for
 	infos := make([]*jetstream.ConsumerInfo, 0, max(c.cfg.Shards, protocol.DefaultShards))
 	for n := range max(c.cfg.Shards, protocol.DefaultShards) {
-		cons, err := c.js.Consumer(ctx, protocol.StreamReports, shardConsumerName(n))
+		cons, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(n))
 		if err != nil {
 			return fmt.Errorf("report consumer %d: %w", n, err)
 		}
@@ -110,11 +111,11 @@ func (c *reportIngest) reportStreamStep(ctx context.Context, floors ackFloors) e
 // consumer's ack floor of the previous look (floors; see the top of the
 // file), from first (the stream's first sequence) on, records the floors
 // of infos in floors, and returns how many reports it removed.
-func (c *reportIngest) purgeAcked(ctx context.Context, st jetstream.Stream, first uint64, infos []*jetstream.ConsumerInfo, floors ackFloors) (removed uint64, _ error) {
+func (c *Ingest) purgeAcked(ctx context.Context, st jetstream.Stream, first uint64, infos []*jetstream.ConsumerInfo, floors ackFloors) (removed uint64, _ error) {
 	var from []string
 	defer func() { // also what was removed before an error
 		if removed > 0 {
-			c.m.rptAckedRemoved.Add(float64(removed))
+			c.m.StreamAckedRemoved.Add(float64(removed))
 			c.log.Info("acknowledged reports removed from "+protocol.StreamReports, "count", removed, "consumers", from,
 				"detail", "left stored at or below their consumer's ack floor (a kill of the server lost their removal)")
 		}
@@ -151,7 +152,7 @@ func (c *reportIngest) purgeAcked(ctx context.Context, st jetstream.Stream, firs
 
 // purgeUnread purges the subjects of AX_RPT whose shard token no report
 // consumer reads and counts what was purged.
-func (c *reportIngest) purgeUnread(ctx context.Context, st jetstream.Stream) error {
+func (c *Ingest) purgeUnread(ctx context.Context, st jetstream.Stream) error {
 	full, err := st.Info(ctx, jetstream.WithSubjectFilter(protocol.SubjectReportsAll))
 	if err != nil {
 		return fmt.Errorf("list %s subjects: %w", protocol.StreamReports, err)
@@ -172,9 +173,9 @@ func (c *reportIngest) purgeUnread(ctx context.Context, st jetstream.Stream) err
 		if n == 0 {
 			continue
 		}
-		c.m.reportsRejected.WithLabelValues(rejectBadShard).Add(float64(n))
-		c.m.rejected.Add(int64(n))
-		c.log.Warn("reports rejected", "reason", rejectBadShard, "count", n, "subject", subj,
+		c.m.ReportsRejected.WithLabelValues(RejectBadShard).Add(float64(n))
+		c.m.Rejected.Add(int64(n))
+		c.log.Warn("reports rejected", "reason", RejectBadShard, "count", n, "subject", subj,
 			"detail", "no report consumer reads this shard token; purged from "+protocol.StreamReports)
 	}
 	return nil
@@ -184,7 +185,7 @@ func (c *reportIngest) purgeUnread(ctx context.Context, st jetstream.Stream) err
 // sequence before when it is not 0, and returns how many reports the
 // server removed (the JetStream API answers it; the client library's
 // Purge does not say).
-func (c *reportIngest) purgeSubject(ctx context.Context, subj string, before uint64) (uint64, error) {
+func (c *Ingest) purgeSubject(ctx context.Context, subj string, before uint64) (uint64, error) {
 	req, err := json.Marshal(struct {
 		Filter string `json:"filter"`
 		Seq    uint64 `json:"seq,omitempty"`

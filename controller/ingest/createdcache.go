@@ -1,4 +1,4 @@
-package controller
+package ingest
 
 import (
 	"sync"
@@ -41,3 +41,8 @@ func (c *createdExecs) take(id string) (execstore.Version, bool) {
 	}
 	return v, ok
 }
+
+// NoteCreated remembers v, the record of an execution the controller has
+// just created (CreateJob: v.Rev is its revision), for the lane that
+// applies the execution's first report. Safe for concurrent use.
+func (c *Ingest) NoteCreated(v execstore.Version) { c.created.put(v) }

@@ -1,4 +1,4 @@
-package controller
+package ingest
 
 import (
 	"context"
@@ -21,7 +21,7 @@ const laneBatch = 256
 // owns its cache. It works in batches: it takes the messages waiting
 // (up to laneBatch), folds the reports of one execution into one record
 // write (execution.Apply per report), issues the writes of all
-// executions at once through the execution store (execStore.putAsync:
+// executions at once through the execution store (execstore.Store.PutAsync:
 // pipelined compare-and-set on the KV revision), publishes the events of
 // the writes that succeeded, and acknowledges each message only after its
 // write and its events are stored. A lost compare-and-set or a failed
@@ -63,7 +63,7 @@ type pendingReport struct {
 	err  error
 	held bool // ahead of its record in the current plan
 	// create authorizes the report to create its execution's record
-	// (authorizeCreate, asked at most once).
+	// (AuthorizeCreate, asked at most once).
 	create     func() error
 	createDone bool
 	createErr  error
@@ -75,7 +75,7 @@ type group struct {
 	id    string
 	items []*pendingReport
 	cur   execstore.Version
-	next  *execRecord        // the record to write; nil when nothing applies
+	next  *execution.Record  // the record to write; nil when nothing applies
 	put   *execstore.Pending // its write in flight
 	err   error
 	rev   uint64
@@ -152,8 +152,8 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 	for _, m := range msgs {
 		r, err := protocol.DecodeReport(m.Data())
 		if err != nil {
-			c.m.reject(rejectInvalid)
-			c.log.Warn("report rejected", "reason", rejectInvalid, "subject", m.Subject(), "err", err)
+			c.reject(RejectInvalid)
+			c.log.Warn("report rejected", "reason", RejectInvalid, "subject", m.Subject(), "err", err)
 			_ = m.Ack()
 			continue
 		}
@@ -161,16 +161,16 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 		// body must name the same agent, so no agent reports as another.
 		subj := m.Subject()
 		if subj[strings.LastIndexByte(subj, '.')+1:] != r.Agent {
-			l.reject(m, r, rejectWrongAgent, "the subject names another agent than the report")
+			l.reject(m, r, RejectWrongAgent, "the subject names another agent than the report")
 			continue
 		}
 		// The other checks of reportauth.go: the shard, the epoch's holder.
-		if tok, ok := c.shardOK(subj, r.JobID); !ok {
-			l.reject(m, r, rejectBadShard, fmt.Sprintf("shard token %d of %s is not the shard of job %s", tok, subj, r.JobID))
+		if tok, ok := c.ShardOK(subj, r.JobID); !ok {
+			l.reject(m, r, RejectBadShard, fmt.Sprintf("shard token %d of %s is not the shard of job %s", tok, subj, r.JobID))
 			continue
 		}
 		if r.Epoch > 0 {
-			if reason, detail := c.authorizeEpoch(ctx, r); reason != "" {
+			if reason, detail := c.AuthorizeEpoch(ctx, r); reason != "" {
 				l.reject(m, r, reason, detail)
 				continue
 			}
@@ -179,7 +179,7 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 		p.create = func() error {
 			if !p.createDone {
 				p.createDone = true
-				if reason, detail, early := c.authorizeCreate(ctx, p.r); reason != "" {
+				if reason, detail, early := c.AuthorizeCreate(ctx, p.r); reason != "" {
 					p.createErr = &execution.Rejection{Err: rejectReason(reason), Detail: detail, Early: early}
 				}
 			}
@@ -196,28 +196,29 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 		}
 		guessed := !ok && l.guessAbsent(g.items[0].r)
 		if !ok && !guessed {
-			if cur, g.err = c.ex.readExec(ctx, g.id); g.err != nil {
+			if cur, g.err = c.execs.Get(ctx, g.id); g.err != nil {
 				continue
 			}
 		}
 		l.plan(g, cur)
 		if ok && l.mayBeStale(g) {
 			// Ahead of the cached record, or for another agent than it
-			// names: it may be stale (written outside this lane:
-			// settleEpochs, a retry sent, an operator's retry or cancel). Read.
-			if cur, g.err = c.ex.readExec(ctx, g.id); g.err != nil {
+			// names: it may be stale (written outside this lane: the
+			// controller's settleEpochs, a retry sent, an operator's
+			// retry or cancel). Read.
+			if cur, g.err = c.execs.Get(ctx, g.id); g.err != nil {
 				continue
 			}
 			l.plan(g, cur)
 		}
 		if guessed && g.next == nil { // the guess decided nothing: read for real
-			if cur, g.err = c.ex.readExec(ctx, g.id); g.err != nil {
+			if cur, g.err = c.execs.Get(ctx, g.id); g.err != nil {
 				continue
 			}
 			l.plan(g, cur)
 		}
 		if g.next != nil {
-			g.put = c.ex.execs().PutAsync(g.cur, g.next)
+			g.put = c.execs.PutAsync(g.cur, g.next)
 		}
 	}
 	// Collect the writes; redo the failed ones one by one.
@@ -268,16 +269,17 @@ func (l *lane) plan(g *group, cur execstore.Version) {
 	rec := cur.Rec
 	var env execution.Env
 	if len(g.items) > 0 {
-		env = c.ex.jobEnv(g.items[0].r.JobID)
+		env = c.host.JobEnv(g.items[0].r.JobID)
 	}
 	now := env.Now
 	for _, p := range g.items {
 		p.held = false
 	}
 	if rec == nil && len(g.items) > 0 {
-		// No record: an execution that left live state (retention.go) is
-		// never made again by a late or replayed report.
-		if e, ok := c.ex.inHistory(context.Background(), g.id); ok {
+		// No record: an execution that left live state (the
+		// controller's retention; Host.InHistory) is never made again
+		// by a late or replayed report.
+		if e, ok := c.host.InHistory(context.Background(), g.id); ok {
 			for _, p := range g.items {
 				p.effs, p.err = nil, &execution.Rejection{Err: execution.ErrDuplicate, Detail: fmt.Sprintf(
 					"execution left live state %s ago as %s; its history is final", now.Sub(e.UpdatedAt).Round(time.Second), e.State)}
@@ -319,7 +321,7 @@ func (l *lane) mayBeStale(g *group) bool {
 // is read.
 func (l *lane) reject(m jetstream.Msg, r protocol.Report, reason, detail string) {
 	c := l.w.c
-	c.m.reject(reason)
+	c.reject(reason)
 	c.log.Warn("report rejected", "reason", reason, "detail", detail, "subject", m.Subject(), "agent", r.Agent,
 		"exec", r.ExecID, "attempt", r.Attempt, "kind", r.Kind, "epoch", r.Epoch)
 	_ = m.Ack()
@@ -364,7 +366,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 			backoff = min(2*backoff, 5*time.Second)
 			conflicts = 0
 		}
-		cur, err := c.ex.readExec(ctx, g.id)
+		cur, err := c.execs.Get(ctx, g.id)
 		if err != nil {
 			g.err = err
 			continue
@@ -373,7 +375,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 		if g.next == nil {
 			return true
 		}
-		if g.rev, g.err = c.ex.execs().Put(ctx, cur, g.next); g.err == nil {
+		if g.rev, g.err = c.execs.Put(ctx, cur, g.next); g.err == nil {
 			return true
 		}
 	}
@@ -394,19 +396,19 @@ func (l *lane) commit(g *group) {
 		case p.err == nil:
 			for _, e := range p.effs {
 				if _, ok := e.(execution.Transitioned); ok {
-					c.m.apply()
+					c.apply()
 				}
 			}
 		case p.held && p.mayDefer:
 			continue // deferred in finish
 		default:
 			reason := rejectLabel(p.err)
-			c.m.reject(reason)
+			c.reject(reason)
 			c.log.Info("report rejected", "reason", reason, "detail", execution.DetailOf(p.err), "exec", p.r.ExecID,
 				"attempt", p.r.Attempt, "kind", p.r.Kind, "agent", p.r.Agent)
 		}
 		// Report effects are events and retry timers, never commands.
-		futs, evErr, _ := c.ex.startEffects(context.Background(), g.next, nil, p.effs)
+		futs, evErr := c.host.StartEffects(context.Background(), g.next, p.effs)
 		g.evs = append(g.evs, futs...)
 		g.evErr = g.evErr || evErr
 	}
@@ -421,7 +423,7 @@ func (l *lane) finish(g *group) {
 		switch {
 		case p.held && p.mayDefer:
 			delay := deferDelay(p.msg)
-			c.m.deferred.Inc()
+			c.m.Deferred.Inc()
 			c.log.Info("report ahead of its execution, deferred", "exec", p.r.ExecID, "attempt", p.r.Attempt, "kind", p.r.Kind, "in", delay)
 			_ = p.msg.NakWithDelay(delay)
 		case g.evErr:

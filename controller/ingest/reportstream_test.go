@@ -1,72 +1,106 @@
-package controller
+package ingest
 
 import (
 	"context"
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
+	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// newReportStreamIngest returns the report ingest of a controller that is
-// only its embedded nats-server (file storage in a temporary dir), AX_RPT,
-// the report consumers, and the lease of shard 0 (held, with the other
-// shards' leases, by a started ownership whose host starts no worker): no
-// shard worker reads the reports, so what the upkeep leaves in AX_RPT
-// stays there.
-func newReportStreamIngest(t *testing.T) *reportIngest {
+// The report stream's upkeep alone, on a real nats-server: the tests of
+// whole controllers whose reports are rejected or left behind by a kill
+// are the controller package's (TestForgedReportsRejected,
+// TestKill9LeavesNoAckedReports).
+
+// newReportStreamIngest returns the report ingest of a nats-server (file
+// storage in a temporary dir) with AX_RPT, the report consumers, and the
+// lease of shard 0 (held, with the other shards' leases, by a started
+// ownership whose host starts no worker): no shard worker reads the
+// reports, so what the upkeep leaves in AX_RPT stays there.
+func newReportStreamIngest(t *testing.T) *Ingest {
 	t.Helper()
-	cfg := testConfig(t, t.TempDir()).withDefaults()
-	srv, _, err := startEmbedded(cfg, nil)
+	nc, js := natstest.JetStream(t, natstest.Start(t).URL())
+	ctx := testutil.Context(t, 60*time.Second)
+	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, js, err := connect(cfg, srv, nil)
-	if err != nil {
-		t.Fatal(err)
+	m := Metrics{
+		ReportsApplied:     prometheus.NewCounter(prometheus.CounterOpts{Name: "ax_reports_applied_total"}),
+		ReportsRejected:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_reports_rejected_total"}, []string{"reason"}),
+		Deferred:           prometheus.NewCounter(prometheus.CounterOpts{Name: "ax_reports_deferred_total"}),
+		Applied:            new(atomic.Int64),
+		Rejected:           new(atomic.Int64),
+		StreamBytes:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_report_stream_bytes"}),
+		StreamMaxBytes:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_report_stream_max_bytes"}),
+		StreamMsgs:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_report_stream_messages"}),
+		StreamOldest:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_report_stream_oldest_seconds"}),
+		StreamMaxAge:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_report_stream_max_age_seconds"}),
+		StreamAckedRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "ax_report_stream_acked_removed_total"}),
 	}
-	t.Cleanup(nc.Close)
-	b, err := streams.Ensure(tctx(t), js, streams.Config{Replicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &core{cfg: cfg, log: testutil.Logger(), clk: cfg.Clock, m: m, nc: nc, js: js}
-	ctx, cancel := context.WithCancel(context.Background())
+	clk := clock.Real{}
+	now := func() time.Time { return clk.Now().UTC().Round(0) }
+	loopCtx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
-	c.own = lease.NewOwnership(lease.OwnershipEnv{
-		Config: lease.OwnershipConfig{Node: cfg.Node, Shards: cfg.Shards, LeaseTTL: cfg.LeaseTTL,
-			LeaseRenewInterval: cfg.LeaseRenewInterval},
-		Log: c.log, Metrics: lease.OwnershipMetrics{ShardsOwned: m.shardsOwned, Takeovers: m.takeovers},
-		Clock: c.clk, Now: c.now, Mono: c.mono,
+	own := lease.NewOwnership(lease.OwnershipEnv{
+		Config: lease.OwnershipConfig{Node: "report-stream-test", Shards: protocol.DefaultShards, LeaseTTL: 15 * time.Second,
+			LeaseRenewInterval: 5 * time.Second},
+		Log: testutil.Logger(), Metrics: lease.OwnershipMetrics{
+			ShardsOwned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_shards_owned"}),
+			Takeovers:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_lease_takeovers_total"}, []string{"kind"})},
+		Clock: clk, Now: now, Mono: clk.Now,
 		GoRun: func(fn func(context.Context)) {
 			loops.Add(1)
-			go func() { defer loops.Done(); fn(ctx) }()
+			go func() { defer loops.Done(); fn(loopCtx) }()
 		},
-		Leases: lease.NewView(), Instance: "report-stream-test", Started: c.now(),
+		Leases: lease.NewView(), Instance: "report-stream-test", Started: now(),
 	}, workerlessHost{})
-	c.own.Start(tctx(t), b.Leases)
-	t.Cleanup(func() { c.own.HandOver(); cancel(); loops.Wait() }) // before the server stops
-	if !c.own.Owns(0) {
-		t.Fatalf("shard 0 not owned after the ownership's start (owned %v)", c.own.OwnedShards())
+	own.Start(ctx, b.Leases)
+	t.Cleanup(func() { own.HandOver(); cancel(); loops.Wait() }) // before the server stops
+	if !own.Owns(0) {
+		t.Fatalf("shard 0 not owned after the ownership's start (owned %v)", own.OwnedShards())
 	}
-	if err := c.ensureConsumers(tctx(t)); err != nil {
+	c := New(Env{
+		Config: Config{Shards: protocol.DefaultShards, AckWait: 2 * time.Second, LeaseTTL: 15 * time.Second, Replicas: 1},
+		Log:    testutil.Logger(), Metrics: m, Now: now, Mono: clk.Now, Own: own,
+	}, nil)
+	c.Attach(loopCtx, nc, js, execstore.Store{})
+	if err := c.EnsureConsumers(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return &reportIngest{c}
+	return c
+}
+
+// val returns the value of a counter or gauge.
+func val(t testing.TB, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	}
+	t.Fatalf("not a counter or gauge: %v", m.Desc())
+	return 0
 }
 
 // workerlessHost is an ownership host that starts no report worker and
@@ -94,7 +128,7 @@ func (idleWorker) Stop(bool, time.Duration) {}
 // acknowledged, stay and are delivered.
 func TestReportStreamRemovesAcked(t *testing.T) {
 	c := newReportStreamIngest(t)
-	ctx := tctx(t)
+	ctx := testutil.Context(t, 60*time.Second)
 	js := c.js
 	publish := func(shard int) uint64 {
 		t.Helper()
@@ -115,11 +149,11 @@ func TestReportStreamRemovesAcked(t *testing.T) {
 	// (the floor stored, the work queue's removal lost).
 	next3, next5 := publish(3), publish(5)
 	for shard, next := range map[int]uint64{3: next3, 5: next5} {
-		if _, err := js.ResetConsumerToSequence(ctx, protocol.StreamReports, shardConsumerName(shard), next); err != nil {
-			t.Fatalf("reset %s: %v", shardConsumerName(shard), err)
+		if _, err := js.ResetConsumerToSequence(ctx, protocol.StreamReports, ConsumerName(shard), next); err != nil {
+			t.Fatalf("reset %s: %v", ConsumerName(shard), err)
 		}
 	}
-	cons3, err := js.Consumer(ctx, protocol.StreamReports, shardConsumerName(3))
+	cons3, err := js.Consumer(ctx, protocol.StreamReports, ConsumerName(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +210,8 @@ func TestReportStreamRemovesAcked(t *testing.T) {
 	if got := stored(); !slices.Equal(got, keep) {
 		t.Fatalf("AX_RPT holds %v after the upkeep, want only the reports above the floors %v (ghosts %v, %v)", got, keep, ghosts3, ghosts5)
 	}
-	if got, want := val(t, c.m.rptAckedRemoved), float64(len(ghosts3)+len(ghosts5)); got != want {
-		t.Fatalf("%s = %v, want %v", metricRptAckedRemoved, got, want)
+	if got, want := val(t, c.m.StreamAckedRemoved), float64(len(ghosts3)+len(ghosts5)); got != want {
+		t.Fatalf("%s = %v, want %v", "ax_report_stream_acked_removed_total", got, want)
 	}
 	// Again: nothing more to remove.
 	if err := c.reportStreamStep(ctx, floors); err != nil {
@@ -188,7 +222,7 @@ func TestReportStreamRemovesAcked(t *testing.T) {
 	}
 	// The reports left are still delivered: the one not acknowledged
 	// after the ack wait, the others for the first time.
-	cons5, err := js.Consumer(ctx, protocol.StreamReports, shardConsumerName(5))
+	cons5, err := js.Consumer(ctx, protocol.StreamReports, ConsumerName(5))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package controller
+package ingest
 
 import (
 	"context"
@@ -33,8 +33,9 @@ import (
 // A rejected report changes nothing; it is counted in
 // ax_reports_rejected_total{reason} and logged.
 
-// shardOK reports whether subject's shard token is the shard of jobID.
-func (c *reportIngest) shardOK(subject, jobID string) (int, bool) {
+// ShardOK reports whether subject's shard token (returned, -1 when it
+// has none) is the shard of jobID.
+func (c *Ingest) ShardOK(subject, jobID string) (int, bool) {
 	tok, ok := protocol.ReportSubjectShard(subject)
 	if !ok {
 		return -1, false
@@ -49,40 +50,42 @@ func (c *reportIngest) shardOK(subject, jobID string) (int, bool) {
 // time the controller took to see the lease lapse.
 const epochSlack = time.Minute
 
-// authorizeEpoch checks that r.Agent held r.Epoch of r's job, and that r's
+// AuthorizeEpoch checks that r.Agent held r.Epoch of r's job, and that r's
 // execution was scheduled before that epoch ended (plus LeaseTTL and
 // epochSlack): an agent fires only while its lease is valid.
-func (c *reportIngest) authorizeEpoch(ctx context.Context, r protocol.Report) (reason, detail string) {
+// The reason of a refusal is a Reject* label ("" when authorized).
+func (c *Ingest) AuthorizeEpoch(ctx context.Context, r protocol.Report) (reason, detail string) {
 	agent, st, ended := c.groups.EpochHolder(ctx, r.JobID, r.Epoch)
 	switch {
 	case st == lease.EpochForgotten:
-		return rejectOldEpoch, fmt.Sprintf("lease epoch %d of job %s is older than the %d grants kept", r.Epoch, r.JobID, lease.MaxEpochGrants)
+		return RejectOldEpoch, fmt.Sprintf("lease epoch %d of job %s is older than the %d grants kept", r.Epoch, r.JobID, lease.MaxEpochGrants)
 	case st == lease.EpochNeverGranted:
-		return rejectNotAssigned, fmt.Sprintf("lease epoch %d of job %s was never granted", r.Epoch, r.JobID)
+		return RejectNotAssigned, fmt.Sprintf("lease epoch %d of job %s was never granted", r.Epoch, r.JobID)
 	case agent != r.Agent:
-		return rejectNotAssigned, fmt.Sprintf("lease epoch %d of job %s was granted to %s, not %s", r.Epoch, r.JobID, agent, r.Agent)
+		return RejectNotAssigned, fmt.Sprintf("lease epoch %d of job %s was granted to %s, not %s", r.Epoch, r.JobID, agent, r.Agent)
 	}
 	if !ended.IsZero() {
 		if _, at, err := protocol.ParseExecID("exec_id", r.ExecID); err == nil && at.After(ended.Add(c.cfg.LeaseTTL+epochSlack)) {
-			return rejectNotAssigned, fmt.Sprintf("execution scheduled at %s, after lease epoch %d of job %s ended (the next was granted at %s)",
+			return RejectNotAssigned, fmt.Sprintf("execution scheduled at %s, after lease epoch %d of job %s ended (the next was granted at %s)",
 				at.Format(time.RFC3339Nano), r.Epoch, r.JobID, ended.Format(time.RFC3339Nano))
 		}
 	}
 	return "", ""
 }
 
-// authorizeCreate checks that r may create its execution's record: the
+// AuthorizeCreate checks that r may create its execution's record: the
 // job exists, is periodic, and r.Agent may fire it (r.Epoch was checked by
-// authorizeEpoch before). early: the job could not be read now; the
+// AuthorizeEpoch before). The reason of a refusal is a Reject* label
+// ("" when authorized); early: the job could not be read now; the
 // report may be tried again later.
-func (c *reportIngest) authorizeCreate(ctx context.Context, r protocol.Report) (reason, detail string, early bool) {
+func (c *Ingest) AuthorizeCreate(ctx context.Context, r protocol.Report) (reason, detail string, early bool) {
 	j, _, ok := c.jobs.Get(r.JobID)
 	if dj, at, deleted := c.jobs.DeletedPeriodic(r.JobID); !ok && deleted {
 		// Deleted: a fire the agent made before the deletion (in flight,
 		// or while its link was down) really ran and is recorded; a later
 		// one is refused. The agent's own clock slack is the lease TTL.
 		if _, sched, err := protocol.ParseExecID("exec_id", r.ExecID); err != nil || sched.After(at.Add(c.cfg.LeaseTTL)) {
-			return rejectUnknownJob, fmt.Sprintf("job %s was deleted at %s, before this fire", r.JobID, at.Format(time.RFC3339Nano)), false
+			return RejectUnknownJob, fmt.Sprintf("job %s was deleted at %s, before this fire", r.JobID, at.Format(time.RFC3339Nano)), false
 		}
 		j, ok = dj, true
 	}
@@ -90,35 +93,35 @@ func (c *reportIngest) authorizeCreate(ctx context.Context, r protocol.Report) (
 		// Not in this replica's cache: created on another replica just now?
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var err error
-		j, _, err = c.jobsvc.readJob(rctx, r.JobID)
+		j, err = c.host.ReadJob(rctx, r.JobID)
 		cancel()
-		if errors.Is(err, ErrNotFound) {
-			return rejectUnknownJob, fmt.Sprintf("job %s does not exist", r.JobID), false
+		if errors.Is(err, ErrJobNotFound) {
+			return RejectUnknownJob, fmt.Sprintf("job %s does not exist", r.JobID), false
 		}
 		if err != nil {
-			return rejectUnknownJob, fmt.Sprintf("job %s could not be read: %v", r.JobID, err), true
+			return RejectUnknownJob, fmt.Sprintf("job %s could not be read: %v", r.JobID, err), true
 		}
 	}
 	if !j.Periodic() {
-		return rejectNotAssigned, fmt.Sprintf("job %s is one-shot: its executions are made by the controller", j.ID), false
+		return RejectNotAssigned, fmt.Sprintf("job %s is one-shot: its executions are made by the controller", j.ID), false
 	}
 	switch {
 	case j.Target.Agent != "":
 		if r.Agent != j.Target.Agent || r.Epoch != 0 {
-			return rejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false
+			return RejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false
 		}
 	case j.Target.Mode == protocol.ModeAll:
 		if r.Shard == nil || r.Epoch != 0 || !c.groups.IsMember(j, r.Agent) {
-			return rejectNotAssigned, fmt.Sprintf("agent %s is not a member of job %s's group %q", r.Agent, j.ID, j.Target.Group), false
+			return RejectNotAssigned, fmt.Sprintf("agent %s is not a member of job %s's group %q", r.Agent, j.ID, j.Target.Group), false
 		}
 	default:
 		if r.Epoch == 0 {
-			return rejectNotAssigned, fmt.Sprintf("job %s fires under a group lease; the report has no epoch", j.ID), false
+			return RejectNotAssigned, fmt.Sprintf("job %s fires under a group lease; the report has no epoch", j.ID), false
 		}
 	}
 	if r.SkippedCount > 0 {
 		if max := maxFires(j, r.FirstScheduledAt, r.ScheduledAt); r.SkippedCount > max {
-			return rejectInvalid, fmt.Sprintf("skipped_count %d: job %s's schedule has at most %d fires from %s to %s",
+			return RejectInvalid, fmt.Sprintf("skipped_count %d: job %s's schedule has at most %d fires from %s to %s",
 				r.SkippedCount, j.ID, max, r.FirstScheduledAt.Format(time.RFC3339Nano), r.ScheduledAt.Format(time.RFC3339Nano)), false
 		}
 	}

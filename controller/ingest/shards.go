@@ -1,4 +1,4 @@
-package controller
+package ingest
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -29,13 +30,13 @@ const shardLanes = 4
 
 // shardWorker consumes the reports of one shard from its durable pull
 // consumers (ax-shard-<n>, and the extra ones it covers, see
-// ensureConsumers) and applies them to the executions in KV. The reports
+// EnsureConsumers) and applies them to the executions in KV. The reports
 // of one execution go to one lane (hash of the exec id) and are applied
 // there one at a time, in stream order. A worker runs while this replica
 // holds the shard's lease (lease.Ownership starts it through its host and
 // stops it).
 type shardWorker struct {
-	c      *reportIngest
+	c      *Ingest
 	n      int
 	its    []jetstream.MessagesContext
 	lanes  []*lane
@@ -44,7 +45,8 @@ type shardWorker struct {
 	wg     sync.WaitGroup
 }
 
-func shardConsumerName(n int) string { return "ax-shard-" + strconv.Itoa(n) }
+// ConsumerName is the name of report consumer n on AX_RPT (ax-shard-<n>).
+func ConsumerName(n int) string { return "ax-shard-" + strconv.Itoa(n) }
 
 // consumersOf returns the report consumers shard n of shards works: n
 // itself and, when fewer than protocol.DefaultShards shards are configured,
@@ -63,19 +65,20 @@ func consumersOf(n, shards int) []int {
 	return out
 }
 
-// ensureConsumers creates (or updates) the per-shard durable consumers,
-// refusing a shard count other than the one they were made for.
-func (c *core) ensureConsumers(ctx context.Context) error {
-	if cons, err := c.js.Consumer(ctx, protocol.StreamReports, shardConsumerName(0)); err == nil {
+// EnsureConsumers creates (or updates) the per-shard durable consumers
+// on AX_RPT, refusing a shard count other than the one they were made
+// for (an error matching ErrShardCount). Attach comes first.
+func (c *Ingest) EnsureConsumers(ctx context.Context) error {
+	if cons, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(0)); err == nil {
 		if got := cons.CachedInfo().Config.Metadata[shardMetaKey]; got != "" && got != strconv.Itoa(c.cfg.Shards) {
-			return configErr("shards", "the report consumers were made for %s shards, config says %d (the shard count is fixed once streams exist)", got, c.cfg.Shards)
+			return &shardCountError{made: got, config: c.cfg.Shards}
 		}
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("report consumers: %w", err)
 	}
 	for n := range max(c.cfg.Shards, protocol.DefaultShards) {
 		_, err := c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, jetstream.ConsumerConfig{
-			Durable:       shardConsumerName(n),
+			Durable:       ConsumerName(n),
 			Description:   "ax controller: reports of shard " + strconv.Itoa(n),
 			FilterSubject: protocol.ReportShardSubject(n),
 			AckPolicy:     jetstream.AckExplicitPolicy,
@@ -83,7 +86,7 @@ func (c *core) ensureConsumers(ctx context.Context) error {
 			MaxDeliver:    -1,
 			MaxAckPending: 4096,
 			DeliverPolicy: jetstream.DeliverAllPolicy,
-			Replicas:      c.cfg.NATS.Replicas,
+			Replicas:      c.cfg.Replicas,
 			Metadata:      map[string]string{shardMetaKey: strconv.Itoa(c.cfg.Shards)},
 		})
 		if err != nil {
@@ -93,12 +96,15 @@ func (c *core) ensureConsumers(ctx context.Context) error {
 	return nil
 }
 
-// startShardWorker starts consuming shard n.
-func (c *reportIngest) startShardWorker(ctx context.Context, n int) (*shardWorker, error) {
+// StartShardWorker starts consuming shard n (lease.OwnershipHost's
+// StartShardWorker: the shard ownership calls it when this replica
+// acquires the shard, and stops the worker through lease.ShardWorker).
+// The worker's goroutines run on the context given to Attach.
+func (c *Ingest) StartShardWorker(ctx context.Context, n int) (lease.ShardWorker, error) {
 	w := &shardWorker{c: c, n: n}
 	w.ctx, w.cancel = context.WithCancel(c.ctx)
 	for _, k := range consumersOf(n, c.cfg.Shards) {
-		cons, err := c.js.Consumer(ctx, protocol.StreamReports, shardConsumerName(k))
+		cons, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(k))
 		if err == nil {
 			var it jetstream.MessagesContext
 			if it, err = cons.Messages(jetstream.PullMaxMessages(512)); err == nil {
