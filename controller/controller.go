@@ -21,6 +21,7 @@ import (
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/controller/placement"
 	"github.com/axsched/ax/controller/writemark"
 	"github.com/axsched/ax/internal/kvfollow"
 	"github.com/axsched/ax/internal/streams"
@@ -79,15 +80,20 @@ type core struct {
 	// ingest takes the agents' reports in: the per-shard report consumers
 	// and lanes, report authorization, the report stream's upkeep
 	// (package ingest; ingest.Host is what it asks of the controller).
-	ingest   *ingest.Ingest
+	ingest *ingest.Ingest
+	// place decides which agents run a job, sends the assignment diffs
+	// and keeps the executions waiting for an agent of their group
+	// (package placement; placement.Host is what it asks of the
+	// controller).
+	place    *placement.Placer
 	instance string // this process, in its leases and liveness digests
 	crashed  atomic.Bool
 
 	// assignMu serializes assignment decisions (job changes and agent
-	// registrations) and guards unplaced. The fleet takes it after an
-	// agent's lock (fleet.Env.Assign).
+	// registrations) and guards the placement's executions waiting for an
+	// agent. The placement and the fleet are given it (placement.Env.Assign,
+	// fleet.Env.Assign); the fleet takes it after an agent's lock.
 	assignMu sync.Mutex
-	unplaced map[string]string // exec id → job id of PENDING executions without an agent
 	// marks tracks the changes this replica makes to executions on its
 	// own, for its write mark in ax_marks (writemarks.go).
 	marks  *writemark.Tracker
@@ -138,13 +144,12 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &core{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		clk:      cfg.Clock,
-		m:        m,
-		unplaced: map[string]string{},
-		closeCh:  make(chan struct{}),
-		idRand:   mrand.Uint32,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		clk:     cfg.Clock,
+		m:       m,
+		closeCh: make(chan struct{}),
+		idRand:  mrand.Uint32,
 	}
 	c.jobs = jobcache.New(c.now)
 	c.marks = writemark.New(c.now)
@@ -191,6 +196,11 @@ func New(cfg Config) (*Controller, error) {
 		Now: c.now, Mono: c.mono, Every: c.every,
 		Jobs: c.jobs, Groups: c.groups, Own: c.own,
 	}, ingestHostOf{c})
+	c.place = placement.New(placement.Env{
+		Config: placement.Config{AgentOfflineAfter: cfg.AgentOfflineAfter},
+		Log:    c.log, Now: c.now, Assign: &c.assignMu,
+		Jobs: c.jobs, Agents: c.agents, Marks: c.marks,
+	}, placementHostOf{c})
 	c.parts = newParts(c)
 	return &Controller{core: c}, nil
 }

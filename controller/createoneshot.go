@@ -75,14 +75,14 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 	if !ok {
 		return protocol.Job{}, false, nil
 	}
-	ps, err := c.place.placements(j, at)
+	ps, err := c.place.Placements(j, at)
 	if err != nil {
 		return protocol.Job{}, false, nil // stored the other way, which logs why it has no execution
 	}
 	env := execution.Env{Now: c.now()}
 	made := make([]oneShotMade, len(ps))
 	for i, p := range ps {
-		ev := execution.Create{ExecID: p.execID, JobID: j.ID, Agent: p.agent, ScheduledAt: at, Shard: p.shard, Reason: "scheduled"}
+		ev := execution.Create{ExecID: p.ExecID, JobID: j.ID, Agent: p.Agent, ScheduledAt: at, Shard: p.Shard, Reason: "scheduled"}
 		next, effs, err := execution.Apply(nil, ev, env)
 		if err != nil || next == nil {
 			return protocol.Job{}, false, nil
@@ -134,11 +134,11 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 	}
 	c.jobs.Put(j, jrev)
 	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
-	c.place.assignChange(ctx, nil, &j)
+	c.place.AssignChange(ctx, nil, &j)
 	if failed {
 		// A record not stored: create the executions the general way,
 		// which keeps those stored and sends their runs.
-		if _, err := c.place.createRuns(ctx, j, at, "scheduled", 0); err != nil {
+		if _, err := c.ex.createRuns(ctx, j, at, "scheduled", 0); err != nil {
 			c.log.Error("dispatch one-shot job", "job", j.ID, "err", err)
 		}
 		return j, true, nil
@@ -258,9 +258,7 @@ func (c *reloader) repairOrphanExecs(ctx context.Context, recs []*execRecord, re
 			c.log.Warn("remove execution of a job never stored", "exec", r.ExecID, "job", r.JobID, "err", err)
 			continue
 		}
-		c.assignMu.Lock()
-		delete(c.unplaced, r.ExecID)
-		c.assignMu.Unlock()
+		c.place.ForgetWaiting(r.ExecID)
 		removed[r.ExecID] = true
 		c.log.Warn("removed execution of a job never stored (a create cut short)", "exec", r.ExecID, "job", r.JobID)
 	}

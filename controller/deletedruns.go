@@ -13,8 +13,9 @@ import (
 // run lost in a crash). Nothing else would ever end such an execution: it
 // would stay PENDING, and in live state, for good. A job only missing
 // from this replica's cache is left alone: ax_jobs must show the delete.
-// It reports whether the execution was cancelled.
-func (c *placer) cancelDeletedJobRun(ctx context.Context, execID, jobID string, unsent bool) (bool, error) {
+// It reports whether the execution was cancelled. The placement asks for
+// it (placement.Host) for the unplaced ones, with the assign lock held.
+func (c *execService) cancelDeletedJobRun(ctx context.Context, execID, jobID string, unsent bool) (bool, error) {
 	if !c.jobsvc.jobDeleted(ctx, jobID) {
 		return false, nil
 	}
@@ -36,33 +37,4 @@ func (c *placer) cancelDeletedJobRun(ctx context.Context, execID, jobID string, 
 	}
 	c.log.Info("execution of a deleted job cancelled", "exec", execID, "job", jobID, "run_unsent", unsent)
 	return true, nil
-}
-
-// cancelUnplacedOf cancels the unplaced executions of deleted job jobID
-// (all deleted jobs' when jobID is "") and forgets them. Called with
-// assignMu held.
-func (c *placer) cancelUnplacedOf(ctx context.Context, jobID string) {
-	for execID, j := range c.unplaced {
-		if jobID != "" && j != jobID {
-			continue
-		}
-		if jobID == "" {
-			if c.jobs.Has(j) {
-				continue
-			}
-		}
-		c.dropUnplaced(ctx, execID, j)
-	}
-}
-
-// dropUnplaced forgets unplaced execution execID of job jobID, which the
-// job cache no longer holds, cancelling it first if the job is deleted;
-// one whose cancel failed stays, for the next pass. Called with assignMu
-// held.
-func (c *placer) dropUnplaced(ctx context.Context, execID, jobID string) {
-	if _, err := c.cancelDeletedJobRun(ctx, execID, jobID, false); err != nil {
-		c.log.Warn("cancel execution of a deleted job", "exec", execID, "job", jobID, "err", err)
-		return
-	}
-	delete(c.unplaced, execID)
 }

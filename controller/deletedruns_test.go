@@ -36,9 +36,7 @@ func TestDeleteJobCancelsUnplacedExecution(t *testing.T) {
 		t.Fatalf("execution %s after the delete: %+v, %v; want CANCELLED, reason job_deleted", id, v.Rec, err)
 	}
 	er.Wait(t, id, protocol.StateCancelled)
-	c.assignMu.Lock()
-	left := len(c.unplaced)
-	c.assignMu.Unlock()
+	left := c.place.Waiting()
 	if left != 0 {
 		t.Errorf("%d executions still wait for an agent", left)
 	}

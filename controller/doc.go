@@ -25,21 +25,47 @@
 // share one core: the configuration, the stores and caches, the fleet,
 // ownership, group-lease and ingest components, and the lifecycle (start,
 // shutdown, the goroutine and loop runners). A call from one part into
-// another names the part (c.ex.applyExec, c.place.createRuns):
+// another names the part (c.ex.applyExec, c.ex.createRuns):
 //
-//	jobService    jobs and their idempotency keys, the one-shot fast path
+//	jobService    jobs and their idempotency keys, the one-shot fast path,
+//	              the dispatch of a stored change (onJobChanged)
 //	execService   the one execution.Apply, its effects, the execution store,
-//	              the retry timers that fire (retries.go)
-//	placer        agents for a job, assignments, runs, unplaced executions
+//	              the retry timers that fire (retries.go), the executions
+//	              of a fire (createRuns, dispatch.go)
 //	reloader      a shard's live executions, reloaded at acquisition
 //	retention     terminal executions and finished jobs out of live state
 //	agentService  what the fleet and group leases ask (lost epochs, store loss)
 //
 // The fleet (package fleet), ownership (lease.Ownership), group-lease
-// (lease.GroupLeases) and report ingest (package ingest) components
-// reach the parts through their host interfaces (fleet.Host,
-// lease.OwnershipHost, lease.GroupLeaseHost, ingest.Host), which small
-// adapters in parts.go answer.
+// (lease.GroupLeases), report ingest (package ingest) and placement
+// (package placement) components reach the parts through their host
+// interfaces (fleet.Host, lease.OwnershipHost, lease.GroupLeaseHost,
+// ingest.Host, placement.Host), which small adapters in parts.go answer.
+//
+// # Placement
+//
+// Where a job's work goes is package placement (controller/placement,
+// its doc names its files): the desired assignments of a periodic job
+// and the assign and unassign diffs sent to agents when a job changes
+// (AssignChange, from the jobService's onJobChanged and the one-shot
+// fast path) or an agent's record does (ReconcileAgent, for the fleet),
+// the agent of each execution of a fire (Placements, which the
+// execService's createRuns and the one-shot fast path make executions
+// from), and the PENDING executions waiting for an agent of their group
+// (NoteWaiting and ForgetWaiting from the effects and the reload,
+// PlaceUnplaced for the fleet, PlaceWaiting once a pass of the ownership
+// loop). What it asks of the rest of the controller is placement.Host
+// (placementHostOf, parts.go): publish a command, apply an event to an
+// execution and carry out its effects, cancel the run of a deleted job
+// (deletedruns.go). Everything else it gets at construction
+// (placement.New: placement.Env with placement.Config, the logger, the
+// clock, the assign lock, the job cache, the agent registry, the
+// write-mark tracker). The assign lock is core.assignMu, given to the
+// placement and to the fleet: an agent's lock before it, and the
+// placement calls its host with it held. Making the executions of a fire
+// stays the execService's (createRuns): it reads the history index and
+// writes ax_execs, and asks the placement only where each execution
+// goes.
 //
 // # Reports: the ingest
 //
@@ -69,14 +95,16 @@
 // list; it makes every write of ax_agents and ax_liveness. What it asks
 // of the rest of the controller is fleet.Host (fleetHostOf, parts.go):
 // reconcile an agent's assignments after its record changed, place the
-// PENDING runs that wait for a member of its groups, the last command
+// PENDING runs that wait for a member of its groups (both the
+// placement's: ReconcileAgent, PlaceUnplaced), the last command
 // sent to it and the re-send of its runs after a store loss
 // (storeloss.go), and the renewal and release of its group leases in a
 // heartbeat. Everything else it gets at construction (fleet.New:
 // fleet.Env with fleet.Config, fleet.Metrics, the logger, clocks,
 // goroutine and loop runners, the assignment lock) and at start (Attach:
 // context, connection, buckets). The rest of the controller reads the
-// registry (core.agents) to place jobs and never writes it; ListAgents,
+// registry (core.agents; the placement is given it in placement.Env) to
+// place jobs and never writes it; ListAgents,
 // ListAgentPage (agentlist.go), LabelAgent, EnrollAgent and RevokeAgent
 // (fleet.go) check the request and delegate to the fleet, whose errors
 // match the controller's sentinels (errors.go).
@@ -277,13 +305,13 @@
 // (lease.GroupLeaseEnv: GroupLeaseConfig, GroupLeaseMetrics, the logger,
 // clocks, the goroutine runner, the lease view, job cache, agent registry
 // and the ownership) and at start (Attach: context, connection, buckets,
-// the ax_leases of the heartbeat path; FollowEpochs). The placer's
-// manageGroupLeases and forgetShard (for the ownership) and fleetHostOf's
-// RenewLeases and ReleaseLeases delegate to it; report authorization asks
+// the ax_leases of the heartbeat path; FollowEpochs). ownershipHostOf's
+// ManageGroupLeases and ForgetShard and fleetHostOf's RenewLeases and
+// ReleaseLeases delegate to it; report authorization asks
 // it who held an epoch (EpochHolder) and the retries who holds a lease now
 // (CurrentHolder). Which agents are a group's members, and which of them
 // a job goes to, are the fleet's rules (fleet.GroupMembers,
-// fleet.Rendezvous), shared with the placer.
+// fleet.Rendezvous), shared with the placement (controller/placement).
 //
 // # Report authorization
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/axsched/ax/controller/fleet"
+	"github.com/axsched/ax/controller/placement"
 )
 
 // Sentinel errors of the controller. Match them with errors.Is.
@@ -70,6 +71,30 @@ func fleetErr(err error) error {
 		return nil
 	}
 	return &fleetError{err: err}
+}
+
+// placementError is an error of the placement (package placement) as the
+// controller returns it: the placement's message and chain unchanged, and
+// errors.Is matches ErrConflict for placement.ErrNoMember (a group of mode
+// all without a member), which controller/api maps to 409.
+type placementError struct{ err error }
+
+func (e *placementError) Error() string { return e.err.Error() }
+
+func (e *placementError) Unwrap() error { return e.err }
+
+// Is makes errors.Is(err, ErrConflict) true for placement.ErrNoMember.
+func (e *placementError) Is(target error) bool {
+	return target == ErrConflict && errors.Is(e.err, placement.ErrNoMember)
+}
+
+// placementErr returns err of the placement as a placementError (nil
+// stays nil).
+func placementErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &placementError{err: err}
 }
 
 // errJobIDTaken: the job id CreateJob drew is held by another job (KV

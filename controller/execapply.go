@@ -125,18 +125,14 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 		case execution.CancelRetry:
 			c.retries.cancel(e.ExecID)
 		case execution.WaitForAgent:
-			c.assignMu.Lock()
-			c.unplaced[e.ExecID] = e.JobID
-			c.assignMu.Unlock()
+			c.place.NoteWaiting(e.ExecID, e.JobID)
 			group := ""
 			if job != nil {
 				group = job.Target.Group
 			}
 			c.log.Warn("execution waits for an agent of its group", "exec", e.ExecID, "job", e.JobID, "group", group)
 		case execution.ForgetWaiting:
-			c.assignMu.Lock()
-			delete(c.unplaced, e.ExecID)
-			c.assignMu.Unlock()
+			c.place.ForgetWaiting(e.ExecID)
 		case execution.SendRun:
 			j := job
 			if j == nil {

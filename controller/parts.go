@@ -16,24 +16,24 @@ import (
 
 // parts are the controller's components (the execution state machine and
 // store, the history index, the job cache, the lease view with the shard
-// ownership and the group leases, the fleet and the report ingest are
-// packages of their own: controller/execution, controller/execstore,
-// controller/histindex, controller/jobcache, controller/lease,
-// controller/fleet, controller/ingest). Each owns one concern and its
-// files; they share the core (the configuration, stores, caches and the
-// lease, fleet and ingest components) and call each other through these
+// ownership and the group leases, the fleet, the report ingest and the
+// placement are packages of their own: controller/execution,
+// controller/execstore, controller/histindex, controller/jobcache,
+// controller/lease, controller/fleet, controller/ingest,
+// controller/placement). Each owns one concern and its files; they share
+// the core (the configuration, stores, caches and the lease, fleet,
+// ingest and placement components) and call each other through these
 // fields, so a call that crosses a concern names the part it enters.
 //
 //	jobsvc    jobs: create (one-shot fast path, batch), read, update,
-//	          pause, delete, idempotency keys (jobs.go, jobsbatch.go,
-//	          createoneshot.go)
+//	          pause, delete, idempotency keys, the dispatch of a stored
+//	          change (jobs.go, jobsbatch.go, createoneshot.go, dispatch.go)
 //	ex        executions: the one Apply and its effects, the execution
 //	          store and scans, events and commands out, operator retry and
-//	          cancel, retry timers that fire (execapply.go, effects.go,
-//	          execs.go, execscan.go, executions.go, retries.go)
-//	place     placement: which agents run a job, assignment diffs, runs of
-//	          new executions, executions waiting for an agent (assign.go,
-//	          dispatch.go)
+//	          cancel, retry timers that fire, the executions of a fire
+//	          (createRuns) and the cancel of a deleted job's run
+//	          (execapply.go, effects.go, execs.go, execscan.go,
+//	          executions.go, retries.go, dispatch.go, deletedruns.go)
 //	reloader  the reload of a shard's live executions at acquisition
 //	          (reload.go, sentruns.go, historyrepair.go)
 //	ret       retention: the sweeper that moves terminal executions and
@@ -47,10 +47,13 @@ import (
 // Reports in (the per-shard consumers and lanes, report authorization,
 // the report stream's upkeep) are the ingest's (controller/ingest,
 // core.ingest); ingestHostOf answers what it asks of the parts.
+// Placement (which agents run a job, the assignment diffs, the agent of
+// each execution of a fire, the executions waiting for an agent of their
+// group) is the placement's (controller/placement, core.place);
+// placementHostOf answers what it asks of the parts.
 type parts struct {
 	jobsvc   *jobService
 	ex       *execService
-	place    *placer
 	reloader *reloader
 	ret      *retention
 	agentsvc *agentService
@@ -61,7 +64,6 @@ func newParts(c *core) parts {
 	return parts{
 		jobsvc:   &jobService{c},
 		ex:       &execService{c},
-		place:    &placer{c},
 		reloader: &reloader{c},
 		ret:      &retention{c},
 		agentsvc: &agentService{c},
@@ -74,10 +76,6 @@ type jobService struct{ *core }
 // execService changes executions (through execution.Apply and the
 // execution store) and carries out the effects.
 type execService struct{ *core }
-
-// placer decides which agents run a job and sends them its assignments
-// and runs.
-type placer struct{ *core }
 
 // reloader loads a shard's live executions when this replica acquires it.
 type reloader struct{ *core }
@@ -102,27 +100,38 @@ func (h ownershipHostOf) ReloadExecutions(ctx context.Context, shards map[int]bo
 	return h.reloader.reloadExecutions(ctx, shards)
 }
 
-func (h ownershipHostOf) ForgetShard(n int) { h.place.forgetShard(n) }
-
-func (h ownershipHostOf) ManageGroupLeases(ctx context.Context, now time.Time) {
-	h.place.manageGroupLeases(ctx, now)
+// ForgetShard drops the retry timers (the execService's) and the
+// group-lease bookkeeping of the jobs of shard n, no longer worked here
+// (its new owner reloads them).
+func (h ownershipHostOf) ForgetShard(n int) {
+	if h.retries != nil {
+		h.retries.dropWhere(func(jobID string) bool { return h.own.ShardOf(jobID) == n })
+	}
+	h.groups.ForgetShard(n)
 }
 
+// ManageGroupLeases is the group leases' pass of the ownership loop
+// (lease.GroupLeases.Manage).
+func (h ownershipHostOf) ManageGroupLeases(ctx context.Context, now time.Time) {
+	h.groups.Manage(ctx, now)
+}
+
+// PlaceWaiting is the placement's PlaceWaiting.
 func (h ownershipHostOf) PlaceWaiting(ctx context.Context, now time.Time) {
-	h.place.placeWaiting(ctx, now)
+	h.place.PlaceWaiting(ctx, now)
 }
 
 // fleetHostOf answers the fleet's fleet.Host.
 type fleetHostOf struct{ *core }
 
-// ReconcileAgent is the placer's reconcileAgent.
+// ReconcileAgent is the placement's ReconcileAgent.
 func (h fleetHostOf) ReconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
-	h.place.reconcileAgent(ctx, prev, cur, resend)
+	h.place.ReconcileAgent(ctx, prev, cur, resend)
 }
 
-// PlaceUnplaced is the placer's placeUnplaced.
+// PlaceUnplaced is the placement's PlaceUnplaced.
 func (h fleetHostOf) PlaceUnplaced(ctx context.Context, a protocol.AgentInfo) {
-	h.place.placeUnplaced(ctx, a)
+	h.place.PlaceUnplaced(ctx, a)
 }
 
 // LastCommandSeq is the agentService's lastCommandSeq (storeloss.go).
@@ -195,4 +204,31 @@ func (h ingestHostOf) InHistory(ctx context.Context, id string) (protocol.Execut
 func (h ingestHostOf) StartEffects(ctx context.Context, rec *execution.Record, effs []execution.Effect) ([]jetstream.PubAckFuture, bool) {
 	futs, evErr, _ := h.ex.startEffects(ctx, rec, nil, effs)
 	return futs, evErr
+}
+
+// placementHostOf answers the placement's placement.Host. The placement
+// calls it with the assign lock held.
+type placementHostOf struct{ *core }
+
+// PublishCommand is the execService's publishCommand.
+func (h placementHostOf) PublishCommand(ctx context.Context, cmd protocol.Command, msgID string) error {
+	return h.ex.publishCommand(ctx, cmd, msgID)
+}
+
+// ApplyExec is the execService's applyExec with an empty execution.Env
+// (the time is set there), without the record before.
+func (h placementHostOf) ApplyExec(ctx context.Context, execID string, ev execution.Event) (*execution.Record, []execution.Effect, error) {
+	_, after, effs, err := h.ex.applyExec(ctx, execID, ev, execution.Env{})
+	return after, effs, err
+}
+
+// ExecEffects is the execService's execEffects.
+func (h placementHostOf) ExecEffects(ctx context.Context, rec *execution.Record, job *protocol.Job, effs []execution.Effect) error {
+	return h.ex.execEffects(ctx, rec, job, effs)
+}
+
+// CancelDeletedJobRun is the execService's cancelDeletedJobRun
+// (deletedruns.go).
+func (h placementHostOf) CancelDeletedJobRun(ctx context.Context, execID, jobID string, unsent bool) (bool, error) {
+	return h.ex.cancelDeletedJobRun(ctx, execID, jobID, unsent)
 }

@@ -191,7 +191,7 @@ func (s *reloadScanned) keepMayLack(mayLack func(*execRecord) bool) {
 // so it can be neither re-sent nor run. A record younger than
 // orphanExecAfter (its run may be on its way) or older than AX_CMD keeps
 // commands (its run may have aged out of the stream) is left alone, and so
-// is an unplaced one (placeWaiting takes those). It returns how many it
+// is an unplaced one (the placement's PlaceWaiting takes those). It returns how many it
 // cancelled, and false when a cancel failed.
 func (c *reloader) cancelUnsentOfDeleted(ctx context.Context, jobless []*execRecord, sent map[string]bool) (int, bool) {
 	n, ok := 0, true
@@ -204,7 +204,7 @@ func (c *reloader) cancelUnsentOfDeleted(ctx context.Context, jobless []*execRec
 			ok = false // not judged yet: a later reload (the marks' sweep) looks again
 			continue
 		}
-		done, err := c.place.cancelDeletedJobRun(ctx, r.ExecID, r.JobID, true)
+		done, err := c.ex.cancelDeletedJobRun(ctx, r.ExecID, r.JobID, true)
 		if err != nil {
 			ok = false
 			c.log.Warn("cancel execution of a deleted job", "exec", r.ExecID, "job", r.JobID, "err", err)
@@ -252,9 +252,7 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 			c.retries.schedule(r.ExecID, r.JobID, r.Attempt, r.NextAttemptAt)
 			s.retries++
 		case r.State == protocol.StatePending && r.Agent == "":
-			c.assignMu.Lock()
-			c.unplaced[r.ExecID] = r.JobID
-			c.assignMu.Unlock()
+			c.place.NoteWaiting(r.ExecID, r.JobID)
 		case r.State == protocol.StatePending:
 			s.pending = append(s.pending, r)
 		}
@@ -307,7 +305,7 @@ func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID stri
 			continue
 		}
 		missing++
-		if _, err := c.place.createRuns(ctx, j, at, "scheduled", 0); err != nil {
+		if _, err := c.ex.createRuns(ctx, j, at, "scheduled", 0); err != nil {
 			ok = false
 			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
 		}

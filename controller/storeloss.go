@@ -21,7 +21,7 @@ import (
 // and the controller sends again what that skips and still matters
 // (resendRuns):
 //
-//   - every assignment (reconcileAgent with resend);
+//   - every assignment (the placement's ReconcileAgent with resend);
 //   - the runs it still waits for on that agent: PENDING executions, and
 //     RETRY_WAITING ones whose retry is due (sent already, or about to be).
 //

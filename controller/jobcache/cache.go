@@ -29,7 +29,7 @@ type Cache struct {
 	groupAny map[string]struct{}
 	// groupAll indexes the live periodic group jobs of mode all, and
 	// pinned the live periodic jobs pinned to each agent: the only jobs a
-	// registration looks at (reconcileAgent), so that its cost does not
+	// registration looks at (the placement's ReconcileAgent), so that its cost does not
 	// grow with the controller's job count.
 	groupAll map[string]struct{}
 	pinned   map[string]map[string]struct{}

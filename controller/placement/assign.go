@@ -1,9 +1,8 @@
-package controller
+package placement
 
 import (
 	"context"
 	"maps"
-	"time"
 
 	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/pkg/protocol"
@@ -19,9 +18,9 @@ import (
 //     replica that works the job's shard (controller/lease's GroupLeases);
 //     desired leaves these jobs out.
 //
-// Decisions are serialized by Controller.assignMu. A change is a diff
-// between the desired assignments before and after it: agents that lose a
-// job get unassign, agents that gain it or whose assignment changed
+// Decisions are serialized by the assign lock (Env.Assign). A change is a
+// diff between the desired assignments before and after it: agents that
+// lose a job get unassign, agents that gain it or whose assignment changed
 // (generation, shard slot) get assign.
 
 // desired returns the assignments of job j given the agents (sorted by id).
@@ -69,17 +68,17 @@ func sameAssign(a, b protocol.Assign) bool {
 // force(agent) re-sends an unchanged assignment (an agent that may have
 // missed it). Errors are logged: an agent that misses a command gets its
 // assignments again when it re-registers with a stale cursor.
-func (c *placer) applyDiff(ctx context.Context, jobID string, before, after map[string]protocol.Assign, force func(string) bool, reason string) {
+func (p *Placer) applyDiff(ctx context.Context, jobID string, before, after map[string]protocol.Assign, force func(string) bool, reason string) {
 	for agent := range before {
 		if _, ok := after[agent]; ok {
 			continue
 		}
 		cmd := protocol.Command{Kind: protocol.CmdUnassign, Agent: agent, Unassign: &protocol.Unassign{JobID: jobID, Reason: reason}}
-		if err := c.ex.publishCommand(ctx, cmd, ""); err != nil {
-			c.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
+		if err := p.host.PublishCommand(ctx, cmd, ""); err != nil {
+			p.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
 			continue
 		}
-		c.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
+		p.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
 	}
 	for agent, a := range after {
 		if b, ok := before[agent]; ok && sameAssign(a, b) && (force == nil || !force(agent)) {
@@ -87,42 +86,26 @@ func (c *placer) applyDiff(ctx context.Context, jobID string, before, after map[
 		}
 		a := a
 		cmd := protocol.Command{Kind: protocol.CmdAssign, Agent: agent, Assign: &a}
-		if err := c.ex.publishCommand(ctx, cmd, ""); err != nil {
-			c.log.Error("send assign", "job", jobID, "agent", agent, "err", err)
+		if err := p.host.PublishCommand(ctx, cmd, ""); err != nil {
+			p.log.Error("send assign", "job", jobID, "agent", agent, "err", err)
 			continue
 		}
 		attrs := []any{"job", jobID, "agent", agent, "generation", a.Job.Generation, "paused", a.Job.Paused, "reason", reason}
 		if a.Shard != nil {
 			attrs = append(attrs, "shard_index", a.Shard.Index, "shard_total", a.Shard.Total)
 		}
-		c.log.Info("job assigned", attrs...)
+		p.log.Info("job assigned", attrs...)
 	}
 }
 
-// onJobChanged dispatches a created (old nil), updated or deleted (next
-// nil) job: assignment diff for periodic jobs, a PENDING execution and run
-// command for one-shot jobs.
-func (c *placer) onJobChanged(ctx context.Context, old, next *protocol.Job) {
-	// The change is stored: its commands must go out even when the API
-	// caller whose request made it goes away now (a cancelled request
-	// context left a one-shot job stored without an execution).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	c.assignChange(ctx, old, next)
-	if next != nil && !next.Periodic() && !next.Paused {
-		if _, err := c.dispatchOneShot(ctx, *next, old == nil); err != nil {
-			c.log.Error("dispatch one-shot job", "job", next.ID, "err", err)
-		}
-	}
-}
-
-// assignChange sends the assignment diff of a created (old nil), updated
-// or deleted (next nil) job: onJobChanged without the one-shot dispatch.
-func (c *placer) assignChange(ctx context.Context, old, next *protocol.Job) {
-	c.assignMu.Lock()
+// AssignChange sends the assignment diff of a created (old nil), updated
+// or deleted (next nil) job; of a deleted one, it cancels the executions
+// waiting for an agent. It takes the assign lock.
+func (p *Placer) AssignChange(ctx context.Context, old, next *protocol.Job) {
+	p.assign.Lock()
 	var agents []protocol.AgentInfo
 	if old != nil && needsFleet(*old) || next != nil && needsFleet(*next) {
-		agents = c.agents.Snapshot() // O(agents): only for a group job of mode all
+		agents = p.agents.Snapshot() // O(agents): only for a group job of mode all
 	}
 	var before, after map[string]protocol.Assign
 	id := ""
@@ -139,18 +122,18 @@ func (c *placer) assignChange(ctx context.Context, old, next *protocol.Job) {
 	case next == nil:
 		reason = "job deleted"
 	}
-	c.applyDiff(ctx, id, before, after, nil, reason)
+	p.applyDiff(ctx, id, before, after, nil, reason)
 	if next == nil {
-		c.cancelUnplacedOf(ctx, id)
+		p.cancelUnplacedOf(ctx, id)
 	}
-	c.assignMu.Unlock()
+	p.assign.Unlock()
 }
 
-// reconcileAgent adjusts assignments after agent cur (re)registered; prev
+// ReconcileAgent adjusts assignments after agent cur (re)registered; prev
 // is its record before (nil when new). resend re-sends every assignment of
 // the agent (new agent, or its cursor is behind the stream). Called with
-// assignMu held.
-func (c *placer) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
+// the assign lock held (fleet.Host).
+func (p *Placer) ReconcileAgent(ctx context.Context, prev *protocol.AgentInfo, cur protocol.AgentInfo, resend bool) {
 	if !resend && prev != nil && !groupChange(*prev, cur) {
 		// No group it is in changes and nothing is re-sent: its
 		// registration costs nothing here, whatever the job count.
@@ -163,7 +146,7 @@ func (c *placer) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, c
 		if afterAgents != nil {
 			return
 		}
-		afterAgents = c.agents.Snapshot()
+		afterAgents = p.agents.Snapshot()
 		beforeAgents = make([]protocol.AgentInfo, 0, len(afterAgents))
 		for _, a := range afterAgents {
 			if a.Agent != cur.Agent {
@@ -176,12 +159,12 @@ func (c *placer) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, c
 	force := func(agent string) bool { return resend && agent == cur.Agent }
 	if resend {
 		// Only the agent's own pinned jobs, not every job of the controller.
-		for _, j := range c.jobs.PinnedTo(cur.Agent) {
+		for _, j := range p.jobs.PinnedTo(cur.Agent) {
 			a := desired(j, nil) // a pinned job's does not depend on the fleet
-			c.applyDiff(ctx, j.ID, a, a, force, "agent registered")
+			p.applyDiff(ctx, j.ID, a, a, force, "agent registered")
 		}
 	}
-	for _, j := range c.jobs.GroupAllJobs() {
+	for _, j := range p.jobs.GroupAllJobs() {
 		sel, err := protocol.ParseSelector("target.group", j.Target.Group)
 		if err != nil {
 			continue
@@ -195,24 +178,6 @@ func (c *placer) reconcileAgent(ctx context.Context, prev *protocol.AgentInfo, c
 			continue
 		}
 		copyFleet()
-		c.applyDiff(ctx, j.ID, desired(j, beforeAgents), desired(j, afterAgents), force, "group membership changed")
-	}
-}
-
-// placeWaiting gives the PENDING executions waiting for an agent of their
-// group to a live member. Registrations place them too, but a registration
-// may be answered by another replica than the one that knows the waiting
-// execution. The ownership loop calls it once a pass.
-func (c *placer) placeWaiting(ctx context.Context, now time.Time) {
-	c.assignMu.Lock()
-	defer c.assignMu.Unlock()
-	if len(c.unplaced) == 0 {
-		return
-	}
-	c.cancelUnplacedOf(ctx, "") // of jobs deleted through another replica
-	for _, a := range c.agents.Snapshot() {
-		if fleet.IsOnline(a, now, c.cfg.AgentOfflineAfter) {
-			c.placeUnplaced(ctx, a)
-		}
+		p.applyDiff(ctx, j.ID, desired(j, beforeAgents), desired(j, afterAgents), force, "group membership changed")
 	}
 }
