@@ -89,15 +89,17 @@ type Config struct {
 	// marksSweep overrides how often the marks of ended processes are
 	// looked for (writemarks.go).
 	marksSweep time.Duration
-	// historySweep overrides how often the retention sweeper runs (retention.go).
+	// historySweep overrides how often the retention sweeper runs
+	// (retention.Config.Sweep).
 	historySweep time.Duration
-	// historySweepBatch overrides sweepBatch (tests: a backlog of many
-	// batches without thousands of executions).
+	// historySweepBatch overrides the executions a sweep reads at once
+	// (retention.Config.Batch; tests: a backlog of many batches without
+	// thousands of executions).
 	historySweepBatch int
 }
 
 // HistoryConfig is history.*: the execution history (history.go,
-// retention.go). A terminal execution leaves live state (ax_execs) after
+// controller/retention). A terminal execution leaves live state (ax_execs) after
 // a grace period equal to reports.dedup_window (ReportsConfig.DedupWindow,
 // default 2h), and a one-shot job whose executions all did
 // leaves the live job set; both stay in every replica's history index for
@@ -388,4 +390,45 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// liveGrace is how long a terminal execution stays in live state after its
+// last change: reports.dedup_window, the Msg-Id de-duplication window the
+// controller sets on AX_RPT. Never shorter than that window: a replayed
+// report the stream no longer drops finds the execution live (the state
+// machine refuses a step it made) or in history (inHistory refuses it).
+func (c *core) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
+
+// controllerDedupWindow is the Msg-Id de-duplication window of AX_EVT and
+// AX_CMD, the streams only controllers publish to: twice ack_wait, at
+// least streams.DefaultControllerDuplicates (2m); streams.Config caps it
+// at Duplicates, reports.dedup_window.
+//
+// A controller publishes an event again (same Msg-Id) when a publish is
+// retried, when a redelivered report repeats steps already applied (after
+// ack_wait, to the shard's next owner when a replica died), and when a
+// reload restores an event the history index lacks (it waits until the
+// index holds every stored event first, so a stored one is not sent
+// again). The window covers the first two; a report redelivered later
+// than it (a controller killed between storing an event and acknowledging
+// its report, and down longer than the window) stores its event a second
+// time, which the history index ignores (it keeps an execution's newest
+// snapshot) and a plain subscriber sees twice.
+//
+// It publishes a run command again when a publish is retried, when a
+// PENDING execution is created again (execution.SendRun with Resend), and
+// when a reload finds a placed PENDING record whose command AX_CMD does
+// not hold (sentruns.go: it reads the commands before it sends one). A
+// command stored twice reaches its agent twice, and the agent stores an
+// attempt of an execution once (its SQLite key is exec_id and attempt),
+// so a window longer than the publish retries protects nothing more.
+//
+// The server holds every Msg-Id within a window in memory (about 240
+// bytes in a heap profile of the soak) and reads them all back at every
+// start: at 500 executions a second (about four events each) a 2h window
+// would hold about 14 million of them, over 3 GiB, and 300,000 delayed
+// one-shots held their 300,000 run commands' Msg-Ids for 2h (48 MB of
+// heap after a restart, and a read of every command at the start).
+func (c *core) controllerDedupWindow() time.Duration {
+	return max(2*c.cfg.AckWait, streams.DefaultControllerDuplicates)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/controller/placement"
+	"github.com/axsched/ax/controller/retention"
 	"github.com/axsched/ax/controller/writemark"
 	"github.com/axsched/ax/internal/kvfollow"
 	"github.com/axsched/ax/internal/streams"
@@ -85,7 +86,12 @@ type core struct {
 	// and keeps the executions waiting for an agent of their group
 	// (package placement; placement.Host is what it asks of the
 	// controller).
-	place    *placement.Placer
+	place *placement.Placer
+	// ret moves finished work out of live state into history: terminal
+	// executions past the live grace, the one-shot jobs whose executions
+	// all left, the history index's rows past the retention (package
+	// retention; retention.Host is what it asks of the controller).
+	ret      *retention.Retention
 	instance string // this process, in its leases and liveness digests
 	crashed  atomic.Bool
 
@@ -201,6 +207,12 @@ func New(cfg Config) (*Controller, error) {
 		Log:    c.log, Now: c.now, Assign: &c.assignMu,
 		Jobs: c.jobs, Agents: c.agents, Marks: c.marks,
 	}, placementHostOf{c})
+	c.ret = retention.New(retention.Env{
+		Config: retention.Config{Grace: c.liveGrace(), HistoryRetention: cfg.History.Retention,
+			Sweep: cfg.historySweep, Batch: cfg.historySweepBatch},
+		Log: c.log, Now: c.now, Mono: c.mono, Every: c.every,
+		Jobs: c.jobs, Own: c.own,
+	}, retentionHostOf{c})
 	c.parts = newParts(c)
 	return &Controller{core: c}, nil
 }
@@ -351,7 +363,8 @@ func (c *core) start(ctx context.Context) error {
 	c.goRun(c.fleet.DigestLoop)
 	c.goRun(c.consumerLoop)
 	c.goRun(c.ingest.ReportStreamLoop)
-	c.goRun(c.ret.retentionLoop)
+	c.ret.Attach(c.js, c.kv.Idem, c.ex.execs(), c.hist.idx)
+	c.goRun(c.ret.Loop)
 	c.goRun(c.reloader.marksSweepLoop)
 	return nil
 }

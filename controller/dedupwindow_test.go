@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/ingest"
+	"github.com/axsched/ax/controller/retention"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -88,7 +89,7 @@ func TestRetentionShortDedupWindow(t *testing.T) {
 
 	f.clk.step(9 * time.Minute)
 	for range 5 {
-		if err := c.ret.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
+		if err := c.ret.Sweep(ctx, retention.NewSweeper()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +109,7 @@ func TestRetentionShortDedupWindow(t *testing.T) {
 
 	f.clk.step(7 * time.Minute) // 18m: within grace + retention
 	for range 5 {
-		if err := c.ret.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
+		if err := c.ret.Sweep(ctx, retention.NewSweeper()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -83,7 +83,7 @@ func (c *execService) createRuns(ctx context.Context, j protocol.Job, scheduled 
 		} else if e, ok, err := c.hist.idx.Get(ctx, p.ExecID); err != nil {
 			return out, err
 		} else if ok && e.State.Terminal() {
-			// Ended, and may have left live state (retention.go): never made again.
+			// Ended, and may have left live state (controller/retention): never made again.
 			if v, err := c.ex.readExec(ctx, p.ExecID); err != nil {
 				return out, err
 			} else if v.Rec == nil {

@@ -23,9 +23,10 @@
 // Enroller and Labeler ask for) and the lifecycle; each checks its
 // request and enters the part that does the work. The parts (parts.go)
 // share one core: the configuration, the stores and caches, the fleet,
-// ownership, group-lease and ingest components, and the lifecycle (start,
-// shutdown, the goroutine and loop runners). A call from one part into
-// another names the part (c.ex.applyExec, c.ex.createRuns):
+// ownership, group-lease, ingest, placement and retention components,
+// and the lifecycle (start, shutdown, the goroutine and loop runners). A
+// call from one part into another names the part (c.ex.applyExec,
+// c.ex.createRuns):
 //
 //	jobService    jobs and their idempotency keys, the one-shot fast path,
 //	              the dispatch of a stored change (onJobChanged)
@@ -33,14 +34,14 @@
 //	              the retry timers that fire (retries.go), the executions
 //	              of a fire (createRuns, dispatch.go)
 //	reloader      a shard's live executions, reloaded at acquisition
-//	retention     terminal executions and finished jobs out of live state
 //	agentService  what the fleet and group leases ask (lost epochs, store loss)
 //
 // The fleet (package fleet), ownership (lease.Ownership), group-lease
-// (lease.GroupLeases), report ingest (package ingest) and placement
-// (package placement) components reach the parts through their host
-// interfaces (fleet.Host, lease.OwnershipHost, lease.GroupLeaseHost,
-// ingest.Host, placement.Host), which small adapters in parts.go answer.
+// (lease.GroupLeases), report ingest (package ingest), placement
+// (package placement) and retention (package retention) components reach
+// the parts through their host interfaces (fleet.Host,
+// lease.OwnershipHost, lease.GroupLeaseHost, ingest.Host, placement.Host,
+// retention.Host), which small adapters in parts.go answer.
 //
 // # Placement
 //
@@ -229,7 +230,8 @@
 // and publishes the missing events under their usual Msg-Ids
 // (historyrepair.go).
 //
-// retention.go: the owner of a shard removes, once a minute, the terminal
+// Retention is package retention (controller/retention, its doc has the
+// design): the owner of a shard removes, once a minute, the terminal
 // executions of its jobs whose last change is the live grace
 // (reports.dedup_window, default 2h: the duplicate window of AX_RPT) old — a compare-and-set purge of the key, then a
 // purge of its subject — and retires one-shot jobs all of whose
@@ -242,7 +244,20 @@
 // explicit sweeper rather than KV per-message TTLs: the removal of a job
 // is a condition (all its executions left), a TTL would have to be set by
 // every terminal write and cleared by an operator's retry, and the grace
-// runs on Config.Clock.
+// runs on Config.Clock. What it asks of the rest of the controller is
+// retention.Host (retentionHostOf, parts.go): read a job from ax_jobs
+// (the jobService's readJob) and whether the index holds every stored
+// event (history.go's upToDate). Everything else it gets at construction
+// (retention.New: retention.Env with retention.Config — the live grace,
+// history.retention, the sweep's interval and batch —, the logger,
+// clocks, the loop runner, the job cache, the ownership) and at start
+// (Attach: the JetStream context, ax_idem, the execution store, the
+// history index); Start runs its Loop. The live grace (liveGrace) and
+// the de-duplication window of AX_EVT and AX_CMD (controllerDedupWindow)
+// stay the controller's configuration (config.go): Start sets the
+// streams with them; the refusal of a report of an execution that left
+// live state (inHistory) is the execService's (history.go), asked by the
+// ingest.
 //
 // # Replicas and leases
 //

@@ -154,7 +154,8 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 				return futs, evErr, fmt.Errorf("send cancel %s: %w", e.ExecID, err)
 			}
 		case execution.Retire:
-			// Done by the caller, which holds the revision read (retireExec).
+			// Done by the caller, which holds the revision read (the
+			// retention's retireExec, controller/retention).
 		}
 	}
 	return futs, evErr, nil

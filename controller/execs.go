@@ -26,7 +26,7 @@ func (c *execService) readExec(ctx context.Context, id string) (execstore.Versio
 
 // execsLastSeq returns the sequence of the last message the executions
 // bucket's stream holds (0 when it holds none). Not the stream's LastSeq:
-// the retention sweeper purges keys with their markers (retention.go), so
+// the retention sweeper purges keys with their markers (controller/retention), so
 // the last sequence issued may be gone, and a scan waiting for it would
 // wait for its stall timeout.
 func (c *execService) execsLastSeq(ctx context.Context) (uint64, error) {

@@ -31,7 +31,7 @@ type ExecFilter struct {
 
 // GetExecution returns an execution by exec id: as stored in ax_execs
 // while it is live, else from the history index (an execution that ended
-// and left live state after the grace period, retention.go).
+// and left live state after the grace period, controller/retention).
 func (c *Controller) GetExecution(ctx context.Context, execID string) (protocol.Execution, error) {
 	if err := c.ready(); err != nil {
 		return protocol.Execution{}, err

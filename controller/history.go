@@ -19,7 +19,7 @@ import (
 
 // The execution history (docs/architecture.md: A job's way, step 7): every replica keeps a SQLite index
 // (package histindex) of every execution, live or ended, and of the one-shot
-// jobs retired from the live job set (retention.go), built from AX_EVT
+// jobs retired from the live job set (controller/retention), built from AX_EVT
 // alone. Each event carries the execution's snapshot right after its
 // transition (protocol.Event.Execution); each job retirement is a
 // protocol.JobRetired on ax.evt.job.retired.<job>. An ordered consumer
@@ -321,4 +321,21 @@ func (h *history) close() {
 	if err := h.idx.Close(); err != nil {
 		h.c.log.Warn("close history index", "err", err)
 	}
+}
+
+// inHistory reports whether execution id, which has no record in
+// ax_execs, left live state (the history index holds it): its reports are
+// then refused. An execution scheduled less than half the grace
+// (liveGrace) ago cannot have, and is not looked up.
+func (c *execService) inHistory(ctx context.Context, id string) (protocol.Execution, bool) {
+	_, sched, err := protocol.ParseExecID("exec_id", id)
+	if err != nil || c.now().Sub(sched) < c.liveGrace()/2 {
+		return protocol.Execution{}, false
+	}
+	e, ok, err := c.hist.idx.Get(ctx, id)
+	if err != nil {
+		c.log.Warn("history lookup", "exec", id, "err", err)
+		return protocol.Execution{}, false
+	}
+	return e, ok
 }

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/internal/storedjson"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -35,7 +34,7 @@ type JobFilter struct {
 	// Paused, when set, matches jobs whose Paused equals it.
 	Paused *bool
 	// Retired lists the one-shot jobs retired from the live job set (all
-	// their executions ended and left live state, retention.go), from the
+	// their executions ended and left live state, controller/retention), from the
 	// history index, instead of the live jobs.
 	Retired bool
 	// Limit bounds the page size (default 100, at most 1000).
@@ -57,11 +56,6 @@ func pageSize(n int) (int, error) {
 		return 0, invalidField("limit", "must be between 1 and %d, got %d", maxPageSize, n)
 	}
 	return n, nil
-}
-
-func idemKey(k string) string {
-	sum := sha256.Sum256([]byte(k))
-	return hex.EncodeToString(sum[:])
 }
 
 // now returns the controller's clock in UTC without a monotonic reading.
@@ -139,7 +133,7 @@ func (c *jobService) createJobAs(ctx context.Context, j protocol.Job) (protocol.
 	}
 	release := func() {
 		if idemRev != 0 {
-			_ = c.kv.Idem.Delete(context.WithoutCancel(ctx), idemKey(j.IdempotencyKey), jetstream.LastRevision(idemRev))
+			_ = c.kv.Idem.Delete(context.WithoutCancel(ctx), streams.IdemKey(j.IdempotencyKey), jetstream.LastRevision(idemRev))
 		}
 	}
 	if out, ok, err := c.createOneShot(ctx, j, data); ok {
@@ -169,7 +163,7 @@ func (c *jobService) createJobAs(ctx context.Context, j protocol.Job) (protocol.
 // unique constraint) and returns the entry's revision; a taken key is
 // *ExistsError.
 func (c *jobService) claimIdem(ctx context.Context, key, jobID string) (uint64, error) {
-	k := idemKey(key)
+	k := streams.IdemKey(key)
 	for range 5 {
 		rev, err := c.kv.Idem.Create(ctx, k, []byte(jobID))
 		if err == nil {
@@ -400,7 +394,7 @@ func (c *Controller) DeleteJob(ctx context.Context, id string) error {
 		}
 		c.jobs.Remove(id, rev+1)
 		if cur.IdempotencyKey != "" {
-			k := idemKey(cur.IdempotencyKey)
+			k := streams.IdemKey(cur.IdempotencyKey)
 			if e, err := c.kv.Idem.Get(ctx, k); err == nil && string(e.Value()) == id {
 				if err := c.kv.Idem.Delete(ctx, k, jetstream.LastRevision(e.Revision())); err != nil {
 					c.log.Warn("release idempotency key", "job", id, "err", err)

@@ -11,19 +11,21 @@ import (
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/controller/retention"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
 // parts are the controller's components (the execution state machine and
 // store, the history index, the job cache, the lease view with the shard
-// ownership and the group leases, the fleet, the report ingest and the
-// placement are packages of their own: controller/execution,
-// controller/execstore, controller/histindex, controller/jobcache,
-// controller/lease, controller/fleet, controller/ingest,
-// controller/placement). Each owns one concern and its files; they share
-// the core (the configuration, stores, caches and the lease, fleet,
-// ingest and placement components) and call each other through these
-// fields, so a call that crosses a concern names the part it enters.
+// ownership and the group leases, the fleet, the report ingest, the
+// placement and the retention are packages of their own:
+// controller/execution, controller/execstore, controller/histindex,
+// controller/jobcache, controller/lease, controller/fleet,
+// controller/ingest, controller/placement, controller/retention). Each
+// owns one concern and its files; they share the core (the
+// configuration, stores, caches and the lease, fleet, ingest, placement
+// and retention components) and call each other through these fields, so
+// a call that crosses a concern names the part it enters.
 //
 //	jobsvc    jobs: create (one-shot fast path, batch), read, update,
 //	          pause, delete, idempotency keys, the dispatch of a stored
@@ -33,11 +35,11 @@ import (
 //	          cancel, retry timers that fire, the executions of a fire
 //	          (createRuns) and the cancel of a deleted job's run
 //	          (execapply.go, effects.go, execs.go, execscan.go,
-//	          executions.go, retries.go, dispatch.go, deletedruns.go)
+//	          executions.go, retries.go, dispatch.go, deletedruns.go),
+//	          the refusal of reports of what left live state (inHistory,
+//	          history.go)
 //	reloader  the reload of a shard's live executions at acquisition
 //	          (reload.go, sentruns.go, historyrepair.go)
-//	ret       retention: the sweeper that moves terminal executions and
-//	          finished one-shot jobs out of live state (retention.go)
 //	agentsvc  what the fleet (controller/fleet) and the group leases
 //	          (controller/lease) ask of the rest: lost epochs settled,
 //	          the last command sent to an agent and runs re-sent after it
@@ -51,11 +53,14 @@ import (
 // each execution of a fire, the executions waiting for an agent of their
 // group) is the placement's (controller/placement, core.place);
 // placementHostOf answers what it asks of the parts.
+// Retention (the sweeper that moves terminal executions and finished
+// one-shot jobs out of live state into history) is the retention's
+// (controller/retention, core.ret); retentionHostOf answers what it asks
+// of the parts.
 type parts struct {
 	jobsvc   *jobService
 	ex       *execService
 	reloader *reloader
-	ret      *retention
 	agentsvc *agentService
 }
 
@@ -65,7 +70,6 @@ func newParts(c *core) parts {
 		jobsvc:   &jobService{c},
 		ex:       &execService{c},
 		reloader: &reloader{c},
-		ret:      &retention{c},
 		agentsvc: &agentService{c},
 	}
 }
@@ -79,9 +83,6 @@ type execService struct{ *core }
 
 // reloader loads a shard's live executions when this replica acquires it.
 type reloader struct{ *core }
-
-// retention moves finished work out of live state into history.
-type retention struct{ *core }
 
 // agentService is what the fleet and the group leases ask of the rest of
 // the controller.
@@ -193,7 +194,7 @@ func (h ingestHostOf) ReadJob(ctx context.Context, id string) (protocol.Job, err
 // JobEnv is the execService's jobEnv.
 func (h ingestHostOf) JobEnv(jobID string) execution.Env { return h.ex.jobEnv(jobID) }
 
-// InHistory is the execService's inHistory (retention.go).
+// InHistory is the execService's inHistory (history.go).
 func (h ingestHostOf) InHistory(ctx context.Context, id string) (protocol.Execution, bool) {
 	return h.ex.inHistory(ctx, id)
 }
@@ -231,4 +232,22 @@ func (h placementHostOf) ExecEffects(ctx context.Context, rec *execution.Record,
 // (deletedruns.go).
 func (h placementHostOf) CancelDeletedJobRun(ctx context.Context, execID, jobID string, unsent bool) (bool, error) {
 	return h.ex.cancelDeletedJobRun(ctx, execID, jobID, unsent)
+}
+
+// retentionHostOf answers the retention's retention.Host.
+type retentionHostOf struct{ *core }
+
+// ReadJob is the jobService's readJob; its ErrNotFound also matches
+// retention.ErrJobNotFound.
+func (h retentionHostOf) ReadJob(ctx context.Context, id string) (protocol.Job, uint64, error) {
+	j, rev, err := h.jobsvc.readJob(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return j, rev, fmt.Errorf("%w: %w", retention.ErrJobNotFound, err)
+	}
+	return j, rev, err
+}
+
+// IndexUpToDate is the history index's upToDate (history.go).
+func (h retentionHostOf) IndexUpToDate(ctx context.Context) bool {
+	return h.hist.upToDate(ctx)
 }

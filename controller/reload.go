@@ -292,7 +292,7 @@ func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID stri
 		at, _ := s.Next(time.Time{})
 		id := protocol.ExecID(j.ID, at)
 		// Not in ax_execs: its creation was cut short, or it ended and left
-		// live state (retention.go), which the history index knows — unless
+		// live state (controller/retention), which the history index knows — unless
 		// the index is still being rebuilt and the job is older than the
 		// grace: then it is left alone rather than run twice.
 		if _, inHist, err := c.hist.idx.Get(ctx, id); err != nil || inHist {

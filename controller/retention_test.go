@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/ingest"
+	"github.com/axsched/ax/controller/retention"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
@@ -141,7 +142,7 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 	// Within the grace nothing moves.
 	f.clk.step(DefaultDedupWindow - time.Minute)
 	for range 5 {
-		if err := c.ret.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}}); err != nil {
+		if err := c.ret.Sweep(ctx, retention.NewSweeper()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,7 +161,7 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 	eventually(t, 10*time.Second, "no message left on the subjects of what was removed", func() bool {
 		es, js, is := subjects(t, c, protocol.BucketExecs), subjects(t, c, protocol.BucketJobs), subjects(t, c, protocol.BucketIdem)
 		return es[streams.KVSubject(protocol.BucketExecs, execID)] == 0 && es[streams.KVSubject(protocol.BucketExecs, fired)] == 0 &&
-			js[streams.KVSubject(protocol.BucketJobs, job.ID)] == 0 && is[streams.KVSubject(protocol.BucketIdem, idemKey(job.IdempotencyKey))] == 0
+			js[streams.KVSubject(protocol.BucketJobs, job.ID)] == 0 && is[streams.KVSubject(protocol.BucketIdem, streams.IdemKey(job.IdempotencyKey))] == 0
 	})
 	// Live work stays.
 	for _, id := range []string{per.ID, pending.ID} {
@@ -417,7 +418,7 @@ func TestSweepPassTakesTheWholeBacklog(t *testing.T) {
 		f.indexed(t, id)
 	}
 	f.clk.step(DefaultDedupWindow + time.Minute)
-	if err := c.ret.sweep(ctx, &sweeper{streams: map[string]jetstream.Stream{}, jobs: map[string]bool{}}); err != nil {
+	if err := c.ret.Sweep(ctx, retention.NewSweeper()); err != nil {
 		t.Fatal(err)
 	}
 	left := 0

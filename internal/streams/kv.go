@@ -1,6 +1,8 @@
 package streams
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,6 +13,13 @@ func KVStream(bucket string) string { return "KV_" + bucket }
 
 // KVSubject is the subject of key in KV bucket bucket (">" for all keys).
 func KVSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// IdemKey is the key of idempotency key k in ax_idem: the hex SHA-256 of
+// k.
+func IdemKey(k string) string {
+	sum := sha256.Sum256([]byte(k))
+	return hex.EncodeToString(sum[:])
+}
 
 // IsWrongLastSeq reports a lost compare-and-set of a KV write (the key's
 // last revision is not the one expected).

@@ -171,3 +171,11 @@ func TestControllerDuplicates(t *testing.T) {
 		t.Fatalf("Validate of a negative ControllerDuplicates = %v, want ErrConfig naming controller_duplicates", err)
 	}
 }
+
+// TestIdemKey: the key of an idempotency key in ax_idem is the hex SHA-256
+// of the key.
+func TestIdemKey(t *testing.T) {
+	if got, want := IdemKey("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"; got != want {
+		t.Errorf("IdemKey(abc) = %s, want %s", got, want)
+	}
+}

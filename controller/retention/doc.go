@@ -1,0 +1,82 @@
+// Package retention moves finished work out of live state into history
+// for ax-controller (docs/architecture.md: A job's way, step 7), one per
+// replica, for the executions of the shards it works.
+//
+// # What it owns
+//
+// A terminal execution leaves live state — its key in ax_execs — the live
+// grace (Config.Grace: reports.dedup_window, default 2h, the Msg-Id
+// de-duplication window of AX_RPT) after its last change; a one-shot job
+// whose executions have all left it leaves the live job set (ax_jobs,
+// every replica's job cache) in the same pass, and its idempotency key is
+// released. Both stay in every replica's history index (package
+// histindex) for history.retention (Config.HistoryRetention) after they
+// left live state (an execution's rows go the grace + history.retention
+// after its last change, on every replica alike, whichever swept it); the
+// index serves them (the controller's GetExecution, ListExecutions,
+// ListJobs with Retired) and the controller refuses the reports of an
+// execution it holds that left live state (controller/ingest's lanes,
+// through the controller's inHistory), so a late or replayed report never
+// makes a new record of it.
+//
+// The removal is an explicit sweeper (Loop, one pass: Sweep), run by the
+// owner of each shard for the executions of its jobs, not KV per-message
+// TTLs:
+//   - a job leaves when all its executions have: a condition, not an age,
+//     which no TTL expresses;
+//   - a TTL would have to be put on every terminal write (the report
+//     lanes' raw publishes, and kv.Update, which drops a per-key TTL) and
+//     taken off again by an operator's retry of a FAILED execution; the
+//     sweeper decides when it removes, with compare-and-set on the
+//     revision it read, so a record changed meanwhile stays;
+//   - the grace runs on the controller's clock (Env.Now), the one the
+//     records' updated_at are written with, and tests step it;
+//   - the buckets stay as they are: AllowMsgTTL cannot be turned off once
+//     set and needs nats-server ≥ 2.11 on an external cluster.
+//
+// The sweeper finds its candidates in the history index (terminal, ended
+// before the grace, of a shard this replica works: Env.Own), not by
+// scanning the bucket. Each removal is a purge marker published with the
+// revision read (KV-Operation PURGE, rollup of the subject: the record
+// goes) and, one pass later (so that the replicas' watchers of ax_jobs
+// have seen the marker), a purge of the subject up to the marker: nothing
+// is left in the stream, so ax_execs and ax_jobs hold only live work and a
+// restart or a shard takeover reads only that. A marker whose purge a
+// crash cut off stays (one small message per key). An execution is
+// removed through the execution store (execstore.Store.Retire, after
+// execution.Apply of execution.Expiry), the one writer of ax_execs; a job
+// is recorded in history first (protocol.JobRetired on AX_EVT, Msg-Id
+// retired/<job>/<generation>), then purged from ax_jobs and removed from
+// the job cache (Env.Jobs), and its key in ax_idem purged if it still
+// names the job. A pass also prunes the index's rows past the retention
+// and the job cache's tombstones.
+//
+// # What it asks of its host
+//
+// Host is what it needs of the rest of the controller: a job read from
+// ax_jobs (ReadJob, its absence matching ErrJobNotFound), and whether the
+// history index holds every event AX_EVT stored so far (IndexUpToDate): a
+// job is retired only then, so that an execution made a moment ago is in
+// the index before "all its executions ended" is believed. Everything
+// else it is given: at construction (New: Env, its Config, the logger,
+// the clocks, the loop runner, the job cache, the shard ownership) and at
+// start (Attach: the JetStream context, ax_idem, the execution store over
+// ax_execs, the history index).
+//
+// # Concurrency
+//
+// Loop runs on one goroutine (the controller's, on its context) and makes
+// one pass at a time; the state a pass hands to the next (Sweeper) is
+// used by one pass at a time. Within a pass the KV requests run at most
+// sweepParallel at a time on goroutines the pass starts and waits for, so
+// the host's methods and the stores must be safe for concurrent use
+// (ReadJob is called from them, IndexUpToDate from the pass itself).
+// Attach is called once, at start, before Loop; Sweep may be called
+// directly (tests) with a Sweeper of its own.
+//
+// # Errors
+//
+// A Host's ReadJob returns an error matching ErrJobNotFound for a job
+// that does not exist; the retention then leaves the job alone. Match the
+// sentinels (errors.go) with errors.Is.
+package retention

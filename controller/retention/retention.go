@@ -1,0 +1,131 @@
+package retention
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/execstore"
+	"github.com/axsched/ax/controller/histindex"
+	"github.com/axsched/ax/controller/jobcache"
+	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// Host is what the retention asks of the rest of the controller: a job
+// read from ax_jobs, and whether the history index has caught up with
+// AX_EVT.
+type Host interface {
+	// ReadJob reads job id and its revision from ax_jobs (not the
+	// cache); a job that does not exist is an error matching
+	// ErrJobNotFound.
+	ReadJob(ctx context.Context, id string) (protocol.Job, uint64, error)
+	// IndexUpToDate waits, for a bounded time, until the history index has
+	// applied every event AX_EVT held when it was called, and reports
+	// whether it has.
+	IndexUpToDate(ctx context.Context) bool
+}
+
+// Config is the retention's part of the controller's Config.
+type Config struct {
+	// Grace is the live grace: how long a terminal execution stays in
+	// live state after its last change (reports.dedup_window, the Msg-Id
+	// de-duplication window of AX_RPT).
+	Grace time.Duration
+	// HistoryRetention is how long the history index keeps what left
+	// live state (history.retention).
+	HistoryRetention time.Duration
+	// Sweep is how often the sweeper runs (Loop); 0: every minute.
+	Sweep time.Duration
+	// Batch bounds the executions a pass reads from the index at once;
+	// 0: sweepBatch.
+	Batch int
+}
+
+// defaultSweep is how often the sweeper runs.
+const defaultSweep = time.Minute
+
+// Env is what the retention is given at construction (New): its
+// configuration and the controller's plain dependencies.
+type Env struct {
+	Config Config
+	Log    *slog.Logger
+	Now    func() time.Time // the clock in UTC, as written to KV
+	Mono   func() time.Time // the clock a pass's budget is measured with
+	// Every runs step first after first, then every interval, until ctx
+	// ends, logging its errors as what.
+	Every func(ctx context.Context, first, interval time.Duration, what string, step func(context.Context) error)
+	// Jobs is the controller's job cache: a retired job is removed from
+	// it, and its tombstones are pruned once a pass.
+	Jobs *jobcache.Cache
+	// Own is the shard ownership: the shards whose executions this
+	// replica sweeps.
+	Own *lease.Ownership
+}
+
+// Retention moves finished work out of live state into history: the
+// terminal executions past the live grace out of ax_execs, the one-shot
+// jobs whose executions all left out of ax_jobs (and their idempotency
+// keys out of ax_idem), and the history index's rows past the retention.
+// Make one with New; the controller gives it its stores with Attach and
+// runs Loop.
+type Retention struct {
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	mono  func() time.Time
+	every func(ctx context.Context, first, interval time.Duration, what string, step func(context.Context) error)
+	jobs  *jobcache.Cache
+	own   *lease.Ownership
+	host  Host
+
+	// Set by Attach, read-only afterwards.
+	js    jetstream.JetStream
+	idem  jetstream.KeyValue
+	execs execstore.Store
+	idx   *histindex.Index
+}
+
+// New returns the retention of e, asking host for the rest.
+func New(e Env, host Host) *Retention {
+	return &Retention{
+		cfg: e.Config, log: e.Log, now: e.Now, mono: e.Mono, every: e.Every,
+		jobs: e.Jobs, own: e.Own, host: host,
+	}
+}
+
+// Attach gives the retention the controller's JetStream context, the
+// ax_idem bucket, the execution store over ax_execs and the history
+// index, before Loop.
+func (c *Retention) Attach(js jetstream.JetStream, idem jetstream.KeyValue, execs execstore.Store, idx *histindex.Index) {
+	c.js, c.idem, c.execs, c.idx = js, idem, execs, idx
+}
+
+// Sweeper is the state a sweep keeps from one pass to the next: the
+// purge markers to purge, the KV streams, and the one-shot jobs still to
+// be looked at for retirement. Make one with NewSweeper; one pass at a
+// time uses it.
+type Sweeper struct {
+	markers []execstore.Marker
+	streams map[string]jetstream.Stream
+	// jobs are one-shot jobs some of whose executions left live state,
+	// still to be looked at for retirement (retireJob).
+	jobs map[string]bool
+}
+
+// NewSweeper returns the state of a sweeper that has made no pass yet.
+func NewSweeper() *Sweeper {
+	return &Sweeper{streams: map[string]jetstream.Stream{}, jobs: map[string]bool{}}
+}
+
+// Loop runs a sweep every Config.Sweep until ctx ends.
+func (c *Retention) Loop(ctx context.Context) {
+	every := c.cfg.Sweep
+	if every <= 0 {
+		every = defaultSweep
+	}
+	s := NewSweeper()
+	c.every(ctx, every, every, "history sweep", func(ctx context.Context) error { return c.Sweep(ctx, s) })
+}

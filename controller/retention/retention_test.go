@@ -1,0 +1,113 @@
+package retention
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/execstore"
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/internal/testutil"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// The pieces of a sweep alone; the tests of the sweeper in whole
+// controllers (what leaves live state and when, late reports, restarts,
+// the backlog of a pass) are the controller package's
+// (TestRetentionRemovesEndedWork, TestRetentionShortDedupWindow,
+// TestSweepPassTakesTheWholeBacklog and the like).
+
+// TestParallel: parallel runs every index once, never more than k at a
+// time, and returns when all have ended.
+func TestParallel(t *testing.T) {
+	for _, tc := range []struct{ n, k int }{{0, 4}, {1, 4}, {3, 1}, {100, 7}, {64, 32}} {
+		var (
+			mu           sync.Mutex
+			seen         = map[int]int{}
+			inFlight     atomic.Int32
+			most, ending atomic.Int32
+		)
+		parallel(tc.n, tc.k, func(i int) {
+			cur := inFlight.Add(1)
+			for {
+				m := most.Load()
+				if cur <= m || most.CompareAndSwap(m, cur) {
+					break
+				}
+			}
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			seen[i]++
+			mu.Unlock()
+			inFlight.Add(-1)
+			ending.Add(1)
+		})
+		if got := int(ending.Load()); got != tc.n {
+			t.Errorf("n=%d k=%d: %d calls ended at return, want %d", tc.n, tc.k, got, tc.n)
+		}
+		for i := range tc.n {
+			if seen[i] != 1 {
+				t.Errorf("n=%d k=%d: index %d ran %d times, want 1", tc.n, tc.k, i, seen[i])
+			}
+		}
+		if m := int(most.Load()); m > tc.k {
+			t.Errorf("n=%d k=%d: %d ran at once, want at most %d", tc.n, tc.k, m, tc.k)
+		}
+	}
+}
+
+// TestPurgeKey: on a real nats-server, a purge marker with the revision
+// read removes the key (its earlier messages go with the rollup) and
+// returns the marker's sequence; with a stale revision it matches
+// execstore.ErrCASConflict and the key stays.
+func TestPurgeKey(t *testing.T) {
+	_, js := natstest.JetStream(t, natstest.Start(t).URL())
+	ctx := testutil.Context(t, 60*time.Second)
+	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(Env{Log: testutil.Logger()}, nil)
+	r.Attach(js, b.Idem, execstore.New(b.Execs, js, time.Second), nil)
+
+	rev1, err := b.Jobs.Put(ctx, "job-1", []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev2, err := b.Jobs.Put(ctx, "job-1", []byte("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.purgeKey(ctx, protocol.BucketJobs, "job-1", rev1); !errors.Is(err, execstore.ErrCASConflict) {
+		t.Fatalf("purgeKey with a stale revision = %v, want ErrCASConflict", err)
+	}
+	if e, err := b.Jobs.Get(ctx, "job-1"); err != nil || string(e.Value()) != "b" {
+		t.Fatalf("after the lost compare-and-set: %v, %v; want the key kept", e, err)
+	}
+	seq, err := r.purgeKey(ctx, protocol.BucketJobs, "job-1", rev2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq <= rev2 {
+		t.Errorf("marker sequence %d, want after the last revision %d", seq, rev2)
+	}
+	if _, err := b.Jobs.Get(ctx, "job-1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("after the purge: %v, want ErrKeyNotFound", err)
+	}
+	st, err := js.Stream(ctx, streams.KVStream(protocol.BucketJobs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(streams.KVSubject(protocol.BucketJobs, "job-1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[streams.KVSubject(protocol.BucketJobs, "job-1")]; n != 1 {
+		t.Errorf("%d messages left on the key's subject, want the marker alone", n)
+	}
+}

@@ -1,0 +1,82 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/execstore"
+	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// retireJob removes one-shot job id from the live job set when every
+// execution it has in the index ended and left live state; it records the
+// job in history first (protocol.JobRetired on AX_EVT). It returns the
+// purge markers it wrote, for the next pass to purge; safe to run for
+// several jobs at once.
+func (c *Retention) retireJob(ctx context.Context, id string, now time.Time) (bool, []execstore.Marker, error) {
+	j, rev, err := c.host.ReadJob(ctx, id)
+	if errors.Is(err, ErrJobNotFound) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	if j.Periodic() || now.Sub(j.CreatedAt) < c.cfg.Grace {
+		return false, nil, nil
+	}
+	if done, err := c.idx.JobDone(ctx, id); err != nil || !done {
+		return false, nil, err
+	}
+	data, err := protocol.Encode(protocol.JobRetired{V: protocol.Version, Job: j, At: now})
+	if err != nil {
+		return false, nil, fmt.Errorf("retire job %s: encode: %w", id, err)
+	}
+	msgID := "retired/" + id + "/" + strconv.FormatUint(j.Generation, 10)
+	if _, err := c.js.Publish(ctx, protocol.JobRetiredSubject(id), data, jetstream.WithMsgID(msgID)); err != nil {
+		return false, nil, fmt.Errorf("retire job %s: record in history: %w", id, err)
+	}
+	seq, err := c.purgeKey(ctx, protocol.BucketJobs, id, rev)
+	if errors.Is(err, execstore.ErrCASConflict) {
+		return false, nil, nil // updated meanwhile; its retirement in history is overwritten by the next one
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("retire job %s: %w", id, err)
+	}
+	ms := []execstore.Marker{{Stream: streams.KVStream(protocol.BucketJobs), Subject: streams.KVSubject(protocol.BucketJobs, id), Seq: seq}}
+	c.jobs.Remove(id, seq)
+	if j.IdempotencyKey != "" {
+		k := streams.IdemKey(j.IdempotencyKey)
+		if e, err := c.idem.Get(ctx, k); err == nil && string(e.Value()) == id {
+			if iseq, err := c.purgeKey(ctx, protocol.BucketIdem, k, e.Revision()); err == nil {
+				ms = append(ms, execstore.Marker{Stream: streams.KVStream(protocol.BucketIdem), Subject: streams.KVSubject(protocol.BucketIdem, k), Seq: iseq})
+			}
+		}
+	}
+	c.log.Debug("job retired", "job", id, "name", j.Name)
+	return true, ms, nil
+}
+
+// purgeKey publishes a purge marker on key (the KV purge: the subject's
+// earlier messages go) with compare-and-set on rev, and returns its
+// sequence. A lost compare-and-set is execstore.ErrCASConflict. It is
+// never used on ax_execs, whose one writer is the execution store.
+func (c *Retention) purgeKey(ctx context.Context, bucket, key string, rev uint64) (uint64, error) {
+	m := nats.NewMsg(streams.KVSubject(bucket, key))
+	m.Header.Set("KV-Operation", "PURGE")
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	if streams.IsWrongLastSeq(err) {
+		return 0, execstore.ErrCASConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("purge %s/%s: %w", bucket, key, err)
+	}
+	return ack.Sequence, nil
+}

@@ -1,0 +1,200 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/execstore"
+	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/controller/jobcache"
+	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// sweepBatch bounds the executions read from the index at once. A pass
+// takes batch after batch until the executions past the grace are all
+// removed or it has run sweepBudget: a fixed number of batches a pass
+// (40, 20,000 executions a minute) fell behind a steady 500 executions a
+// second, and live state grew without bound.
+const (
+	sweepBatch  = 500
+	sweepBudget = 45 * time.Second
+	// sweepParallel bounds the KV requests of a sweep in flight at once.
+	sweepParallel = 32
+)
+
+// Sweep is one pass: purge the markers of the last pass (kept in s),
+// remove the executions and one-shot jobs past the grace, prune the
+// index.
+func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
+	c.purgeMarkers(ctx, s)
+	now := c.now()
+	shards := c.own.OwnedShards()
+	jobs := map[string]bool{}
+	removed := 0
+	start := c.mono()
+	size := sweepBatch
+	if c.cfg.Batch > 0 {
+		size = c.cfg.Batch
+	}
+	for {
+		batch, err := c.idx.EndedBefore(ctx, now.Add(-c.cfg.Grace), shards, size)
+		if err != nil {
+			return err
+		}
+		// The KV requests of a batch run sweepParallel at a time; the
+		// index learns of the removals in one transaction.
+		gone := make([]bool, len(batch))
+		var mu sync.Mutex
+		parallel(len(batch), sweepParallel, func(i int) {
+			ok, m, err := c.retireExec(ctx, batch[i].ExecID, now)
+			if err != nil {
+				c.log.Warn("history sweep: remove execution", "exec", batch[i].ExecID, "err", err)
+				return
+			}
+			gone[i] = ok
+			if m != nil {
+				mu.Lock()
+				s.markers = append(s.markers, *m)
+				mu.Unlock()
+			}
+		})
+		var ids []string
+		for i, e := range batch {
+			if gone[i] {
+				ids, jobs[e.JobID] = append(ids, e.ExecID), true
+			}
+		}
+		if err := c.idx.MarkGone(ctx, ids); err != nil {
+			return err
+		}
+		removed += len(ids)
+		if len(batch) < size || len(ids) == 0 || c.mono().Sub(start) >= sweepBudget {
+			break
+		}
+	}
+	// A job is retired only once the index holds every event stored so
+	// far: an execution made a moment ago (a trigger of the job) must be
+	// in it before "all its executions ended" can be believed. Jobs not
+	// decided in this pass wait for the next one.
+	if s.jobs == nil {
+		s.jobs = map[string]bool{}
+	}
+	for id := range jobs {
+		s.jobs[id] = true
+	}
+	retired := 0
+	if len(s.jobs) > 0 && c.host.IndexUpToDate(ctx) {
+		// sweepParallel at a time: one after the other (four round trips
+		// each) they retired fewer one-shot jobs a second than a steady
+		// 250 a second made.
+		ids := make([]string, 0, len(s.jobs))
+		for id := range s.jobs {
+			ids = append(ids, id)
+		}
+		done := make([]bool, len(ids))
+		var mu sync.Mutex
+		parallel(len(ids), sweepParallel, func(i int) {
+			ok, ms, err := c.retireJob(ctx, ids[i], now)
+			if err != nil {
+				c.log.Warn("history sweep: retire job", "job", ids[i], "err", err)
+				return
+			}
+			mu.Lock()
+			done[i] = true
+			s.markers = append(s.markers, ms...)
+			if ok {
+				retired++
+			}
+			mu.Unlock()
+		})
+		for i, id := range ids {
+			if done[i] {
+				delete(s.jobs, id)
+			}
+		}
+	}
+	pruned := int64(0)
+	for {
+		n, err := c.idx.Prune(ctx, now.Add(-c.cfg.Grace-c.cfg.HistoryRetention), now.Add(-c.cfg.HistoryRetention), shards, 5000)
+		if err != nil {
+			return err
+		}
+		if pruned += n; n < 5000 {
+			break
+		}
+	}
+	c.jobs.PruneTombstones(c.now().Add(-jobcache.TombstoneKeep), c.now().Add(-jobcache.DeletedFireKeep))
+	if removed+retired > 0 || pruned > 0 {
+		c.log.Info("history sweep", "executions_removed", removed, "jobs_retired", retired, "history_pruned", pruned)
+	}
+	return nil
+}
+
+// retireExec removes a terminal execution whose grace has passed from
+// ax_execs; true when it is gone (or was already), with the purge marker
+// to remove on the next pass.
+func (c *Retention) retireExec(ctx context.Context, id string, now time.Time) (bool, *execstore.Marker, error) {
+	v, err := c.execs.Get(ctx, id)
+	if err != nil {
+		return false, nil, err
+	}
+	_, _, err = execution.Apply(v.Rec, execution.Expiry{Grace: c.cfg.Grace}, execution.Env{Now: now})
+	switch {
+	case errors.Is(err, execution.ErrNoRecord):
+		return true, nil, nil
+	case errors.Is(err, execution.ErrNotExpired):
+		return false, nil, nil // changed since the index saw it (an operator's retry)
+	case err != nil:
+		return false, nil, err
+	}
+	// The one effect is execution.Retire, done with the revision read.
+	m, err := c.execs.Retire(ctx, id, v.Rev)
+	if errors.Is(err, execstore.ErrCASConflict) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	return true, m, nil
+}
+
+// purgeMarkers purges the markers of the last pass, sweepParallel at a time.
+func (c *Retention) purgeMarkers(ctx context.Context, s *Sweeper) {
+	for _, name := range []string{protocol.BucketExecs, protocol.BucketJobs, protocol.BucketIdem} {
+		if _, ok := s.streams[streams.KVStream(name)]; !ok {
+			st, err := c.js.Stream(ctx, streams.KVStream(name))
+			if err != nil {
+				c.log.Warn("history sweep: stream", "stream", streams.KVStream(name), "err", err)
+				return
+			}
+			s.streams[streams.KVStream(name)] = st
+		}
+	}
+	parallel(len(s.markers), sweepParallel, func(i int) {
+		m := s.markers[i]
+		if err := s.streams[m.Stream].Purge(ctx, jetstream.WithPurgeSubject(m.Subject), jetstream.WithPurgeSequence(m.Seq+1)); err != nil {
+			c.log.Warn("history sweep: purge marker", "subject", m.Subject, "err", err)
+		}
+	})
+	s.markers = s.markers[:0]
+}
+
+// parallel runs fn(0..n-1), at most k at a time, and waits for them.
+func parallel(n, k int, fn func(i int)) {
+	sem := make(chan struct{}, k)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
