@@ -18,7 +18,8 @@
 //  4. times -gets (200) sequential GETs of /v1/jobs?limit=50,
 //     /v1/executions?limit=50 and both filtered by agent (executions also by
 //     state=PENDING), p50/p99/max;
-//  5. waits -settle (default 0: at once; 2m30s puts the restarts past
+//  5. waits -settle (default 0: at once), printing the controller's RSS
+//     every 30 s meanwhile (2m30s puts the restarts past
 //     AX_EVT's 2m de-duplication window, as a restart long after the creates
 //     is), then restarts the controller on the same data dir, once with SIGTERM and
 //     once with SIGKILL (-restart term,kill): time from process start to

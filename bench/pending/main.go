@@ -27,7 +27,7 @@ func main() {
 	holdTimeout := flag.Duration("hold-timeout", 20*time.Minute, "pending: how long to wait for the agent to hold every run")
 	after := flag.Duration("after", 30*time.Second, "pending: how long to watch the controller after each restart")
 	steady := flag.Duration("steady", 0, "pending: read the controller's RSS again this long after each restart's ready (e.g. 3m: past the embedded server's per-block subject state, dropped 2 minutes after last use); 0 for not")
-	settle := flag.Duration("settle", 0, "pending: how long to wait after the GETs before the first restart (past AX_EVT's 2m de-duplication window, a restart does not read the creates' events back)")
+	settle := flag.Duration("settle", 0, "pending: how long to wait after the GETs before the first restart (past AX_EVT's 2m de-duplication window, a restart does not read the creates' events back), printing the controller's RSS every 30 s")
 	rate := flag.Int("rate", 500, "soak: executions per second")
 	periodic := flag.Int("periodic", 250, "soak: periodic jobs (every: 1s); the rest of -rate is asap one-shots")
 	duration := flag.Duration("duration", 30*time.Minute, "soak: how long")
@@ -119,12 +119,19 @@ func runPending(ctx context.Context, dir, ctlBin, agentBin string, c pendingConf
 	fmt.Printf("3. %d GETs of each listing, one at a time\n", c.gets)
 	before := s.timeGets(ctx, c.gets)
 
-	if c.settle > 0 && len(c.restarts) > 0 {
-		fmt.Printf("  waiting %s before the first restart (-settle)\n", c.settle)
-		select {
-		case <-time.After(c.settle):
-		case <-ctx.Done():
-			return false, ctx.Err()
+	if c.settle > 0 {
+		// The controller that made the creates, watched while it settles:
+		// its RSS every 30 s.
+		fmt.Printf("  waiting %s (-settle); the controller's RSS every 30 s:\n", c.settle)
+		end := time.Now().Add(c.settle)
+		for time.Now().Before(end) {
+			select {
+			case <-time.After(min(30*time.Second, time.Until(end))):
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+			rss, _ := proc.Mem(s.ctl.PID())
+			fmt.Printf("    %s before the end of -settle: controller RSS %.0f MiB\n", time.Until(end).Round(time.Second), rss)
 		}
 	}
 	var rr []restartResult
