@@ -41,60 +41,44 @@ func (e *ExistsError) Error() string {
 // Is makes errors.Is(err, ErrExists) true.
 func (e *ExistsError) Is(target error) bool { return target == ErrExists }
 
-// fleetError is an error of the fleet (package fleet) as the controller's
-// API returns it: the fleet's message and chain unchanged, and errors.Is
-// matches the controller's sentinel of each of the fleet's (ErrNotFound,
-// ErrExists, ErrConflict), which controller/api maps to HTTP statuses.
-type fleetError struct{ err error }
-
-func (e *fleetError) Error() string { return e.err.Error() }
-
-func (e *fleetError) Unwrap() error { return e.err }
-
-// Is makes errors.Is(err, ErrNotFound) true for fleet.ErrNotFound, and so
-// for ErrExists and ErrConflict.
-func (e *fleetError) Is(target error) bool {
-	switch target {
-	case ErrNotFound:
-		return errors.Is(e.err, fleet.ErrNotFound)
-	case ErrExists:
-		return errors.Is(e.err, fleet.ErrExists)
-	case ErrConflict:
-		return errors.Is(e.err, fleet.ErrConflict)
-	}
-	return false
+// mappedError is an error of a component package (fleet, placement) as
+// the controller's API returns it: the package's message and chain
+// unchanged, and errors.Is matching the controller's sentinel of each of
+// the package's in as, which controller/api maps to HTTP statuses.
+type mappedError struct {
+	err error
+	as  map[error]error // the controller's sentinel → the package's
 }
 
-// fleetErr returns err of the fleet as a fleetError (nil stays nil).
+func (e *mappedError) Error() string { return e.err.Error() }
+
+func (e *mappedError) Unwrap() error { return e.err }
+
+// Is makes errors.Is(err, target) true for a controller sentinel target
+// whose package sentinel err matches.
+func (e *mappedError) Is(target error) bool {
+	pkg, ok := e.as[target]
+	return ok && errors.Is(e.err, pkg)
+}
+
+// fleetErr returns err of the fleet matching ErrNotFound, ErrExists and
+// ErrConflict for the fleet's own (nil stays nil).
 func fleetErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &fleetError{err: err}
+	return &mappedError{err: err, as: map[error]error{
+		ErrNotFound: fleet.ErrNotFound, ErrExists: fleet.ErrExists, ErrConflict: fleet.ErrConflict}}
 }
 
-// placementError is an error of the placement (package placement) as the
-// controller returns it: the placement's message and chain unchanged, and
-// errors.Is matches ErrConflict for placement.ErrNoMember (a group of mode
-// all without a member), which controller/api maps to 409.
-type placementError struct{ err error }
-
-func (e *placementError) Error() string { return e.err.Error() }
-
-func (e *placementError) Unwrap() error { return e.err }
-
-// Is makes errors.Is(err, ErrConflict) true for placement.ErrNoMember.
-func (e *placementError) Is(target error) bool {
-	return target == ErrConflict && errors.Is(e.err, placement.ErrNoMember)
-}
-
-// placementErr returns err of the placement as a placementError (nil
-// stays nil).
+// placementErr returns err of the placement matching ErrConflict for
+// placement.ErrNoMember, a group of mode all without a member (nil stays
+// nil).
 func placementErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &placementError{err: err}
+	return &mappedError{err: err, as: map[error]error{ErrConflict: placement.ErrNoMember}}
 }
 
 // errJobIDTaken: the job id CreateJob drew is held by another job (KV
