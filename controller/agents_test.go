@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/fleet"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -43,7 +44,7 @@ func TestRegistrationAndLiveness(t *testing.T) {
 	if e, err := c.kv.Agents.Get(ctx, "edge-1"); err != nil || len(e.Value()) == 0 {
 		t.Fatalf("ax_agents record: %v", err)
 	}
-	if v := val(t, c.m.agentsOnline); v != 1 {
+	if v := testutil.MetricValue(t, c.m.agentsOnline); v != 1 {
 		t.Fatalf("ax_agents_online = %v", v)
 	}
 	fake.Advance(cfg.AgentOfflineAfter + time.Second)
@@ -51,7 +52,7 @@ func TestRegistrationAndLiveness(t *testing.T) {
 	if agents[0].Online {
 		t.Fatal("agent still online after agent_offline_after without heartbeat")
 	}
-	eventually(t, 10*time.Second, "ax_agents_online 0", func() bool { return val(t, c.m.agentsOnline) == 0 })
+	eventually(t, 10*time.Second, "ax_agents_online 0", func() bool { return testutil.MetricValue(t, c.m.agentsOnline) == 0 })
 	a.heartbeat()
 	agents, _ = c.ListAgents(ctx)
 	if !agents[0].Online {

@@ -16,6 +16,7 @@ import (
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -151,7 +152,7 @@ func benchReports(b *testing.B, coalesced, nkeys bool) {
 	b.StopTimer()
 	// Redeliveries (a message buffered longer than the ack wait) are
 	// harmless duplicates; anything else rejected is a bug.
-	dups := val(b, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))
+	dups := testutil.MetricValue(b, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))
 	if r := float64(c.m.rejected.Load()) - dups; r != 0 {
 		b.Fatalf("%v reports rejected other than duplicates", r)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/axsched/ax/internal/streams"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -71,7 +72,7 @@ func TestAgentWithoutCommandConsumerIsNotReady(t *testing.T) {
 	if got["edge-a"] || !got["edge-b"] {
 		t.Fatalf("no_command_consumer = %v, want edge-b only", got)
 	}
-	if v := val(t, c.m.agentsNoCmd); v != 1 {
+	if v := testutil.MetricValue(t, c.m.agentsNoCmd); v != 1 {
 		t.Fatalf("%s = %v, want 1", metricAgentsNoCmd, v)
 	}
 }

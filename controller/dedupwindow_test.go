@@ -10,6 +10,7 @@ import (
 
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/retention"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -153,11 +154,11 @@ func TestRetentionShortWindowReplayRefused(t *testing.T) {
 	f.leftLive(t, fired)
 	f.leftLive(t, execID)
 
-	dup := val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))
+	dup := testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))
 	f.replay(per.ID, fired, at)
 	f.replay(job.ID, execID, job.CreatedAt)
 	eventually(t, 10*time.Second, "six replayed reports refused as duplicates", func() bool {
-		return val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))-dup == 6
+		return testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))-dup == 6
 	})
 	for _, id := range []string{fired, execID} {
 		if v, err := c.ex.readExec(context.Background(), id); err != nil || v.Rec != nil {

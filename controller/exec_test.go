@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/ingest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -60,13 +61,13 @@ func TestPeriodicPinnedSuccess(t *testing.T) {
 	if err != nil || len(list) != 3 {
 		t.Fatalf("ListExecutions = %d, %v", len(list), err)
 	}
-	if got := val(t, c.m.executions.WithLabelValues("SUCCESS")); got != 3 {
+	if got := testutil.MetricValue(t, c.m.executions.WithLabelValues("SUCCESS")); got != 3 {
 		t.Errorf("ax_executions_total{state=SUCCESS} = %v", got)
 	}
-	if got := val(t, c.m.reportsApplied); got != 9 {
+	if got := testutil.MetricValue(t, c.m.reportsApplied); got != 9 {
 		t.Errorf("ax_reports_applied_total = %v", got)
 	}
-	if got := val(t, c.m.scheduleLag); got != 3 {
+	if got := testutil.MetricValue(t, c.m.scheduleLag); got != 3 {
 		t.Errorf("lag histogram samples = %v", got)
 	}
 }
@@ -130,7 +131,7 @@ func TestAsapRetriesThenSucceeds(t *testing.T) {
 	if p := ev.Path(run.ExecID); !slices.Equal(p, want) {
 		t.Fatalf("path %v, want %v", p, want)
 	}
-	if got := val(t, c.m.retriesPending); got != 0 {
+	if got := testutil.MetricValue(t, c.m.retriesPending); got != 0 {
 		t.Errorf("ax_retries_pending = %v", got)
 	}
 }
@@ -246,8 +247,8 @@ func TestDuplicateReportsAppliedOnce(t *testing.T) {
 		a.publish(r, r.MsgID()+"-again")
 	}
 	eventually(t, 10*time.Second, "6 reports handled", func() bool { return c.m.applied.Load()+c.m.rejected.Load() == 6 })
-	if c.m.applied.Load() != 3 || val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)) != 3 {
-		t.Fatalf("applied %d, duplicates %v", c.m.applied.Load(), val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)))
+	if c.m.applied.Load() != 3 || testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)) != 3 {
+		t.Fatalf("applied %d, duplicates %v", c.m.applied.Load(), testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)))
 	}
 	waitExec(t, c, id, "SUCCESS", inState(protocol.StateSuccess))
 	eventually(t, 5*time.Second, "events", func() bool { return len(ev.Path(id)) >= 3 })
@@ -274,10 +275,10 @@ func TestCancelExecution(t *testing.T) {
 		t.Fatalf("cancel = %+v, %v", e, err)
 	}
 	a.waitCommand("cancel", func(c protocol.Command) bool { return c.Kind == protocol.CmdCancel && c.Cancel.ExecID == run.ExecID })
-	before := val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectTerminal))
+	before := testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectTerminal))
 	a.publish(finished(a.rep(job.ID, run.ExecID, 1, protocol.ReportFinished, run.RunAt), retry.OutcomeCancelled, retry.Result{Code: -1}, time.Millisecond), "")
 	eventually(t, 10*time.Second, "stale report counted", func() bool {
-		return val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectTerminal)) == before+1
+		return testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectTerminal)) == before+1
 	})
 	if _, err := c.CancelExecution(ctx, run.ExecID); !errors.Is(err, ErrConflict) {
 		t.Fatalf("second cancel = %v", err)
@@ -368,7 +369,7 @@ func TestCoalescedReports(t *testing.T) {
 	a.publish(fin, fin.MsgID()+"-again")                                          // duplicate
 	a.publish(a.rep(pj.ID, fire, 1, protocol.ReportRunning, at), "stray-running") // stray earlier step
 	eventually(t, 10*time.Second, "duplicate and stray rejected", func() bool {
-		return val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)) == 2
+		return testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)) == 2
 	})
 	if got := c.m.applied.Load(); got != 3 {
 		t.Fatalf("applied %d steps, want 3", got)

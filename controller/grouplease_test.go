@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/ingest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -252,7 +253,7 @@ func TestGroupLeaseLifecycle(t *testing.T) {
 	if _, err := c.GetExecution(ctx, y); err == nil {
 		t.Fatalf("a fire scheduled after its epoch ended was recorded")
 	}
-	if v := val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectNotAssigned)); v != 1 {
+	if v := testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectNotAssigned)); v != 1 {
 		t.Fatalf("ax_reports_rejected_total{reason=not_assigned} = %v, want 1", v)
 	}
 	zAt := lastRenewal.Truncate(time.Millisecond)

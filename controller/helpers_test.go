@@ -13,8 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/streams"
@@ -343,25 +341,6 @@ func recordEvents(t testing.TB, url string) *natstest.Events {
 		t.Fatal(err)
 	}
 	return natstest.WatchStoredEvents(t, url)
-}
-
-// val reads a counter's or gauge's value (or a histogram's sample count).
-func val(t testing.TB, m prometheus.Metric) float64 {
-	t.Helper()
-	var d dto.Metric
-	if err := m.Write(&d); err != nil {
-		t.Fatal(err)
-	}
-	switch {
-	case d.Counter != nil:
-		return d.Counter.GetValue()
-	case d.Gauge != nil:
-		return d.Gauge.GetValue()
-	case d.Histogram != nil:
-		return float64(d.Histogram.GetSampleCount())
-	}
-	t.Fatalf("unsupported metric %v", &d)
-	return 0
 }
 
 // putAgents stores the records of agents in ax_agents (as other replicas

@@ -13,6 +13,7 @@ import (
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -41,7 +42,7 @@ func TestEnrolledLabelsAuthoritative(t *testing.T) {
 	if rr := x.register(); len(rr.Labels) != 1 || rr.Labels["role"] != "pump" {
 		t.Fatalf("registration reply labels = %v, want the enrollment's role=pump", rr.Labels)
 	}
-	if n := val(t, c.m.labelsIgnored); n != 1 {
+	if n := testutil.MetricValue(t, c.m.labelsIgnored); n != 1 {
 		t.Fatalf("%s = %v, want 1", metricLabelsIgnored, n)
 	}
 	if as, _ := c.ListAgents(ctx); !slices.ContainsFunc(as, func(a protocol.AgentInfo) bool {
@@ -160,7 +161,7 @@ func TestEnrollLabelsBeforeRegistration(t *testing.T) {
 	if !ok || a.Labels["site"] != "a" || a.LabelsFrom != protocol.LabelsFromEnrollment || fleet.Registered(a) {
 		t.Fatalf("record after enroll = %+v, %v", a, ok)
 	}
-	if n := val(t, c.m.agentsKnown); n != 0 {
+	if n := testutil.MetricValue(t, c.m.agentsKnown); n != 0 {
 		t.Fatalf("%s = %v before the agent registered", metricAgentsKnown, n)
 	}
 	job, err := c.CreateJob(ctx, protocol.Job{Name: "g", Handler: "noop", Schedule: schedule.Spec{Every: "1h"},

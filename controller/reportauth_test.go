@@ -10,6 +10,7 @@ import (
 
 	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/controller/ingest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -19,7 +20,7 @@ import (
 func waitRejected(t *testing.T, c *Controller, reason string, want float64) {
 	t.Helper()
 	eventually(t, 20*time.Second, "reports rejected "+reason+" ≥ "+strconv.FormatFloat(want, 'f', 0, 64), func() bool {
-		return val(t, c.m.reportsRejected.WithLabelValues(reason)) >= want
+		return testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(reason)) >= want
 	})
 }
 
@@ -62,7 +63,9 @@ func TestForgedReportsRejected(t *testing.T) {
 	ctx := tctx(t)
 	b := newEnrolledAgent(t, c, "edge-b", map[string]string{"site": "b"}).start()
 	m := newEnrolledAgent(t, c, "edge-m", map[string]string{"site": "m"}).start()
-	rejected := func(reason string) float64 { return val(t, c.m.reportsRejected.WithLabelValues(reason)) }
+	rejected := func(reason string) float64 {
+		return testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(reason))
+	}
 
 	t.Run("next fire of another agent's pinned job", func(t *testing.T) {
 		j, err := c.CreateJob(ctx, everyJob("edge-b", "1h"))
@@ -252,7 +255,7 @@ func TestSkippedCountBoundedBySchedule(t *testing.T) {
 		r.Reason, r.SkippedCount, r.FirstScheduledAt = "overlap", count, first
 		return r
 	}
-	n := val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectInvalid))
+	n := testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectInvalid))
 	inflated := skipped(1_000_000)
 	a.publish(inflated, inflated.MsgID()+"-inflated")
 	waitRejected(t, c, ingest.RejectInvalid, n+1)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/ingest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -66,7 +67,7 @@ func TestRestartReloadsRetryTimers(t *testing.T) {
 	cfg2 := testConfig(t, dir)
 	cfg2.Clock = fake
 	c2 := startController(t, cfg2)
-	if v := val(t, c2.m.retriesPending); v != 2 && v != 1 {
+	if v := testutil.MetricValue(t, c2.m.retriesPending); v != 2 && v != 1 {
 		t.Fatalf("ax_retries_pending after reload = %v", v)
 	}
 	b := newTestAgent(t, c2.NATSURL(), "edge-1", nil)
@@ -89,7 +90,7 @@ func TestRestartReloadsRetryTimers(t *testing.T) {
 			t.Fatalf("attempt %d", e.Attempt)
 		}
 	}
-	eventually(t, 5*time.Second, "no retries pending", func() bool { return val(t, c2.m.retriesPending) == 0 })
+	eventually(t, 5*time.Second, "no retries pending", func() bool { return testutil.MetricValue(t, c2.m.retriesPending) == 0 })
 }
 
 // TestRestartReportsInFlight: with an external NATS server, the controller
@@ -149,7 +150,7 @@ func TestRestartReportsInFlight(t *testing.T) {
 	if got := c2.m.applied.Load(); got != 3+9 {
 		t.Fatalf("second controller applied %d reports, want 12", got)
 	}
-	if got := val(t, c2.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)); got != 3 {
+	if got := testutil.MetricValue(t, c2.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)); got != 3 {
 		t.Fatalf("duplicates rejected %v, want 3", got)
 	}
 	for _, r := range append(retrying, inflight...) {

@@ -229,11 +229,11 @@ func TestRetentionLateReportsNeverResurrect(t *testing.T) {
 	f.leftLive(t, fired)
 	f.leftLive(t, execID)
 
-	dup := val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))
+	dup := testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))
 	f.replay(per.ID, fired, at)
 	f.replay(job.ID, execID, job.CreatedAt)
 	eventually(t, 10*time.Second, "six replayed reports refused as duplicates", func() bool {
-		return val(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))-dup == 6
+		return testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate))-dup == 6
 	})
 	for _, id := range []string{fired, execID} {
 		if v, err := c.ex.readExec(ctx, id); err != nil || v.Rec != nil {

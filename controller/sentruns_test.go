@@ -69,7 +69,7 @@ func TestRestartResendsOnlyMissingRuns(t *testing.T) {
 	if reload["pending_resent"] != float64(1) {
 		t.Errorf("reload %v: want 1 of the 2 PENDING runs re-sent", reload)
 	}
-	if got := val(t, c2.m.commands.WithLabelValues(string(protocol.CmdRun))); got != 1 {
+	if got := testutil.MetricValue(t, c2.m.commands.WithLabelValues(string(protocol.CmdRun))); got != 1 {
 		t.Errorf("run commands published after the restart: %v, want 1 (only the lost one)", got)
 	}
 }

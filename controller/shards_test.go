@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 )
@@ -68,7 +69,7 @@ func TestRestartResendsRetryRun(t *testing.T) {
 
 	c2 := startController(t, testConfig(t, dir))
 	eventually(t, 10*time.Second, "run re-sent by the new controller", func() bool {
-		return val(t, c2.m.commands.WithLabelValues(string(protocol.CmdRun))) >= 1
+		return testutil.MetricValue(t, c2.m.commands.WithLabelValues(string(protocol.CmdRun))) >= 1
 	})
 	b := newTestAgent(t, c2.NATSURL(), "edge-1", nil).start()
 	b.waitCommand("run 2 after restart", isRun(run.ExecID, 2))

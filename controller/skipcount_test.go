@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -27,7 +28,7 @@ func TestCoalescedSkippedReport(t *testing.T) {
 	}
 	first, _ := s.Next(job.CreatedAt)
 	last := first.Add(99 * 10 * time.Millisecond)
-	before := val(t, c.m.executions.WithLabelValues("SKIPPED"))
+	before := testutil.MetricValue(t, c.m.executions.WithLabelValues("SKIPPED"))
 	r := a.rep(job.ID, protocol.ExecID(job.ID, last), 1, protocol.ReportSkipped, last)
 	r.Reason, r.SkippedCount, r.FirstScheduledAt = "overlap", 100, first
 	a.publish(r, "")
@@ -38,9 +39,9 @@ func TestCoalescedSkippedReport(t *testing.T) {
 	// The counter moves after the record is stored: wait for it, then
 	// check that it moved by the count, not by one.
 	eventually(t, 10*time.Second, "ax_executions_total{state=SKIPPED} grown", func() bool {
-		return val(t, c.m.executions.WithLabelValues("SKIPPED"))-before > 0
+		return testutil.MetricValue(t, c.m.executions.WithLabelValues("SKIPPED"))-before > 0
 	})
-	if got := val(t, c.m.executions.WithLabelValues("SKIPPED")) - before; got != 100 {
+	if got := testutil.MetricValue(t, c.m.executions.WithLabelValues("SKIPPED")) - before; got != 100 {
 		t.Fatalf("ax_executions_total{state=SKIPPED} grew by %v, want 100", got)
 	}
 }

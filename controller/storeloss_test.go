@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -107,7 +108,7 @@ func TestStoreLossResumes(t *testing.T) {
 			if slices.ContainsFunc(a.commands(), isRun(run.ExecID, 0)) {
 				t.Fatalf("the run of finished %s was sent again", run.ExecID)
 			}
-			if n := val(t, c.m.storeResets); n != 1 {
+			if n := testutil.MetricValue(t, c.m.storeResets); n != 1 {
 				t.Errorf("%s = %v, want 1", metricStoreResets, n)
 			}
 			if got, _ := c.agents.Get("edge-1"); got.Cursor < rr.ResumeAfter {

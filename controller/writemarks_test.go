@@ -204,7 +204,7 @@ func TestFailedEffectHoldsTheMark(t *testing.T) {
 			return false
 		}
 		v, err := writemark.Decode(e.Value())
-		return err == nil && v.Failed == 1 && v.Through.Equal(m.Through) && val(t, c.m.marksFailed) == 1
+		return err == nil && v.Failed == 1 && v.Through.Equal(m.Through) && testutil.MetricValue(t, c.m.marksFailed) == 1
 	})
 }
 

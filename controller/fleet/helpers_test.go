@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/axsched/ax/internal/kvfollow"
 	"github.com/axsched/ax/internal/natstest"
@@ -182,23 +181,6 @@ func tctx(t testing.TB) context.Context { return testutil.Context(t, 60*time.Sec
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	testutil.Eventually(t, d, what, cond)
-}
-
-// val reads a counter's or gauge's value.
-func val(t testing.TB, m prometheus.Metric) float64 {
-	t.Helper()
-	var d dto.Metric
-	if err := m.Write(&d); err != nil {
-		t.Fatal(err)
-	}
-	switch {
-	case d.Counter != nil:
-		return d.Counter.GetValue()
-	case d.Gauge != nil:
-		return d.Gauge.GetValue()
-	}
-	t.Fatalf("unsupported metric %v", &d)
-	return 0
 }
 
 // storedAgent reads agent id's record as f stored it in ax_agents.

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -78,13 +79,13 @@ func TestRegistrationBusyWhenQueueFull(t *testing.T) {
 	locked = false
 	c.assignMu.Unlock()
 	eventually(t, 60*time.Second, "the queued registrations answered or dropped as late", func() bool {
-		late := val(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseLate))
+		late := testutil.MetricValue(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseLate))
 		return busy.Load()+ok.Load()+int64(late) == int64(n)
 	})
 	if ok.Load() < registerWorkers {
 		t.Fatalf("%d registrations answered, want at least %d", ok.Load(), registerWorkers)
 	}
-	if got := val(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy)); got != float64(busy.Load()) {
+	if got := testutil.MetricValue(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseBusy)); got != float64(busy.Load()) {
 		t.Fatalf("refused{busy} = %v, want %d", got, busy.Load())
 	}
 	// The busy answers, given in a burst, name successive slots: their
@@ -131,7 +132,9 @@ func TestLateRegistrationDropped(t *testing.T) {
 	c.assignMu.Unlock()
 	// The queued one is dropped (and any a worker took but had not yet
 	// checked when the clock jumped); the others are registered.
-	late := func() int { return int(val(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseLate))) }
+	late := func() int {
+		return int(testutil.MetricValue(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseLate)))
+	}
 	eventually(t, 10*time.Second, "the late registration dropped", func() bool { return late() >= 1 })
 	eventually(t, 10*time.Second, "the others registered", func() bool {
 		known := 0

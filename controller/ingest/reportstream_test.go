@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/lease"
@@ -84,23 +83,6 @@ func newReportStreamIngest(t *testing.T) *Ingest {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// val returns the value of a counter or gauge.
-func val(t testing.TB, m prometheus.Metric) float64 {
-	t.Helper()
-	var d dto.Metric
-	if err := m.Write(&d); err != nil {
-		t.Fatal(err)
-	}
-	switch {
-	case d.Counter != nil:
-		return d.Counter.GetValue()
-	case d.Gauge != nil:
-		return d.Gauge.GetValue()
-	}
-	t.Fatalf("not a counter or gauge: %v", m.Desc())
-	return 0
 }
 
 // workerlessHost is an ownership host that starts no report worker and
@@ -210,7 +192,7 @@ func TestReportStreamRemovesAcked(t *testing.T) {
 	if got := stored(); !slices.Equal(got, keep) {
 		t.Fatalf("AX_RPT holds %v after the upkeep, want only the reports above the floors %v (ghosts %v, %v)", got, keep, ghosts3, ghosts5)
 	}
-	if got, want := val(t, c.m.StreamAckedRemoved), float64(len(ghosts3)+len(ghosts5)); got != want {
+	if got, want := testutil.MetricValue(t, c.m.StreamAckedRemoved), float64(len(ghosts3)+len(ghosts5)); got != want {
 		t.Fatalf("%s = %v, want %v", "ax_report_stream_acked_removed_total", got, want)
 	}
 	// Again: nothing more to remove.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/axsched/ax/internal/kvfollow"
 	"github.com/axsched/ax/internal/natstest"
@@ -100,11 +99,7 @@ type replica struct {
 // takeoverCount is the replica's ax_lease_takeovers_total{kind="shard"}.
 func (r *replica) takeoverCount(t *testing.T) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := r.takeovers.WithLabelValues("shard").Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
+	return testutil.MetricValue(t, r.takeovers.WithLabelValues("shard"))
 }
 
 // startReplica starts the ownership of node on the server at url, with

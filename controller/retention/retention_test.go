@@ -2,6 +2,7 @@ package retention
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,7 +41,17 @@ func TestParallel(t *testing.T) {
 					break
 				}
 			}
-			time.Sleep(time.Millisecond)
+			// Hold until as many run as parallel may run at once (k, or
+			// all that are left; a deadline keeps a parallel that runs
+			// fewer from hanging), then yield a while, so that a call
+			// started past k would be counted in most.
+			deadline := time.Now().Add(5 * time.Second)
+			for inFlight.Load() < int32(min(tc.k, tc.n-int(ending.Load()))) && time.Now().Before(deadline) {
+				runtime.Gosched()
+			}
+			for range 100 {
+				runtime.Gosched()
+			}
 			mu.Lock()
 			seen[i]++
 			mu.Unlock()
@@ -55,8 +66,8 @@ func TestParallel(t *testing.T) {
 				t.Errorf("n=%d k=%d: index %d ran %d times, want 1", tc.n, tc.k, i, seen[i])
 			}
 		}
-		if m := int(most.Load()); m > tc.k {
-			t.Errorf("n=%d k=%d: %d ran at once, want at most %d", tc.n, tc.k, m, tc.k)
+		if m, want := int(most.Load()), min(tc.n, tc.k); m != want {
+			t.Errorf("n=%d k=%d: %d ran at once, want %d", tc.n, tc.k, m, want)
 		}
 	}
 }
