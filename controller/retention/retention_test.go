@@ -23,8 +23,8 @@ import (
 // (TestRetentionRemovesEndedWork, TestRetentionShortDedupWindow,
 // TestSweepPassTakesTheWholeBacklog and the like).
 
-// TestParallel: parallel runs every index once, never more than k at a
-// time, and returns when all have ended.
+// TestParallel: parallel runs every index once, k at a time (all of
+// them when fewer), never more, and returns when all have ended.
 func TestParallel(t *testing.T) {
 	for _, tc := range []struct{ n, k int }{{0, 4}, {1, 4}, {3, 1}, {100, 7}, {64, 32}} {
 		var (
