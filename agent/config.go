@@ -161,8 +161,8 @@ type HTTPConfig struct {
 const DefaultOutboxLinger = 10 * time.Millisecond
 
 // DefaultOutboxHold is how long the flusher holds back the triggered (or
-// triggered and running) report of an attempt of a run the controller
-// sent, for its later steps so that they go out as one report. 200 ms is
+// triggered and running) report of an attempt, for its later steps so
+// that they go out as one report. 200 ms is
 // twice the controller's own hold of such reports
 // (controller/ingest/lanelinger.go, 100 ms) and covers the queue wait of
 // attempts under a moderate backlog, while a long handler still shows
@@ -182,9 +182,9 @@ type OutboxConfig struct {
 	// at once), at most a second. It delays only what the controller sees:
 	// reports are durable before, and handlers do not wait for it.
 	Linger time.Duration `config:"linger"`
-	// Hold is how long the triggered or running report of an attempt of
-	// a run the controller sent (asap, at, delay, retries: not the fires
-	// of periodic jobs) is held back, waiting for its next step so that
+	// Hold is how long the triggered or running report of an attempt (of
+	// a run the controller sent or a fire of a periodic job, not under a
+	// group job's lease) is held back, waiting for its next step so that
 	// they go out as one report (0: not held), at most MaxOutboxHold. Only
 	// the publish waits: the row is durable first. Finished, skipped and
 	// other reports are never held (beyond the linger), and a held report

@@ -246,10 +246,12 @@ func TestHoldReleasedOnReconnect(t *testing.T) {
 	waitFor(t, 10*time.Second, "the finished report", func() bool { return r.sent(execID, protocol.ReportFinished) == 1 })
 }
 
-// TestHoldLeavesPeriodicFires: the triggered report of a periodic fire
-// (its first report makes the execution's record at the controller) is
-// not held, even while the fire waits in the ready queue.
-func TestHoldLeavesPeriodicFires(t *testing.T) {
+// TestHoldCoalescesQueuedPeriodicFire: a fire of a periodic job that
+// waits in the ready queue far longer than outbox.linger, then runs fast,
+// reaches AX_RPT as one message (the finished report, carrying
+// triggered_at and started_at, from which the controller makes the
+// fire's record), as a run the controller sent does.
+func TestHoldCoalescesQueuedPeriodicFire(t *testing.T) {
 	r := newHoldRig(t, "edge-hp", MaxOutboxHold, func(cfg Config, o ...Option) *Agent { return startAgent(t, cfg, o...) })
 	r.c.send("edge-hp", runCmd(newJob("edge-hp", "block", schedule.Spec{Asap: true}, nil), 1, r.at))
 	select {
@@ -257,16 +259,28 @@ func TestHoldLeavesPeriodicFires(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the block handler did not start")
 	}
-	j := newJob("edge-hp", "noop", schedule.Spec{Every: "50ms"}, nil)
+	j := newJob("edge-hp", "noop", schedule.Spec{Every: "1h"}, nil)
+	j.CreatedAt = time.Now().Add(-time.Hour + 300*time.Millisecond) // its first fire comes in 0.3 s
 	r.c.send("edge-hp", assignCmd(j))
-	queued := func() bool { // a fire of j triggered behind the blocker
-		for _, rep := range r.c.all() {
-			if rep.JobID == j.ID && rep.Kind == protocol.ReportTriggered {
-				return true
-			}
+	var execID string
+	waitFor(t, 10*time.Second, "a fire of the periodic job triggered behind the blocker", func() bool {
+		es, err := r.a.Store().JobExecs(context.Background(), j.ID, 1)
+		if err != nil || len(es) == 0 || es[0].State != store.StateTriggered {
+			return false
 		}
-		return false
-	}
-	waitFor(t, MaxOutboxHold/2, "the periodic fire's triggered report while it waits in the queue", queued)
+		execID = es[0].ExecID
+		return true
+	})
+	// 30 lingers: without the hold the triggered report is out by now.
+	r.notSentFor(t, execID, 30*DefaultOutboxLinger)
 	close(r.release)
+	waitFor(t, 10*time.Second, "the finished report", func() bool { return r.sent(execID, protocol.ReportFinished) > 0 })
+	fin, _ := finishedOf(r.c, execID)
+	if fin.TriggeredAt.IsZero() || fin.StartedAt.IsZero() {
+		t.Fatalf("finished report %+v: want triggered_at and started_at", fin)
+	}
+	if n := r.sentAll(execID); n != 1 {
+		t.Fatalf("%d report messages of the fire, want 1 (triggered %d, running %d, finished %d)", n,
+			r.sent(execID, protocol.ReportTriggered), r.sent(execID, protocol.ReportRunning), r.sent(execID, protocol.ReportFinished))
+	}
 }

@@ -12,11 +12,13 @@ import (
 // ready queue longer has its triggered report published alone, then
 // running and finished, and the controller applies each. So the flusher
 // holds back, for up to outbox.hold, the triggered or running report of
-// an attempt of a run the controller sent (scheduler.Report.Hold: its
-// execution record exists, so only its state waits — the first report of
-// a periodic fire makes its record and is never held, as on the
-// controller, controller/ingest/lanelinger.go) written in this run of the
-// process, until the attempt's next step is written:
+// an attempt of a run the controller sent or of a periodic fire
+// (scheduler.Report.Hold; not under a group lease, whose moves follow
+// the reports: a run of a lease holder killed in mid-run must be known so
+// that it is run again elsewhere) written in this run of the process,
+// until the attempt's next step is written. A periodic fire's record is
+// then made by its first report to arrive, in the state that report
+// brings (the later steps' reports carry the earlier steps' times):
 //
 //   - a running, finished or interrupted row of the attempt supersedes
 //     the held one (it carries the earlier steps' times, as in a window):

@@ -143,9 +143,8 @@ func (r *runQueue) start(batch []*item) {
 					}
 				}
 			}
-			// A periodic fire's record may not exist yet; a run under a
-			// group lease reports at once.
-			reps[i].Hold = !it.row.Periodic && it.row.Epoch == 0
+			// A run under a group lease reports at once.
+			reps[i].Hold = it.row.Epoch == 0
 			if err := reps[i].Enqueue(tx); err != nil {
 				return err
 			}

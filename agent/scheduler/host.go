@@ -35,9 +35,10 @@ type Report struct {
 	Data           []byte
 	// Hold: the outbox may hold the report back a while, waiting for the
 	// attempt's next step (agent outbox.hold): the triggered and running
-	// reports of a run the controller sent, whose execution record exists
-	// already (a periodic fire's first report makes its record: not held),
-	// and not under a group lease (epoch 0: its lease follows the reports).
+	// reports of a run the controller sent and of a fire of a periodic
+	// job (whose record the controller makes from the first report that
+	// reaches it, in the state that report brings), but not under a group
+	// lease (epoch > 0: its lease and their moves follow the reports).
 	Hold bool
 }
 

@@ -256,6 +256,10 @@ func (t *trigger) fireJob(j *jobRef, at time.Time) {
 		t.env.cfg.Log.Error("record trigger", "job_id", j.id, "exec_id", execID, "err", err)
 		return
 	}
+	// Held for the fire's later steps (it makes its record at the
+	// controller, in whatever state its first report brings), except under
+	// a group lease: the lease and its moves follow the triggered reports.
+	rep.Hold = epoch == 0
 	j.active++
 	t.queueFire(&fireRec{j: j, ref: ref, row: row, rep: rep})
 }
