@@ -195,7 +195,7 @@ func New(cfg Config) (*Controller, error) {
 		Config: ingest.Config{Shards: cfg.Shards, AckWait: cfg.AckWait, LeaseTTL: cfg.LeaseTTL,
 			Replicas: cfg.NATS.Replicas, ReportSweep: cfg.reportSweep},
 		Log: c.log,
-		Metrics: ingest.Metrics{ReportsApplied: m.reportsApplied, ReportsRejected: m.reportsRejected, Deferred: m.deferred,
+		Metrics: ingest.Metrics{ReportsApplied: m.reportsApplied, ReportsRejected: m.reportsRejected, Deferred: m.deferred, StrayUnassigns: m.strayUnassigns,
 			Applied: &m.applied, Rejected: &m.rejected,
 			StreamBytes: m.rptBytes, StreamMaxBytes: m.rptMaxBytes, StreamMsgs: m.rptMsgs, StreamOldest: m.rptOldest,
 			StreamMaxAge: m.rptMaxAge, StreamAckedRemoved: m.rptAckedRemoved},

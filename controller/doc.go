@@ -77,8 +77,8 @@
 // stream's upkeep. What it asks of the rest of the controller is
 // ingest.Host (ingestHostOf, parts.go): read a job from ax_jobs, the
 // execution.Env of a job's executions, whether an execution left live
-// state for the history, and the effects (events, retry timers) of an
-// applied report. Everything else it gets at construction (ingest.New:
+// state for the history, the effects (events, retry timers) of an
+// applied report, and the publish of a stray job's unassign. Everything else it gets at construction (ingest.New:
 // ingest.Env with ingest.Config, ingest.Metrics, the logger, clocks, the
 // loop runner, the job cache, the group leases and the ownership) and at
 // start (Attach: context, connection, the execution store). The
@@ -361,6 +361,8 @@
 //	ax_reports_deferred_total         counter   reports ahead of their execution (an earlier
 //	                                            step not arrived yet, e.g. redelivered after a
 //	                                            controller crash), redelivered later
+//	ax_stray_unassigns_total          counter   unassigns sent to agents that fired a job they
+//	                                            must not hold (controller/ingest/stray.go)
 //	ax_commands_total{kind}           counter   commands published to agents
 //	ax_shards_owned                   gauge     report shards whose lease this replica holds
 //	ax_lease_grants_total             counter   group-job leases granted (first grants and

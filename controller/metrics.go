@@ -21,6 +21,7 @@ const (
 	metricReportsRejected = "ax_reports_rejected_total"
 	metricCommands        = "ax_commands_total"
 	metricReportsDeferred = "ax_reports_deferred_total"
+	metricStrayUnassigns  = "ax_stray_unassigns_total"
 	metricAgentsKnown     = "ax_agents_known"
 	metricAgentsNoCmd     = "ax_agents_without_command_consumer"
 	metricAgentOutbox     = "ax_agent_outbox_depth"
@@ -54,6 +55,7 @@ type metrics struct {
 	reportsRejected *prometheus.CounterVec
 	commands        *prometheus.CounterVec
 	deferred        prometheus.Counter
+	strayUnassigns  prometheus.Counter
 	agentsKnown     prometheus.Gauge
 	agentsNoCmd     prometheus.Gauge
 	// Per-agent stats of the last heartbeat, labelled by agent; the
@@ -116,6 +118,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			[]string{"reason"}),
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: metricReportsDeferred,
 			Help: "Reports redelivered later because an earlier report of the same execution had not arrived yet."}),
+		strayUnassigns: prometheus.NewCounter(prometheus.CounterOpts{Name: metricStrayUnassigns,
+			Help: "Unassign commands sent to agents that fired a job they must not hold (deleted, pinned elsewhere, one-shot)."}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricCommands,
 			Help: "Commands published to agents, by kind."}, []string{"kind"}),
 		agentsKnown: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricAgentsKnown,
@@ -170,7 +174,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.executions.WithLabelValues(string(s))
 	}
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
-		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred,
+		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred, m.strayUnassigns,
 		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
 		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.agentRefused,

@@ -181,6 +181,11 @@ func (h groupLeaseHostOf) SettleEpochs(ctx context.Context, lost []lease.Lost) {
 // ingestHostOf answers the report ingest's ingest.Host.
 type ingestHostOf struct{ *core }
 
+// PublishCommand is the execService's publishCommand.
+func (h ingestHostOf) PublishCommand(ctx context.Context, cmd protocol.Command, msgID string) error {
+	return h.ex.publishCommand(ctx, cmd, msgID)
+}
+
 // ReadJob is the jobService's readJob; its ErrNotFound also matches
 // ingest.ErrJobNotFound.
 func (h ingestHostOf) ReadJob(ctx context.Context, id string) (protocol.Job, error) {

@@ -29,6 +29,9 @@
 //     who may create an execution's record (AuthorizeCreate). A refused
 //     report is counted in ax_reports_rejected_total under a Reject*
 //     reason (reasons.go) and logged.
+//   - Stray assignments (stray.go): a refused fire that proves its agent
+//     holds a job it must not (deleted, pinned to another agent, one-shot)
+//     also sends the agent an unassign of it, within per-agent limits.
 //   - The records the controller has just created (createdcache.go):
 //     NoteCreated keeps them for the lane of the execution's first
 //     report, which takes them instead of reading ax_execs.

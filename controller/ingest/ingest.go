@@ -19,7 +19,8 @@ import (
 
 // Host is what the ingest asks of the rest of the controller: a job read
 // from ax_jobs, the environment of a change to an execution, whether an
-// execution left live state, and the effects of an applied report.
+// execution left live state, the effects of an applied report, and the
+// publish of a stray job's unassign.
 type Host interface {
 	// ReadJob reads job id from ax_jobs (not the cache); a job that does
 	// not exist is an error matching ErrJobNotFound.
@@ -38,6 +39,10 @@ type Host interface {
 	// could not be sent at all), and its retry timers. A report's effects
 	// are never commands. Called once per report.
 	StartEffects(ctx context.Context, rec *execution.Record, effs []execution.Effect) (futs []jetstream.PubAckFuture, evErr bool)
+	// PublishCommand validates and publishes cmd to its agent's subject,
+	// with Msg-Id msgID, and waits for its acknowledgement: the unassign
+	// of a stray job (stray.go).
+	PublishCommand(ctx context.Context, cmd protocol.Command, msgID string) error
 }
 
 // Config is the ingest's part of the controller's Config.
@@ -63,6 +68,7 @@ type Metrics struct {
 	ReportsApplied  prometheus.Counter     // ax_reports_applied_total
 	ReportsRejected *prometheus.CounterVec // ax_reports_rejected_total, by reason (Reject*)
 	Deferred        prometheus.Counter     // ax_reports_deferred_total
+	StrayUnassigns  prometheus.Counter     // ax_stray_unassigns_total (stray.go)
 	// Applied and Rejected mirror ReportsApplied and ReportsRejected (all
 	// reasons) for tests and benchmarks.
 	Applied, Rejected *atomic.Int64
@@ -111,6 +117,7 @@ type Ingest struct {
 	host   Host
 
 	created createdExecs // records CreateJob wrote (createdcache.go)
+	strays  strays       // the stray unassigns of the window (stray.go)
 
 	// Set by Attach, read-only afterwards.
 	ctx   context.Context // the controller's: cancelled by Close

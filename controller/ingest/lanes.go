@@ -179,8 +179,11 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 		p.create = func() error {
 			if !p.createDone {
 				p.createDone = true
-				if reason, detail, early := c.AuthorizeCreate(ctx, p.r); reason != "" {
+				if reason, detail, early, st := c.authorizeCreate(ctx, p.r); reason != "" {
 					p.createErr = &execution.Rejection{Err: rejectReason(reason), Detail: detail, Early: early}
+					if st != nil {
+						c.unassignStray(ctx, p.r, *st)
+					}
 				}
 			}
 			return p.createErr

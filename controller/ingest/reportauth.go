@@ -79,13 +79,21 @@ func (c *Ingest) AuthorizeEpoch(ctx context.Context, r protocol.Report) (reason,
 // ("" when authorized); early: the job could not be read now; the
 // report may be tried again later.
 func (c *Ingest) AuthorizeCreate(ctx context.Context, r protocol.Report) (reason, detail string, early bool) {
+	reason, detail, early, _ = c.authorizeCreate(ctx, r)
+	return reason, detail, early
+}
+
+// authorizeCreate is AuthorizeCreate; st is set when the refusal proves
+// that the agent holds an assignment it must not (stray.go).
+func (c *Ingest) authorizeCreate(ctx context.Context, r protocol.Report) (reason, detail string, early bool, st *stray) {
 	j, _, ok := c.jobs.Get(r.JobID)
 	if dj, at, deleted := c.jobs.DeletedPeriodic(r.JobID); !ok && deleted {
 		// Deleted: a fire the agent made before the deletion (in flight,
 		// or while its link was down) really ran and is recorded; a later
 		// one is refused. The agent's own clock slack is the lease TTL.
 		if _, sched, err := protocol.ParseExecID("exec_id", r.ExecID); err != nil || sched.After(at.Add(c.cfg.LeaseTTL)) {
-			return RejectUnknownJob, fmt.Sprintf("job %s was deleted at %s, before this fire", r.JobID, at.Format(time.RFC3339Nano)), false
+			return RejectUnknownJob, fmt.Sprintf("job %s was deleted at %s, before this fire", r.JobID, at.Format(time.RFC3339Nano)), false,
+				&stray{gen: 0, why: "job deleted"}
 		}
 		j, ok = dj, true
 	}
@@ -96,36 +104,41 @@ func (c *Ingest) AuthorizeCreate(ctx context.Context, r protocol.Report) (reason
 		j, err = c.host.ReadJob(rctx, r.JobID)
 		cancel()
 		if errors.Is(err, ErrJobNotFound) {
-			return RejectUnknownJob, fmt.Sprintf("job %s does not exist", r.JobID), false
+			return RejectUnknownJob, fmt.Sprintf("job %s does not exist", r.JobID), false, &stray{gen: 0, why: "no such job"}
 		}
 		if err != nil {
-			return RejectUnknownJob, fmt.Sprintf("job %s could not be read: %v", r.JobID, err), true
+			return RejectUnknownJob, fmt.Sprintf("job %s could not be read: %v", r.JobID, err), true, nil
 		}
 	}
 	if !j.Periodic() {
-		return RejectNotAssigned, fmt.Sprintf("job %s is one-shot: its executions are made by the controller", j.ID), false
+		return RejectNotAssigned, fmt.Sprintf("job %s is one-shot: its executions are made by the controller", j.ID), false,
+			&stray{gen: j.Generation, why: "job is one-shot"}
 	}
 	switch {
 	case j.Target.Agent != "":
+		if r.Agent != j.Target.Agent && r.Epoch == 0 {
+			return RejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false,
+				&stray{gen: j.Generation, why: "job pinned to " + j.Target.Agent}
+		}
 		if r.Agent != j.Target.Agent || r.Epoch != 0 {
-			return RejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false
+			return RejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false, nil
 		}
 	case j.Target.Mode == protocol.ModeAll:
 		if r.Shard == nil || r.Epoch != 0 || !c.groups.IsMember(j, r.Agent) {
-			return RejectNotAssigned, fmt.Sprintf("agent %s is not a member of job %s's group %q", r.Agent, j.ID, j.Target.Group), false
+			return RejectNotAssigned, fmt.Sprintf("agent %s is not a member of job %s's group %q", r.Agent, j.ID, j.Target.Group), false, nil
 		}
 	default:
 		if r.Epoch == 0 {
-			return RejectNotAssigned, fmt.Sprintf("job %s fires under a group lease; the report has no epoch", j.ID), false
+			return RejectNotAssigned, fmt.Sprintf("job %s fires under a group lease; the report has no epoch", j.ID), false, nil
 		}
 	}
 	if r.SkippedCount > 0 {
 		if max := maxFires(j, r.FirstScheduledAt, r.ScheduledAt); r.SkippedCount > max {
 			return RejectInvalid, fmt.Sprintf("skipped_count %d: job %s's schedule has at most %d fires from %s to %s",
-				r.SkippedCount, j.ID, max, r.FirstScheduledAt.Format(time.RFC3339Nano), r.ScheduledAt.Format(time.RFC3339Nano)), false
+				r.SkippedCount, j.ID, max, r.FirstScheduledAt.Format(time.RFC3339Nano), r.ScheduledAt.Format(time.RFC3339Nano)), false, nil
 		}
 	}
-	return "", "", false
+	return "", "", false, nil
 }
 
 // maxFires bounds how many fires periodic job j can have from first to
