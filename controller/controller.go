@@ -125,6 +125,9 @@ type core struct {
 type testHooks struct {
 	// beforeReload runs at the start of every reloadExecutions.
 	beforeReload func()
+	// beforeJobDispatch runs when a stored job change is about to be
+	// dispatched (onJobChanged), to hold a kill -9 between the two.
+	beforeJobDispatch func()
 	// wrapKV wraps ax_agents and ax_leases as the heartbeat path writes
 	// them (the fleet, the group-lease renewals), to delay the writes.
 	wrapKV func(jetstream.KeyValue) jetstream.KeyValue

@@ -18,6 +18,9 @@ var errExecExists = errors.New("execution exists")
 // nil) job: assignment diff for periodic jobs (the placement's
 // AssignChange), a PENDING execution and run command for one-shot jobs.
 func (c *jobService) onJobChanged(ctx context.Context, old, next *protocol.Job) {
+	if c.hooks.beforeJobDispatch != nil {
+		c.hooks.beforeJobDispatch()
+	}
 	// The change is stored: its commands must go out even when the API
 	// caller whose request made it goes away now (a cancelled request
 	// context left a one-shot job stored without an execution).

@@ -334,8 +334,15 @@ func (c *jobService) setPaused(ctx context.Context, id string, paused bool) (pro
 }
 
 // mutateJob applies fn to the current job with compare-and-set, bumping the
-// generation when fn reports a change, and dispatches the change.
+// generation when fn reports a change, and dispatches the change, in one
+// write op (a reload after a crash re-sends the assignments of the jobs
+// changed after the write marks: reassignChanged).
 func (c *jobService) mutateJob(ctx context.Context, id string, fn func(cur protocol.Job) (protocol.Job, bool, error)) (protocol.Job, error) {
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
+	if err := op.Refused(); err != nil {
+		return protocol.Job{}, fmt.Errorf("update job %s: %w: %w", id, ErrNotReady, err)
+	}
 	for range 10 {
 		cur, rev, err := c.readJob(ctx, id)
 		if errors.Is(err, ErrNotFound) {
@@ -379,6 +386,12 @@ func (c *Controller) DeleteJob(ctx context.Context, id string) error {
 	}
 	if err := protocol.ValidateJobID("id", id); err != nil {
 		return fmt.Errorf("delete job %q: %w", id, ErrNotFound)
+	}
+	// One write op with the unassigns and the cancels it sends.
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
+	if err := op.Refused(); err != nil {
+		return fmt.Errorf("delete job %s: %w: %w", id, ErrNotReady, err)
 	}
 	for range 10 {
 		cur, rev, err := c.jobsvc.readJob(ctx, id)

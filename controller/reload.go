@@ -16,8 +16,10 @@ import (
 // RETRY_WAITING execution (overdue ones fire at once), re-sends the run
 // command of PENDING ones that AX_CMD does not hold (sentruns.go),
 // remembers those waiting for an agent, creates the execution of a
-// one-shot job whose creation was cut short by a crash, and restores the
-// events a crash kept from the history (historyrepair.go).
+// one-shot job whose creation was cut short by a crash, restores the
+// events a crash kept from the history (historyrepair.go), and re-sends
+// the assignments of the periodic jobs changed after the write marks
+// (reassignChanged).
 //
 // Its cost follows the live executions of the shards: one scan of
 // ax_execs (execscan.go), then the read of AX_CMD's run ids and the check
@@ -148,6 +150,8 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		cancelled, ok = c.cancelUnsentOfDeleted(ctx, jobless, sent)
 		checkedAll = checkedAll && ok
 	}
+	reassigned, ok := c.reassignChanged(ctx, in, merr == nil, floor, hasFloor)
+	checkedAll = checkedAll && ok
 	// The ended processes' marks count as checked on these shards only
 	// when every check above could be made and every repair succeeded.
 	dropped, verifiedNow := 0, false
@@ -158,10 +162,40 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		}
 	}
 	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", s.pendingAll, "pending_resent", resent,
-		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled,
+		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled, "assignments_resent", reassigned,
 		"checked", len(s.live), "unchecked", s.unchecked, "write_marks", len(marks), "dead_marks_removed", dropped,
 		"untracked_verified", verifiedNow)
 	return nil
+}
+
+// reassignLookback is how far back a reload re-sends the assignments of
+// changed periodic jobs when it could not read the write marks.
+const reassignLookback = 10 * time.Minute
+
+// reassignChanged re-sends the assignments of the periodic jobs of the
+// reloaded shards (in) that changed at or after floor: a process killed
+// between a job's write and its commands left the job stored and its
+// agents without it (a change before every write mark went out with its
+// commands: the create, update, pause, resume or delete of a job is one
+// write op with its dispatch). Without marks (hasFloor false, every
+// process before ended cleanly) nothing is re-sent; when the marks could
+// not be read (marksRead false), the changes of the last
+// reassignLookback are. It returns how many jobs it re-sent, and false
+// when a command could not be published. A lost unassign heals through
+// the agent's own refused fires (controller/ingest/stray.go).
+func (c *reloader) reassignChanged(ctx context.Context, in func(jobID string) bool, marksRead bool, floor time.Time, hasFloor bool) (int, bool) {
+	since := floor
+	switch {
+	case !marksRead:
+		since = c.now().Add(-reassignLookback)
+	case !hasFloor:
+		return 0, true
+	}
+	js := c.jobs.ChangedPeriodic(since, in)
+	if len(js) == 0 {
+		return 0, true
+	}
+	return c.place.Reassign(ctx, js, "reload: changed after the write marks")
 }
 
 // keepMayLack narrows the scan to the records that may lack a command or

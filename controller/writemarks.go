@@ -12,10 +12,11 @@ import (
 )
 
 // Write marks (controller/writemark): every change this replica makes to
-// an execution on its own runs as an op of c.marks, and the replica keeps
-// its mark in KV ax_marks under marksKey, so that a reload checks the
-// effects of only the records written at or after the oldest mark of any
-// replica (reload.go).
+// an execution on its own, and every change of a job with its dispatch,
+// runs as an op of c.marks, and the replica keeps its mark in KV ax_marks
+// under marksKey, so that a reload checks the effects of only the records
+// written, and re-sends the assignments of only the periodic jobs
+// changed, at or after the oldest mark of any replica (reload.go).
 
 const (
 	// marksInterval is how often the mark is stored.

@@ -33,6 +33,11 @@ type Cache struct {
 	// grow with the controller's job count.
 	groupAll map[string]struct{}
 	pinned   map[string]map[string]struct{}
+	// changed is when each live periodic job last changed (unix
+	// nanoseconds): the time of its KV revision as the watcher delivered
+	// it, or of this replica's own write (Put). A reload re-sends the
+	// assignments of the jobs changed after the write marks (ChangedPeriodic).
+	changed map[string]int64
 	// ids holds the ids of the live jobs in order, for the pages of
 	// ListJobs: a page of 50 of 300,000 jobs reads 50 ids (and the ones
 	// its filter turns away), not every entry of the map.
@@ -132,7 +137,7 @@ const DeletedFireKeep = 2 * time.Hour
 // New returns an empty cache; now dates its tombstones (nil: time.Now).
 func New(now func() time.Time) *Cache {
 	return &Cache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{},
-		groupAll: map[string]struct{}{}, pinned: map[string]map[string]struct{}{},
+		groupAll: map[string]struct{}{}, pinned: map[string]map[string]struct{}{}, changed: map[string]int64{},
 		ids: btree.NewG(32, func(a, b string) bool { return a < b }), now: now, intern: newInterner()}
 }
 
@@ -187,13 +192,32 @@ func exactNanos(at int64, t time.Time) bool {
 	return time.Unix(0, at).Equal(t)
 }
 
-// Put records job at rev unless a newer revision is known.
+// Put records job at rev unless a newer revision is known: a write of
+// this replica, changed now.
 func (jc *Cache) Put(job protocol.Job, rev uint64) {
+	jc.put(job, rev, jc.clock())
+}
+
+// clock reads the cache's clock.
+func (jc *Cache) clock() time.Time {
+	if jc.now != nil {
+		return jc.now()
+	}
+	return time.Now()
+}
+
+// put records job at rev, changed at at, unless a newer revision is known.
+func (jc *Cache) put(job protocol.Job, rev uint64, at time.Time) {
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	cur, ok := jc.jobs[job.ID]
 	if ok && cur.rev >= rev {
 		return
+	}
+	if job.Periodic() {
+		jc.changed[job.ID] = at.UnixNano()
+	} else {
+		delete(jc.changed, job.ID)
 	}
 	if ok && !cur.deleted && cur.job != nil {
 		jc.index(*cur.job, false)
@@ -217,6 +241,7 @@ func (jc *Cache) Remove(id string, rev uint64) {
 		return
 	}
 	var last *protocol.Job
+	delete(jc.changed, id)
 	if ok && !cur.deleted {
 		jc.ids.Delete(id)
 		if cur.job != nil {
@@ -226,11 +251,7 @@ func (jc *Cache) Remove(id string, rev uint64) {
 			}
 		}
 	}
-	at := time.Now()
-	if jc.now != nil {
-		at = jc.now()
-	}
-	jc.jobs[id] = cachedJob{job: last, rev: rev, deleted: true, at: at.UnixNano()}
+	jc.jobs[id] = cachedJob{job: last, rev: rev, deleted: true, at: jc.clock().UnixNano()}
 }
 
 // DeletedPeriodic returns the spec of periodic job id and when this
@@ -403,7 +424,24 @@ func (jc *Cache) Apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		log.Error("bad job record in KV", "key", e.Key(), "err", err)
 		return
 	}
-	jc.Put(j, e.Revision())
+	jc.put(j, e.Revision(), e.Created())
+}
+
+// ChangedPeriodic returns the live periodic jobs that changed at or after
+// since and that keep accepts (by id), in no order.
+func (jc *Cache) ChangedPeriodic(since time.Time, keep func(id string) bool) []protocol.Job {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	var out []protocol.Job
+	for id, at := range jc.changed {
+		if at < since.UnixNano() || !keep(id) {
+			continue
+		}
+		if cj, ok := jc.jobs[id]; ok && !cj.deleted && cj.job != nil {
+			out = append(out, *cj.job)
+		}
+	}
+	return out
 }
 
 // Follow starts a watcher on the bucket (in runCtx), applies every

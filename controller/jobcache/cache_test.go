@@ -16,16 +16,17 @@ import (
 
 // kvEntry is a jetstream.KeyValueEntry made by hand.
 type kvEntry struct {
-	key string
-	val []byte
-	rev uint64
+	key     string
+	val     []byte
+	rev     uint64
+	created time.Time
 }
 
 func (e kvEntry) Bucket() string                  { return protocol.BucketJobs }
 func (e kvEntry) Key() string                     { return e.key }
 func (e kvEntry) Value() []byte                   { return e.val }
 func (e kvEntry) Revision() uint64                { return e.rev }
-func (e kvEntry) Created() time.Time              { return time.Time{} }
+func (e kvEntry) Created() time.Time              { return e.created }
 func (e kvEntry) Delta() uint64                   { return 0 }
 func (e kvEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
 

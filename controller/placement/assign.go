@@ -66,9 +66,10 @@ func sameAssign(a, b protocol.Assign) bool {
 
 // applyDiff sends the commands that turn assignments before into after;
 // force(agent) re-sends an unchanged assignment (an agent that may have
-// missed it). Errors are logged: an agent that misses a command gets its
-// assignments again when it re-registers with a stale cursor.
-func (p *Placer) applyDiff(ctx context.Context, jobID string, before, after map[string]protocol.Assign, force func(string) bool, reason string) {
+// missed it). Errors are logged (and counted in failed): an agent that
+// misses a command gets its assignments again when it re-registers with a
+// stale cursor.
+func (p *Placer) applyDiff(ctx context.Context, jobID string, before, after map[string]protocol.Assign, force func(string) bool, reason string) (failed int) {
 	for agent := range before {
 		if _, ok := after[agent]; ok {
 			continue
@@ -76,6 +77,7 @@ func (p *Placer) applyDiff(ctx context.Context, jobID string, before, after map[
 		cmd := protocol.Command{Kind: protocol.CmdUnassign, Agent: agent, Unassign: &protocol.Unassign{JobID: jobID, Reason: reason}}
 		if err := p.host.PublishCommand(ctx, cmd, ""); err != nil {
 			p.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
+			failed++
 			continue
 		}
 		p.log.Info("job unassigned", "job", jobID, "agent", agent, "reason", reason)
@@ -88,6 +90,7 @@ func (p *Placer) applyDiff(ctx context.Context, jobID string, before, after map[
 		cmd := protocol.Command{Kind: protocol.CmdAssign, Agent: agent, Assign: &a}
 		if err := p.host.PublishCommand(ctx, cmd, ""); err != nil {
 			p.log.Error("send assign", "job", jobID, "agent", agent, "err", err)
+			failed++
 			continue
 		}
 		attrs := []any{"job", jobID, "agent", agent, "generation", a.Job.Generation, "paused", a.Job.Paused, "reason", reason}
@@ -96,6 +99,7 @@ func (p *Placer) applyDiff(ctx context.Context, jobID string, before, after map[
 		}
 		p.log.Info("job assigned", attrs...)
 	}
+	return failed
 }
 
 // AssignChange sends the assignment diff of a created (old nil), updated
@@ -127,6 +131,33 @@ func (p *Placer) AssignChange(ctx context.Context, old, next *protocol.Job) {
 		p.cancelUnplacedOf(ctx, id)
 	}
 	p.assign.Unlock()
+}
+
+// Reassign sends again the assignments periodic jobs js have on the
+// current fleet (not those of group jobs of mode any: their leases carry
+// them), to agents that may have missed them: a job's change stored by a
+// controller killed before its commands went out (the reload's repair).
+// It takes the assign lock and returns how many jobs it re-sent, and
+// false when a command could not be published.
+func (p *Placer) Reassign(ctx context.Context, js []protocol.Job, reason string) (n int, ok bool) {
+	p.assign.Lock()
+	defer p.assign.Unlock()
+	var agents []protocol.AgentInfo
+	ok = true
+	for _, j := range js {
+		if needsFleet(j) && agents == nil {
+			agents = p.agents.Snapshot()
+		}
+		a := desired(j, agents)
+		if len(a) == 0 {
+			continue
+		}
+		if p.applyDiff(ctx, j.ID, a, a, func(string) bool { return true }, reason) > 0 {
+			ok = false
+		}
+		n++
+	}
+	return n, ok
 }
 
 // ReconcileAgent adjusts assignments after agent cur (re)registered; prev
