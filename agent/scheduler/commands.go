@@ -200,7 +200,8 @@ func (a *applier) run(c command, r *protocol.Run) error {
 		if due {
 			a.env.host.KickOutbox()
 		}
-		return runStored{e: e, due: due}
+		spec := specOf(job)
+		return runStored{e: e, due: due, spec: &spec}
 	})
 	return nil
 }

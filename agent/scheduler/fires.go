@@ -99,6 +99,6 @@ func (t *trigger) firesWritten(m firesWritten) {
 			}
 			continue
 		}
-		t.runs.triggered(f.j, f.row, f.ins, m.err)
+		t.runs.triggered(f.j, f.row, nil, f.ins, m.err)
 	}
 }

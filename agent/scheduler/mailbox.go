@@ -55,8 +55,9 @@ type (
 	jobAssigned   struct{ row store.Job }
 	jobUnassigned struct{ id string }
 	runStored     struct {
-		e   store.Exec
-		due bool
+		e    store.Exec
+		due  bool
+		spec *runSpec // of the command's job
 	}
 	attemptCancelled struct{ rowID int64 }
 	leaseEpochSet    struct {

@@ -21,6 +21,10 @@ type item struct {
 	runAt    time.Time // scheduled time (lag)
 	// row is the attempt (Spec may be nil: read when it is marked RUNNING).
 	row *store.Exec
+	// spec is what the worker needs of the job's spec, from the run
+	// command the attempt was stored from in this process (nil: the
+	// worker decodes row.Spec).
+	spec *runSpec
 	// started is when it was dispatched (RUNNING).
 	started time.Time
 }

@@ -123,7 +123,7 @@ func (r *runQueue) fenceDropped(m fenceDropped) {
 
 // stored runs after a run command is durable: a due run (stored
 // TRIGGERED) enters the queue, a later one goes on its wheel.
-func (r *runQueue) stored(e store.Exec, due bool, t *trigger) {
+func (r *runQueue) stored(e store.Exec, due bool, spec *runSpec, t *trigger) {
 	if !due {
 		e.Spec = nil
 		t.planRun(e)
@@ -134,7 +134,7 @@ func (r *runQueue) stored(e store.Exec, due bool, t *trigger) {
 		j.limit = e.Concurrency
 	}
 	j.active++
-	r.triggered(j, &e, true, nil)
+	r.triggered(j, &e, spec, true, nil)
 }
 
 // cancelled runs after a cancel command is durable: a running attempt's
@@ -181,7 +181,7 @@ func removeFIFO(f *fifo, id int64) bool {
 }
 
 // triggered runs when a TRIGGERED row is durable (j.active counts it).
-func (r *runQueue) triggered(j *jobRef, row *store.Exec, ok bool, err error) {
+func (r *runQueue) triggered(j *jobRef, row *store.Exec, spec *runSpec, ok bool, err error) {
 	log := r.env.cfg.Log
 	if err != nil || !ok {
 		j.active--
@@ -195,5 +195,5 @@ func (r *runQueue) triggered(j *jobRef, row *store.Exec, ok bool, err error) {
 		log.Debug("submitted", "job_id", j.id, "exec_id", row.ExecID, "exec_row", row.ID, "run_at", row.RunAt, "priority", row.Priority)
 	}
 	// Spilled (left in SQLite) or not, it stays counted in j.active.
-	r.accept(&item{id: row.ID, job: j, prio: uint8(row.Priority), runAt: row.ScheduledAt, row: row})
+	r.accept(&item{id: row.ID, job: j, prio: uint8(row.Priority), runAt: row.ScheduledAt, row: row, spec: spec})
 }

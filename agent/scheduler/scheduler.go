@@ -174,7 +174,7 @@ func (s *Scheduler) handle(m message) {
 	case jobUnassigned:
 		s.unassigned(m.id)
 	case runStored:
-		s.runs.stored(m.e, m.due, s.trig)
+		s.runs.stored(m.e, m.due, m.spec, s.trig)
 	case attemptCancelled:
 		s.runs.cancelled(m.rowID)
 	case leaseEpochSet:

@@ -313,7 +313,7 @@ func (t *trigger) runTriggered(m runTriggered) {
 		j.limit = row.Concurrency
 	}
 	j.active++
-	t.runs.triggered(j, &row, true, nil)
+	t.runs.triggered(j, &row, nil, true, nil)
 }
 
 // planRun puts a PENDING run attempt on its wheel.

@@ -33,22 +33,34 @@ func (w *worker) loop(work <-chan workUnit) {
 	}
 }
 
+// runSpec is what a worker needs of a job's spec to run an attempt.
+type runSpec struct {
+	handler string
+	timeout protocol.Duration
+	payload []byte
+}
+
+// specOf returns the runSpec of j.
+func specOf(j protocol.Job) runSpec {
+	return runSpec{handler: j.Handler, timeout: j.Timeout, payload: j.Payload}
+}
+
 // specCache keeps the last job spec a worker decoded: consecutive attempts
 // of one job share it.
 type specCache struct {
-	raw []byte
-	job protocol.Job
+	raw  []byte
+	spec runSpec
 }
 
-func (c *specCache) decode(raw []byte) protocol.Job {
+func (c *specCache) decode(raw []byte) runSpec {
 	if c.raw == nil || !bytes.Equal(raw, c.raw) {
 		var j protocol.Job
 		if err := json.Unmarshal(raw, &j); err != nil {
 			j = protocol.Job{}
 		}
-		c.raw, c.job = raw, j
+		c.raw, c.spec = raw, specOf(j)
 	}
-	return c.job
+	return c.spec
 }
 
 // runOne runs one attempt already marked RUNNING (durably, with its
@@ -58,20 +70,27 @@ func (w *worker) runOne(u workUnit, specs *specCache) {
 	env := w.env
 	it := u.it
 	e := it.row
-	job := specs.decode(e.Spec)
+	// The spec the run's command carried when the attempt came from it in
+	// this process; else the one stored with the attempt.
+	var job runSpec
+	if it.spec != nil {
+		job = *it.spec
+	} else {
+		job = specs.decode(e.Spec)
+	}
 	started := env.now()
 	ctx := u.ctx
-	if job.Timeout > 0 {
+	if job.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, job.Timeout.D())
+		ctx, cancel = context.WithTimeout(ctx, job.timeout.D())
 		defer cancel()
 	}
 	task := handler.Task{JobID: e.JobID, ExecID: e.ExecID, Attempt: e.Attempt, ScheduledAt: e.ScheduledAt,
-		Payload: bytes.Clone(job.Payload), Epoch: e.Epoch}
+		Payload: bytes.Clone(job.payload), Epoch: e.Epoch}
 	if e.ShardTotal > 0 {
 		task.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
 	}
-	res, outcome, hintAfter := w.invoke(ctx, job.Handler, task)
+	res, outcome, hintAfter := w.invoke(ctx, job.handler, task)
 	// An attempt whose context ended is a timeout, a cancel or a shutdown,
 	// whatever the handler returned.
 	if outcome != retry.OutcomePanic && ctx.Err() != nil {
@@ -82,7 +101,7 @@ func (w *worker) runOne(u workUnit, specs *specCache) {
 			outcome = retry.OutcomeInterrupted
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			outcome = retry.OutcomeTimeout
-			res = retry.Result{Code: -1, Message: fmt.Sprintf("timed out after %s: %s", job.Timeout, res.Message), Retryable: true}
+			res = retry.Result{Code: -1, Message: fmt.Sprintf("timed out after %s: %s", job.timeout, res.Message), Retryable: true}
 		}
 	}
 	// Retry-After is a hint for the next attempt of a retryable failure only.
