@@ -131,7 +131,23 @@ func newFaultCluster(t *testing.T, n int, agentEnv []string) *faultCluster {
 	if c.api, err = client.New("http://"+c.apiAddr, "", client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second})); err != nil {
 		t.Fatal(err)
 	}
-	c.startController()
+	// The ports were free when drawn; another test process may take one
+	// before the controller binds it: draw again (a restart keeps them).
+	for try := 1; ; try++ {
+		env := []string{envFaultCtlDir + "=" + c.ctlDir, envFaultCtlNATS + "=" + strconv.Itoa(c.natsPort), envFaultCtlAPI + "=" + c.apiAddr}
+		ctl, line := testutil.TryStartChild(t, "TestHelperFaultController", env, 90*time.Second)
+		if line == "" {
+			c.ctl = ctl
+			break
+		}
+		if try == 3 || !strings.Contains(line, "address already in use") {
+			t.Fatalf("TestHelperFaultController process: %q", line)
+		}
+		c.natsPort, c.apiAddr = testutil.FreePort(t), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+		if c.api, err = client.New("http://"+c.apiAddr, "", client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second})); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c.fires = filepath.Join(t.TempDir(), "fires.log") // the "record" handler's file; unused here
 	for i := range n {
 		p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", c.natsPort))

@@ -27,6 +27,18 @@ type Child struct {
 // exit by itself then. The child is killed when the test ends.
 func StartChild(tb testing.TB, name string, env []string, timeout time.Duration) *Child {
 	tb.Helper()
+	c, line := TryStartChild(tb, name, env, timeout)
+	if line != "" {
+		tb.Fatalf("%s process: %q", name, line)
+	}
+	return c
+}
+
+// TryStartChild is StartChild, except that a helper that printed an ERROR
+// line is not fatal: that line is returned (the process has exited or is
+// killed when the test ends). Other failures to start are fatal.
+func TryStartChild(tb testing.TB, name string, env []string, timeout time.Duration) (*Child, string) {
+	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
 	if _, err := cmd.StdinPipe(); err != nil {
@@ -59,14 +71,14 @@ func StartChild(tb testing.TB, name string, env []string, timeout time.Duration)
 	select {
 	case l := <-ready:
 		if l != "READY" {
-			tb.Fatalf("%s process: %q", name, l)
+			return c, l
 		}
 	case <-c.done:
 		tb.Fatalf("%s process exited before it was ready", name)
 	case <-time.After(timeout):
 		tb.Fatalf("%s process not ready in %s", name, timeout)
 	}
-	return c
+	return c, ""
 }
 
 // Kill sends SIGKILL and waits until the process is gone.
