@@ -116,12 +116,12 @@ func (c *Ingest) authorizeCreate(ctx context.Context, r protocol.Report) (reason
 	}
 	switch {
 	case j.Target.Agent != "":
-		if r.Agent != j.Target.Agent && r.Epoch == 0 {
-			return RejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false,
-				&stray{gen: j.Generation, why: "job pinned to " + j.Target.Agent}
-		}
 		if r.Agent != j.Target.Agent || r.Epoch != 0 {
-			return RejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false, nil
+			var st *stray
+			if r.Agent != j.Target.Agent && r.Epoch == 0 { // another agent's fire, not a lease's
+				st = &stray{gen: j.Generation, why: "job pinned to " + j.Target.Agent}
+			}
+			return RejectNotAssigned, fmt.Sprintf("job %s is pinned to agent %s", j.ID, j.Target.Agent), false, st
 		}
 	case j.Target.Mode == protocol.ModeAll:
 		if r.Shard == nil || r.Epoch != 0 || !c.groups.IsMember(j, r.Agent) {
