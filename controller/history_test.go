@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,7 @@ func historyFixture(t *testing.T, c *Controller) (a, b []string, sched map[strin
 	for _, id := range append(slices.Clone(a), b...) {
 		want := waitExec(t, c, id, "stored", func(protocol.Execution) bool { return true })
 		eventually(t, 20*time.Second, id+" indexed in state "+string(want.State), func() bool {
+			c.hist.upToDate(ctx) // writes the snapshots of live executions the follower holds back
 			e, ok, err := c.hist.idx.Get(ctx, id)
 			return err == nil && ok && e.State == want.State
 		})
@@ -186,5 +188,68 @@ func TestHistoryIndexRebuiltAndResumed(t *testing.T) {
 	}
 	if got := listIDs(t, c, ExecFilter{}); !slices.Equal(got, protocoltest.ExecIDs(want)) {
 		t.Fatalf("after restart = %v", got)
+	}
+}
+
+// TestHistoryHoldsLiveSnapshots: the follower holds back the snapshot of
+// a live execution (histindex.Holdback) while it writes the terminal ones
+// that come after it, and its cursor stays before the held one's event;
+// a list writes what is held first and shows it.
+func TestHistoryHoldsLiveSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	c := startController(t, cfg)
+	ctx := tctx(t)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+
+	held, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOf := func(jobID string) func(protocol.Command) bool {
+		return func(cmd protocol.Command) bool {
+			return cmd.Kind == protocol.CmdRun && strings.HasPrefix(cmd.Run.ExecID, jobID)
+		}
+	}
+	heldRun := a.waitCommand("run of the held job", runOf(held.ID)).Run
+	done, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := a.waitCommand("run of the finished job", runOf(done.ID)).Run
+	a.runAttempt(done.ID, run.ExecID, 1, run.RunAt, retry.OutcomeSuccess, ok)
+	// The finished execution's events come after the held one's PENDING
+	// event; once the index has them, the follower has read that too.
+	eventually(t, 20*time.Second, "finished execution indexed", func() bool {
+		e, ok, err := c.hist.idx.Get(ctx, run.ExecID)
+		return err == nil && ok && e.State == protocol.StateSuccess
+	})
+	if _, ok, err := c.hist.idx.Get(ctx, heldRun.ExecID); err != nil || ok {
+		t.Fatalf("held execution in the index before any reader asked: %t, %v", ok, err)
+	}
+	cursor, err := c.hist.idx.Cursor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.hist.evt.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cursor >= info.State.LastSeq {
+		t.Fatalf("cursor %d past the held event (stream ends at %d)", cursor, info.State.LastSeq)
+	}
+	list, _, err := c.ListExecutions(ctx, ExecFilter{JobID: held.ID})
+	if err != nil || len(list) != 1 || list[0].State != protocol.StatePending || list[0].ExecID != heldRun.ExecID {
+		t.Fatalf("list of the held job = %+v, %v", list, err)
+	}
+	if e, ok, err := c.hist.idx.Get(ctx, heldRun.ExecID); err != nil || !ok || e.State != protocol.StatePending {
+		t.Fatalf("held execution after the list: %+v, %t, %v", e, ok, err)
+	}
+	// A restart resumes at the stored cursor and keeps the rows.
+	_ = c.Close()
+	c = startController(t, cfg)
+	list, _, err = c.ListExecutions(ctx, ExecFilter{})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("after restart: %+v, %v", list, err)
 	}
 }

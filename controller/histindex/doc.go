@@ -20,6 +20,10 @@
 //     and at least as far along, Progress), so events replayed or read
 //     out of order change nothing; LatestOnly spares the writes of the
 //     older snapshots of one batch.
+//   - Holdback keeps the snapshots of live executions out of a batch
+//     until the snapshot that supersedes them comes (then only that one
+//     is written) or they are old enough; the cursor the follower stores
+//     stays before the oldest one held.
 //   - Rows are keyed in insertion order, not by exec id: a batch appends
 //     to the two largest b-trees. An exec id starts with its job's id, so
 //     the exec id index also finds a job's executions.

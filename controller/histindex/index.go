@@ -204,6 +204,9 @@ func (h *Index) Reset(ctx context.Context) error {
 type Item struct {
 	Exec *protocol.Execution
 	Job  *protocol.JobRetired
+	// Seq is the item's AX_EVT sequence (Holdback orders by it; Apply
+	// does not read it).
+	Seq uint64
 }
 
 // Apply stores items and moves the cursor to seq, in one transaction. A
