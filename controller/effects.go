@@ -14,6 +14,11 @@ import (
 type transition struct {
 	from, to protocol.State
 	reason   string
+	// superseded: a later step of the same apply follows at once (the
+	// triggered and running steps of a report that also brings the
+	// finish); its event carries no snapshot (protocol.Event.Execution),
+	// as the next one carries the execution's.
+	superseded bool
 }
 
 // transitionEffects does what follows a stored transition of an
@@ -49,10 +54,15 @@ func (c *execService) publishEvent(rec *execRecord, tr transition) jetstream.Pub
 		ev.NextAttemptAt = rec.NextAttemptAt
 	}
 	// The snapshot feeds the history index (history.go); its result is the
-	// event's own (not carried twice).
-	snap := rec.Execution
-	snap.Result = nil
-	ev.Execution = &snap
+	// event's own (not carried twice). A superseded step's event has none:
+	// the index keeps only the newest snapshot of an execution, and the
+	// event that follows carries it (a third of the bytes AX_EVT stores
+	// per execution on the dispatch path).
+	if !tr.superseded {
+		snap := rec.Execution
+		snap.Result = nil
+		ev.Execution = &snap
+	}
 	if ev.Attempt < 1 {
 		ev.Attempt = 1
 	}
@@ -62,12 +72,12 @@ func (c *execService) publishEvent(rec *execRecord, tr transition) jetstream.Pub
 		return nil
 	}
 	msgID := protocol.EventMsgID(rec.ExecID, ev.Attempt, tr.to)
-	idx := snap // what the history follower's decode makes of it (snapshotOf)
-	if ev.Result != nil {
-		r := *ev.Result
+	idx := snapshotOf(ev) // what the history follower's decode makes of it
+	if idx.Result != nil {
+		r := *idx.Result // not shared with the record
 		idx.Result = &r
 	}
-	c.evMemo.put(msgID, data, &idx)
+	c.evMemo.put(msgID, data, idx)
 	fut, err := c.js.PublishAsync(protocol.EventSubject(tr.to, rec.JobID), data, jetstream.WithMsgID(msgID), jetstream.WithStallWait(asyncStallWait))
 	if err != nil {
 		c.log.Warn("publish event", "exec", rec.ExecID, "to", tr.to, "err", err)

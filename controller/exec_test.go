@@ -404,4 +404,31 @@ func TestCoalescedReports(t *testing.T) {
 	if got := c.m.applied.Load(); got != 9 {
 		t.Fatalf("applied %d steps, want 9", got)
 	}
+	// The events of steps a later step of the same report superseded carry
+	// no snapshot; the last of each report does, and the history index
+	// holds it.
+	for id, want := range map[string][]bool{
+		fire:       {false, false, true},
+		run.ExecID: {true, false, false, true, false, false, true},
+	} {
+		evs := ev.Of(id)
+		for i, e := range evs {
+			if got := e.Execution != nil; got != want[i] {
+				t.Errorf("%s: event %d (%s) carries a snapshot: %t, want %t", id, i, e.To, got, want[i])
+			}
+			if e.Execution != nil && (e.Execution.State != e.To || e.Execution.Attempt != e.Attempt) {
+				t.Errorf("%s: event %d (%s, attempt %d) carries the snapshot %s, attempt %d", id, i, e.To, e.Attempt, e.Execution.State, e.Execution.Attempt)
+			}
+		}
+	}
+	for _, id := range []string{fire, run.ExecID} {
+		jobID, _, _ := protocol.ParseExecID("exec_id", id)
+		list, _, err := c.ListExecutions(ctx, ExecFilter{JobID: jobID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 1 || list[0].State != S || list[0].TriggeredAt.IsZero() || list[0].StartedAt.IsZero() || list[0].Agent != "edge-1" {
+			t.Errorf("history of %s: %+v", id, list)
+		}
+	}
 }

@@ -106,16 +106,25 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 			op.Fail()
 		}
 	}()
-	for _, e := range effs {
+	lastEvent := -1 // the last effect that publishes an event; those before it are superseded steps
+	for i, e := range effs {
+		switch e.(type) {
+		case execution.Transitioned, execution.ReplayEvent:
+			lastEvent = i
+		}
+	}
+	for i, e := range effs {
 		switch e := e.(type) {
 		case execution.Transitioned:
-			if f := c.transitionEffects(&e.Snapshot, transition{from: e.T.From, to: e.T.To, reason: e.T.Reason}); f != nil {
+			tr := transition{from: e.T.From, to: e.T.To, reason: e.T.Reason, superseded: i < lastEvent}
+			if f := c.transitionEffects(&e.Snapshot, tr); f != nil {
 				futs = append(futs, f)
 			} else {
 				evErr = true
 			}
 		case execution.ReplayEvent:
-			if f := c.publishEvent(&e.Snapshot, transition{from: e.T.From, to: e.T.To, reason: e.T.Reason}); f != nil {
+			tr := transition{from: e.T.From, to: e.T.To, reason: e.T.Reason, superseded: i < lastEvent}
+			if f := c.publishEvent(&e.Snapshot, tr); f != nil {
 				futs = append(futs, f)
 			} else {
 				evErr = true

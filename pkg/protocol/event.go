@@ -26,7 +26,10 @@ type Event struct {
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// Execution is the execution as it was right after this transition (a
 	// snapshot of the stored record); the controllers' history index is
-	// built from it. Nil in events of controllers before it was added.
+	// built from it. Nil when a later step of the same change follows at
+	// once (the triggered and running steps of a report that also brings
+	// the finish: the finished event carries the snapshot), and in events
+	// of controllers before it was added.
 	Execution *Execution `json:"execution,omitempty"`
 }
 
