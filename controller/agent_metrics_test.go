@@ -89,6 +89,13 @@ func TestAgentStatsGauges(t *testing.T) {
 		{metricAgentOutbox, "edge-2", 0}, {metricAgentQueue, "edge-2", 1}, {metricAgentRunning, "edge-2", 4},
 		{metricAgentsKnown, "", 2}, {metricAgentsOnline, "", 2},
 	})
+	// The first heartbeats' stats reach ax_agents through the liveness
+	// writers, after the reply: wait for them before the next heartbeat,
+	// which is not written (it changes nothing else).
+	eventually(t, 10*time.Second, "first heartbeats stored", func() bool {
+		ctx := tctx(t)
+		return storedAgent(t, ctx, c, "edge-1").Stats.OutboxDepth == 1500 && storedAgent(t, ctx, c, "edge-2").Stats.QueueDepth == 1
+	})
 	// The next heartbeat replaces the values (the outbox drained).
 	a1.heartbeatStats(protocol.Stats{OutboxDepth: 12, QueueDepth: 0, Running: 1})
 	checkGauges(t, c, []wantGauge{
