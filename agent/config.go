@@ -162,12 +162,14 @@ const DefaultOutboxLinger = 10 * time.Millisecond
 
 // DefaultOutboxHold is how long the flusher holds back the triggered (or
 // triggered and running) report of an attempt, for its later steps so
-// that they go out as one report. 200 ms is
-// twice the controller's own hold of such reports
-// (controller/ingest/lanelinger.go, 100 ms) and covers the queue wait of
-// attempts under a moderate backlog, while a long handler still shows
-// RUNNING within a fifth of a second of its trigger.
-const DefaultOutboxHold = 200 * time.Millisecond
+// that they go out as one report. A second covers the queue wait of
+// attempts under a backlog, while a long handler still shows RUNNING
+// within a second of its trigger. At 200 ms, the attempts of
+// bench/vsasynq's dispatch workload that waited in the ready queue longer
+// made 1.41–1.61 reports and 2.0–2.3 record writes per execution; at a
+// second, 1 and 2 (the design's budget: one report, at most two record
+// writes).
+const DefaultOutboxHold = time.Second
 
 // MaxOutboxHold bounds outbox.hold: under the default heartbeat interval,
 // so that what the controller sees of an attempt lags it by less than what

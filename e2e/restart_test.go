@@ -149,9 +149,10 @@ func TestAgentRestart(t *testing.T) {
 	// round 1 with a grace shorter than the handler (it is cut off and its
 	// attempt retried by the controller).
 	graces := []time.Duration{2 * time.Second, time.Millisecond, 2 * time.Second}
-	// The handler runs longer than outbox.hold (200 ms): the controller
-	// sees its attempt RUNNING while it runs (a shorter one is reported
-	// once, finished).
+	// The handler runs longer than outbox.hold (200 ms here): the
+	// controller sees its attempt RUNNING while it runs (a shorter one is
+	// reported once, finished).
+	cfg.Outbox.Hold = 200 * time.Millisecond
 	start := func(round int) *runningAgent {
 		cfg := cfg
 		cfg.Shutdown.Grace = graces[round]
