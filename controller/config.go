@@ -84,6 +84,9 @@ type Config struct {
 	// room for a step of the wall clock between an op's begin and its
 	// record's updated_at. Default marksMargin; tests set a tiny one.
 	marksMargin time.Duration
+	// historyHold overrides historyHold (tests that must not see a held
+	// snapshot written because the test ran long).
+	historyHold time.Duration
 	// reportSweep overrides how often AX_RPT is looked at (ingest.Config.ReportSweep).
 	reportSweep time.Duration
 	// marksSweep overrides how often the marks of ended processes are

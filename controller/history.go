@@ -187,7 +187,11 @@ func (h *history) follow(ctx context.Context) error {
 		}
 	}()
 	held := histindex.NewHoldback()
-	expire := time.NewTicker(historyHold / 2)
+	hold := historyHold
+	if h.c.cfg.historyHold > 0 {
+		hold = h.c.cfg.historyHold
+	}
+	expire := time.NewTicker(hold / 2)
 	defer expire.Stop()
 	batch := make([]histindex.Item, 0, historyBatch)
 	last := h.appliedSeq() // the sequence of the last message read
@@ -233,7 +237,7 @@ func (h *history) follow(ctx context.Context) error {
 		if flushed {
 			batch = held.All(batch)
 		} else {
-			batch = held.Due(batch, h.c.mono().Add(-historyHold), historyHeldMax)
+			batch = held.Due(batch, h.c.mono().Add(-hold), historyHeldMax)
 		}
 		cursor := held.Cursor(last)
 		if len(batch) == 0 && cursor <= h.appliedSeq() {

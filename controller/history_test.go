@@ -198,6 +198,7 @@ func TestHistoryIndexRebuiltAndResumed(t *testing.T) {
 func TestHistoryHoldsLiveSnapshots(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
+	cfg.historyHold = time.Hour // held until a reader asks, however long the test runs
 	c := startController(t, cfg)
 	ctx := tctx(t)
 	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
