@@ -239,14 +239,12 @@ func (h *history) follow(ctx context.Context) error {
 		} else {
 			batch = held.Due(batch, h.c.mono().Add(-hold), historyHeldMax)
 		}
-		cursor := held.Cursor(last)
-		if len(batch) == 0 && cursor <= h.appliedSeq() {
-			continue
+		if cursor := held.Cursor(last); len(batch) > 0 || cursor > h.appliedSeq() {
+			if err := h.idx.Apply(ctx, batch, cursor); err != nil {
+				return err
+			}
+			h.advance(cursor)
 		}
-		if err := h.idx.Apply(ctx, batch, cursor); err != nil {
-			return err
-		}
-		h.advance(cursor)
 		if caught {
 			h.caught.Store(true)
 		}
