@@ -21,13 +21,22 @@ const (
 	envChildCreate = "AX_CTL_CHILD_CREATE"
 )
 
+// childConfig is the config of a controller helper process started by
+// test parent: its data dir and NATS port from the environment variables
+// dirEnv and portEnv (the test skips when dirEnv is unset: not a child).
+func childConfig(t *testing.T, dirEnv, portEnv, parent string) Config {
+	t.Helper()
+	dir := testutil.ChildEnv(t, dirEnv, parent)
+	port, _ := strconv.Atoi(os.Getenv(portEnv))
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.NATS.Port, cfg.AckWait = dir, port, time.Second
+	return cfg
+}
+
 // TestHelperControllerProcess is not a test: TestKill9Restart runs the test
 // binary again with it to get a controller in a process it can SIGKILL.
 func TestHelperControllerProcess(t *testing.T) {
-	dir := testutil.ChildEnv(t, envChildDir, "TestKill9Restart")
-	port, _ := strconv.Atoi(os.Getenv(envChildPort))
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.NATS.Port, cfg.AckWait = dir, port, time.Second
+	cfg := childConfig(t, envChildDir, envChildPort, "TestKill9Restart")
 	testutil.RunChild(func(ctx context.Context) error {
 		c, err := New(cfg)
 		if err != nil {

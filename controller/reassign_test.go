@@ -23,10 +23,7 @@ const (
 // job and is killed before the job's assign goes out (the dispatch blocks
 // on a hook until the kill).
 func TestHelperControllerNoDispatch(t *testing.T) {
-	dir := testutil.ChildEnv(t, envNoDispatchDir, "TestKill9BeforeAssign")
-	port, _ := strconv.Atoi(os.Getenv(envNoDispatchPort))
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.NATS.Port, cfg.AckWait = dir, port, time.Second
+	cfg := childConfig(t, envNoDispatchDir, envNoDispatchPort, "TestKill9BeforeAssign")
 	testutil.RunChild(func(ctx context.Context) error {
 		c, err := New(cfg)
 		if err != nil {

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,10 +28,7 @@ const (
 // server, file storage) in a process it can SIGKILL. It logs nothing
 // unless testutil.LogEnv is set: every report it reads is rejected.
 func TestHelperReportKillProcess(t *testing.T) {
-	dir := testutil.ChildEnv(t, envRptKillDir, "TestKill9LeavesNoAckedReports")
-	port, _ := strconv.Atoi(os.Getenv(envRptKillPort))
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.NATS.Port, cfg.AckWait = dir, port, time.Second
+	cfg := childConfig(t, envRptKillDir, envRptKillPort, "TestKill9LeavesNoAckedReports")
 	cfg.Logger = testutil.Logger()
 	cfg.reportSweep = 200 * time.Millisecond
 	testutil.RunChild(func(ctx context.Context) error {
