@@ -233,11 +233,12 @@ func (h *history) follow(ctx context.Context) error {
 				continue
 			}
 		}
-		batch = held.Split(batch, h.c.mono())
+		now := h.c.mono()
+		batch = held.Split(batch, now)
 		if flushed {
 			batch = held.All(batch)
 		} else {
-			batch = held.Due(batch, h.c.mono().Add(-hold), historyHeldMax)
+			batch = held.Due(batch, now.Add(-hold), historyHeldMax)
 		}
 		if cursor := held.Cursor(last); len(batch) > 0 || cursor > h.appliedSeq() {
 			if err := h.idx.Apply(ctx, batch, cursor); err != nil {
