@@ -177,7 +177,8 @@
 // A finished (or interrupted) report with triggered_at and started_at, or a
 // running report with triggered_at, stands for the earlier steps of its
 // attempt: the controller applies TRIGGERED → RUNNING → final (with the
-// retry decision) in one write, publishes one event per step and counts
+// retry decision) in one write, publishes one event for them (to the final
+// state, via TRIGGERED and RUNNING: protocol.Event.Via) and counts
 // each step in ax_reports_applied_total; steps already applied by earlier
 // reports are skipped, and a later stray triggered or running report of the
 // attempt is a duplicate. Stale reports (older attempt or epoch, terminal
@@ -185,10 +186,12 @@
 // counted. A report ahead of its record (running before triggered, which
 // happens when a crashed controller's unacknowledged reports are redelivered
 // after newer ones) is not dropped but redelivered later, for up to three
-// ack waits (at least a minute). Every transition publishes a
+// ack waits (at least a minute). Every stored change publishes one
 // protocol.Event on ax.evt.<STATE>.<job_id> with Msg-Id
-// evt/<exec_id>/<attempt>/<STATE>. A duplicate report publishes the events
-// of the steps it made again (from the markers): AX_EVT drops them within
+// evt/<exec_id>/<attempt>/<STATE> (STATE: the state it reached). A
+// duplicate report publishes the events of the reports that first applied
+// its steps again, the same ones (from the markers: Applied, Path and Ends
+// of execution.Record): AX_EVT drops them within
 // its de-duplication window (twice ack_wait, at least 2m, at most
 // reports.dedup_window: controllerDedupWindow), and an event lost to a crash
 // between the KV write and the event is restored; a plain NATS subscriber

@@ -10,24 +10,20 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// transition is one state change of an execution, for events, metrics and logs.
+// transition is one change of an execution, for events, metrics and logs:
+// from → to, passing through via when the change made several transitions
+// at once (the steps of one report).
 type transition struct {
 	from, to protocol.State
+	via      []protocol.State
 	reason   string
-	// superseded: a later step of the same apply follows at once (the
-	// triggered and running steps of a report that also brings the
-	// finish); its event carries no snapshot (protocol.Event.Execution),
-	// as the next one carries the execution's.
-	superseded bool
 }
 
-// transitionEffects does what follows a stored transition of an
-// execution (execution.Transitioned): the event on ax.evt.<STATE>.<job>,
-// the metrics and the log line. It returns the event's publish future
-// (nil when it could not be published at all).
-func (c *execService) transitionEffects(rec *execRecord, tr transition) jetstream.PubAckFuture {
+// noteTransition counts and logs one stored transition of an execution
+// (execution.Transitioned); its event is published by publishEvent, once
+// for the transitions of one change (startEffects).
+func (c *execService) noteTransition(rec *execRecord, tr transition) {
 	c.m.executions.WithLabelValues(string(tr.to)).Add(float64(rec.Fires())) // a coalesced SKIPPED record counts its fires
-	fut := c.publishEvent(rec, tr)
 	c.logTransition(rec, tr)
 	switch tr.to {
 	case protocol.StateRunning:
@@ -37,32 +33,27 @@ func (c *execService) transitionEffects(rec *execRecord, tr transition) jetstrea
 			c.m.duration.Observe(max(rec.Duration.D(), 0).Seconds())
 		}
 	}
-	return fut
 }
 
-// publishEvent publishes the transition's event asynchronously, with a
-// Msg-Id (evt/<exec_id>/<attempt>/<STATE>) so that a re-publish (a
-// duplicate report after a crash) is de-duplicated by the stream. It
-// returns the publish future, nil when the event could not be sent.
+// publishEvent publishes the event of one change of an execution (tr, rec
+// right after it) asynchronously, with a Msg-Id
+// (evt/<exec_id>/<attempt>/<STATE>) so that a re-publish (a duplicate
+// report after a crash) is de-duplicated by the stream. It returns the
+// publish future, nil when the event could not be sent.
 func (c *execService) publishEvent(rec *execRecord, tr transition) jetstream.PubAckFuture {
 	ev := protocol.Event{
 		V: protocol.Version, JobID: rec.JobID, ExecID: rec.ExecID, Attempt: rec.Attempt,
-		From: tr.from, To: tr.to, Reason: tr.reason, At: rec.UpdatedAt, Agent: rec.Agent,
+		From: tr.from, Via: tr.via, To: tr.to, Reason: tr.reason, At: rec.UpdatedAt, Agent: rec.Agent,
 		Outcome: rec.Outcome, Result: rec.Result,
 	}
 	if tr.to == protocol.StateRetryWaiting {
 		ev.NextAttemptAt = rec.NextAttemptAt
 	}
 	// The snapshot feeds the history index (history.go); its result is the
-	// event's own (not carried twice). A superseded step's event has none:
-	// the index keeps only the newest snapshot of an execution, and the
-	// event that follows carries it (a third of the bytes AX_EVT stores
-	// per execution on the dispatch path).
-	if !tr.superseded {
-		snap := rec.Execution
-		snap.Result = nil
-		ev.Execution = &snap
-	}
+	// event's own (not carried twice).
+	snap := rec.Execution
+	snap.Result = nil
+	ev.Execution = &snap
 	if ev.Attempt < 1 {
 		ev.Attempt = 1
 	}

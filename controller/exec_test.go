@@ -348,8 +348,9 @@ func coalesced(r protocol.Report) protocol.Report {
 
 // TestCoalescedReports: finished reports standing for the whole attempt
 // (a periodic fire never seen, a PENDING run, attempt 2 of a RETRY_WAITING
-// one) are applied in one write each, with one event per step and every
-// step counted; a duplicate and a stray earlier step change nothing.
+// one) are applied in one write and one event each (via the steps in
+// between), every step counted; a duplicate and a stray earlier step
+// change nothing.
 func TestCoalescedReports(t *testing.T) {
 	c := newTestController(t)
 	ctx := tctx(t)
@@ -404,20 +405,28 @@ func TestCoalescedReports(t *testing.T) {
 	if got := c.m.applied.Load(); got != 9 {
 		t.Fatalf("applied %d steps, want 9", got)
 	}
-	// The events of steps a later step of the same report superseded carry
-	// no snapshot; the last of each report does, and the history index
-	// holds it.
-	for id, want := range map[string][]bool{
-		fire:       {false, false, true},
-		run.ExecID: {true, false, false, true, false, false, true},
+	// One event per report: on the state it reached, from the state
+	// before it, via the steps in between, carrying the snapshot.
+	type shape struct {
+		from protocol.State
+		via  []protocol.State
+		to   protocol.State
+	}
+	for id, want := range map[string][]shape{
+		fire:       {{"", []protocol.State{T, R}, S}},
+		run.ExecID: {{"", nil, P}, {P, []protocol.State{T, R}, W}, {W, []protocol.State{T, R}, S}},
 	} {
 		evs := ev.Of(id)
+		if len(evs) != len(want) {
+			t.Errorf("%s: %d events, want %d", id, len(evs), len(want))
+			continue
+		}
 		for i, e := range evs {
-			if got := e.Execution != nil; got != want[i] {
-				t.Errorf("%s: event %d (%s) carries a snapshot: %t, want %t", id, i, e.To, got, want[i])
+			if e.From != want[i].from || !slices.Equal(e.Via, want[i].via) || e.To != want[i].to {
+				t.Errorf("%s: event %d is %s via %v to %s, want %s via %v to %s", id, i, e.From, e.Via, e.To, want[i].from, want[i].via, want[i].to)
 			}
-			if e.Execution != nil && (e.Execution.State != e.To || e.Execution.Attempt != e.Attempt) {
-				t.Errorf("%s: event %d (%s, attempt %d) carries the snapshot %s, attempt %d", id, i, e.To, e.Attempt, e.Execution.State, e.Execution.Attempt)
+			if e.Execution == nil || e.Execution.State != e.To || e.Execution.Attempt != e.Attempt {
+				t.Errorf("%s: event %d (%s, attempt %d) carries the snapshot %+v", id, i, e.To, e.Attempt, e.Execution)
 			}
 		}
 	}

@@ -106,29 +106,33 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 			op.Fail()
 		}
 	}()
-	lastEvent := -1 // the last effect that publishes an event; those before it are superseded steps
-	for i, e := range effs {
-		switch e.(type) {
-		case execution.Transitioned, execution.ReplayEvent:
-			lastEvent = i
+	// The transitions of one change (the steps of one report) make one
+	// event, published at the last of them: from the first one's from,
+	// via the states in between (protocol.Event.Via).
+	var from protocol.State
+	var via []protocol.State
+	event := func(i int, snap *execRecord, t execution.Transition) {
+		if len(via) == 0 {
+			from = t.From // the first of its change
 		}
+		if chained(effs, i) {
+			via = append(via, t.To)
+			return
+		}
+		if f := c.publishEvent(snap, transition{from: from, via: via, to: t.To, reason: t.Reason}); f != nil {
+			futs = append(futs, f)
+		} else {
+			evErr = true
+		}
+		via = nil
 	}
 	for i, e := range effs {
 		switch e := e.(type) {
 		case execution.Transitioned:
-			tr := transition{from: e.T.From, to: e.T.To, reason: e.T.Reason, superseded: i < lastEvent}
-			if f := c.transitionEffects(&e.Snapshot, tr); f != nil {
-				futs = append(futs, f)
-			} else {
-				evErr = true
-			}
+			c.noteTransition(&e.Snapshot, transition{from: e.T.From, to: e.T.To, reason: e.T.Reason})
+			event(i, &e.Snapshot, e.T)
 		case execution.ReplayEvent:
-			tr := transition{from: e.T.From, to: e.T.To, reason: e.T.Reason, superseded: i < lastEvent}
-			if f := c.publishEvent(&e.Snapshot, tr); f != nil {
-				futs = append(futs, f)
-			} else {
-				evErr = true
-			}
+			event(i, &e.Snapshot, e.T)
 		case execution.ScheduleRetry:
 			c.retries.schedule(e.ExecID, e.JobID, e.Attempt, e.At)
 		case execution.CancelRetry:
@@ -168,6 +172,27 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 		}
 	}
 	return futs, evErr, nil
+}
+
+// chained reports whether the transition effs[i] is followed by another
+// of the same change: the next transition in effs (past the retry timer's
+// effects) is of the same kind (stored, or replayed and not the end of
+// the report that made it) and leaves the state effs[i] entered. Their events are one (startEffects).
+func chained(effs []execution.Effect, i int) bool {
+	for _, b := range effs[i+1:] {
+		switch b := b.(type) {
+		case execution.ScheduleRetry, execution.CancelRetry:
+			continue
+		case execution.Transitioned:
+			a, ok := effs[i].(execution.Transitioned)
+			return ok && b.T.From == a.T.To
+		case execution.ReplayEvent:
+			a, ok := effs[i].(execution.ReplayEvent)
+			return ok && !a.End && b.T.From == a.T.To
+		}
+		return false
+	}
+	return false
 }
 
 // execEffects is startEffects that then waits (awaitEvents) until the

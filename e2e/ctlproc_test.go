@@ -353,12 +353,14 @@ func checkNoneLostNoneTwice(t *testing.T, jobs map[string]loadJob, all []protoco
 	paths := map[string][]protocol.State{}
 	seen := map[string]bool{}
 	for _, e := range events {
-		k := fmt.Sprintf("%s/%d/%s", e.ExecID, e.Attempt, e.To)
-		if seen[k] {
-			t.Errorf("transition %s stored twice in AX_EVT", k)
+		for _, st := range e.Path() {
+			k := fmt.Sprintf("%s/%d/%s", e.ExecID, e.Attempt, st)
+			if seen[k] {
+				t.Errorf("transition %s stored twice in AX_EVT", k)
+			}
+			seen[k] = true
 		}
-		seen[k] = true
-		paths[e.ExecID] = append(paths[e.ExecID], e.To)
+		paths[e.ExecID] = append(paths[e.ExecID], e.Path()...)
 	}
 	known := map[string]bool{}
 	skipped, retried := 0, 0

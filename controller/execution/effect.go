@@ -21,7 +21,8 @@ type Transition struct {
 
 // Transitioned: the execution made transition T; Snapshot is the record
 // right after it (a report standing for several steps makes one per
-// step). The controller publishes its event, counts and logs it.
+// step, in order). The controller counts and logs each; the transitions
+// of one Apply make one event, published at the last of them.
 type Transitioned struct {
 	Snapshot Record
 	T        Transition
@@ -34,6 +35,9 @@ type Transitioned struct {
 type ReplayEvent struct {
 	Snapshot Record
 	T        Transition
+	// End: T was the last transition of the report that made it; the
+	// ReplayEvents up to and including it are one event.
+	End bool
 }
 
 // ScheduleRetry arms the retry timer of Attempt of an execution at At.

@@ -21,6 +21,11 @@ type Record struct {
 	Applied []protocol.ReportKind `json:"applied,omitempty"`
 	Path    []protocol.State      `json:"path,omitempty"`
 	From    protocol.State        `json:"from,omitempty"`
+	// Ends has bit i set when step Applied[i] was the last of the report
+	// that applied it: the steps of one report make one event
+	// (protocol.Event.Via), and a duplicate re-publishes that same event.
+	// Zero in records of versions that made one event per step.
+	Ends uint8 `json:"ends,omitempty"`
 	// Sent is the attempt whose run command the controller last sent for a
 	// retry (to Execution.Agent, under Execution.Epoch); 0 when none was
 	// sent since the record was written by a version without it. A new

@@ -51,6 +51,7 @@ func applyReport(cur *Record, r protocol.Report, env Env) (*Record, []Effect, er
 	}
 	rec := cur
 	var eff []Effect
+	applied := 0
 	for _, s := range steps {
 		if rec != nil && s.Attempt == rec.Attempt && rec.HasApplied(s.Kind) && s.Kind != r.Kind {
 			continue // applied by an earlier report of this attempt
@@ -66,6 +67,15 @@ func applyReport(cur *Record, r protocol.Report, env Env) (*Record, []Effect, er
 		}
 		rec = next
 		eff = append(eff, changed(rec, tr)...)
+		applied++
+	}
+	if n := len(rec.Applied); applied > 0 && n <= 8 {
+		// rec is this report's own copy. Steps before this report's in a
+		// record of a version without Ends had one event each.
+		if prior := n - applied; prior > 0 && rec.Ends&(1<<prior-1) == 0 {
+			rec.Ends |= 1<<prior - 1
+		}
+		rec.Ends |= 1 << (n - 1)
 	}
 	return rec, eff, nil
 }
@@ -135,7 +145,7 @@ func applyStep(cur *Record, r protocol.Report, env Env) (*Record, Transition, *R
 		to = protocol.StateTriggered
 		if newAttempt {
 			next.Attempt = r.Attempt
-			next.Applied, next.Path = nil, nil
+			next.Applied, next.Path, next.Ends = nil, nil, 0
 			next.StartedAt, next.FinishedAt, next.NextAttemptAt = time.Time{}, time.Time{}, time.Time{}
 			next.Outcome, next.Result, next.Lag = "", nil, 0
 		}
@@ -224,7 +234,7 @@ func applyFenced(cur *Record, r protocol.Report, env Env) (*Record, Transition, 
 	next := cur.Clone()
 	if newAttempt {
 		next.Attempt = r.Attempt
-		next.Applied, next.Path = nil, nil
+		next.Applied, next.Path, next.Ends = nil, nil, 0
 		next.TriggeredAt, next.StartedAt, next.Lag = time.Time{}, time.Time{}, 0
 	}
 	next.NextAttemptAt = time.Time{}
@@ -246,23 +256,41 @@ func applyFenced(cur *Record, r protocol.Report, env Env) (*Record, Transition, 
 }
 
 // replay returns, for a duplicate report standing for steps, the
-// transitions those steps made on this record (from its markers), so that
-// their events can be published again. Nil when the record does not say.
+// transitions of the reports that first applied those steps (from the
+// record's markers), so that their events can be published again with the
+// same Msg-Ids: one per report, ending where Ends says it ended. Nil when
+// the record does not say.
 func (r *Record) replay(steps []protocol.Report) []Effect {
-	if len(r.Path) != len(r.Applied) {
+	n := len(r.Applied)
+	if len(r.Path) != n || n > 8 {
 		return nil
 	}
+	ends := r.Ends
+	if ends == 0 {
+		ends = 1<<n - 1 // a record of a version that made one event per step
+	}
 	var out []Effect
+	done := -1 // the last step replayed
 	for _, s := range steps {
 		i := slices.Index(r.Applied, s.Kind)
-		if i < 0 {
-			continue
+		if i <= done {
+			continue // not applied, or replayed with an earlier step of its report
 		}
-		from := r.From
-		if i > 0 {
-			from = r.Path[i-1]
+		start, end := i, i
+		for start > 0 && ends&(1<<(start-1)) == 0 {
+			start--
 		}
-		out = append(out, ReplayEvent{Snapshot: *r, T: Transition{From: from, To: r.Path[i], Reason: r.Reason}})
+		for end < n-1 && ends&(1<<end) == 0 {
+			end++
+		}
+		for k := start; k <= end; k++ {
+			from := r.From
+			if k > 0 {
+				from = r.Path[k-1]
+			}
+			out = append(out, ReplayEvent{Snapshot: *r, T: Transition{From: from, To: r.Path[k], Reason: r.Reason}, End: k == end})
+		}
+		done = end
 	}
 	return out
 }

@@ -118,11 +118,12 @@ func (ev *Events) Path(execID string) []protocol.State {
 	return States(ev.Of(execID))
 }
 
-// States returns the To state of each of es.
+// States returns the states es entered, in order: each event's Via, then
+// its To (protocol.Event.Path).
 func States(es []protocol.Event) []protocol.State {
-	out := make([]protocol.State, len(es))
-	for i, e := range es {
-		out[i] = e.To
+	var out []protocol.State
+	for _, e := range es {
+		out = append(out, e.Path()...)
 	}
 	return out
 }

@@ -27,7 +27,8 @@ func TestWriteSeedCorpus(t *testing.T) {
 		}
 	}
 	fuzzOf := map[string]string{"report": "FuzzDecodeReport", "register": "FuzzDecodeRegister", "register_reply": "FuzzDecodeRegisterReply",
-		"heartbeat": "FuzzDecodeHeartbeat", "heartbeat_reply": "FuzzDecodeHeartbeatReply", "event": "FuzzDecodeEvent"}
+		"heartbeat": "FuzzDecodeHeartbeat", "heartbeat_reply": "FuzzDecodeHeartbeatReply", "event": "FuzzDecodeEvent",
+		"job_retired": "FuzzDecodeJobRetired"}
 	for kind, m := range sampleMessages() {
 		b, _ := json.Marshal(m)
 		fz, ok := fuzzOf[kind]

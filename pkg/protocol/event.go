@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/axsched/ax/pkg/retry"
@@ -9,13 +10,25 @@ import (
 // Event is a state-change event on ax.evt.<STATE>.<job_id>. Anyone can
 // subscribe with a plain NATS client: alerting to FAILED and RETRY_WAITING,
 // monitoring to RUNNING and SUCCESS.
+//
+// One event stands for one change the controller stored: when that change
+// made several transitions at once (an agent's report that brings the
+// triggered, running and finished steps of a fast run together), the
+// event is published on the subject of the state reached (To), From is
+// the state before the first of them and Via lists the states passed
+// through in between, in order. A subscriber of RUNNING therefore sees
+// the runs that the controller learned of while they ran; one that needs
+// every state an execution passed through reads Path.
 type Event struct {
 	V       int    `json:"v"`
 	JobID   string `json:"job_id"`
 	ExecID  string `json:"exec_id"`
 	Attempt int    `json:"attempt"`
 	From    State  `json:"from,omitempty"`
-	To      State  `json:"to"`
+	// Via lists the states passed through between From and To by the
+	// one change this event stands for (empty for a single transition).
+	Via []State `json:"via,omitempty"`
+	To  State   `json:"to"`
 	// Reason says why (e.g. "agent_lost", "attempts_exhausted", "overlap").
 	Reason  string        `json:"reason,omitempty"`
 	At      time.Time     `json:"at"`
@@ -24,12 +37,11 @@ type Event struct {
 	Result  *retry.Result `json:"result,omitempty"`
 	// NextAttemptAt is set on RETRY_WAITING.
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
-	// Execution is the execution as it was right after this transition (a
+	// Execution is the execution as it was right after this change (a
 	// snapshot of the stored record); the controllers' history index is
-	// built from it. Nil when a later step of the same change follows at
-	// once (the triggered and running steps of a report that also brings
-	// the finish: the finished event carries the snapshot), and in events
-	// of controllers before it was added.
+	// built from it. Nil in events of older controllers: those built
+	// before it was added, and those that published a report's triggered
+	// and running steps as events of their own ahead of its finished one.
 	Execution *Execution `json:"execution,omitempty"`
 }
 
@@ -54,6 +66,14 @@ func (e Event) Validate() error {
 	if e.From != "" && !e.From.Valid() {
 		return invalid("from", "unknown state %q", e.From)
 	}
+	if len(e.Via) > MaxEventVia {
+		return invalid("via", "at most %d states, got %d", MaxEventVia, len(e.Via))
+	}
+	for i, st := range e.Via {
+		if !st.Valid() {
+			return invalid(fmt.Sprintf("via[%d]", i), "unknown state %q", st)
+		}
+	}
 	if !e.To.Valid() {
 		return invalid("to", "unknown state %q", e.To)
 	}
@@ -66,6 +86,17 @@ func (e Event) Validate() error {
 		}
 	}
 	return nil
+}
+
+// MaxEventVia bounds Event.Via: one change passes through at most the
+// triggered and running states on its way (two), with room to spare.
+const MaxEventVia = 8
+
+// Path returns the states the event's change entered, in order: Via, then
+// To.
+func (e Event) Path() []State {
+	out := make([]State, 0, len(e.Via)+1)
+	return append(append(out, e.Via...), e.To)
 }
 
 // DecodeEvent decodes and validates an event.

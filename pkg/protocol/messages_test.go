@@ -34,7 +34,7 @@ func sampleMessages() map[string]interface{ Validate() error } {
 		"register_reply":  RegisterReply{V: Version, ControllerTime: t0, Shards: 16, HeartbeatInterval: Duration(5 * time.Second)},
 		"heartbeat":       Heartbeat{V: Version, Agent: "edge-7", SentAt: t0, Stats: Stats{Pending: 3, LagP99: Duration(time.Millisecond)}},
 		"heartbeat_reply": HeartbeatReply{V: Version, ControllerTime: t0, Renewed: []Lease{{JobID: jobID, Epoch: 1, TTL: Duration(time.Second)}}},
-		"event": Event{V: Version, JobID: jobID, ExecID: execID, Attempt: 1, From: StateRunning, To: StateRetryWaiting,
+		"event": Event{V: Version, JobID: jobID, ExecID: execID, Attempt: 1, From: StatePending, Via: []State{StateTriggered, StateRunning}, To: StateRetryWaiting,
 			Reason: "retryable", At: t0, Agent: "edge-7", NextAttemptAt: t0.Add(time.Second),
 			Execution: &Execution{ExecID: execID, JobID: jobID, Attempt: 1, State: StateRetryWaiting, Agent: "edge-7",
 				ScheduledAt: sched, CreatedAt: t0, UpdatedAt: t0, NextAttemptAt: t0.Add(time.Second), Outcome: retry.OutcomeFailure}},
@@ -187,6 +187,10 @@ func TestDecodersRejectNamingTheField(t *testing.T) {
 		{"heartbeat reply lease", "heartbeat_reply", func(m map[string]any) { m["renewed"] = []any{map[string]any{"job_id": jobID, "epoch": 1}} }, ErrInvalid, "renewed[0].ttl"},
 		{"event bad state", "event", func(m map[string]any) { m["to"] = "DONE" }, ErrInvalid, "to"},
 		{"event wrong type", "event", func(m map[string]any) { m["attempt"] = "one" }, ErrInvalid, "attempt"},
+		{"event bad via", "event", func(m map[string]any) { m["via"] = []any{"TRIGGERED", "WALKING"} }, ErrInvalid, "via[1]"},
+		{"event long via", "event", func(m map[string]any) {
+			m["via"] = []any{"RUNNING", "RUNNING", "RUNNING", "RUNNING", "RUNNING", "RUNNING", "RUNNING", "RUNNING", "RUNNING"}
+		}, ErrInvalid, "via"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeAny(tc.kind, mutate(t, tc.kind, tc.fn))

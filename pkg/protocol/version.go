@@ -27,6 +27,13 @@ package protocol
 //	  the number stays; but decoders refuse unknown fields, so a controller
 //	  built before it refuses such a report: agents send them only with
 //	  outbox.coalesce_skipped (README, upgrade notes).
+//	  2026-12-03, within version 2: optional Event.Via. One event per
+//	  change the controller stores: a report that brings several steps
+//	  (triggered, running, finished) makes one event on the subject of the
+//	  state reached, with From the state before and Via the states passed
+//	  through, where it made one event per step. The controllers' history
+//	  readers decode events leniently and read it at any build; a strict
+//	  reader built before (ax exec watch) refuses such events.
 const Version = 2
 
 // MinVersion is the oldest protocol version this build still accepts.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,9 @@ func newExecWatchCmd(g *globals) *cobra.Command {
 		Short: "Follow state-change events live (AX_EVT over NATS), one row per event",
 		Long: "watch reads the AX_EVT stream from NATS (nats.url: --nats-url, AX_NATS_URL or the --config " +
 			"file; default " + DefaultNATSURL + ") and prints one row per event until interrupted. " +
+			"An event stands for one change the controller stored: an agent's report of a run's triggered, running " +
+			"and finished steps together is one event into the state reached, with the states passed through in VIA " +
+			"(--state RUNNING shows it too). " +
 			"The connection uses TLS with a tls:// URL or when any of nats.tls.ca_file, nats.tls.cert_file, " +
 			"nats.tls.key_file is set (--nats-ca-file, --nats-cert, --nats-key, AX_NATS_TLS_* or the --config file). " +
 			"In the config of a controller with the embedded server, nats.tls.cert_file is the server's own " +
@@ -78,7 +82,7 @@ func newExecWatchCmd(g *globals) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.job, "job", "", "only events of this job id")
-	fl.StringVar(&o.state, "state", "", "only events into this state (FAILED, RETRY_WAITING, ...)")
+	fl.StringVar(&o.state, "state", "", "only events into this state or through it (FAILED, RETRY_WAITING, RUNNING, ...)")
 	fl.DurationVar(&o.since, "since", 0, "first replay the events of this long ago (e.g. 10m); 0: only new events")
 	fl.IntVar(&o.count, "count", 0, "stop after this many events (0: run until interrupted)")
 	fl.String("nats-url", "", "NATS URL (env AX_NATS_URL; default "+DefaultNATSURL+")")
@@ -89,16 +93,33 @@ func newExecWatchCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// eventSubject is the AX_EVT filter of a watch.
+// eventSubject is the AX_EVT filter of a watch. An event of a change
+// that passed through TRIGGERED or RUNNING on its way is on the subject of
+// the state it reached (protocol.Event.Via): a watch of those two states
+// reads every state's subject and keeps the events that entered it
+// (entered).
 func eventSubject(state protocol.State, job string) string {
 	s, j := "*", "*"
-	if state != "" {
+	if state != "" && !passedThrough(state) {
 		s = string(state)
 	}
 	if job != "" {
 		j = job
 	}
 	return "ax.evt." + s + "." + j
+}
+
+// passedThrough reports whether one change can pass through state on its
+// way to another (an agent's report of a run's triggered, running and
+// finished steps together).
+func passedThrough(state protocol.State) bool {
+	return state == protocol.StateTriggered || state == protocol.StateRunning
+}
+
+// entered reports whether ev's change entered state (its To or one of its
+// Via); every event enters the empty state.
+func entered(ev protocol.Event, state protocol.State) bool {
+	return state == "" || slices.Contains(ev.Path(), state)
 }
 
 func watch(ctx context.Context, out io.Writer, format, url, creds string, tlsOpts []nats.Option, state protocol.State, o watchOpts) error {
@@ -140,7 +161,7 @@ func watch(ctx context.Context, out io.Writer, format, url, creds string, tlsOpt
 	defer it.Stop()
 
 	if format == "table" {
-		fmt.Fprintf(out, watchRowFmt, "TIME", "STATE", "FROM", "ATTEMPT", "AGENT", "EXEC_ID", "REASON")
+		fmt.Fprintf(out, watchRowFmt, "TIME", "STATE", "FROM", "VIA", "ATTEMPT", "AGENT", "EXEC_ID", "REASON")
 	}
 	for n := 0; o.count == 0 || n < o.count; {
 		msg, err := it.Next()
@@ -156,6 +177,9 @@ func watch(ctx context.Context, out io.Writer, format, url, creds string, tlsOpt
 			fmt.Fprintf(out, "# skipped a bad event on %s: %v\n", msg.Subject(), err)
 			continue
 		}
+		if !entered(ev, state) {
+			continue
+		}
 		n++
 		if err := printEvent(out, format, ev); err != nil {
 			return err
@@ -164,7 +188,7 @@ func watch(ctx context.Context, out io.Writer, format, url, creds string, tlsOpt
 	return nil
 }
 
-const watchRowFmt = "%-20s  %-13s  %-13s  %-7s  %-16s  %-44s  %s\n"
+const watchRowFmt = "%-20s  %-13s  %-13s  %-17s  %-7s  %-16s  %-44s  %s\n"
 
 // printEvent writes one event: a compact JSON line, a YAML document, or
 // one table row (every cell on one line, see cellText).
@@ -179,12 +203,16 @@ func printEvent(out io.Writer, format string, ev protocol.Event) error {
 		return printValue(out, "yaml", ev)
 	}
 	from := string(ev.From)
+	via := make([]string, len(ev.Via))
+	for i, st := range ev.Via {
+		via[i] = string(st)
+	}
 	reason := ev.Reason
 	if ev.Result != nil && ev.Result.Message != "" {
 		reason = strings.TrimSpace(reason + " " + ev.Result.Message)
 	}
 	_, err := fmt.Fprintf(out, watchRowFmt, timeText(ev.At), dash(cellText(string(ev.To))), dash(cellText(from)),
-		strconv.Itoa(ev.Attempt), dash(cellText(ev.Agent)), dash(cellText(ev.ExecID)), dash(cellText(reason)))
+		dash(cellText(strings.Join(via, ","))), strconv.Itoa(ev.Attempt), dash(cellText(ev.Agent)), dash(cellText(ev.ExecID)), dash(cellText(reason)))
 	return err
 }
 

@@ -21,8 +21,8 @@ func TestExecWatch(t *testing.T) {
 	}
 	jobA, jobB := "ax-t1-20261129120000-aaaaaa", "ax-t1-20261129120000-bbbbbb"
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	publish := func(job string, from, to protocol.State, attempt int) {
-		ev := protocol.Event{V: protocol.Version, JobID: job, ExecID: protocol.ExecID(job, at), Attempt: attempt, From: from, To: to, At: at, Agent: "edge-7", Reason: "test"}
+	publish := func(job string, from, to protocol.State, attempt int, via ...protocol.State) {
+		ev := protocol.Event{V: protocol.Version, JobID: job, ExecID: protocol.ExecID(job, at), Attempt: attempt, From: from, Via: via, To: to, At: at, Agent: "edge-7", Reason: "test"}
 		data, err := protocol.Encode(ev)
 		if err != nil {
 			t.Fatal(err)
@@ -38,6 +38,9 @@ func TestExecWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish(jobA, protocol.StateRunning, protocol.StateRetryWaiting, 1)
+	// One change through TRIGGERED and RUNNING to SUCCESS (an agent's
+	// coalesced report): one event on SUCCESS's subject.
+	publish(jobB, protocol.StatePending, protocol.StateSuccess, 1, protocol.StateTriggered, protocol.StateRunning)
 
 	// Job filter, JSON lines: only job A's two events.
 	code, out, e := run(ctx, "exec", "watch", "--nats-url", srv.URL(), "--job", jobA, "--since", "1h", "--count", "2", "-o", "json")
@@ -62,11 +65,19 @@ func TestExecWatch(t *testing.T) {
 		t.Errorf("bad event not reported:\n%s", out)
 	}
 
-	// State filter, table: one row per event.
-	code, out, e = run(ctx, "exec", "watch", "--nats-url", srv.URL(), "--state", "running", "--since", "1h", "--count", "2")
+	// State filter, table: one row per event, the change that passed
+	// through RUNNING included, its VIA shown.
+	code, out, e = run(ctx, "exec", "watch", "--nats-url", srv.URL(), "--state", "running", "--since", "1h", "--count", "3")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "TIME") || !strings.Contains(lines[1], "RUNNING") || !strings.Contains(lines[2], jobB) {
+	if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[0], "TIME") || !strings.Contains(lines[0], "VIA") ||
+		!strings.Contains(lines[1], "RUNNING") || !strings.Contains(lines[2], jobB) || !strings.HasPrefix(lines[3], "# skipped") ||
+		!strings.Contains(lines[4], "SUCCESS") || !strings.Contains(lines[4], "TRIGGERED,RUNNING") {
 		t.Fatalf("watch table: %d %s\n%s", code, e, out)
+	}
+	// Any other state's filter is its subject: the RETRY_WAITING event only.
+	code, out, e = run(ctx, "exec", "watch", "--nats-url", srv.URL(), "--state", "retry_waiting", "--since", "1h", "--count", "1", "-o", "json")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"to":"RETRY_WAITING"`) {
+		t.Fatalf("watch --state retry_waiting: %d %s\n%s", code, e, out)
 	}
 
 	// Live: a watch of new events only sees an event published after it started.
