@@ -177,7 +177,8 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 // chained reports whether the transition effs[i] is followed by another
 // of the same change: the next transition in effs (past the retry timer's
 // effects) is of the same kind (stored, or replayed and not the end of
-// the report that made it) and leaves the state effs[i] entered. Their events are one (startEffects).
+// the report that made it) and leaves the state effs[i] entered. Their
+// events are one (startEffects).
 func chained(effs []execution.Effect, i int) bool {
 	for _, b := range effs[i+1:] {
 		switch b := b.(type) {

@@ -254,7 +254,7 @@ func applyAgentLost(rec *Record, e AgentLost, env Env) (*Record, []Effect, error
 		next.State, next.Attempt, next.Reason, next.Outcome, next.Suspect = to, lostAttempt, d.Reason, retry.OutcomeAgentLost, d.Suspect
 		next.FinishedAt = env.Now
 		next.Result = &retry.Result{Message: "agent " + rec.Agent + " lost: its lease of the job ended", Retryable: true}
-		next.Applied, next.Path = nil, nil
+		next.Applied, next.Path, next.Ends = nil, nil, 0
 	}
 	next.Agent, next.Epoch, next.UpdatedAt = e.NewAgent, e.Epoch, env.Now
 	var eff []Effect

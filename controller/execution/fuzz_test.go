@@ -79,7 +79,9 @@ func decodeEvent(b []byte, cur *Record, now time.Time) Event {
 //   - one agent per attempt: an attempt seen TRIGGERED or RUNNING on an
 //     agent is never seen so on another;
 //   - every transition effect is an edge of the table, from the record's
-//     state, and the record written is in the state of the last one.
+//     state, and the record written is in the state of the last one;
+//   - Ends marks the last applied step and no step beyond Applied, and the
+//     events a duplicate replays end at the end of a report.
 func FuzzApplySequence(f *testing.F) {
 	f.Add([]byte{2, 0, 0, 1, 1, 0, 0, 8, 0, 1, 1, 0, 0, 8, 0, 1, 1, 1, 0, 8, 0, 1, 1, 2, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -106,6 +108,15 @@ func FuzzApplySequence(f *testing.F) {
 				var rej *Rejection
 				if !errors.As(err, &rej) || sentinel(err) == nil || next != nil {
 					t.Fatalf("event %d %#v: refusal %v (record %v), want a *Rejection and no record", i/eventBytes, ev, err, next)
+				}
+				var lastReplay *ReplayEvent
+				for _, e := range effs {
+					if re, ok := e.(ReplayEvent); ok {
+						lastReplay = &re
+					}
+				}
+				if lastReplay != nil && !lastReplay.End {
+					t.Fatalf("event %d %#v: replay %#v does not end a report's event", i/eventBytes, ev, *lastReplay)
 				}
 				continue
 			}
@@ -146,6 +157,9 @@ func FuzzApplySequence(f *testing.F) {
 			}
 			if last != next.State {
 				t.Fatalf("event %d %#v: record %s after transitions to %s", i/eventBytes, ev, next.State, last)
+			}
+			if n := len(next.Applied); n > 0 && (next.Ends>>n != 0 || next.Ends&(1<<(n-1)) == 0) {
+				t.Fatalf("event %d %#v: ends %b for applied %v", i/eventBytes, ev, next.Ends, next.Applied)
 			}
 			rec = next
 		}
