@@ -36,7 +36,10 @@
 // Effects are values (Transitioned, ReplayEvent, ScheduleRetry,
 // CancelRetry, SendRun, SendCancel, WaitForAgent, ForgetWaiting, Retire);
 // the controller executes them after its compare-and-set write of the
-// record succeeded.
+// record succeeded. The Transitioned effects of one Apply are one change:
+// the controller publishes one event for them (protocol.Event.Via), and
+// Record.Ends remembers where each report's steps ended, so that the
+// ReplayEvents of a duplicate group (ReplayEvent.End) as the events were.
 //
 // # Purity
 //
