@@ -23,9 +23,15 @@ func TestDeleteJobCancelsUnplacedExecution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	execs, _, err := c.ListExecutions(ctx, ExecFilter{JobID: j.ID})
-	if err != nil || len(execs) != 1 || execs[0].State != protocol.StatePending || execs[0].Agent != "" {
-		t.Fatalf("executions of %s: %+v, %v; want one PENDING without an agent", j.ID, execs, err)
+	// The list waits at most 2 s for the history index (historyReadWait):
+	// a loaded -race run can take longer, so poll.
+	var execs []protocol.Execution
+	eventually(t, 20*time.Second, "the PENDING execution in the list", func() bool {
+		execs, _, err = c.ListExecutions(ctx, ExecFilter{JobID: j.ID})
+		return err == nil && len(execs) > 0
+	})
+	if len(execs) != 1 || execs[0].State != protocol.StatePending || execs[0].Agent != "" {
+		t.Fatalf("executions of %s: %+v; want one PENDING without an agent", j.ID, execs)
 	}
 	id := execs[0].ExecID
 	if err := c.DeleteJob(ctx, j.ID); err != nil {
