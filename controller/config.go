@@ -87,6 +87,13 @@ type Config struct {
 	// historyHold overrides historyHold (tests that must not see a held
 	// snapshot written because the test ran long).
 	historyHold time.Duration
+	// historyReadWait overrides historyReadWait, and eventAckWait
+	// eventAckWait: the defaults bound what an API caller waits for the
+	// history index and for its change's events; tests on a loaded
+	// machine (-race, packages in parallel) wait longer, so that a list
+	// made after a write sees it.
+	historyReadWait time.Duration
+	eventAckWait    time.Duration
 	// reportSweep overrides how often AX_RPT is looked at (ingest.Config.ReportSweep).
 	reportSweep time.Duration
 	// marksSweep overrides how often the marks of ended processes are

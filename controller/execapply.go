@@ -213,7 +213,11 @@ func (c *execService) awaitEvents(ctx context.Context, futs []jetstream.PubAckFu
 		return
 	}
 	op := writemark.From(ctx)
-	t := time.NewTimer(eventAckWait)
+	wait := eventAckWait
+	if c.cfg.eventAckWait > 0 {
+		wait = c.cfg.eventAckWait // tests
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for i, f := range futs {
 		select {

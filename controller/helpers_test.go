@@ -29,6 +29,10 @@ func testConfig(t testing.TB, dir string) Config {
 	cfg.DataDir = dir
 	cfg.NATS.Port = -1
 	cfg.AckWait = 2 * time.Second
+	// A list made after a write waits for the history index, and a write
+	// for its events' acks, 2 s at most in production; a loaded -race run
+	// can take longer, and the tests read their own writes.
+	cfg.historyReadWait, cfg.eventAckWait = 20*time.Second, 20*time.Second
 	if os.Getenv("AX_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
