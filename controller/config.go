@@ -84,14 +84,15 @@ type Config struct {
 	// room for a step of the wall clock between an op's begin and its
 	// record's updated_at. Default marksMargin; tests set a tiny one.
 	marksMargin time.Duration
-	// historyHold overrides historyHold (tests that must not see a held
-	// snapshot written because the test ran long).
+	// historyHold is how long the history follower holds a live snapshot.
+	// Default historyHold; tests that must not see a held snapshot written
+	// because the test ran long set an hour.
 	historyHold time.Duration
-	// historyReadWait overrides historyReadWait, and eventAckWait
-	// eventAckWait: the defaults bound what an API caller waits for the
-	// history index and for its change's events; tests on a loaded
-	// machine (-race, packages in parallel) wait longer, so that a list
-	// made after a write sees it.
+	// historyReadWait and eventAckWait bound what an API caller waits for
+	// the history index and for its change's events. Defaults
+	// historyReadWait and eventAckWait; tests on a loaded machine (-race,
+	// packages in parallel) wait longer, so that a list made after a write
+	// sees it.
 	historyReadWait time.Duration
 	eventAckWait    time.Duration
 	// reportSweep overrides how often AX_RPT is looked at (ingest.Config.ReportSweep).
@@ -208,6 +209,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.marksMargin <= 0 {
 		c.marksMargin = marksMargin
+	}
+	if c.historyHold <= 0 {
+		c.historyHold = historyHold
+	}
+	if c.historyReadWait <= 0 {
+		c.historyReadWait = historyReadWait
+	}
+	if c.eventAckWait <= 0 {
+		c.eventAckWait = eventAckWait
 	}
 	if c.NATS.Host == "" {
 		c.NATS.Host = DefaultNATSHost

@@ -213,11 +213,7 @@ func (c *execService) awaitEvents(ctx context.Context, futs []jetstream.PubAckFu
 		return
 	}
 	op := writemark.From(ctx)
-	wait := eventAckWait
-	if c.cfg.eventAckWait > 0 {
-		wait = c.cfg.eventAckWait // tests
-	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(c.cfg.eventAckWait)
 	defer t.Stop()
 	for i, f := range futs {
 		select {

@@ -187,10 +187,7 @@ func (h *history) follow(ctx context.Context) error {
 		}
 	}()
 	held := histindex.NewHoldback()
-	hold := historyHold
-	if h.c.cfg.historyHold > 0 {
-		hold = h.c.cfg.historyHold
-	}
+	hold := h.c.cfg.historyHold
 	expire := time.NewTicker(hold / 2)
 	defer expire.Stop()
 	batch := make([]histindex.Item, 0, historyBatch)
@@ -338,7 +335,7 @@ func (h *history) waitFor(ctx context.Context, seq uint64) bool {
 // every event AX_EVT held when it was called. When the index is further
 // behind, the read goes on with what it has (logged).
 func (h *history) catchUp(ctx context.Context) {
-	wctx, cancel := context.WithTimeout(ctx, h.readWait())
+	wctx, cancel := context.WithTimeout(ctx, h.c.cfg.historyReadWait)
 	defer cancel()
 	info, err := h.evt.Info(wctx)
 	if err != nil {
@@ -355,21 +352,13 @@ func (h *history) catchUp(ctx context.Context) {
 // it has. Decisions that need every event (a job's executions all ended)
 // wait for true.
 func (h *history) upToDate(ctx context.Context) bool {
-	wctx, cancel := context.WithTimeout(ctx, h.readWait())
+	wctx, cancel := context.WithTimeout(ctx, h.c.cfg.historyReadWait)
 	defer cancel()
 	info, err := h.evt.Info(wctx)
 	if err != nil {
 		return false
 	}
 	return h.waitFor(wctx, info.State.LastSeq)
-}
-
-// readWait is historyReadWait, or the config's override (tests).
-func (h *history) readWait() time.Duration {
-	if h.c.cfg.historyReadWait > 0 {
-		return h.c.cfg.historyReadWait
-	}
-	return historyReadWait
 }
 
 func (h *history) close() {

@@ -38,6 +38,10 @@ type Record struct {
 	Tracked bool `json:"tracked,omitempty"`
 }
 
+// endsBits is how many steps Record.Ends can mark (its bits); an attempt
+// applies a few (triggered, running, a final or fenced step).
+const endsBits = 8
+
 // Clone returns a deep copy, so that a change never touches a shared value.
 func (r *Record) Clone() *Record {
 	if r == nil {

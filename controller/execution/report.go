@@ -69,7 +69,7 @@ func applyReport(cur *Record, r protocol.Report, env Env) (*Record, []Effect, er
 		eff = append(eff, changed(rec, tr)...)
 		applied++
 	}
-	if n := len(rec.Applied); applied > 0 && n <= 8 {
+	if n := len(rec.Applied); applied > 0 && n <= endsBits {
 		// rec is this report's own copy. Steps before this report's in a
 		// record of a version without Ends had one event each.
 		if prior := n - applied; prior > 0 && rec.Ends&(1<<prior-1) == 0 {
@@ -262,7 +262,7 @@ func applyFenced(cur *Record, r protocol.Report, env Env) (*Record, Transition, 
 // the record does not say.
 func (r *Record) replay(steps []protocol.Report) []Effect {
 	n := len(r.Applied)
-	if len(r.Path) != n || n > 8 {
+	if len(r.Path) != n || n > endsBits {
 		return nil
 	}
 	ends := r.Ends
