@@ -112,7 +112,7 @@ type Config struct {
 // HistoryConfig is history.*: the execution history (history.go,
 // controller/retention). A terminal execution leaves live state (ax_execs) after
 // a grace period equal to reports.dedup_window (ReportsConfig.DedupWindow,
-// default 2h), and a one-shot job whose executions all did
+// default 10m), and a one-shot job whose executions all did
 // leaves the live job set; both stay in every replica's history index for
 // Retention after they left live state, then go.
 type HistoryConfig struct {
@@ -159,7 +159,7 @@ type ReportsConfig struct {
 	MaxBytes int64
 	// MaxAge is reports.max_age, default 7 days, at least 1h.
 	MaxAge time.Duration
-	// DedupWindow is reports.dedup_window, default DefaultDedupWindow (2h),
+	// DedupWindow is reports.dedup_window, default DefaultDedupWindow (10m),
 	// between 1m and 24h and at most MaxAge: the Msg-Id de-duplication
 	// window (Duplicates) of AX_RPT, the cap of AX_CMD's and AX_EVT's
 	// (controllerDedupWindow), and the live grace
@@ -174,10 +174,21 @@ type ReportsConfig struct {
 // replica: the last one started sets the streams), so a report that
 // AX_RPT no longer drops as a duplicate finds the execution either live
 // (the state machine refuses the step it already made) or in history
-// (refused there, never applied to a new record). A shorter window keeps
-// ax_execs and ax_jobs smaller (a terminal execution leaves them sooner)
-// and the embedded server's de-duplication map smaller (every Msg-Id
-// stored within the window, rebuilt by reading those messages at start).
+// (refused there, never applied to a new record).
+//
+// Why 10 minutes: neither bound is what keeps a report from being applied
+// twice (the live record and the history are), so both are costs. The
+// window holds every report Msg-Id within it in the embedded server's
+// memory (about 240 bytes each, rebuilt by reading those messages at each
+// start), and the grace keeps every ended execution, and its one-shot job,
+// in ax_execs, ax_jobs, the job cache and the server's subject indexes.
+// Both grow with the execution rate times the window: at 500 executions a
+// second, 300,000 executions for 10 minutes, 3.6 million for 2 hours (the
+// default before). What a longer window buys: a copy an agent sends again
+// after a longer link cut is dropped by the stream instead of stored and
+// refused, an operator can `exec retry` a FAILED execution for longer
+// (after the grace it is final), and an ended one-shot job holds its
+// idempotency key longer (it is released when the job leaves live state).
 const DefaultDedupWindow = streams.DefaultDuplicates
 
 // Bounds of reports.dedup_window.

@@ -236,7 +236,7 @@
 // Retention is package retention (controller/retention, its doc has the
 // design): the owner of a shard removes, once a minute, the terminal
 // executions of its jobs whose last change is the live grace
-// (reports.dedup_window, default 2h: the duplicate window of AX_RPT) old — a compare-and-set purge of the key, then a
+// (reports.dedup_window, default 10m: the duplicate window of AX_RPT) old — a compare-and-set purge of the key, then a
 // purge of its subject — and retires one-shot jobs all of whose
 // executions left (protocol.JobRetired on AX_EVT, then the same purge of
 // the job and its idempotency key). Every replica drops index rows

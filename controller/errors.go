@@ -12,6 +12,10 @@ import (
 var (
 	// ErrNotFound: the job or execution does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrJobRetired: the one-shot job left the live job set after its
+	// executions all ended (it is listed with JobFilter.Retired until
+	// history.retention). It comes with ErrNotFound.
+	ErrJobRetired = errors.New("job retired")
 	// ErrExists: a job with the same idempotency key already exists. It is
 	// returned as *ExistsError, which carries the existing job's id.
 	ErrExists = errors.New("already exists")

@@ -93,7 +93,8 @@ func (c *Controller) ListExecutions(ctx context.Context, f ExecFilter) ([]protoc
 // else ErrNotFound.
 func (c *execService) notLive(ctx context.Context, execID string) error {
 	if e, ok, err := c.hist.idx.Get(ctx, execID); err == nil && ok {
-		return fmt.Errorf("execution %s: %w: it ended (%s) and left live state; its history is final", execID, ErrConflict, e.State)
+		return fmt.Errorf("execution %s: %w: it ended (%s) and left live state %s after its last change (reports.dedup_window); "+
+			"its history is final: run its job again (job trigger, or create a one-shot job again)", execID, ErrConflict, e.State, c.liveGrace())
 	}
 	return fmt.Errorf("execution %s: %w", execID, ErrNotFound)
 }

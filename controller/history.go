@@ -370,7 +370,12 @@ func (h *history) close() {
 // inHistory reports whether execution id, which has no record in
 // ax_execs, left live state (the history index holds it): its reports are
 // then refused. An execution scheduled less than half the grace
-// (liveGrace) ago cannot have, and is not looked up.
+// (liveGrace) ago cannot have, and is not looked up: it left live state
+// the grace after its last change, which came after its agent fired it at
+// its scheduled time by a clock within clock.max_skew (default 2s) of the
+// controller's. An agent more than half the grace ahead (5 minutes with
+// the default grace) could have a replay of a fire that left live state
+// make its record again, as a copy of the same execution.
 func (c *execService) inHistory(ctx context.Context, id string) (protocol.Execution, bool) {
 	_, sched, err := protocol.ParseExecID("exec_id", id)
 	if err != nil || c.now().Sub(sched) < c.liveGrace()/2 {

@@ -185,6 +185,13 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 	if r, _, err := c.ListJobs(ctx, JobFilter{Retired: true}); err != nil || len(r) != 1 || r[0].ID != job.ID {
 		t.Fatalf("retired jobs = %+v, %v", r, err)
 	}
+	// A get of the retired job says where it went.
+	if _, err := c.GetJob(ctx, job.ID); !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrJobRetired) {
+		t.Errorf("GetJob of the retired job: %v, want ErrNotFound saying it was retired", err)
+	}
+	if _, err := c.GetJob(ctx, protocol.NewJobID("ctl", f.clk.Now(), 7)); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrJobRetired) {
+		t.Errorf("GetJob of a job never made: %v, want a plain ErrNotFound", err)
+	}
 	if _, err := c.RetryExecution(ctx, execID); !errors.Is(err, ErrConflict) {
 		t.Errorf("retry of an execution in history: %v, want ErrConflict", err)
 	}
@@ -225,7 +232,11 @@ func TestRetentionLateReportsNeverResurrect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.clk.step(DefaultDedupWindow + time.Minute)
+	// The test's agent fired the periodic job at its next time, an hour
+	// ahead of the clock; a real agent fires it then (within its
+	// clock.max_skew), so its reports cannot come back before that plus
+	// the grace. inHistory relies on it.
+	f.clk.step(at.Sub(f.clk.Now()) + DefaultDedupWindow + time.Minute)
 	f.leftLive(t, fired)
 	f.leftLive(t, execID)
 

@@ -18,7 +18,7 @@ import (
 // published, so a controller killed between the two leaves a record
 // without its command. Re-sending every one is what an agent would not
 // notice (the stream drops a Msg-Id it stored within its duplicate window,
-// 2h, and the agent one it holds) but a controller would: 300,000 delayed
+// 2m, and the agent one it holds) but a controller would: 300,000 delayed
 // one-shots cost 300,000 acknowledged publishes before the shards are
 // worked, and a run older than the window is stored a second time.
 //

@@ -44,7 +44,7 @@
 // controller runs with history.retention = -retention (10m) and
 // reports.dedup_window = -dedup-window (the live grace: with 10m a terminal
 // execution leaves ax_execs 10m after it ended; empty, the default, for
-// the controller's 2h; it applies to -mode pending too). Every
+// the controller's 10m; it applies to -mode pending too). Every
 // -sample (30s) it prints elapsed time, controller RSS, the messages of
 // KV_ax_jobs and KV_ax_execs (the keys of buckets ax_jobs and ax_execs) and
 // of AX_EVT, the controller data dir size, executions done/s (SUCCESS,

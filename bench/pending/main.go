@@ -32,7 +32,7 @@ func main() {
 	periodic := flag.Int("periodic", 250, "soak: periodic jobs (every: 1s); the rest of -rate is asap one-shots")
 	duration := flag.Duration("duration", 30*time.Minute, "soak: how long")
 	retention := flag.String("retention", "10m", "soak: history.retention of the controller")
-	dedupWindow := flag.String("dedup-window", "", "reports.dedup_window of the controller (the live grace, and the streams' Msg-Id window); empty for its default (2h)")
+	dedupWindow := flag.String("dedup-window", "", "reports.dedup_window of the controller (the live grace, and the streams' Msg-Id window); empty for its default (10m)")
 	sample := flag.Duration("sample", 30*time.Second, "soak: sampling interval")
 	pprofAddr := flag.String("pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.Parse()

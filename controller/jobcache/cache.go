@@ -129,9 +129,9 @@ const TombstoneKeep = time.Minute
 // DeletedFireKeep is how long the tombstone of a deleted periodic job keeps
 // its spec: a fire the agent made before it applied the unassign (in
 // flight at the delete, or while its link was down) is reported up to this
-// long after and still recorded (the default reports.dedup_window; a replay
-// after it is refused by the live record or the history, so the two need
-// not match).
+// long after and still recorded (a replay of a recorded fire is refused by
+// the live record or the history, so this need not match
+// reports.dedup_window).
 const DeletedFireKeep = 2 * time.Hour
 
 // New returns an empty cache; now dates its tombstones (nil: time.Now).

@@ -5,7 +5,7 @@
 // # What it owns
 //
 // A terminal execution leaves live state — its key in ax_execs — the live
-// grace (Config.Grace: reports.dedup_window, default 2h, the Msg-Id
+// grace (Config.Grace: reports.dedup_window, default 10m, the Msg-Id
 // de-duplication window of AX_RPT) after its last change; a one-shot job
 // whose executions have all left it leaves the live job set (ax_jobs,
 // every replica's job cache) in the same pass, and its idempotency key is
