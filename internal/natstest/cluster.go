@@ -98,9 +98,9 @@ func (c *Cluster) start(i int) {
 		c.tb.Fatalf("natstest: new server %s: %v", o.ServerName, err)
 	}
 	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(readyWait) {
 		srv.Shutdown()
-		c.tb.Fatalf("natstest: server %s not ready within 10s", o.ServerName)
+		c.tb.Fatalf("natstest: server %s not ready within %s", o.ServerName, readyWait)
 	}
 	c.nodes[i] = srv
 }

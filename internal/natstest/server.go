@@ -12,6 +12,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// readyWait bounds how long a test server may take to accept connections:
+// a clustered one waits for its routes and JetStream, which took over 10 s
+// in a -race CI run with other packages beside it.
+const readyWait = 30 * time.Second
+
 // Server is an embedded nats-server with JetStream, owned by one test.
 type Server struct {
 	tb   testing.TB
@@ -63,9 +68,9 @@ func (s *Server) start() {
 		s.tb.Fatalf("natstest: new server: %v", err)
 	}
 	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(readyWait) {
 		srv.Shutdown()
-		s.tb.Fatalf("natstest: server not ready within 10s")
+		s.tb.Fatalf("natstest: server not ready within %s", readyWait)
 	}
 	s.srv = srv
 }
