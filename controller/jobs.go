@@ -205,7 +205,7 @@ func (c *Controller) GetJob(ctx context.Context, id string) (protocol.Job, error
 		// A one-shot job whose executions all ended left the live job set
 		// (controller/retention); say so rather than that it never was.
 		c.hist.catchUp(ctx)
-		if _, at, ok, herr := c.hist.idx.RetiredJob(ctx, id); herr == nil && ok {
+		if at, ok, herr := c.hist.idx.RetiredAt(ctx, id); herr == nil && ok {
 			return protocol.Job{}, fmt.Errorf("get job %s: %w: %w at %s, after its executions had all ended; "+
 				"GET /v1/jobs?state=retired lists it and GET /v1/executions?job=%s its executions", id, ErrNotFound, ErrJobRetired, at.Format(time.RFC3339), id)
 		}

@@ -39,7 +39,8 @@
 // record succeeded. The Transitioned effects of one Apply are one change:
 // the controller publishes one event for them (protocol.Event.Via), and
 // Record.Ends remembers where each report's steps ended, so that the
-// ReplayEvents of a duplicate group (ReplayEvent.End) as the events were.
+// ReplayEvents of a duplicate are grouped (ReplayEvent.End) as the events
+// were.
 //
 // # Purity
 //

@@ -397,22 +397,18 @@ func (h *Index) Prune(ctx context.Context, cutoff, jobCutoff time.Time, owned []
 	return gone + jobs, nil
 }
 
-// RetiredJob returns retired job id and when it was retired; ok is false
-// when the index holds no such job.
-func (h *Index) RetiredJob(ctx context.Context, id string) (j protocol.Job, retiredAt time.Time, ok bool, err error) {
-	var at int64
-	var body []byte
-	err = h.rdb.QueryRowContext(ctx, "SELECT retired_at, body FROM jobs WHERE job_id = ?", id).Scan(&at, &body)
+// RetiredAt returns when job id was retired; ok is false when the index
+// holds no such retired job.
+func (h *Index) RetiredAt(ctx context.Context, id string) (at time.Time, ok bool, err error) {
+	var ns int64
+	err = h.rdb.QueryRowContext(ctx, "SELECT retired_at FROM jobs WHERE job_id = ?", id).Scan(&ns)
 	if errors.Is(err, sql.ErrNoRows) {
-		return protocol.Job{}, time.Time{}, false, nil
+		return time.Time{}, false, nil
 	}
 	if err != nil {
-		return protocol.Job{}, time.Time{}, false, fmt.Errorf("history index: retired job %s: %w", id, err)
+		return time.Time{}, false, fmt.Errorf("history index: retired job %s: %w", id, err)
 	}
-	if err := storedjson.Unmarshal(body, &j); err != nil {
-		return protocol.Job{}, time.Time{}, false, fmt.Errorf("history index: retired job %s: decode: %w", id, err)
-	}
-	return j, time.Unix(0, at).UTC(), true, nil
+	return time.Unix(0, ns).UTC(), true, nil
 }
 
 // RetiredJobs returns retired jobs with id > after, ordered by id, for
