@@ -98,10 +98,10 @@ func TestJobLifecycle(t *testing.T) {
 	if got := decode[protocol.Execution](t, r); r.status != 200 || got.State != protocol.StateCancelled {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
-	r = e.do("GET", "/v1/executions?state=cancelled", nil)
-	if el := decode[apiv1.ExecutionList](t, r); len(el.Executions) != 1 {
-		t.Fatalf("state filter (lower case): %s", r.body)
-	}
+	testutil.EventuallyFunc(t, 20*time.Second, func() string { return "state filter (lower case): " + string(r.body) }, func() bool {
+		r = e.do("GET", "/v1/executions?state=cancelled", nil)
+		return len(decode[apiv1.ExecutionList](t, r).Executions) == 1
+	})
 	// A cancelled execution cannot be cancelled again: a conflict.
 	r = e.do("POST", "/v1/executions/"+ex.ExecID+":cancel", nil)
 	if ae := r.apiErr(t); r.status != http.StatusConflict || ae.Code != apiv1.CodeConflict {

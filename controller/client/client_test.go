@@ -3,15 +3,18 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/client"
 	"github.com/axsched/ax/internal/apitest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -87,9 +90,13 @@ func TestRoundTrip(t *testing.T) {
 	if e2, err := c.GetExecution(ctx, ex.ExecID); err != nil || e2.ExecID != ex.ExecID {
 		t.Fatalf("get exec: %v", err)
 	}
-	if execs, err := c.AllExecutions(ctx, client.ExecFilter{JobID: created.ID}, 0); err != nil || len(execs) != 1 {
-		t.Fatalf("list execs: %v %v", execs, err)
-	}
+	// A list waits at most 2 s for the history index to hold what the
+	// trigger stored; a loaded -race run can take longer, so poll.
+	var execs []protocol.Execution
+	testutil.EventuallyFunc(t, 30*time.Second, func() string { return fmt.Sprintf("the triggered execution listed (last: %v, %v)", execs, err) }, func() bool {
+		execs, err = c.AllExecutions(ctx, client.ExecFilter{JobID: created.ID}, 0)
+		return err == nil && len(execs) == 1
+	})
 	if e2, err := c.CancelExecution(ctx, ex.ExecID); err != nil || e2.State != protocol.StateCancelled {
 		t.Fatalf("cancel: %+v %v", e2, err)
 	}

@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -195,10 +198,13 @@ func TestClientCommands(t *testing.T) {
 		t.Fatalf("trigger: %d %s %s", code, out, e)
 	}
 	ex := execs[0].ExecID
-	code, out, _ = run(ctx, "exec", "ls", "--api", url, "--job", id, "-o", "json")
-	if code != 0 || json.Unmarshal([]byte(out), &execs) != nil || len(execs) != 1 || execs[0].ExecID != ex {
-		t.Fatalf("exec ls: %d %s", code, out)
-	}
+	// A list waits at most 2 s for the history index to hold what the
+	// trigger and the cancel stored; a loaded -race run can take longer,
+	// so the two lists below poll.
+	testutil.EventuallyFunc(t, 30*time.Second, func() string { return fmt.Sprintf("exec ls lists the triggered execution: %d %s", code, out) }, func() bool {
+		code, out, _ = run(ctx, "exec", "ls", "--api", url, "--job", id, "-o", "json")
+		return code == 0 && json.Unmarshal([]byte(out), &execs) == nil && len(execs) == 1 && execs[0].ExecID == ex
+	})
 	code, out, _ = run(ctx, "exec", "get", ex, "--api", url, "-o", "json")
 	var one protocol.Execution
 	if code != 0 || json.Unmarshal([]byte(out), &one) != nil || one.ExecID != ex {
@@ -212,10 +218,10 @@ func TestClientCommands(t *testing.T) {
 	if code != ExitError || !strings.HasPrefix(e, "error: ") {
 		t.Fatalf("retry of cancelled: %d %s", code, e)
 	}
-	code, out, _ = run(ctx, "exec", "ls", "--api", url, "--state", "cancelled")
-	if code != 0 || !strings.Contains(out, ex) {
-		t.Fatalf("exec ls --state: %d %s", code, out)
-	}
+	testutil.EventuallyFunc(t, 30*time.Second, func() string { return fmt.Sprintf("exec ls --state lists the cancelled execution: %d %s", code, out) }, func() bool {
+		code, out, _ = run(ctx, "exec", "ls", "--api", url, "--state", "cancelled")
+		return code == 0 && strings.Contains(out, ex)
+	})
 	code, out, _ = run(ctx, "agent", "ls", "--api", url, "-o", "json")
 	if code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Fatalf("agent ls: %d %s", code, out)
