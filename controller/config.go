@@ -95,6 +95,10 @@ type Config struct {
 	// sees it.
 	historyReadWait time.Duration
 	eventAckWait    time.Duration
+	// heldTick is how often held PENDING events are looked at (one is
+	// published two ticks after its create). Default heldTick; a test
+	// that must see one dropped sets seconds.
+	heldTick time.Duration
 	// reportSweep overrides how often AX_RPT is looked at (ingest.Config.ReportSweep).
 	reportSweep time.Duration
 	// marksSweep overrides how often the marks of ended processes are
@@ -229,6 +233,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.eventAckWait <= 0 {
 		c.eventAckWait = eventAckWait
+	}
+	if c.heldTick <= 0 {
+		c.heldTick = heldTick
 	}
 	if c.NATS.Host == "" {
 		c.NATS.Host = DefaultNATSHost

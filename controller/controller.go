@@ -104,6 +104,7 @@ type core struct {
 	// own, for its write mark in ax_marks (writemarks.go).
 	marks  *writemark.Tracker
 	evMemo eventMemo // events published, for the history follower (eventmemo.go)
+	evHold eventHold // PENDING events of one-shot creates, held (eventhold.go)
 	// idRand draws the random part of new job ids: math/rand/v2's Uint32
 	// (a test draws its own).
 	idRand func() uint32
@@ -365,6 +366,7 @@ func (c *core) start(ctx context.Context) error {
 	c.goRun(c.fleet.LivenessLoop)
 	c.goRun(c.fleet.DigestLoop)
 	c.goRun(c.consumerLoop)
+	c.goRun(c.ex.heldLoop)
 	c.goRun(c.ingest.ReportStreamLoop)
 	c.ret.Attach(c.js, c.kv.Idem, c.ex.execs(), c.hist.idx)
 	c.goRun(c.ret.Loop)
@@ -432,6 +434,9 @@ func (c *core) shutdown() {
 	}
 	c.wg.Wait()
 	if !c.crashed.Load() && c.nc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.ex.publishHeld(ctx, true) // before the marks: their ops wait for it
+		cancel()
 		c.finishMarks()
 	}
 	if c.hist != nil {

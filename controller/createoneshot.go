@@ -151,12 +151,13 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 }
 
 // dispatchMade executes the effects of the Creates createOneShot stored:
-// the PENDING events and the run commands are published asynchronously,
-// all of them before any ack is awaited (a synchronous publish per run
-// cost a round trip and a reply subscription each), then it waits for the
-// runs' acks (createWriteWait) and the events' (eventAckWait), as
-// execEffects does, so that a list made after the reply shows the
-// executions.
+// the run commands are published asynchronously, all of them before any
+// ack is awaited (a synchronous publish per run cost a round trip and a
+// reply subscription each), then it waits for their acks
+// (createWriteWait). The PENDING events are held (eventhold.go): most of
+// these executions move on within a second, and their next event says
+// what it would; a list made after the reply publishes what is held
+// first, so it shows the executions.
 func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []oneShotMade) {
 	type runSent struct {
 		rec *execRecord
@@ -168,9 +169,25 @@ func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []on
 		rest := make([]execution.Effect, 0, len(m.effs))
 		var send []execution.SendRun
 		for _, e := range m.effs {
-			if r, ok := e.(execution.SendRun); ok {
-				send = append(send, r)
-			} else {
+			switch e := e.(type) {
+			case execution.SendRun:
+				send = append(send, e)
+			case execution.Transitioned:
+				tr := transition{from: e.T.From, to: e.T.To, reason: e.T.Reason}
+				if !holdsPending(tr) {
+					rest = append(rest, e)
+					continue
+				}
+				// Held (eventhold.go); the op stays open until it is
+				// published or superseded.
+				c.ex.noteTransition(&e.Snapshot, tr)
+				release := func(bool) {}
+				if op := writemark.From(ctx); op != nil {
+					release = op.Hold()
+				}
+				snap := e.Snapshot
+				c.ex.evHold.hold(&snap, tr, release)
+			default:
 				rest = append(rest, e)
 			}
 		}

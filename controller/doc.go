@@ -187,7 +187,9 @@
 // happens when a crashed controller's unacknowledged reports are redelivered
 // after newer ones) is not dropped but redelivered later, for up to three
 // ack waits (at least a minute). Every stored change publishes one
-// protocol.Event on ax.evt.<STATE>.<job_id> with Msg-Id
+// protocol.Event (but for a one-shot create's PENDING event, held about a
+// second and dropped when the execution moves on by then: eventhold.go)
+// on ax.evt.<STATE>.<job_id> with Msg-Id
 // evt/<exec_id>/<attempt>/<STATE> (STATE: the state it reached). A
 // duplicate report publishes the events of the reports that first applied
 // its steps again, the same ones (from the markers: Applied, Path and Ends

@@ -41,6 +41,9 @@ func (c *execService) noteTransition(rec *execRecord, tr transition) {
 // report after a crash) is de-duplicated by the stream. It returns the
 // publish future, nil when the event could not be sent.
 func (c *execService) publishEvent(rec *execRecord, tr transition) jetstream.PubAckFuture {
+	if !holdsPending(tr) {
+		c.evHold.supersede(rec.ExecID) // this event says what a held PENDING one would
+	}
 	ev := protocol.Event{
 		V: protocol.Version, JobID: rec.JobID, ExecID: rec.ExecID, Attempt: rec.Attempt,
 		From: tr.from, Via: tr.via, To: tr.to, Reason: tr.reason, At: rec.UpdatedAt, Agent: rec.Agent,

@@ -414,9 +414,17 @@ func TestCoalescedReports(t *testing.T) {
 	}
 	for id, want := range map[string][]shape{
 		fire:       {{"", []protocol.State{T, R}, S}},
-		run.ExecID: {{"", nil, P}, {P, []protocol.State{T, R}, W}, {W, []protocol.State{T, R}, S}},
+		run.ExecID: {{P, []protocol.State{T, R}, W}, {W, []protocol.State{T, R}, S}},
 	} {
 		evs := ev.Of(id)
+		if len(evs) > 0 && evs[0].To == P {
+			// The create's PENDING event, published when the first report
+			// came later than its hold (eventhold.go); dropped otherwise.
+			if evs[0].From != "" || len(evs[0].Via) != 0 || evs[0].Execution == nil {
+				t.Errorf("%s: PENDING event %+v", id, evs[0])
+			}
+			evs = evs[1:]
+		}
 		if len(evs) != len(want) {
 			t.Errorf("%s: %d events, want %d", id, len(evs), len(want))
 			continue

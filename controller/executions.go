@@ -76,6 +76,7 @@ func (c *Controller) ListExecutions(ctx context.Context, f ExecFilter) ([]protoc
 	if !f.From.IsZero() && !f.To.IsZero() && !f.To.After(f.From) {
 		return nil, "", invalidField("to", "must be after from (%s), got %s", f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano))
 	}
+	c.ex.publishHeld(ctx, true) // read your writes: a create's held PENDING event (eventhold.go)
 	c.hist.catchUp(ctx)
 	all, err := c.hist.idx.List(ctx, histindex.Filter{State: f.State, JobID: f.JobID, Agent: f.Agent, After: f.After,
 		From: f.From, To: f.To}, limit+1)

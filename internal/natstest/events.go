@@ -119,10 +119,17 @@ func (ev *Events) Path(execID string) []protocol.State {
 }
 
 // States returns the states es entered, in order: each event's Via, then
-// its To (protocol.Event.Path).
+// its To (protocol.Event.Path), after the first event's From when that is
+// PENDING.
 func States(es []protocol.Event) []protocol.State {
 	var out []protocol.State
-	for _, e := range es {
+	for i, e := range es {
+		if i == 0 && e.From == protocol.StatePending {
+			// A one-shot create's PENDING event is dropped when the
+			// execution moves on within its hold (the controller's
+			// eventhold.go): the first event then starts from PENDING.
+			out = append(out, e.From)
+		}
 		out = append(out, e.Path()...)
 	}
 	return out
