@@ -46,6 +46,8 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"outbox.linger", func(c *Config) { c.Outbox.Linger = -time.Millisecond }},
 		{"outbox.hold", func(c *Config) { c.Outbox.Hold = 6 * time.Second }},
 		{"outbox.hold", func(c *Config) { c.Outbox.Hold = -time.Millisecond }},
+		{"outbox.skipped_window", func(c *Config) { c.Outbox.SkippedWindow = 500 * time.Millisecond }},
+		{"outbox.skipped_window", func(c *Config) { c.Outbox.SkippedWindow = 11 * time.Minute }},
 		{"shutdown.grace", func(c *Config) { c.Shutdown.Grace = 0 }},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }},
 	}

@@ -91,6 +91,8 @@ func TestLoadConfigFileValues(t *testing.T) {
 		{"durations", "store:\n  retention: 1h30m\n", func(c Config) bool { return c.Store.Retention == 90*time.Minute }},
 		{"number as id", "id: 007\n", func(c Config) bool { return c.ID == "007" }},
 		{"bool", "outbox:\n  coalesce_skipped: false\n", func(c Config) bool { return !c.Outbox.CoalesceSkipped }},
+		{"skipped window", "outbox:\n  skipped_window: 30s\n", func(c Config) bool { return c.Outbox.SkippedWindow == 30*time.Second }},
+		{"skipped window default", "", func(c Config) bool { return c.Outbox.SkippedWindow == DefaultSkippedWindow }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,8 +13,9 @@
 // durable (no read-back); an earlier run's rows, and rows beyond the
 // memory bound during a long partition, are read from SQLite. The wheel's
 // due fires of one scheduler pass are written in one write function; with
-// outbox.coalesce_skipped a job's fires skipped by overlap are written
-// once per second as one SKIPPED row and report with their count.
+// outbox.coalesce_skipped a job's fires skipped by overlap are written as
+// one SKIPPED row and report with their count, with the job's next real
+// fire or after outbox.skipped_window.
 //
 // Goroutines and what each owns:
 //

@@ -32,5 +32,5 @@ func (a *Agent) schedConfig() scheduler.Config {
 		Workers: c.Workers, QueueSize: c.Queue.Size, AgingStep: c.Queue.AgingStep, SlowStartFraction: DefaultSlowStartFraction,
 		Grace: c.Shutdown.Grace, Retention: c.Store.Retention, PruneInterval: c.Store.PruneInterval,
 		JumpThreshold: c.Clock.JumpThreshold, MaxSkew: c.Clock.MaxSkew, AdoptSkew: c.Clock.OnSkew == SkewAdopt,
-		CoalesceSkipped: c.Outbox.CoalesceSkipped}
+		CoalesceSkipped: c.Outbox.CoalesceSkipped, SkippedWindow: c.Outbox.SkippedWindow}
 }

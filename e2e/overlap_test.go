@@ -39,6 +39,7 @@ func TestOverlapForbidUnderBacklog(t *testing.T) {
 	cfg := agentConfig("edge-ov", c.NATSURL(), t.TempDir(), nil)
 	cfg.Queue.Size = 16
 	cfg.Workers = 2
+	cfg.Outbox.SkippedWindow = time.Second // a skipped run each second, not each 10 s: the rows come sooner
 	release := make(chan struct{})
 	ra := startAgent(t, cfg, agent.WithHandler("block", blockUntil(release)))
 	t.Cleanup(func() { close(release) }) // before the agent stops

@@ -53,5 +53,6 @@
 // in memory, each with its row (the worker then reads nothing); beyond
 // that they stay in SQLite and are reloaded, oldest first, when half the
 // queue is free. With CoalesceSkipped a job's fires skipped by overlap
-// cost a counter, written once per second as one row and one report.
+// cost a counter, written as one row and one report with the job's next
+// real fire or after Config.SkippedWindow.
 package scheduler

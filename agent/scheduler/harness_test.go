@@ -35,7 +35,10 @@ type testConfig struct {
 		MaxSkew, JumpThreshold time.Duration
 		OnSkew                 string
 	}
-	Outbox   struct{ CoalesceSkipped bool }
+	Outbox struct {
+		CoalesceSkipped bool
+		SkippedWindow   time.Duration
+	}
 	Shutdown struct{ Grace time.Duration }
 }
 
@@ -111,7 +114,7 @@ func newOffline(t testing.TB, cfg testConfig, start time.Time) *offline {
 		Workers: cfg.Workers, QueueSize: cfg.Queue.Size, AgingStep: cfg.Queue.AgingStep, SlowStartFraction: 2,
 		Grace: cfg.Shutdown.Grace, Retention: cfg.Store.Retention, PruneInterval: cfg.Store.PruneInterval,
 		JumpThreshold: cfg.Clock.JumpThreshold, MaxSkew: cfg.Clock.MaxSkew, AdoptSkew: cfg.Clock.OnSkew == SkewAdopt,
-		CoalesceSkipped: cfg.Outbox.CoalesceSkipped}, host)
+		CoalesceSkipped: cfg.Outbox.CoalesceSkipped, SkippedWindow: cfg.Outbox.SkippedWindow}, host)
 	must(t, err)
 	return &offline{t: t, s: s, st: st, host: host, clk: clk, cfg: cfg}
 }

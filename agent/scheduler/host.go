@@ -85,9 +85,12 @@ type Config struct {
 	// or, with AdoptSkew, plans on controller time.
 	MaxSkew   time.Duration
 	AdoptSkew bool
-	// CoalesceSkipped writes a job's fires skipped by overlap once per
-	// second as one row and report with their count.
+	// CoalesceSkipped writes a job's fires skipped by overlap as one row
+	// and report with their count: with the job's next real fire, or once
+	// the first of them is SkippedWindow old (at a tick; 0: the next
+	// tick).
 	CoalesceSkipped bool
+	SkippedWindow   time.Duration
 }
 
 // Origin is what a report's encoding takes from the agent that sends it.

@@ -38,6 +38,8 @@ type jobRef struct {
 	parkedFrom int64
 	// skip is the job's run of skipped fires not written yet (skips.go).
 	skip *skipRun
+	// skipListed: the job is in trigger.skipping (at most once).
+	skipListed bool
 }
 
 // assignedJob is a periodic job planned on a wheel. The payload is not kept.

@@ -142,7 +142,7 @@ loop:
 	tick.Stop()
 	// Stop triggering; the skipped runs and fires counted so far are
 	// written.
-	s.trig.flushSkips()
+	s.trig.flushSkips(s.env.now(), 0)
 	s.trig.flushFires()
 	s.trig.stopped, s.runs.stopped = true, true
 	stopWheels()
@@ -274,7 +274,7 @@ func (s *Scheduler) onTick() {
 	cfg := s.env.cfg
 	now := s.env.now()
 	s.publishView()
-	s.trig.flushSkips()
+	s.trig.flushSkips(now, cfg.SkippedWindow)
 	r := s.runs
 	cfg.Log.Debug("scheduler", "ready", r.ready.len(), "mem", r.mem, "in_mem", len(r.inMem), "spilled", r.spilled,
 		"busy", r.busy, "running", len(r.running), "jobs", len(s.jobs.byID), "pending", s.trig.pending)

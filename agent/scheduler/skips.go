@@ -9,16 +9,19 @@ import (
 
 // skipRun is a job's fires skipped by overlap=forbid and not written yet:
 // with outbox.coalesce_skipped they are recorded as one SKIPPED row and
-// one report per job per scheduler tick (a second), carrying the count
-// (Report.SkippedCount) and the first and last fire times, so that under
-// overload a skipped fire costs almost nothing. A run is written at the
-// next tick, before the job's next real fire, at unassign, on an epoch
-// change and at shutdown. Until written, its fires are not recorded
-// anywhere (the job's last_fire is not moved): after a crash the restart
-// applies the misfire policy to them.
+// one report, carrying the count (Report.SkippedCount) and the first and
+// last fire times, so that under overload a skipped fire costs almost
+// nothing. A run is written with the job's next real fire (before it),
+// at the first tick at least Config.SkippedWindow after it began, at
+// unassign, on an epoch change and at shutdown. So a job that cannot keep
+// up with its schedule makes one skipped record per real fire, and a job
+// whose attempt does not end one per window. Until written, its fires
+// are not recorded anywhere (the job's last_fire is not moved): after a
+// crash the restart applies the misfire policy to them.
 type skipRun struct {
 	ref         int64
 	first, last time.Time
+	since       time.Time // the agent's clock when the run began
 	n           int
 	epoch       uint64
 	shard       *protocol.ShardSlot
@@ -34,9 +37,12 @@ func (t *trigger) skipFire(j *jobRef, at time.Time) {
 		t.flushSkip(j)
 	}
 	if j.skip == nil {
-		j.skip = &skipRun{ref: aj.ref, first: at, epoch: aj.epoch, shard: aj.shard, prio: aj.job.Priority,
+		j.skip = &skipRun{ref: aj.ref, first: at, since: t.env.now(), epoch: aj.epoch, shard: aj.shard, prio: aj.job.Priority,
 			fine: aj.job.Precision == protocol.PrecisionFine, limit: j.limit}
-		t.skipping = append(t.skipping, j)
+		if !j.skipListed {
+			j.skipListed = true
+			t.skipping = append(t.skipping, j)
+		}
 	}
 	j.skip.last = at
 	j.skip.n++
@@ -71,11 +77,21 @@ func (t *trigger) flushSkip(j *jobRef) {
 		FinishedAt: t.env.now().Round(0), Outcome: "skipped"}})
 }
 
-// flushSkips queues every job's skipped run (each scheduler tick).
-func (t *trigger) flushSkips() {
+// flushSkips queues the skipped run of every job that began at least
+// window before now (each scheduler tick; 0 at shutdown: every run).
+func (t *trigger) flushSkips(now time.Time, window time.Duration) {
+	kept := t.skipping[:0]
 	for _, j := range t.skipping {
-		t.flushSkip(j)
+		switch k := j.skip; {
+		case k == nil: // written with a real fire, or at unassign
+			j.skipListed = false
+		case now.Sub(k.since) >= window:
+			t.flushSkip(j)
+			j.skipListed = false
+		default:
+			kept = append(kept, j)
+		}
 	}
-	clear(t.skipping)
-	t.skipping = t.skipping[:0]
+	clear(t.skipping[len(kept):])
+	t.skipping = kept
 }

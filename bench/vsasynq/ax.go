@@ -147,7 +147,11 @@ func (a *axSystem) metric(ctx context.Context, series string) (int, error) {
 
 func (a *axSystem) extra(ctx context.Context) string {
 	sk, _ := a.metric(ctx, `ax_executions_total{state="SKIPPED"}`)
-	return fmt.Sprintf("skipped=%d rss_ctl=%.0fMiB rss_agent=%.0fMiB", sk, rssOf(a.ctl.PID()), rssOf(a.agent.PID()))
+	// Report steps applied: 3 per execution that ran (triggered, running,
+	// finished) and 1 per SKIPPED record, however many fires it counts.
+	steps, _ := a.metric(ctx, `ax_reports_applied_total`)
+	ok, _ := a.recorded(ctx)
+	return fmt.Sprintf("success=%d skipped=%d steps=%d rss_ctl=%.0fMiB rss_agent=%.0fMiB", ok, sk, steps, rssOf(a.ctl.PID()), rssOf(a.agent.PID()))
 }
 
 func (a *axSystem) pids() []int { return []int{a.ctl.PID(), a.agent.PID()} }
