@@ -156,18 +156,11 @@ func (c *execService) publishHeld(ctx context.Context, all bool) {
 // heldLoop publishes the held PENDING events that are due, every heldTick,
 // until ctx ends.
 func (c *execService) heldLoop(ctx context.Context) {
-	t := c.clk.NewTimer(c.cfg.heldTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			c.evHold.tick()
-			c.publishHeld(ctx, false)
-			t.Reset(c.cfg.heldTick)
-		}
-	}
+	c.every(ctx, c.cfg.heldTick, c.cfg.heldTick, "publish held events", func(ctx context.Context) error {
+		c.evHold.tick()
+		c.publishHeld(ctx, false)
+		return nil
+	})
 }
 
 // holdsPending reports whether the event of tr is one the hold takes: a
