@@ -35,17 +35,30 @@ func newHeldSink(t *testing.T, o *offline) *heldSink {
 }
 
 // of returns the Hold mark of the report of step kind of attempt 1 of
-// execID; ok is false when no such row was committed.
+// execID; ok is false when no such row was committed within 10 s. The
+// writer hands a batch's rows to the sink after the batch's callbacks, so
+// a row may reach it a moment after offline.sync returned.
 func (h *heldSink) of(execID string, kind protocol.ReportKind) (hold, ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	suffix := "/" + protocol.ReportMsgID(execID, 1, kind)
-	for id, held := range h.hold {
-		if strings.HasSuffix(id, suffix) {
-			return held, true
+	find := func() (bool, bool) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for id, held := range h.hold {
+			if strings.HasSuffix(id, suffix) {
+				return held, true
+			}
 		}
+		return false, false
 	}
-	return false, false
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if hold, ok = find(); ok || time.Now().After(deadline) {
+			return hold, ok
+		}
+		<-poll.C
+	}
 }
 
 // TestHoldMarksPeriodicFires: the triggered report of a fire of a

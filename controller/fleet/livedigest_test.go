@@ -38,12 +38,15 @@ func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
 		}
 		return e.Revision()
 	}
-	// Either replica may answer the first heartbeat: b must know the
-	// agent's registration (made on a) by then.
-	eventually(t, 10*time.Second, "ctl-b knows edge-1 registered", func() bool {
-		info, ok := b.agents.Get("edge-1")
-		return ok && Registered(info) && !info.Revoked
-	})
+	// Either replica may have answered the registration (queue group) and
+	// either may answer the first heartbeat: both must know the
+	// registration by then.
+	for _, f := range []*testFleet{a, b} {
+		eventually(t, 10*time.Second, f.cfg.Node+" knows edge-1 registered", func() bool {
+			info, ok := f.agents.Get("edge-1")
+			return ok && Registered(info) && !info.Revoked
+		})
+	}
 	if r := ag.heartbeat(); r.Error != "" {
 		t.Fatal(r.Error)
 	}
