@@ -53,6 +53,15 @@ func TestDigestCarriesLivenessToTheOtherReplica(t *testing.T) {
 	eventually(t, 10*time.Second, "the first heartbeat written", func() bool {
 		return !storedAgent(t, ctx, a, "edge-1").HeartbeatAt.IsZero()
 	})
+	// Both replicas' caches hold that write before the next heartbeats:
+	// a replica that had not seen it yet would write the first heartbeat
+	// again.
+	for _, f := range []*testFleet{a, b} {
+		eventually(t, 10*time.Second, f.cfg.Node+" has the first heartbeat's record", func() bool {
+			info, ok := f.agents.Get("edge-1")
+			return ok && !info.HeartbeatAt.IsZero()
+		})
+	}
 	rev := revision()
 
 	// Heartbeats for several offline periods, each answered by either.
