@@ -46,13 +46,16 @@ const heldTick = 500 * time.Millisecond
 // snapshot, and a subscriber of AX_EVT may see the PENDING event after a
 // later one of the same execution.
 //
-// Safe for concurrent use: one mutex guards the map; the loop (run) is
-// the only reader of the tick count.
+// Safe for concurrent use: mu guards the map and the tick count; flushMu
+// makes one publishHeld at a time, so that a list's publishHeld returns
+// only once the events another call (the loop, another list) took before
+// it are stored too.
 type eventHold struct {
-	mu   sync.Mutex
-	held map[string]heldEvent
-	gen  uint64       // ticks so far (run)
-	n    atomic.Int64 // len(held), read without the lock by supersede
+	mu      sync.Mutex
+	held    map[string]heldEvent
+	gen     uint64       // ticks so far (heldLoop)
+	n       atomic.Int64 // len(held), read without the lock by supersede
+	flushMu sync.Mutex   // held through a publishHeld
 }
 
 // heldEvent is one held PENDING event: the record it describes, its
@@ -125,8 +128,12 @@ func (h *eventHold) tick() {
 }
 
 // publishHeld publishes the held events (all, or those due) and waits for
-// their acks (eventAckWait), releasing each event's write op.
+// their acks (eventAckWait), releasing each event's write op. It waits
+// first for a publishHeld under way: an event taken by it is no longer
+// held, yet may not be stored.
 func (c *execService) publishHeld(ctx context.Context, all bool) {
+	c.evHold.flushMu.Lock()
+	defer c.evHold.flushMu.Unlock()
 	es := c.evHold.take(all)
 	if len(es) == 0 {
 		return
