@@ -256,11 +256,19 @@ func applyAgentLost(rec *Record, e AgentLost, env Env) (*Record, []Effect, error
 		next.Result = &retry.Result{Message: "agent " + rec.Agent + " lost: its lease of the job ended", Retryable: true}
 		next.Applied, next.Path, next.Ends = nil, nil, 0
 	}
-	next.Agent, next.Epoch, next.UpdatedAt = e.NewAgent, e.Epoch, env.Now
+	next.Agent, next.Epoch = e.NewAgent, e.Epoch
 	var eff []Effect
 	if tr != nil {
+		next.UpdatedAt = env.Now
 		eff = changed(next, *tr)
 	}
+	// A retry not sent yet is only re-pointed: no transition, so no event,
+	// and UpdatedAt stays the time of the RETRY_WAITING it is in (as
+	// applyRetryDue's re-point). The events a duplicate report of the
+	// attempt before re-publishes (replay) are snapshots of this record:
+	// with the re-point's time their at would no longer be the
+	// transition's, and next_attempt_at − at no longer the backoff.
+
 	if next.State == protocol.StateRetryWaiting && (tr == nil || tr.To != protocol.StateRetryWaiting) {
 		eff = append(eff, ScheduleRetry{ExecID: next.ExecID, JobID: next.JobID, Attempt: next.Attempt, At: next.NextAttemptAt})
 	}

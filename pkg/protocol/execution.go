@@ -17,7 +17,11 @@ type Execution struct {
 	Agent       string    `json:"agent,omitempty"`
 	ScheduledAt time.Time `json:"scheduled_at"`
 	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	// UpdatedAt is when the execution last changed (the controller's
+	// clock). Pointing a retry that waits at another agent (a group job's
+	// lease moved) does not change it: it stays the time of the
+	// RETRY_WAITING, so next_attempt_at − updated_at is the backoff.
+	UpdatedAt time.Time `json:"updated_at"`
 	// TriggeredAt, StartedAt and FinishedAt are the agent-reported times of the current attempt.
 	TriggeredAt time.Time `json:"triggered_at,omitzero"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
