@@ -207,14 +207,18 @@ func fencedWhy(j *jobRef) string {
 
 // rowReport starts a report about an attempt row. Reports after the
 // triggered one carry the times of the steps before them (TriggeredAt,
-// StartedAt), so that the flusher may send only the latest of an attempt's
-// reports still in the outbox.
+// StartedAt, and with StartedAt the running step's Lag), so that the
+// flusher may send only the latest of an attempt's reports still in the
+// outbox.
 func rowReport(e store.Exec, kind protocol.ReportKind) protocol.Report {
 	r := protocol.Report{JobID: e.JobID, ExecID: e.ExecID, Attempt: e.Attempt, Kind: kind, ScheduledAt: e.ScheduledAt, Epoch: e.Epoch}
 	if kind != protocol.ReportTriggered && kind != protocol.ReportSkipped {
 		r.TriggeredAt = e.TriggeredAt
-		if kind != protocol.ReportRunning {
+		if kind != protocol.ReportRunning && !e.StartedAt.IsZero() {
+			// It may stand for the running report (the flusher sends the
+			// latest of an attempt's): the running report's lag with it.
 			r.StartedAt = e.StartedAt
+			r.Lag = protocol.Duration(max(e.StartedAt.Sub(e.ScheduledAt), 0))
 		}
 	}
 	if e.ShardTotal > 0 {

@@ -30,6 +30,13 @@ func ReportSteps(r protocol.Report) []protocol.Report {
 	if !r.StartedAt.IsZero() && r.Kind != protocol.ReportRunning {
 		s := bare
 		s.Kind, s.At, s.Lag = protocol.ReportRunning, r.StartedAt, r.Lag
+		if s.Lag == 0 {
+			// Agents built before 2026-12-04 send the lag on running
+			// reports only, so a finished report standing for its running
+			// step (the running one superseded in the outbox: the usual
+			// case under load) said 0. It is how late the attempt started.
+			s.Lag = protocol.Duration(max(r.StartedAt.Sub(r.ScheduledAt), 0))
+		}
 		out = append(out, s)
 	}
 	last := r

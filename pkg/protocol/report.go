@@ -57,7 +57,8 @@ type Report struct {
 	// waits max(backoff, RetryAfter), RetryAfter capped by the job's
 	// retry.max.
 	RetryAfter Duration `json:"retry_after,omitempty"`
-	// Lag is how late the attempt was dequeued after its scheduled time (running reports).
+	// Lag is how late the attempt was dequeued after its scheduled time:
+	// on running reports, and on later ones that carry StartedAt.
 	Lag Duration `json:"lag,omitempty"`
 	// Reason says why a fire was skipped or an attempt interrupted.
 	Reason string `json:"reason,omitempty"`
