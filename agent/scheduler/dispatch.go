@@ -67,6 +67,7 @@ func (r *runQueue) pump() {
 	if r.spilled && r.mem < r.env.cfg.QueueSize/2 {
 		r.reload()
 	}
+	limit += r.prefetch()
 	now := r.env.now()
 	var batch []*item
 	for r.busy < limit {
@@ -186,7 +187,8 @@ func (r *runQueue) started(m batchStarted) {
 			r.finishLeaseLost(it)
 			continue
 		}
-		// Never blocks: units in flight ≤ busy ≤ workers = capacity.
+		// Never blocks: units in flight ≤ busy ≤ 2 × workers = capacity
+		// (workers, and as many prefetched: prefetch.go).
 		r.work <- workUnit{it: it, ctx: r.running[it.id].ctx}
 	}
 }

@@ -37,8 +37,8 @@ type (
 		ok    []bool
 		err   error
 	}
-	// slotFreed: a worker finished its handler.
-	slotFreed struct{}
+	// slotFreed: a worker finished its handler, which ran for dur.
+	slotFreed struct{ dur time.Duration }
 	// attemptDone: an attempt's final state is durable (or failed).
 	attemptDone struct{ it *item }
 	// fenceDropped: an attempt of a lost lease is finished unrun.

@@ -33,12 +33,15 @@ type runQueue struct {
 	// they run only while this agent holds the job's lease at that epoch.
 	fenced map[int64]runFence
 
-	work      chan workUnit
-	starting  int // dispatched batches whose RUNNING write is not durable yet
-	workers   int
-	busy      int
-	slowStart bool
-	stopped   bool
+	work     chan workUnit
+	starting int // dispatched batches whose RUNNING write is not durable yet
+	workers  int
+	busy     int // dispatched attempts whose handler has not returned
+	// handlerAvg is a moving average of the handlers' run times
+	// (noteHandler); it decides the prefetch (prefetch.go).
+	handlerAvg time.Duration
+	slowStart  bool
+	stopped    bool
 
 	lags [1024]time.Duration
 	lagN int
@@ -63,7 +66,7 @@ type workUnit struct {
 
 func newRunQueue(e *env, jobs *jobSet) *runQueue {
 	r := &runQueue{env: e, jobs: jobs, inMem: map[int64]*item{}, running: map[int64]running{},
-		fenced: map[int64]runFence{}, workers: e.cfg.Workers, work: make(chan workUnit, e.cfg.Workers)}
+		fenced: map[int64]runFence{}, workers: e.cfg.Workers, work: make(chan workUnit, 2*e.cfg.Workers)}
 	r.ready.agingStep = e.cfg.AgingStep
 	return r
 }

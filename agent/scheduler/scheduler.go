@@ -165,6 +165,7 @@ func (s *Scheduler) handle(m message) {
 		s.runs.started(m)
 	case slotFreed:
 		s.runs.busy--
+		s.runs.noteHandler(m.dur)
 	case attemptDone:
 		s.runs.done(m.it)
 	case fenceDropped:

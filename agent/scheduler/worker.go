@@ -90,7 +90,17 @@ func (w *worker) runOne(u workUnit, specs *specCache) {
 	if e.ShardTotal > 0 {
 		task.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
 	}
-	res, outcome, hintAfter := w.invoke(ctx, job.handler, task)
+	var res retry.Result
+	var outcome retry.Outcome
+	var hintAfter time.Duration
+	if u.ctx.Err() != nil {
+		// Cancelled or stopped while it waited for this worker (a
+		// prefetched attempt, prefetch.go): not run. The cause decides
+		// the outcome below (cancelled, or interrupted by the shutdown).
+		res, outcome = retry.Result{Code: -1, Message: "not started", Retryable: true}, retry.OutcomeInterrupted
+	} else {
+		res, outcome, hintAfter = w.invoke(ctx, job.handler, task)
+	}
 	// An attempt whose context ended is a timeout, a cancel or a shutdown,
 	// whatever the handler returned.
 	if outcome != retry.OutcomePanic && ctx.Err() != nil {
@@ -127,7 +137,7 @@ func (w *worker) runOne(u workUnit, specs *specCache) {
 		r.Reason = "shutdown"
 	}
 	rep, encErr := env.host.EncodeReport(r)
-	env.mail.post(slotFreed{})
+	env.mail.post(slotFreed{dur: dur})
 	env.cfg.Store.Submit(func(tx *store.Tx) error {
 		if encErr != nil {
 			return encErr
