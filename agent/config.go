@@ -56,7 +56,9 @@ type Config struct {
 	Labels map[string]string `config:"labels"`
 	// DataDir holds agent.db.
 	DataDir string `config:"data_dir"`
-	// Workers is the handler pool size (default 2×CPU).
+	// Workers is the handler pool size (default 2×CPU). While handlers
+	// are short, up to Workers more attempts are marked RUNNING ahead of
+	// a free worker (agent/scheduler's prefetch).
 	Workers int `config:"workers"`
 	// MemoryLimitMiB is the soft limit on the Go heap the ax-agent binary
 	// sets (runtime/debug.SetMemoryLimit; GOMEMLIMIT wins); 0: none. The
