@@ -164,7 +164,7 @@ func (r *runQueue) start(batch []*item) {
 func (e *env) runningReport(it *item) protocol.Report {
 	r := rowReport(*it.row, protocol.ReportRunning)
 	r.At = e.reportTime(it.started)
-	r.Lag = protocol.Duration(max(it.started.Round(0).Sub(it.row.ScheduledAt), 0))
+	r.Lag = protocol.Duration(startLag(it.started, it.row.ScheduledAt))
 	return r
 }
 

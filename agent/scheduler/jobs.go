@@ -218,13 +218,19 @@ func rowReport(e store.Exec, kind protocol.ReportKind) protocol.Report {
 			// It may stand for the running report (the flusher sends the
 			// latest of an attempt's): the running report's lag with it.
 			r.StartedAt = e.StartedAt
-			r.Lag = protocol.Duration(max(e.StartedAt.Sub(e.ScheduledAt), 0))
+			r.Lag = protocol.Duration(startLag(e.StartedAt, e.ScheduledAt))
 		}
 	}
 	if e.ShardTotal > 0 {
 		r.Shard = &protocol.ShardSlot{Index: e.ShardIndex, Total: e.ShardTotal}
 	}
 	return r
+}
+
+// startLag is how late an attempt started after its scheduled time (the
+// lag of its running step), never negative.
+func startLag(started, scheduled time.Time) time.Duration {
+	return max(started.Round(0).Sub(scheduled), 0)
 }
 
 // enqueue encodes a report (Host.EncodeReport) into the outbox in tx.

@@ -159,7 +159,7 @@ func (w *worker) runOne(u workUnit, specs *specCache) {
 	// debug); logged by the worker, outside the scheduler goroutine.
 	if env.cfg.Log.Enabled(context.Background(), slog.LevelInfo) {
 		env.cfg.Log.LogAttrs(context.Background(), slog.LevelInfo, "finished", slog.String("job_id", e.JobID),
-			slog.String("exec_id", e.ExecID), slog.Int("attempt", e.Attempt), slog.Duration("lag", max(it.started.Round(0).Sub(e.ScheduledAt), 0)),
+			slog.String("exec_id", e.ExecID), slog.Int("attempt", e.Attempt), slog.Duration("lag", startLag(it.started, e.ScheduledAt)),
 			slog.Duration("waited", it.started.Sub(it.enqueued)), slog.Duration("duration", dur), slog.String("outcome", string(outcome)),
 			slog.Int("code", res.Code), slog.Bool("retryable", res.Retryable), slog.Duration("retry_after", retryAfter))
 	}
