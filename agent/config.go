@@ -180,12 +180,13 @@ const MaxOutboxHold = 2 * time.Second
 
 // DefaultSkippedWindow is how long a job's run of fires skipped by
 // overlap is counted before it is written as one SKIPPED row and report
-// (outbox.coalesce_skipped), unless the job fires for real first: the run
-// is then written with that fire. A job that cannot keep up with its
-// schedule (every: 1s, attempts queued for three seconds) makes one
-// skipped record per real fire, not one per skipped fire. At 1s (the
-// window before 2026-12-04) bench/vsasynq's periodic workload at 3,000
-// jobs a second made 2.7 skipped records per execution that ran.
+// (outbox.coalesce_skipped). Real fires of the job in between hold the
+// run in the job's row rather than write it, so a job that cannot keep up
+// with its schedule (every: 1s, attempts queued for three seconds) makes
+// one skipped record per window. At 1s (the window before 2026-12-04)
+// bench/vsasynq's periodic workload at 3,000 jobs a second made 2.7
+// skipped records per execution that ran; at 10s, written with each real
+// fire, 0.8; held across real fires, 0.1 (bench/README.md).
 const DefaultSkippedWindow = 10 * time.Second
 
 // MaxSkippedWindow bounds outbox.skipped_window.
@@ -208,17 +209,17 @@ type OutboxConfig struct {
 	// goes at once when the link comes back or the agent stops.
 	Hold time.Duration `config:"hold"`
 	// CoalesceSkipped records the fires of a job skipped by overlap as one
-	// report with their count (Report.SkippedCount), written with the
-	// job's next real fire or after SkippedWindow, and a misfire's skipped
-	// fires likewise, instead of one report per fire. Controllers built
-	// before 2026-12-01 refuse such reports: upgrade them first, or set it
-	// false.
+	// report with their count (Report.SkippedCount), written after
+	// SkippedWindow (real fires in between hold them in the job's row),
+	// and a misfire's skipped fires likewise, instead of one report per
+	// fire. Controllers built before 2026-12-01 refuse such reports:
+	// upgrade them first, or set it false.
 	CoalesceSkipped bool `config:"coalesce_skipped"`
 	// SkippedWindow is how long, at most, a job's skipped fires are
 	// counted before their report is written (DefaultSkippedWindow),
-	// between 1s and MaxSkippedWindow. Until written they are recorded
-	// nowhere; after a crash the restart's misfire policy accounts for
-	// them.
+	// between 1s and MaxSkippedWindow. Until written or held by a real
+	// fire they are recorded nowhere; after a crash the restart's misfire
+	// policy accounts for them.
 	SkippedWindow time.Duration `config:"skipped_window"`
 }
 

@@ -14,8 +14,9 @@
 // memory bound during a long partition, are read from SQLite. The wheel's
 // due fires of one scheduler pass are written in one write function; with
 // outbox.coalesce_skipped a job's fires skipped by overlap are written as
-// one SKIPPED row and report with their count, with the job's next real
-// fire or after outbox.skipped_window.
+// one SKIPPED row and report with their count after
+// outbox.skipped_window (a real fire in between holds them in the job's
+// row).
 //
 // Goroutines and what each owns:
 //

@@ -56,6 +56,7 @@
 // in memory, each with its row (the worker then reads nothing); beyond
 // that they stay in SQLite and are reloaded, oldest first, when half the
 // queue is free. With CoalesceSkipped a job's fires skipped by overlap
-// cost a counter, written as one row and one report with the job's next
-// real fire or after Config.SkippedWindow.
+// cost a counter, written as one row and one report after
+// Config.SkippedWindow; a real fire in between holds them in the job's
+// row, in its own transaction, so that a crash does not lose them.
 package scheduler

@@ -7,12 +7,17 @@ import (
 )
 
 // fireRec is one periodic fire waiting for the batch write (fireBatch):
-// a TRIGGERED row, or a SKIPPED one (overlap).
+// a TRIGGERED row, or a SKIPPED one (a run of fires skipped by overlap,
+// skips.go).
 type fireRec struct {
 	j   *jobRef
 	ref int64 // the job's store ref
 	row *store.Exec
 	rep Report
+	// held, on a TRIGGERED fire, is the job's run of skipped fires not
+	// reported yet (skips.go): written into the job's row with the fire,
+	// because the fire moves last_fire past them.
+	held *store.Skips
 	// ins is set by the write: the row was inserted (not there already,
 	// and the job still assigned).
 	ins bool
@@ -31,8 +36,10 @@ func (t *trigger) queueFire(f *fireRec) {
 
 // flushFires writes the batched fires in one write function: each fire's
 // row (the TRIGGERED row is its ready-queue entry), its report and the
-// job's last fire time. A fire whose job was deleted from the store
-// meanwhile (unassigned) is left out. Once the batch is durable, each
+// job's last fire time, and the job's held run of skipped fires: set with
+// a TRIGGERED fire that carries it, cleared with the run's SKIPPED row. A
+// fire whose job was deleted from the store meanwhile (unassigned) is
+// left out. Once the batch is durable, each
 // TRIGGERED fire enters the ready queue.
 func (t *trigger) flushFires() {
 	batch := t.fires
@@ -59,6 +66,8 @@ func (t *trigger) flushFires() {
 					specs[f.ref] = spec
 				}
 				f.row.Spec = spec
+			} else if err := tx.SetSkips(f.ref, store.Skips{}); err != nil {
+				return err // the run is reported now: no longer held
 			}
 			id, ins, err := tx.InsertExec(*f.row)
 			if err != nil {
@@ -66,6 +75,11 @@ func (t *trigger) flushFires() {
 			}
 			if !ins {
 				continue
+			}
+			if f.held != nil {
+				if err := tx.SetSkips(f.ref, *f.held); err != nil {
+					return err
+				}
 			}
 			f.row.ID, f.ins = id, true
 			if err := f.rep.Enqueue(tx); err != nil {

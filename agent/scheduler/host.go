@@ -86,9 +86,9 @@ type Config struct {
 	MaxSkew   time.Duration
 	AdoptSkew bool
 	// CoalesceSkipped writes a job's fires skipped by overlap as one row
-	// and report with their count: with the job's next real fire, or once
-	// the first of them is SkippedWindow old (at a tick; 0: the next
-	// tick).
+	// and report with their count, once the first of them is
+	// SkippedWindow old (at a tick; 0: the next tick); a real fire in
+	// between holds them in the job's row (skips.go).
 	CoalesceSkipped bool
 	SkippedWindow   time.Duration
 }

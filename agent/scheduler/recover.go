@@ -74,7 +74,9 @@ func (rc recovery) run(ctx context.Context) error {
 	for _, row := range jobs {
 		if err := s.jobs.load(row); err != nil {
 			cfg.Log.Error("stored job is invalid; not planned", "job_id", row.ID, "err", err)
+			continue
 		}
+		s.trig.restoreSkips(s.jobs.byID[row.ID], row.Skips)
 	}
 	// 3. Pending runs.
 	var after int64

@@ -7,17 +7,24 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// skipRun is a job's fires skipped by overlap=forbid and not written yet:
-// with outbox.coalesce_skipped they are recorded as one SKIPPED row and
-// one report, carrying the count (Report.SkippedCount) and the first and
-// last fire times, so that under overload a skipped fire costs almost
-// nothing. A run is written with the job's next real fire (before it),
-// at the first tick at least Config.SkippedWindow after it began, at
-// unassign, on an epoch change and at shutdown. So a job that cannot keep
-// up with its schedule makes one skipped record per real fire, and a job
-// whose attempt does not end one per window. Until written, its fires
-// are not recorded anywhere (the job's last_fire is not moved): after a
-// crash the restart applies the misfire policy to them.
+// skipRun is a job's fires skipped by overlap=forbid and not reported
+// yet: with outbox.coalesce_skipped they are recorded as one SKIPPED row
+// and one report, carrying the count (Report.SkippedCount) and the first
+// and last fire times, so that under overload a skipped fire costs almost
+// nothing. The run is written at the first tick at least
+// Config.SkippedWindow after it began, at unassign, on an epoch change
+// and at shutdown: one skipped record per job per window, however its
+// real and skipped fires alternate.
+//
+// Durability: a skipped fire does not move the job's last_fire. A run's
+// fires after the job's last real fire are recorded nowhere until the run
+// is written; after a crash the restart's misfire policy accounts for
+// them, as for any fire after last_fire. A real fire moves last_fire past
+// the run's fires so far, so it holds them in the job's row in the same
+// transaction (fireRec.held, store.Skips); a restart takes the held run
+// back (restoreSkips) and writes it at the window. Each real fire under
+// overload thus updates its job's row once more, and the controller gets
+// one record per window instead of one per real fire.
 type skipRun struct {
 	ref         int64
 	first, last time.Time
@@ -46,6 +53,36 @@ func (t *trigger) skipFire(j *jobRef, at time.Time) {
 	}
 	j.skip.last = at
 	j.skip.n++
+}
+
+// holdSkips returns the job's run of skipped fires to hold in its row
+// with a real fire (nil when there is none); a run of another epoch is
+// written instead (flushSkip), since the fire's epoch is the job's.
+func (t *trigger) holdSkips(j *jobRef) *store.Skips {
+	k := j.skip
+	if k == nil {
+		return nil
+	}
+	if k.epoch != j.assigned.epoch {
+		t.flushSkip(j)
+		return nil
+	}
+	return &store.Skips{N: k.n, First: k.first, Last: k.last, Epoch: k.epoch}
+}
+
+// restoreSkips takes back the run of skipped fires held in a job's row
+// (store.Job.Skips) at a restart; it is written at the window from now.
+func (t *trigger) restoreSkips(j *jobRef, h store.Skips) {
+	aj := j.assigned
+	if h.N <= 0 || aj == nil || j.skip != nil {
+		return
+	}
+	j.skip = &skipRun{ref: aj.ref, first: h.First, last: h.Last, n: h.N, since: t.env.now(), epoch: h.Epoch, shard: aj.shard,
+		prio: aj.job.Priority, fine: aj.job.Precision == protocol.PrecisionFine, limit: j.limit}
+	if !j.skipListed {
+		j.skipListed = true
+		t.skipping = append(t.skipping, j)
+	}
 }
 
 // flushSkip queues the job's skipped run, if any, with the batched fires.
@@ -83,7 +120,7 @@ func (t *trigger) flushSkips(now time.Time, window time.Duration) {
 	kept := t.skipping[:0]
 	for _, j := range t.skipping {
 		switch k := j.skip; {
-		case k == nil: // written with a real fire, or at unassign
+		case k == nil: // written at unassign or on an epoch change
 			j.skipListed = false
 		case now.Sub(k.since) >= window:
 			t.flushSkip(j)

@@ -247,7 +247,7 @@ func (t *trigger) fireJob(j *jobRef, at time.Time) {
 		t.env.cfg.Log.Debug("fire skipped: previous still active (overlap forbid)", "job_id", j.id, "exec_id", execID, "run_at", at)
 		return
 	}
-	t.flushSkip(j) // the skipped fires before this one are written first
+	held := t.holdSkips(j) // the skipped fires before this one
 	row := &store.Exec{ExecID: execID, Attempt: 1, JobID: j.id, State: store.StateTriggered, Periodic: true,
 		Priority: prio, Fine: b2i(fine), Concurrency: j.limit, ScheduledAt: at, RunAt: at, Epoch: epoch,
 		ShardIndex: si, ShardTotal: st, TriggeredAt: now}
@@ -261,7 +261,7 @@ func (t *trigger) fireJob(j *jobRef, at time.Time) {
 	// a group lease: the lease and its moves follow the triggered reports.
 	rep.Hold = epoch == 0
 	j.active++
-	t.queueFire(&fireRec{j: j, ref: ref, row: row, rep: rep})
+	t.queueFire(&fireRec{j: j, ref: ref, row: row, rep: rep, held: held})
 }
 
 // fireRun triggers a run command's attempt whose run_at has come.

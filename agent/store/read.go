@@ -20,15 +20,19 @@ func (s *Store) Meta(ctx context.Context, key string) (value string, ok bool, er
 	return value, true, nil
 }
 
-const jobCols = `ref, id, generation, spec, shard_index, shard_total, epoch, lease_expiry, last_fire`
+const jobCols = `ref, id, generation, spec, shard_index, shard_total, epoch, lease_expiry, last_fire, skip_n, skip_first, skip_last, skip_epoch`
 
 func scanJob(sc interface{ Scan(...any) error }) (Job, error) {
 	var j Job
-	var gen, epoch, le, lf int64
-	if err := sc.Scan(&j.Ref, &j.ID, &gen, &j.Spec, &j.ShardIndex, &j.ShardTotal, &epoch, &le, &lf); err != nil {
+	var gen, epoch, le, lf, sf, sl, se int64
+	if err := sc.Scan(&j.Ref, &j.ID, &gen, &j.Spec, &j.ShardIndex, &j.ShardTotal, &epoch, &le, &lf,
+		&j.Skips.N, &sf, &sl, &se); err != nil {
 		return Job{}, err
 	}
 	j.Generation, j.Epoch, j.LeaseExpiry, j.LastFire = uint64(gen), uint64(epoch), fromNS(le), fromNS(lf)
+	if j.Skips.N > 0 {
+		j.Skips.First, j.Skips.Last, j.Skips.Epoch = fromNS(sf), fromNS(sl), uint64(se)
+	}
 	return j, nil
 }
 

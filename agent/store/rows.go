@@ -42,6 +42,21 @@ type Job struct {
 	LeaseExpiry time.Time
 	// LastFire is the scheduled time of the last handled fire.
 	LastFire time.Time
+	// Skips is the job's run of skipped fires held with its last real
+	// fire (Tx.SetSkips); zero when none is held.
+	Skips Skips
+}
+
+// Skips is a run of a job's fires skipped by overlap and not reported
+// yet, held in the job's row because a real fire after them moved
+// last_fire past them: a restart finds them here rather than through the
+// misfire policy, which sees only the fires after last_fire. N is the
+// number of fires, First and Last their scheduled times, Epoch the lease
+// epoch they were skipped under.
+type Skips struct {
+	N           int
+	First, Last time.Time
+	Epoch       uint64
 }
 
 // Exec is one attempt of an execution.

@@ -90,6 +90,16 @@ ALTER TABLE outbox_v3 RENAME TO outbox;
 DROP INDEX execs_state;
 CREATE INDEX execs_state ON execs (state, id, job_id);
 `,
+	// 5: jobs.skip_* hold a job's run of overlap-skipped fires that a real
+	// fire moved last_fire past before the run was reported (Job.Skips),
+	// so that the run can outlive real fires without being lost in a
+	// crash.
+	`
+ALTER TABLE jobs ADD COLUMN skip_n INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN skip_first INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN skip_last INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN skip_epoch INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestMigrateOutboxKeepsRowsAndSeq: a schema 2 file with unacknowledged
@@ -74,5 +75,39 @@ func writeDB(t *testing.T, path string, queries ...string) {
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeldSkipsMigrateAndPersist: a schema 4 file's jobs keep their rows
+// and hold no skipped fires after the migration; SetSkips holds a run in
+// the job's row (read back by Jobs and Job, after a reopen too), a zero
+// run clears it, and SetSkips leaves last_fire alone.
+func TestHeldSkipsMigrateAndPersist(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.db")
+	writeDB(t, path, migrations[0], migrations[1], migrations[2], migrations[3], "PRAGMA user_version = 4",
+		`INSERT INTO jobs(id, generation, spec, last_fire) VALUES ('j1', 3, '{}', 1000)`)
+	s := open(t, path)
+	ctx := context.Background()
+	j, err := s.Job(ctx, "j1")
+	if err != nil || j.Generation != 3 || j.LastFire.UnixNano() != 1000 || j.Skips != (Skips{}) {
+		t.Fatalf("migrated job %+v (%v), want generation 3, last_fire 1000, no skips", j, err)
+	}
+	held := Skips{N: 7, First: time.Unix(10, 0).UTC(), Last: time.Unix(16, 0).UTC(), Epoch: 4}
+	if err := s.Do(ctx, func(tx *Tx) error { return tx.SetSkips(j.Ref, held) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path)
+	jobs, err := s.Jobs(ctx)
+	if err != nil || len(jobs) != 1 || jobs[0].Skips != held || jobs[0].LastFire.UnixNano() != 1000 {
+		t.Fatalf("jobs after a reopen %+v (%v), want skips %+v and last_fire 1000", jobs, err, held)
+	}
+	if err := s.Do(ctx, func(tx *Tx) error { return tx.SetSkips(j.Ref, Skips{}) }); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := s.Job(ctx, "j1"); err != nil || j.Skips != (Skips{}) {
+		t.Fatalf("job after clearing %+v (%v), want no skips", j, err)
 	}
 }

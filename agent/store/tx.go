@@ -11,10 +11,10 @@ import (
 )
 
 type stmts struct {
-	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setEpoch *sql.Stmt
-	insertExec, finish, setState, ack, prune                            *sql.Stmt
-	liveAttempt, execRow, trigger, notDue, jobSpec, execSpec            *sql.Stmt
-	setRunningAll                                                       *sql.Stmt
+	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setSkips, setEpoch *sql.Stmt
+	insertExec, finish, setState, ack, prune                                      *sql.Stmt
+	liveAttempt, execRow, trigger, notDue, jobSpec, execSpec                      *sql.Stmt
+	setRunningAll                                                                 *sql.Stmt
 	// enqueue[k] inserts 1<<k outbox rows with their seq (flushOutbox).
 	enqueue [enqueueSizes]*sql.Stmt
 }
@@ -56,6 +56,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 			WHERE job_id = ?1 AND spec IS NULL AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
 		{&s.deleteJob, `DELETE FROM jobs WHERE id = ? AND (? = 0 OR generation <= ?)`},
 		{&s.setLastFire, `UPDATE jobs SET last_fire = ? WHERE ref = ? AND last_fire < ?`},
+		{&s.setSkips, `UPDATE jobs SET skip_n = ?, skip_first = ?, skip_last = ?, skip_epoch = ? WHERE ref = ?`},
 		{&s.setEpoch, `UPDATE jobs SET epoch = ?, lease_expiry = ? WHERE id = ? AND epoch <= ?`},
 		{&s.insertExec, `INSERT INTO execs(exec_id, attempt, job_id, state, priority, fine, concurrency, periodic, scheduled_at, run_at, epoch,
 			shard_index, shard_total, spec, triggered_at, finished_at, outcome, result)
@@ -88,7 +89,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 }
 
 func (s *stmts) close() {
-	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setEpoch,
+	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setSkips, s.setEpoch,
 		s.insertExec, s.finish, s.setState, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec, s.setRunningAll} {
 		if st != nil {
 			_ = st.Close()
@@ -226,6 +227,17 @@ func (t *Tx) DeleteJob(id string, gen uint64) (bool, error) {
 // never moves back).
 func (t *Tx) SetLastFire(ref int64, at time.Time) error {
 	_, err := t.exec(t.st.setLastFire, ns(at), ref, ns(at))
+	return err
+}
+
+// SetSkips holds a job's run of skipped fires in its row (Job.Skips); a
+// zero s clears it. A job no longer stored is left alone.
+func (t *Tx) SetSkips(ref int64, s Skips) error {
+	var first, last int64
+	if s.N > 0 {
+		first, last = ns(s.First), ns(s.Last)
+	}
+	_, err := t.exec(t.st.setSkips, s.N, first, last, int64(s.Epoch), ref)
 	return err
 }
 
