@@ -30,7 +30,9 @@ type stack struct {
 	api *client.Client
 }
 
-func startStack(t *testing.T, dir string, port int) *stack {
+// startStack starts the stack with its store in dir and its NATS server
+// on port (-1: a random one); opts change the config before the start.
+func startStack(t *testing.T, dir string, port int, opts ...func(*controller.Config)) *stack {
 	t.Helper()
 	cfg := controller.DefaultConfig()
 	cfg.DataDir = dir
@@ -39,6 +41,9 @@ func startStack(t *testing.T, dir string, port int) *stack {
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.AgentOfflineAfter = 2 * time.Second
 	cfg.Logger = testutil.Logger()
+	for _, o := range opts {
+		o(&cfg)
+	}
 	ctl := apitest.Start(t, cfg)
 	h, err := api.NewHandler(api.Options{Backend: ctl, Logger: testutil.Logger()})
 	if err != nil {
