@@ -304,7 +304,7 @@ func (c *core) start(ctx context.Context) error {
 		// controllerDedupWindow (an existing store's streams are updated to
 		// both).
 		b, err = streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL,
-			ReportMaxBytes: c.cfg.Reports.MaxBytes, ReportMaxAge: c.cfg.Reports.MaxAge,
+			ReportMaxBytes: c.cfg.Reports.MaxBytes, ReportMaxAge: c.cfg.Reports.MaxAge, ReportShards: c.cfg.Shards,
 			Duplicates: c.cfg.Reports.DedupWindow, ControllerDuplicates: c.controllerDedupWindow(),
 			EventMaxAge: c.liveGrace() + c.cfg.History.Retention})
 		return err

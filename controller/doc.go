@@ -339,9 +339,10 @@
 // it — the subject's shard token is the job's shard, an epoch's report
 // comes from that epoch's holder, a fire the controller has not seen is
 // of an existing job the agent may fire, and an attempt's report comes
-// from the agent the controller sent it to. ingest/reportstream.go purges
-// reports on shard tokens no consumer reads and exports AX_RPT's fill as
-// gauges.
+// from the agent the controller sent it to. AX_RPT takes only the shard
+// tokens a consumer reads (streams.Config.ReportShards);
+// ingest/reportstream.go purges reports an earlier version stored on other
+// tokens and exports AX_RPT's fill as gauges.
 //
 // # Metrics
 //

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -219,11 +220,21 @@ func TestForgedReportsRejected(t *testing.T) {
 		other := (protocol.Shard(j.ID, cfg.Shards) + 1) % cfg.Shards
 		// A token a consumer reads, but not the job's shard: refused when read.
 		m.publishOn(protocol.ReportSubject(other, "edge-m"), r)
-		// Tokens no consumer reads: purged from AX_RPT by the upkeep.
+		// Tokens no consumer reads: AX_RPT does not take them, so the
+		// publish is refused and nothing is stored.
 		for _, tok := range []string{strconv.Itoa(protocol.MaxShards - 1), "99999", "x"} {
-			m.publishOn("ax.rpt."+tok+".edge-m", r)
+			data, err := protocol.Encode(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err = m.js.Publish(pctx, "ax.rpt."+tok+".edge-m", data)
+			cancel()
+			if !errors.Is(err, jetstream.ErrNoStreamResponse) {
+				t.Fatalf("report on token %s: %v, want no stream (stored nowhere)", tok, err)
+			}
 		}
-		waitRejected(t, c, ingest.RejectBadShard, n+4)
+		waitRejected(t, c, ingest.RejectBadShard, n+1)
 		eventually(t, 10*time.Second, "AX_RPT empty again", func() bool {
 			st, err := c.js.Stream(ctx, protocol.StreamReports)
 			return err == nil && st.CachedInfo().State.Msgs == 0

@@ -37,8 +37,10 @@
 //     report, which takes them instead of reading ax_execs.
 //   - The report stream's upkeep (reportstream.go): ReportStreamLoop
 //     exports AX_RPT's fill and bounds as gauges and, on the replica that
-//     works shard 0, purges reports on shard tokens no consumer reads and
-//     those left stored at or below their consumer's ack floor.
+//     works shard 0, purges reports on shard tokens no consumer reads
+//     (stored by a stream an earlier version made; AX_RPT takes the read
+//     tokens only now, streams.Config.ReportShards) and those left stored
+//     at or below their consumer's ack floor.
 //
 // # What it asks of its host
 //

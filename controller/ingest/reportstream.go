@@ -14,12 +14,14 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// AX_RPT upkeep. The stream takes every subject ax.rpt.> and an enrolled
-// agent may publish on ax.rpt.<any token>.<itself>, but report consumers
-// exist only for the shard tokens 0 .. max(shards, DefaultShards)-1: a
-// report on another token (≥ that, or not a number) is read by nobody and
-// would stay in the work queue for ever, taking room from the others. The
-// replica that works shard 0 looks at the stream every reportSweepInterval:
+// AX_RPT upkeep. An enrolled agent may publish on ax.rpt.<any token>.<itself>,
+// but report consumers exist only for the shard tokens 0 .. max(shards,
+// DefaultShards)-1, and AX_RPT takes only their subjects
+// (streams.Config.ReportShards): a report on another token is stored
+// nowhere. A stream made by an earlier version took every subject ax.rpt.>;
+// a report it stored on another token (≥ that, or not a number) is read by
+// nobody and would stay in the work queue for ever, taking room from the
+// others. The replica that works shard 0 looks at the stream every reportSweepInterval:
 // when it holds more reports than the consumers account for, it lists the
 // stream's subjects and purges those of tokens no consumer reads, counting
 // each report as rejected (bad_shard). Reports on a token a consumer reads

@@ -255,3 +255,47 @@ func fetch(t *testing.T, cons jetstream.Consumer, n int) []delivered {
 	}
 	return out
 }
+
+// TestReportStreamPurgesUnreadTokensOfAnOldStream: AX_RPT takes the shard
+// tokens a consumer reads only, but a stream an earlier version made took
+// every ax.rpt subject, and may still hold reports on other tokens after
+// its update. The upkeep purges those (counted bad_shard) and leaves the
+// reports on read tokens alone.
+func TestReportStreamPurgesUnreadTokensOfAnOldStream(t *testing.T) {
+	c := newReportStreamIngest(t)
+	ctx := testutil.Context(t, 60*time.Second)
+	st, err := c.js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if len(cfg.Subjects) != protocol.DefaultShards || cfg.Subjects[3] != protocol.ReportShardSubject(3) {
+		t.Fatalf("AX_RPT subjects %v, want the %d read shard tokens", cfg.Subjects, protocol.DefaultShards)
+	}
+	old := cfg
+	old.Subjects = []string{protocol.SubjectReportsAll} // as an earlier version made it
+	if _, err := c.js.UpdateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range []string{"ax.rpt.999.edge-m", "ax.rpt.x.edge-m", protocol.ReportSubject(3, "edge-1")} {
+		if _, err := c.js.Publish(ctx, subj, []byte("report")); err != nil {
+			t.Fatalf("publish on %s: %v", subj, err)
+		}
+	}
+	if _, err := c.js.UpdateStream(ctx, cfg); err != nil { // the next start's Ensure
+		t.Fatal(err)
+	}
+	if err := c.reportStreamStep(ctx, ackFloors{}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(protocol.SubjectReportsAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != 1 || info.State.Subjects[protocol.ReportSubject(3, "edge-1")] != 1 {
+		t.Fatalf("AX_RPT holds %v after the upkeep, want only the report on shard 3", info.State.Subjects)
+	}
+	if got := c.m.Rejected.Load(); got != 2 {
+		t.Fatalf("%d reports counted rejected, want the 2 purged (bad_shard)", got)
+	}
+}

@@ -91,6 +91,14 @@ type Config struct {
 	ReportMaxAge   time.Duration
 	// CommandMaxConsumers overrides DefaultCommandMaxConsumers when > 0.
 	CommandMaxConsumers int
+	// ReportShards is the controllers' shard count (protocol.DefaultShards
+	// when 0, at most protocol.MaxShards). AX_RPT takes the reports of the
+	// shard tokens 0 .. max(ReportShards, DefaultShards)-1 only, those a
+	// report consumer reads: a publish on another token (an enrolled
+	// agent may publish on ax.rpt.<any token>.<itself>) matches no stream
+	// and is stored nowhere, instead of taking room until the upkeep
+	// purges it.
+	ReportShards int
 }
 
 func (c Config) withDefaults() Config {
@@ -144,6 +152,9 @@ func (c Config) Validate() error {
 	if c.ReportMaxBytes != 0 && c.ReportMaxBytes < MinReportMaxBytes {
 		return fmt.Errorf("%w: report_max_bytes: must be at least %d (1 MiB), got %d", ErrConfig, MinReportMaxBytes, c.ReportMaxBytes)
 	}
+	if c.ReportShards < 0 || c.ReportShards > protocol.MaxShards {
+		return fmt.Errorf("%w: report_shards: must be between 1 and %d, got %d", ErrConfig, protocol.MaxShards, c.ReportShards)
+	}
 	if c.ReportMaxAge != 0 && c.ReportMaxAge < MinReportMaxAge {
 		return fmt.Errorf("%w: report_max_age: must be at least %s, got %s", ErrConfig, MinReportMaxAge, c.ReportMaxAge)
 	}
@@ -181,7 +192,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 		{
 			Name:        protocol.StreamReports,
 			Description: "ax agent → controller reports",
-			Subjects:    []string{protocol.SubjectReportsAll},
+			Subjects:    c.reportSubjects(),
 			Retention:   jetstream.WorkQueuePolicy,
 			MaxBytes:    c.ReportMaxBytes,
 			MaxAge:      c.ReportMaxAge,
@@ -203,6 +214,17 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 			Duplicates:  c.ControllerDuplicates,
 		},
 	}
+}
+
+// reportSubjects are AX_RPT's subjects: one per shard token a report
+// consumer reads (Config.ReportShards).
+func (c Config) reportSubjects() []string {
+	n := max(c.ReportShards, protocol.DefaultShards)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = protocol.ReportShardSubject(i)
+	}
+	return out
 }
 
 // KVConfigs returns the configs of the KV buckets.

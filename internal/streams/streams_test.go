@@ -179,3 +179,49 @@ func TestIdemKey(t *testing.T) {
 		t.Errorf("IdemKey(abc) = %s, want %s", got, want)
 	}
 }
+
+// TestReportStreamTakesReadTokensOnly: AX_RPT takes the report subjects of
+// the shard tokens a report consumer reads (0 .. max(ReportShards,
+// DefaultShards)-1), also when an earlier version made it with every
+// ax.rpt subject: a report on another token (an enrolled agent may
+// publish on ax.rpt.<any token>.<itself>) is stored nowhere, and its
+// publisher learns it at once. ReportShards beyond MaxShards is refused,
+// naming it.
+func TestReportStreamTakesReadTokensOnly(t *testing.T) {
+	js, ctx := startJetStream(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: protocol.StreamReports, Subjects: []string{protocol.SubjectReportsAll},
+		Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		shards        int
+		stored, other []string
+	}{
+		{0, []string{"0", "15"}, []string{"16", "1023", "99999", "x"}},
+		{32, []string{"0", "31"}, []string{"32", "x"}},
+	} {
+		if _, err := Ensure(ctx, js, Config{ReportShards: tc.shards}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range tc.stored {
+			if _, err := js.Publish(ctx, "ax.rpt."+tok+".edge-7", []byte("{}")); err != nil {
+				t.Errorf("shards %d: report on token %s: %v, want stored", tc.shards, tok, err)
+			}
+		}
+		for _, tok := range tc.other {
+			if _, err := js.Publish(ctx, "ax.rpt."+tok+".edge-7", []byte("{}")); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+				t.Errorf("shards %d: report on token %s: %v, want no stream (stored nowhere)", tc.shards, tok, err)
+			}
+		}
+	}
+	st, err := js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 4 {
+		t.Fatalf("AX_RPT holds %d reports, want the 4 on read tokens", n)
+	}
+	if err := (Config{ReportShards: protocol.MaxShards + 1}).Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "report_shards") {
+		t.Fatalf("report_shards beyond MaxShards: %v", err)
+	}
+}

@@ -16,7 +16,8 @@ const (
 
 	// SubjectCommandsAll matches every command subject.
 	SubjectCommandsAll = "ax.cmd.>"
-	// SubjectReportsAll matches every report subject.
+	// SubjectReportsAll matches every report subject (AX_RPT takes only
+	// those of the shard tokens a report consumer reads, ReportShardSubject).
 	SubjectReportsAll = "ax.rpt.>"
 	// SubjectEventsAll matches every event subject.
 	SubjectEventsAll = "ax.evt.>"
