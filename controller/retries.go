@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/execution"
+	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/wheel"
 )
 
@@ -47,12 +48,18 @@ func newRetrier(c *core) (*retrier, error) {
 	return r, nil
 }
 
-// schedule arms (or re-arms) the timer of an execution of job jobID.
+// schedule arms the timer of an execution of job jobID waiting after
+// attempt, replacing the timer of an earlier attempt. A timer of the same
+// or a later attempt is kept: attempts only grow, so an earlier one comes
+// from a stale read of the record (a shard reload's scan that read it
+// before a report moved it on); replacing the later timer with it left
+// the execution RETRY_WAITING with no timer at all (the stale one fires,
+// finds its attempt no longer due, and sends nothing).
 func (r *retrier) schedule(execID, jobID string, attempt int, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.handles[execID]; ok {
-		if e.attempt == attempt {
+		if e.attempt >= attempt {
 			return
 		}
 		r.d.Cancel(e.h)
@@ -173,7 +180,15 @@ func (c *execService) fireRetry(ctx context.Context, it retryItem) error {
 	before, after, effs, err := c.applyExec(ctx, it.ExecID, ev, c.jobEnv(it.JobID))
 	switch {
 	case errors.Is(err, execution.ErrMovedOn):
-		return nil // moved on meanwhile (cancelled, already triggered)
+		// Moved on meanwhile (cancelled, already triggered), or waiting
+		// after a later attempt: that one has its own timer, armed again
+		// here in case a stale schedule took its place (a no-op when it
+		// is pending; a fired one re-sends the same run, which the agent
+		// takes once).
+		if before != nil && before.State == protocol.StateRetryWaiting && before.Attempt > it.Attempt {
+			c.retries.schedule(before.ExecID, before.JobID, before.Attempt, before.NextAttemptAt)
+		}
+		return nil
 	case errors.Is(err, execution.ErrNoHolder):
 		return errNoHolder
 	case errors.Is(err, execution.ErrNoAgent):
