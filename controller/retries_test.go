@@ -30,10 +30,10 @@ func TestRetrySchedulesKeepTheLatestAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.schedule("x", "j", 1, start.Add(time.Second)) // attempt 1 failed
+	r.schedule("x", "j", 1, start.Add(time.Second))   // attempt 1 failed
 	r.schedule("x", "j", 2, start.Add(3*time.Second)) // attempt 2 failed: replaces it
-	r.schedule("x", "j", 1, start.Add(time.Second)) // a stale read of the record: ignored
-	r.schedule("x", "j", 2, start.Add(time.Minute)) // the same attempt again: kept as it is
+	r.schedule("x", "j", 1, start.Add(time.Second))   // a stale read of the record: ignored
+	r.schedule("x", "j", 2, start.Add(time.Minute))   // the same attempt again: kept as it is
 	if e := r.handles["x"]; e.attempt != 2 || len(r.handles) != 1 {
 		t.Fatalf("pending timers %+v, want one, of attempt 2", r.handles)
 	}
