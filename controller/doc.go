@@ -210,7 +210,9 @@
 // shard (at start, or when it takes the shard over), so a restart or a
 // takeover sends the run command of every RETRY_WAITING execution of the
 // shard again (overdue ones at once; same Msg-Id run/<exec_id>/<attempt>/<agent>[/<epoch>], so the stream drops a
-// copy it still holds). One whose run was sent but is never reported stays
+// copy it still holds). The reload runs while the shard's lanes already
+// apply reports, so it may read a record one attempt behind: a timer is
+// never replaced by an earlier attempt's (retries.go). One whose run was sent but is never reported stays
 // RETRY_WAITING until then, except for group jobs: a retry sent under an
 // earlier epoch counts as lost when the lease is granted again, and one an
 // agent drops unrun is reported fenced.
