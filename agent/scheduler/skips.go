@@ -56,14 +56,16 @@ func (t *trigger) skipFire(j *jobRef, at time.Time) {
 }
 
 // holdSkips returns the job's run of skipped fires to hold in its row
-// with a real fire (nil when there is none); a run of another epoch is
-// written instead (flushSkip), since the fire's epoch is the job's.
+// with a real fire (nil when there is none); a run of another epoch, or
+// of an earlier row of the job (unassigned and assigned again), is
+// written instead (flushSkip): the row it is held in is the one its
+// write clears.
 func (t *trigger) holdSkips(j *jobRef) *store.Skips {
 	k := j.skip
 	if k == nil {
 		return nil
 	}
-	if k.epoch != j.assigned.epoch {
+	if k.epoch != j.assigned.epoch || k.ref != j.assigned.ref {
 		t.flushSkip(j)
 		return nil
 	}
