@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/controller/driver"
 	"github.com/axsched/ax/controller/fleet"
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/jobcache"
@@ -91,7 +92,11 @@ type core struct {
 	// executions past the live grace, the one-shot jobs whose executions
 	// all left, the history index's rows past the retention (package
 	// retention; retention.Host is what it asks of the controller).
-	ret      *retention.Retention
+	ret *retention.Retention
+	// driver sends the commands of a stored job change from the replica
+	// that works the job's shard (package driver; driverHostOf is what it
+	// asks of the controller).
+	driver   *driver.Driver
 	instance string // this process, in its leases and liveness digests
 	crashed  atomic.Bool
 
@@ -217,6 +222,12 @@ func New(cfg Config) (*Controller, error) {
 		Log: c.log, Now: c.now, Mono: c.mono, Every: c.every,
 		Jobs: c.jobs, Own: c.own,
 	}, retentionHostOf{c})
+	c.driver = driver.New(driver.Env{
+		Config: driver.Config{Instance: c.instance},
+		Log:    c.log,
+		Count:  func(r driver.Route) { m.jobChanges.WithLabelValues(string(r)).Inc() },
+		Owner:  c.own, GoRun: c.goRun,
+	}, driverHostOf{c})
 	c.parts = newParts(c)
 	return &Controller{core: c}, nil
 }
@@ -360,6 +371,11 @@ func (c *core) start(ctx context.Context) error {
 	if err := c.startGateway(); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	dsub, err := c.driver.Serve(c.ctx, c.nc)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	c.subs = append(c.subs, dsub)
 	// The first pass takes the free shards (all of them for a lone
 	// replica) before Start returns; the loop keeps them.
 	c.own.Start(ctx, c.kv.Leases)

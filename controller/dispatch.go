@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/axsched/ax/controller/driver"
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -14,9 +15,11 @@ import (
 // errExecExists: the execution of a fire already exists (createRuns with fresh).
 var errExecExists = errors.New("execution exists")
 
-// onJobChanged dispatches a created (old nil), updated or deleted (next
-// nil) job: assignment diff for periodic jobs (the placement's
-// AssignChange), a PENDING execution and run command for one-shot jobs.
+// onJobChanged sends the commands of a stored change of a job: created
+// (old nil), updated or deleted (next nil). They go out through the
+// driver (controller/driver): from this replica when it works the job's
+// shard, else from the replica that does; the caller's write op stays
+// open until they are sent.
 func (c *jobService) onJobChanged(ctx context.Context, old, next *protocol.Job) {
 	if c.hooks.beforeJobDispatch != nil {
 		c.hooks.beforeJobDispatch()
@@ -26,6 +29,25 @@ func (c *jobService) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 	// context left a one-shot job stored without an execution).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
+	ch := driver.Change{Old: old, Next: next}
+	if route, err := c.driver.Drive(ctx, ch); err != nil {
+		c.log.Warn("job change: the owner of its shard did not send its commands; sent from here", "job", ch.JobID(), "route", route, "err", err)
+	}
+}
+
+// dispatchChange is the driver's Host.Dispatch, run on the replica that
+// works the job's shard (or as the driver's fallback): the assignment
+// diff for periodic jobs (the placement's AssignChange), a PENDING
+// execution and run command for one-shot jobs, one write op.
+func (c *jobService) dispatchChange(ctx context.Context, old, next *protocol.Job) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	ctx, op := c.marks.Begin(ctx)
+	defer op.End()
+	if err := op.Refused(); err != nil {
+		c.log.Warn("job change not sent: the replica is stopping", "job", driver.Change{Old: old, Next: next}.JobID(), "err", err)
+		return
+	}
 	c.place.AssignChange(ctx, old, next)
 	if next != nil && !next.Periodic() && !next.Paused {
 		if _, err := c.ex.dispatchOneShot(ctx, *next, old == nil); err != nil {

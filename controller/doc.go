@@ -29,7 +29,8 @@
 // c.ex.createRuns):
 //
 //	jobService    jobs and their idempotency keys, the one-shot fast path,
-//	              the dispatch of a stored change (onJobChanged)
+//	              the commands of a stored change (onJobChanged through the
+//	              driver, dispatchChange on the owner of the job's shard)
 //	execService   the one execution.Apply, its effects, the execution store,
 //	              the retry timers that fire (retries.go), the executions
 //	              of a fire (createRuns, dispatch.go)
@@ -67,6 +68,20 @@
 // stays the execService's (createRuns): it reads the history index and
 // writes ax_execs, and asks the placement only where each execution
 // goes.
+//
+// # Job changes: the driver
+//
+// The commands of a stored job change come from the replica that works
+// the job's shard (package driver, controller/driver): onJobChanged hands
+// the change to the driver's Drive, which calls the jobService's
+// dispatchChange here when this replica owns the shard (or no owner is
+// known), and otherwise asks the owner on ax.ctl.drive.<instance>, whose
+// driver calls its dispatchChange and replies; with no owner taking it,
+// this replica sends the commands itself. CreateJob's one-shot fast path
+// (job and executions written together) is taken only where the driver
+// would send locally (Local); elsewhere the job alone is written and the
+// owner makes its executions. What the driver asks of the controller is
+// driver.Host (driverHostOf, parts.go); Start runs its Serve.
 //
 // # Reports: the ingest
 //
@@ -372,6 +387,10 @@
 //	ax_stray_unassigns_total          counter   unassigns sent to agents that fired a job they
 //	                                            must not hold (controller/ingest/stray.go)
 //	ax_commands_total{kind}           counter   commands published to agents
+//	ax_job_changes_total{route}       counter   stored job changes whose commands were sent:
+//	                                            local, forwarded (by the shard's owner),
+//	                                            served (for another replica), fallback (no
+//	                                            owner took it; sent here)
 //	ax_shards_owned                   gauge     report shards whose lease this replica holds
 //	ax_lease_grants_total             counter   group-job leases granted (first grants and
 //	                                            grants after a lapse)

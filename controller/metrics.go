@@ -20,6 +20,7 @@ const (
 	metricReportsApplied  = "ax_reports_applied_total"
 	metricReportsRejected = "ax_reports_rejected_total"
 	metricCommands        = "ax_commands_total"
+	metricJobChanges      = "ax_job_changes_total"
 	metricReportsDeferred = "ax_reports_deferred_total"
 	metricStrayUnassigns  = "ax_stray_unassigns_total"
 	metricAgentsKnown     = "ax_agents_known"
@@ -54,6 +55,7 @@ type metrics struct {
 	reportsApplied  prometheus.Counter
 	reportsRejected *prometheus.CounterVec
 	commands        *prometheus.CounterVec
+	jobChanges      *prometheus.CounterVec
 	deferred        prometheus.Counter
 	strayUnassigns  prometheus.Counter
 	agentsKnown     prometheus.Gauge
@@ -122,6 +124,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Unassign commands sent to agents that fired a job they must not hold (deleted, pinned elsewhere, one-shot)."}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricCommands,
 			Help: "Commands published to agents, by kind."}, []string{"kind"}),
+		jobChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricJobChanges,
+			Help: "Stored job changes whose commands were sent, by route (local, forwarded, fallback, served: controller/driver)."}, []string{"route"}),
 		agentsKnown: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricAgentsKnown,
 			Help: "Registered agents, online or not (revoked agents excluded)."}),
 		agentsNoCmd: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricAgentsNoCmd,
@@ -174,7 +178,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.executions.WithLabelValues(string(s))
 	}
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
-		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.deferred, m.strayUnassigns,
+		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.jobChanges, m.deferred, m.strayUnassigns,
 		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
 		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.agentRefused,

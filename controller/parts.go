@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/driver"
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/lease"
@@ -255,4 +256,13 @@ func (h retentionHostOf) ReadJob(ctx context.Context, id string) (protocol.Job, 
 // IndexUpToDate is the history index's upToDate (history.go).
 func (h retentionHostOf) IndexUpToDate(ctx context.Context) bool {
 	return h.hist.upToDate(ctx)
+}
+
+// driverHostOf answers what the job-change driver (controller/driver)
+// asks of the parts.
+type driverHostOf struct{ *core }
+
+// Dispatch is the jobService's dispatchChange.
+func (h driverHostOf) Dispatch(ctx context.Context, ch driver.Change) {
+	h.jobsvc.dispatchChange(ctx, ch.Old, ch.Next)
 }

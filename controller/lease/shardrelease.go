@@ -189,3 +189,14 @@ func (o *Ownership) abandonShards() {
 		}
 	}
 }
+
+// OwnerInstance returns the process instance holding the lease of job
+// id's shard, as this replica's view has it, or "" when no lease of it
+// was seen within LeaseTTL (the job-change driver asks it:
+// controller/driver).
+func (o *Ownership) OwnerInstance(id string) string {
+	if s, ok := o.leases.Shard(o.ShardOf(id)); ok && o.mono().Sub(s.Seen) < o.cfg.LeaseTTL {
+		return s.Val.Instance
+	}
+	return ""
+}

@@ -1,0 +1,103 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/axsched/ax/controller/driver"
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// jobChanges is how many job changes c sent by route r.
+func jobChanges(c *Controller, r driver.Route) int {
+	return int(promtest.ToFloat64(c.m.jobChanges.WithLabelValues(string(r))))
+}
+
+// TestJobChangesSentByTheShardOwner: two replicas on one server split the
+// shards. Every change of a job made through the replica that does not
+// work the job's shard (ctl-a) has its commands sent by the one that does
+// (ctl-b): a periodic job's assign, the assigns of its pause and resume, its
+// delete's unassign, and a one-shot job's PENDING execution with its run. ctl-a
+// counts each change forwarded, ctl-b each served, and neither falls back.
+func TestJobChangesSentByTheShardOwner(t *testing.T) {
+	srv := natstest.Start(t)
+	a := startController(t, replicaConfig(t, srv.URL(), "ctl-a", 2*time.Second))
+	b := startController(t, replicaConfig(t, srv.URL(), "ctl-b", 2*time.Second))
+	eventually(t, 10*time.Second, "8 shards each", func() bool {
+		return len(a.own.OwnedShards()) == 8 && len(b.own.OwnedShards()) == 8
+	})
+	ag := newTestAgent(t, srv.URL(), "edge-1", nil).start()
+	ctx := tctx(t)
+
+	// createOnB creates spec through ctl-a until the job's shard is one
+	// of ctl-b's (about every other id); the others are ctl-a's own.
+	createOnB := func(spec protocol.Job) protocol.Job {
+		t.Helper()
+		for range 64 {
+			j, err := a.CreateJob(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.own.OwnsJob(j.ID) {
+				return j
+			}
+		}
+		t.Fatal("no job of 64 landed in a shard of ctl-b")
+		return protocol.Job{}
+	}
+	// changed checks that one more change went ctl-a → ctl-b.
+	fwd, served := jobChanges(a, driver.RouteForwarded), jobChanges(b, driver.RouteServed)
+	changed := func(what string) {
+		t.Helper()
+		fwd++
+		served++
+		if f, s := jobChanges(a, driver.RouteForwarded), jobChanges(b, driver.RouteServed); f != fwd || s != served {
+			t.Fatalf("%s: ctl-a forwarded %d, ctl-b served %d; want %d and %d", what, f, s, fwd, served)
+		}
+		if n := jobChanges(a, driver.RouteFallback) + jobChanges(b, driver.RouteFallback); n != 0 {
+			t.Fatalf("%s: %d changes fell back", what, n)
+		}
+		if n := jobChanges(b, driver.RouteForwarded); n != 0 {
+			t.Fatalf("%s: ctl-b forwarded %d changes, made none", what, n)
+		}
+	}
+
+	j := createOnB(everyJob("edge-1", "1h"))
+	changed("create periodic")
+	ag.waitCommand("assign from ctl-b", isAssign(j.ID, 1))
+
+	if _, err := a.PauseJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	changed("pause")
+	ag.waitCommand("assign of the pause", func(c protocol.Command) bool {
+		return isAssign(j.ID, 2)(c) && c.Assign.Job.Paused
+	})
+	if _, err := a.ResumeJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	changed("resume")
+	ag.waitCommand("assign of the resume", isAssign(j.ID, 3))
+	if err := a.DeleteJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	changed("delete")
+	ag.waitCommand("unassign of the delete", func(c protocol.Command) bool {
+		return c.Kind == protocol.CmdUnassign && c.Unassign.JobID == j.ID
+	})
+
+	o := createOnB(asapJob("edge-1"))
+	changed("create one-shot")
+	run := ag.waitCommand("run of the one-shot job", func(c protocol.Command) bool {
+		return c.Kind == protocol.CmdRun && c.Run.Job.ID == o.ID
+	})
+	for _, c := range []*Controller{a, b} {
+		e, err := c.GetExecution(ctx, run.Run.ExecID)
+		if err != nil || e.State != protocol.StatePending || e.Agent != "edge-1" {
+			t.Fatalf("execution %s read on %s: %+v, %v; want PENDING on edge-1", run.Run.ExecID, c.cfg.Node, e, err)
+		}
+	}
+}
