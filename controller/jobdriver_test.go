@@ -101,3 +101,63 @@ func TestJobChangesSentByTheShardOwner(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkJobChangeRoute times a job change (a pause or a resume of a
+// periodic job pinned to one agent: the compare-and-set in ax_jobs and
+// the assign) made through the replica that works the job's shard
+// (local) against one made through the other replica (forwarded: the
+// request to the owner and its reply on top).
+func BenchmarkJobChangeRoute(b *testing.B) {
+	srv := natstest.Start(b)
+	ra := startController(b, benchReplicaConfig(b, srv.URL(), "ctl-a"))
+	rb := startController(b, benchReplicaConfig(b, srv.URL(), "ctl-b"))
+	eventually(b, 10*time.Second, "8 shards each", func() bool {
+		return len(ra.own.OwnedShards()) == 8 && len(rb.own.OwnedShards()) == 8
+	})
+	newTestAgent(b, srv.URL(), "edge-1", nil).start()
+	ctx := tctx(b)
+	var j protocol.Job
+	for {
+		var err error
+		if j, err = ra.CreateJob(ctx, everyJob("edge-1", "1h")); err != nil {
+			b.Fatal(err)
+		}
+		if rb.own.OwnsJob(j.ID) {
+			break
+		}
+	}
+	paused := false
+	for _, bc := range []struct {
+		name  string
+		via   *Controller
+		route driver.Route
+	}{{"local", rb, driver.RouteLocal}, {"forwarded", ra, driver.RouteForwarded}} {
+		b.Run(bc.name, func(b *testing.B) {
+			before := jobChanges(bc.via, bc.route)
+			for b.Loop() {
+				var err error
+				if paused {
+					_, err = bc.via.ResumeJob(ctx, j.ID)
+				} else {
+					_, err = bc.via.PauseJob(ctx, j.ID)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				paused = !paused
+			}
+			if jobChanges(bc.via, bc.route)-before != b.N {
+				b.Fatalf("%d changes by route %s, want %d", jobChanges(bc.via, bc.route)-before, bc.route, b.N)
+			}
+		})
+	}
+}
+
+// benchReplicaConfig is replicaConfig for a benchmark.
+func benchReplicaConfig(tb testing.TB, url, node string) Config {
+	cfg := testConfig(tb, "")
+	cfg.NATS.URL, cfg.Node = url, node
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	cfg.LeaseTTL, cfg.LeaseRenewInterval = 2*time.Second, 400*time.Millisecond
+	return cfg
+}
