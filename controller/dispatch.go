@@ -20,7 +20,7 @@ var errExecExists = errors.New("execution exists")
 // driver (controller/driver): from this replica when it works the job's
 // shard, else from the replica that does; the caller's write op stays
 // open until they are sent.
-func (c *jobService) onJobChanged(ctx context.Context, old, next *protocol.Job) {
+func (c *jobService) onJobChanged(ctx context.Context, old, next *protocol.Job, rev uint64) {
 	if c.hooks.beforeJobDispatch != nil {
 		c.hooks.beforeJobDispatch()
 	}
@@ -29,7 +29,7 @@ func (c *jobService) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 	// context left a one-shot job stored without an execution).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	ch := driver.Change{Old: old, Next: next}
+	ch := driver.Change{Old: old, Next: next, Rev: rev}
 	if route, err := c.driver.Drive(ctx, ch); err != nil {
 		c.log.Warn("job change: the owner of its shard did not send its commands; sent from here", "job", ch.JobID(), "route", route, "err", err)
 	}
@@ -38,14 +38,27 @@ func (c *jobService) onJobChanged(ctx context.Context, old, next *protocol.Job) 
 // dispatchChange is the driver's Host.Dispatch, run on the replica that
 // works the job's shard (or as the driver's fallback): the assignment
 // diff for periodic jobs (the placement's AssignChange), a PENDING
-// execution and run command for one-shot jobs, one write op.
-func (c *jobService) dispatchChange(ctx context.Context, old, next *protocol.Job) {
+// execution and run command for one-shot jobs, one write op. When the job
+// cache holds a newer revision than the change's (the change was
+// overtaken: two replicas' API calls, a forwarded request that arrived
+// late), the commands go from old to that newer version instead of next,
+// so an older generation is never sent after a newer one: the diff of
+// the newer change, sent too, goes from next to it, and the agents end
+// with the newest assignments either way.
+func (c *jobService) dispatchChange(ctx context.Context, ch driver.Change) {
+	old, next := ch.Old, ch.Next
+	if cur, deleted, newer := c.jobs.Newer(ch.JobID(), ch.Rev); newer {
+		next = nil
+		if !deleted {
+			next = &cur
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	ctx, op := c.marks.Begin(ctx)
 	defer op.End()
 	if err := op.Refused(); err != nil {
-		c.log.Warn("job change not sent: the replica is stopping", "job", driver.Change{Old: old, Next: next}.JobID(), "err", err)
+		c.log.Warn("job change not sent: the replica is stopping", "job", ch.JobID(), "err", err)
 		return
 	}
 	c.place.AssignChange(ctx, old, next)

@@ -161,3 +161,69 @@ func benchReplicaConfig(tb testing.TB, url, node string) Config {
 	cfg.LeaseTTL, cfg.LeaseRenewInterval = 2*time.Second, 400*time.Millisecond
 	return cfg
 }
+
+// TestOvertakenJobChangeSendsTheNewest: a change whose commands are sent
+// after those of a later change of the same job (two replicas' API calls
+// at once, a forwarded request that arrived late) sends them toward the
+// newest version the replica knows. A job moved from edge-1 to edge-2,
+// whose create is then driven again, sends edge-1 no assign of generation
+// 1 — which nothing would take back: the unassign of the move went out
+// before it, and the agent keeps no record of jobs taken from it — and
+// sends edge-2 the assign of generation 2 again.
+func TestOvertakenJobChangeSendsTheNewest(t *testing.T) {
+	c := newTestController(t)
+	ag1 := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	ag2 := newTestAgent(t, c.NATSURL(), "edge-2", nil).start()
+	ctx := tctx(t)
+	j, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rev1, ok := c.jobs.Get(j.ID)
+	if !ok {
+		t.Fatal("created job not in the cache")
+	}
+	ag1.waitCommand("assign of generation 1", isAssign(j.ID, 1))
+	moved := j
+	moved.Target.Agent = "edge-2"
+	if _, err := c.UpdateJob(ctx, j.ID, moved); err != nil {
+		t.Fatal(err)
+	}
+	ag2.waitCommand("assign of generation 2", isAssign(j.ID, 2))
+	ag1.waitCommand("unassign of the move", func(cmd protocol.Command) bool {
+		return cmd.Kind == protocol.CmdUnassign && cmd.Unassign.JobID == j.ID
+	})
+	assigns := func() int {
+		n := 0
+		for _, cmd := range ag2.commands() {
+			if isAssign(j.ID, 2)(cmd) {
+				n++
+			}
+		}
+		return n
+	}
+	before := assigns()
+
+	// The create's change, late.
+	if rt, err := c.driver.Drive(ctx, driver.Change{Next: &j, Rev: rev1}); rt != driver.RouteLocal || err != nil {
+		t.Fatalf("Drive = %s, %v", rt, err)
+	}
+	// Its commands are stored when Drive returns: the last command to
+	// edge-1 is still the unassign.
+	s, err := c.js.Stream(ctx, protocol.StreamCommands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, protocol.CommandSubject("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := protocol.DecodeCommand(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Kind != protocol.CmdUnassign {
+		t.Fatalf("last command to edge-1 after the late create: %s %+v; want the unassign of the move", last.Kind, last.Assign)
+	}
+	eventually(t, 10*time.Second, "edge-2 assigned generation 2 again", func() bool { return assigns() > before })
+}

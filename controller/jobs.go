@@ -161,7 +161,7 @@ func (c *jobService) createJobAs(ctx context.Context, j protocol.Job) (protocol.
 	}
 	c.jobs.Put(j, rev)
 	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
-	c.onJobChanged(ctx, nil, &j)
+	c.onJobChanged(ctx, nil, &j, rev)
 	return j, nil
 }
 
@@ -387,7 +387,7 @@ func (c *jobService) mutateJob(ctx context.Context, id string, fn func(cur proto
 		}
 		c.jobs.Put(next, nrev)
 		c.log.Info("job updated", "job", id, "generation", next.Generation, "paused", next.Paused)
-		c.onJobChanged(ctx, &cur, &next)
+		c.onJobChanged(ctx, &cur, &next, nrev)
 		return next, nil
 	}
 	return protocol.Job{}, fmt.Errorf("update job %s: %w: too much contention", id, ErrConflict)
@@ -430,7 +430,7 @@ func (c *Controller) DeleteJob(ctx context.Context, id string) error {
 			}
 		}
 		c.log.Info("job deleted", "job", id)
-		c.jobsvc.onJobChanged(ctx, &cur, nil)
+		c.jobsvc.onJobChanged(ctx, &cur, nil, rev+1)
 		return nil
 	}
 	return fmt.Errorf("delete job %s: %w: too much contention", id, ErrConflict)

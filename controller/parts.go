@@ -264,5 +264,5 @@ type driverHostOf struct{ *core }
 
 // Dispatch is the jobService's dispatchChange.
 func (h driverHostOf) Dispatch(ctx context.Context, ch driver.Change) {
-	h.jobsvc.dispatchChange(ctx, ch.Old, ch.Next)
+	h.jobsvc.dispatchChange(ctx, ch)
 }

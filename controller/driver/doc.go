@@ -37,10 +37,22 @@
 // Worked example: replicas A and B; job J's shard 5 is leased to B. A
 // takes PUT /v1/jobs/J:pause, stores generation 3 and calls Drive. A does
 // not own shard 5; its lease view names B's instance 0a1b…, so A requests
-// ax.ctl.drive.0a1b… with {old: gen 2, next: gen 3}. B's worker sends
+// ax.ctl.drive.0a1b… with {rev: 812, old: gen 2, next: gen 3}. B's worker sends
 // J's agents unassign(J, 3) and replies done; A answers the API call.
 // Had B stopped meanwhile, A would have got no responders and sent the
 // unassigns itself.
+//
+// # Order
+//
+// A change carries the revision ax_jobs stored it at (Change.Rev), and
+// the owner sends its commands toward the newest version of the job it
+// knows (Host.Dispatch): a change overtaken by a later one (two replicas'
+// API calls at once, a request that arrived late) sends the diff from its
+// old version to that newer one, never an older generation after a newer
+// one. That matters because an unassign carries no generation and the
+// agent keeps no record of a job taken from it: a late assign of an old
+// generation would give the job back to an agent it was moved away from,
+// until the agent's first fire of it was refused.
 //
 // # Crash safety
 //

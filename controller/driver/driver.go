@@ -18,6 +18,11 @@ import (
 type Change struct {
 	Old  *protocol.Job
 	Next *protocol.Job
+	// Rev is the revision ax_jobs stored the change at (of a delete, a
+	// lower bound: the revision it replaced plus one). Host.Dispatch
+	// sends the commands toward a newer version of the job when it knows
+	// one (the change was overtaken).
+	Rev uint64
 }
 
 // JobID returns the id of the changed job.
@@ -37,6 +42,8 @@ func (ch Change) check() error {
 	switch {
 	case ch.Old == nil && ch.Next == nil:
 		return fmt.Errorf("%w: old, next: a change needs at least one of them", ErrBadRequest)
+	case ch.Rev == 0:
+		return fmt.Errorf("%w: rev: a change needs the revision it was stored at", ErrBadRequest)
 	case ch.Old != nil && ch.Next != nil && ch.Old.ID != ch.Next.ID:
 		return fmt.Errorf("%w: next.id: %q, but old.id is %q", ErrBadRequest, ch.Next.ID, ch.Old.ID)
 	case ch.Old != nil && ch.Next != nil && ch.Next.Generation <= ch.Old.Generation:
@@ -47,8 +54,9 @@ func (ch Change) check() error {
 
 // Host is what the driver asks of the controller.
 type Host interface {
-	// Dispatch sends the commands of a stored change: the assignment
-	// diff of a periodic job, the PENDING executions of a one-shot job
+	// Dispatch sends the commands of a stored change, toward the newest
+	// version of the job it knows (a change overtaken by a later one
+	// never sends an older generation): the assignment diff of a periodic job, the PENDING executions of a one-shot job
 	// and their runs, the unassigns and cancels of a delete. It is
 	// idempotent (the agents order commands by generation; an
 	// execution's id is fixed by its fire), so a change sent twice does no

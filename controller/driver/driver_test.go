@@ -146,7 +146,7 @@ func TestDriveRoutes(t *testing.T) {
 	a := start(t, srv.URL(), "aaaa", driver.Config{Timeout: 10 * time.Second}, newHost())
 	b := start(t, srv.URL(), "bbbb", driver.Config{}, newHost())
 	ctx := context.Background()
-	ch := driver.Change{Old: job(jobID, 1, false), Next: job(jobID, 2, true)}
+	ch := driver.Change{Old: job(jobID, 1, false), Next: job(jobID, 2, true), Rev: 7}
 
 	// a works the shard: a sends.
 	a.own.owns, a.own.inst = true, "aaaa"
@@ -233,7 +233,7 @@ func TestServeRefusesBadAndBusy(t *testing.T) {
 		}
 	}
 
-	req, err := driver.EncodeRequest(driver.Change{Next: job(jobID, 1, false)})
+	req, err := driver.EncodeRequest(driver.Change{Next: job(jobID, 1, false), Rev: 7})
 	if err != nil {
 		t.Fatal(err)
 	}

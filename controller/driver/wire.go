@@ -43,6 +43,7 @@ const (
 type request struct {
 	V    int           `json:"v"`
 	Job  string        `json:"job"`
+	Rev  uint64        `json:"rev"`
 	Old  *protocol.Job `json:"old,omitempty"`
 	Next *protocol.Job `json:"next,omitempty"`
 }
@@ -60,7 +61,7 @@ func EncodeRequest(ch Change) ([]byte, error) {
 	if err := ch.check(); err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(request{V: Version, Job: ch.JobID(), Old: ch.Old, Next: ch.Next})
+	data, err := json.Marshal(request{V: Version, Job: ch.JobID(), Rev: ch.Rev, Old: ch.Old, Next: ch.Next})
 	if err != nil {
 		return nil, fmt.Errorf("encode drive request: %w", err)
 	}
@@ -71,7 +72,7 @@ func EncodeRequest(ch Change) ([]byte, error) {
 }
 
 // DecodeRequest decodes and checks a drive request: its version, a valid
-// job id, at least one of old and next, both naming that job, and next of
+// job id, a revision, at least one of old and next, both naming that job, and next of
 // a later generation than old. Unknown fields are refused. Every error
 // matches ErrBadRequest and names the field.
 func DecodeRequest(data []byte) (Change, error) {
@@ -93,7 +94,7 @@ func DecodeRequest(data []byte) (Change, error) {
 	if err := protocol.ValidateJobID("job", r.Job); err != nil {
 		return Change{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	ch := Change{Old: r.Old, Next: r.Next}
+	ch := Change{Old: r.Old, Next: r.Next, Rev: r.Rev}
 	if err := ch.check(); err != nil {
 		return Change{}, err
 	}

@@ -12,9 +12,9 @@ import (
 // wrong is refused with ErrBadRequest and an error naming the field.
 func TestDecodeRequest(t *testing.T) {
 	for _, ch := range []driver.Change{
-		{Next: job(jobID, 1, false)},
-		{Old: job(jobID, 1, false), Next: job(jobID, 2, true)},
-		{Old: job(jobID, 3, false)},
+		{Next: job(jobID, 1, false), Rev: 7},
+		{Old: job(jobID, 1, false), Next: job(jobID, 2, true), Rev: 9},
+		{Old: job(jobID, 3, false), Rev: 12},
 	} {
 		data, err := driver.EncodeRequest(ch)
 		if err != nil {
@@ -24,7 +24,7 @@ func TestDecodeRequest(t *testing.T) {
 		if err != nil {
 			t.Fatalf("decode %s: %v", data, err)
 		}
-		if got.JobID() != jobID || (got.Old == nil) != (ch.Old == nil) || (got.Next == nil) != (ch.Next == nil) {
+		if got.JobID() != jobID || got.Rev != ch.Rev || (got.Old == nil) != (ch.Old == nil) || (got.Next == nil) != (ch.Next == nil) {
 			t.Fatalf("round trip of %s = %+v", data, got)
 		}
 		if got.Next != nil && (got.Next.Generation != ch.Next.Generation || got.Next.Paused != ch.Next.Paused || got.Next.Schedule.Every != "1m") {
@@ -37,14 +37,15 @@ func TestDecodeRequest(t *testing.T) {
 		name, data, field string
 	}{
 		{"not json", `{"v":1`, ""},
-		{"unknown field", `{"v":1,"job":"` + jobID + `","next":{"id":"` + jobID + `","generation":1},"extra":1}`, "extra"},
+		{"unknown field", `{"v":1,"job":"` + jobID + `","rev":3,"next":{"id":"` + jobID + `","generation":1},"extra":1}`, "extra"},
 		{"other version", `{"v":2,"job":"` + jobID + `","next":{"id":"` + jobID + `","generation":1}}`, "v:"},
 		{"bad job id", `{"v":1,"job":"../x","next":{"id":"../x","generation":1}}`, "job"},
-		{"no side", `{"v":1,"job":"` + jobID + `"}`, "old, next"},
-		{"ids differ", `{"v":1,"job":"` + jobID + `","old":{"id":"` + jobID + `","generation":1},"next":{"id":"` + other + `","generation":2}}`, "next.id"},
-		{"generation back", `{"v":1,"job":"` + jobID + `","old":{"id":"` + jobID + `","generation":2},"next":{"id":"` + jobID + `","generation":2}}`, "next.generation"},
-		{"job is another", `{"v":1,"job":"` + other + `","next":{"id":"` + jobID + `","generation":1}}`, "job:"},
-		{"trailing data", `{"v":1,"job":"` + jobID + `","next":{"id":"` + jobID + `","generation":1}}{}`, "after"},
+		{"no side", `{"v":1,"job":"` + jobID + `","rev":3}`, "old, next"},
+		{"no rev", `{"v":1,"job":"` + jobID + `","next":{"id":"` + jobID + `","generation":1}}`, "rev"},
+		{"ids differ", `{"v":1,"job":"` + jobID + `","rev":3,"old":{"id":"` + jobID + `","generation":1},"next":{"id":"` + other + `","generation":2}}`, "next.id"},
+		{"generation back", `{"v":1,"job":"` + jobID + `","rev":3,"old":{"id":"` + jobID + `","generation":2},"next":{"id":"` + jobID + `","generation":2}}`, "next.generation"},
+		{"job is another", `{"v":1,"job":"` + other + `","rev":3,"next":{"id":"` + jobID + `","generation":1}}`, "job:"},
+		{"trailing data", `{"v":1,"job":"` + jobID + `","rev":3,"next":{"id":"` + jobID + `","generation":1}}{}`, "after"},
 		{"too large", `{"v":1,"job":"` + strings.Repeat("x", driver.MaxRequestSize) + `"}`, "bytes"},
 	} {
 		_, err := driver.DecodeRequest([]byte(tc.data))
@@ -73,9 +74,9 @@ func TestDecodeReply(t *testing.T) {
 // encodes again to a request that decodes to the same change.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, ch := range []driver.Change{
-		{Next: job(jobID, 1, false)},
-		{Old: job(jobID, 1, false), Next: job(jobID, 2, true)},
-		{Old: job(jobID, 3, false)},
+		{Next: job(jobID, 1, false), Rev: 7},
+		{Old: job(jobID, 1, false), Next: job(jobID, 2, true), Rev: 9},
+		{Old: job(jobID, 3, false), Rev: 12},
 	} {
 		data, err := driver.EncodeRequest(ch)
 		if err != nil {

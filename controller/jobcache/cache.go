@@ -457,3 +457,22 @@ func (jc *Cache) Follow(ctx, runCtx context.Context, kv jetstream.KeyValue, log 
 	}
 	return kvfollow.Follow(ctx, w, func(e jetstream.KeyValueEntry) { jc.Apply(e, log) }, runtime.GOMAXPROCS(0), goRun)
 }
+
+// Newer reports whether the cache holds job id at a revision after rev,
+// and what it holds then: the live job, or deleted. The job-change driver
+// sends the commands of a change toward the newest version it knows, so
+// that a change that reaches it after a later one (two replicas' API
+// calls, a forwarded request overtaken) never sends an older generation.
+func (jc *Cache) Newer(id string, rev uint64) (job protocol.Job, deleted, newer bool) {
+	jc.mu.RLock()
+	cj, ok := jc.jobs[id]
+	tab := jc.intern.tab
+	jc.mu.RUnlock()
+	if !ok || cj.rev <= rev {
+		return protocol.Job{}, false, false
+	}
+	if cj.deleted {
+		return protocol.Job{}, true, true
+	}
+	return cj.spec(id, tab), false, true
+}
