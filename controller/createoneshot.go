@@ -134,7 +134,7 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 	}
 	c.jobs.Put(j, jrev)
 	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
-	c.place.AssignChange(ctx, nil, &j)
+	c.place.AssignChange(ctx, nil, &j, jrev)
 	if failed {
 		// A record not stored: create the executions the general way,
 		// which keeps those stored and sends their runs.

@@ -38,21 +38,14 @@ func (c *jobService) onJobChanged(ctx context.Context, old, next *protocol.Job, 
 // dispatchChange is the driver's Host.Dispatch, run on the replica that
 // works the job's shard (or as the driver's fallback): the assignment
 // diff for periodic jobs (the placement's AssignChange), a PENDING
-// execution and run command for one-shot jobs, one write op. When the job
-// cache holds a newer revision than the change's (the change was
-// overtaken: two replicas' API calls, a forwarded request that arrived
-// late), the commands go from old to that newer version instead of next,
-// so an older generation is never sent after a newer one: the diff of
-// the newer change, sent too, goes from next to it, and the agents end
-// with the newest assignments either way.
+// execution and run command for one-shot jobs, one write op. Both go
+// toward the newest version of the job the cache holds when the change
+// was overtaken by a later one (two replicas' API calls, a forwarded
+// request that arrived late): the assignment diff from old to that
+// version (decided under the assign lock, AssignChange), the one-shot
+// dispatch on it. So an older generation is never sent after a newer one,
+// and the agents end with the newest assignments either way.
 func (c *jobService) dispatchChange(ctx context.Context, ch driver.Change) {
-	old, next := ch.Old, ch.Next
-	if cur, deleted, newer := c.jobs.Newer(ch.JobID(), ch.Rev); newer {
-		next = nil
-		if !deleted {
-			next = &cur
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	ctx, op := c.marks.Begin(ctx)
@@ -61,7 +54,14 @@ func (c *jobService) dispatchChange(ctx context.Context, ch driver.Change) {
 		c.log.Warn("job change not sent: the replica is stopping", "job", ch.JobID(), "err", err)
 		return
 	}
-	c.place.AssignChange(ctx, old, next)
+	old, next := ch.Old, ch.Next
+	c.place.AssignChange(ctx, old, next, ch.Rev)
+	if cur, deleted, newer := c.jobs.Newer(ch.JobID(), ch.Rev); newer {
+		next = nil
+		if !deleted {
+			next = &cur
+		}
+	}
 	if next != nil && !next.Periodic() && !next.Paused {
 		if _, err := c.ex.dispatchOneShot(ctx, *next, old == nil); err != nil {
 			c.log.Error("dispatch one-shot job", "job", next.ID, "err", err)

@@ -103,10 +103,29 @@ func (p *Placer) applyDiff(ctx context.Context, jobID string, before, after map[
 }
 
 // AssignChange sends the assignment diff of a created (old nil), updated
-// or deleted (next nil) job; of a deleted one, it cancels the executions
-// waiting for an agent. It takes the assign lock.
-func (p *Placer) AssignChange(ctx context.Context, old, next *protocol.Job) {
+// or deleted (next nil) job, stored at revision rev of ax_jobs; of a
+// deleted one, it cancels the executions waiting for an agent. When the
+// job cache holds a newer revision than rev (the change was overtaken by
+// a later one whose diff may have gone out already), the diff goes from
+// old to that newer version instead of next, decided under the assign
+// lock: an older generation is never sent after a newer one. rev 0 takes
+// next as it is. It takes the assign lock.
+func (p *Placer) AssignChange(ctx context.Context, old, next *protocol.Job, rev uint64) {
 	p.assign.Lock()
+	if rev > 0 {
+		id := ""
+		if next != nil {
+			id = next.ID
+		} else if old != nil {
+			id = old.ID
+		}
+		if cur, deleted, newer := p.jobs.Newer(id, rev); newer {
+			next = nil
+			if !deleted {
+				next = &cur
+			}
+		}
+	}
 	var agents []protocol.AgentInfo
 	if old != nil && needsFleet(*old) || next != nil && needsFleet(*next) {
 		agents = p.agents.Snapshot() // O(agents): only for a group job of mode all

@@ -10,7 +10,9 @@
 //     given the fleet (pinned: its agent; mode all: every member of its
 //     group with its shard slot; mode any: none, those are leased by the
 //     group leases of controller/lease), and the diff that AssignChange
-//     (a job created, updated or deleted) and ReconcileAgent (an agent's
+//     (a job created, updated or deleted; toward the newest version the
+//     job cache holds, so an overtaken change never sends an older
+//     generation) and ReconcileAgent (an agent's
 //     record changed, or its assignments are re-sent) send to the agents
 //     as assign and unassign commands through Host.PublishCommand.
 //   - The agent of each execution of a fire (runs.go): Placements, one
