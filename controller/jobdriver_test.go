@@ -85,8 +85,8 @@ func TestJobChangesSentByTheShardOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed("delete")
-	ag.waitCommand("unassign of the delete", func(c protocol.Command) bool {
-		return c.Kind == protocol.CmdUnassign && c.Unassign.JobID == j.ID
+	ag.waitCommand("unassign of the delete, one generation past the last", func(c protocol.Command) bool {
+		return c.Kind == protocol.CmdUnassign && c.Unassign.JobID == j.ID && c.Unassign.Generation == 4
 	})
 
 	o := createOnB(asapJob("edge-1"))
@@ -190,8 +190,10 @@ func TestOvertakenJobChangeSendsTheNewest(t *testing.T) {
 		t.Fatal(err)
 	}
 	ag2.waitCommand("assign of generation 2", isAssign(j.ID, 2))
-	ag1.waitCommand("unassign of the move", func(cmd protocol.Command) bool {
-		return cmd.Kind == protocol.CmdUnassign && cmd.Unassign.JobID == j.ID
+	// The unassign says the generation the job is taken at: the agent
+	// refuses an older assign after it (agent/store: removed).
+	ag1.waitCommand("unassign of the move at generation 2", func(cmd protocol.Command) bool {
+		return cmd.Kind == protocol.CmdUnassign && cmd.Unassign.JobID == j.ID && cmd.Unassign.Generation == 2
 	})
 	assigns := func() int {
 		n := 0

@@ -147,7 +147,7 @@ func (a *applier) assign(c command, as *protocol.Assign) error {
 // unassign deletes a job (of that generation or older).
 func (a *applier) unassign(c command, u *protocol.Unassign) {
 	a.submit(c, func(tx *store.Tx) error {
-		if _, err := tx.DeleteJob(u.JobID, u.Generation); err != nil {
+		if _, err := tx.DeleteJob(u.JobID, u.Generation, c.recv); err != nil {
 			return err
 		}
 		return c.setCursor(tx)

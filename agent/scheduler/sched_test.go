@@ -242,6 +242,35 @@ func TestUnassignStopsFiring(t *testing.T) {
 	}
 }
 
+// TestLateOlderAssignAfterUnassign: an assign of an older generation
+// that arrives after the unassign that took the job away (commands of two
+// controller replicas crossing) neither stores the job nor plans it; one
+// of the unassign's generation does.
+func TestLateOlderAssignAfterUnassign(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, offlineConfig(t, "edge-l"), start)
+	s := o.s
+	j := protocoltest.NewJob("edge-l", "noop", schedule.Spec{Every: "1s"}, nil)
+	j.Generation = 1
+	o.apply(protocoltest.AssignCmd(j))
+	o.apply(protocol.Command{Kind: protocol.CmdUnassign, Unassign: &protocol.Unassign{JobID: j.ID, Generation: 2}})
+	o.apply(protocoltest.AssignCmd(j)) // generation 1 again, late
+	if _, err := o.st.Job(context.Background(), j.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the late assign of generation 1 stored the job again: %v", err)
+	}
+	if _, ok := s.jobs.byID[j.ID]; ok {
+		t.Fatal("the late assign of generation 1 planned the job again")
+	}
+	j.Generation = 2
+	o.apply(protocoltest.AssignCmd(j))
+	if got, err := o.st.Job(context.Background(), j.ID); err != nil || got.Generation != 2 {
+		t.Fatalf("assign of generation 2: %+v, %v", got, err)
+	}
+	if s.jobs.byID[j.ID] == nil || s.jobs.byID[j.ID].assigned == nil {
+		t.Fatal("assign of generation 2 not planned")
+	}
+}
+
 // TestSlowStartAfterRestart: executions left TRIGGERED by a stop are
 // reloaded at start and dispatched to half the workers until the backlog
 // drains; then all workers are used.

@@ -1,7 +1,8 @@
 // Package store is the edge agent's durable state: one SQLite file
-// (modernc.org/sqlite, no cgo) in WAL mode holding the assigned jobs, the
-// executions, the report outbox and a few meta values (agent id, command
-// cursor, clock offset, shard count).
+// (modernc.org/sqlite, no cgo) in WAL mode holding the assigned jobs (and,
+// of the jobs taken away, the generation they were taken at: an older
+// assign after it is refused), the executions, the report outbox and a few
+// meta values (agent id, command cursor, clock offset, shard count).
 //
 // Writes are group-committed. One writer goroutine owns the write
 // connection; callers submit write functions (Do waits, Submit calls back)

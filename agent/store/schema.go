@@ -100,6 +100,18 @@ ALTER TABLE jobs ADD COLUMN skip_first INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN skip_last INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN skip_epoch INTEGER NOT NULL DEFAULT 0;
 `,
+	// 6: removed holds, for a job taken from this agent, the generation it
+	// was taken at (DeleteJob), so that an assign of an older generation
+	// that arrives after the unassign (commands of two controller replicas
+	// crossing) does not give the job back (PutJob). Rows older than the
+	// retention of finished attempts are pruned with them.
+	`
+CREATE TABLE removed (
+	id         TEXT PRIMARY KEY,
+	generation INTEGER NOT NULL,
+	at         INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -239,7 +239,7 @@ func TestExecLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Unassign keeps the spec for the live execution.
-	if err := s.Do(ctx, func(tx *Tx) error { _, err := tx.DeleteJob("ax-n-20260101000000-aaaaaa", 0); return err }); err != nil {
+	if err := s.Do(ctx, func(tx *Tx) error { _, err := tx.DeleteJob("ax-n-20260101000000-aaaaaa", 0, now); return err }); err != nil {
 		t.Fatal(err)
 	}
 	e, err := s.Exec(ctx, id)

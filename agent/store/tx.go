@@ -15,6 +15,7 @@ type stmts struct {
 	insertExec, finish, setState, ack, prune                                      *sql.Stmt
 	liveAttempt, execRow, trigger, notDue, jobSpec, execSpec                      *sql.Stmt
 	setRunningAll                                                                 *sql.Stmt
+	removedGen, noteRemoved, forgetRemoved, pruneRemoved                          *sql.Stmt
 	// enqueue[k] inserts 1<<k outbox rows with their seq (flushOutbox).
 	enqueue [enqueueSizes]*sql.Stmt
 }
@@ -74,6 +75,15 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.setState, `UPDATE execs SET state = ? WHERE id = ? AND state = ?`},
 		{&s.ack, `DELETE FROM outbox WHERE seq <= ?`},
 		{&s.prune, `DELETE FROM execs WHERE finished_at > 0 AND finished_at < ?`},
+		{&s.removedGen, `SELECT generation FROM removed WHERE id = ?`},
+		// The generation a job is taken at: the unassign's, or, for one of
+		// any generation (0), that of the row it deletes; none when both
+		// are 0 (nothing to keep out).
+		{&s.noteRemoved, `INSERT INTO removed(id, generation, at)
+			SELECT ?1, g, ?3 FROM (SELECT max(?2, COALESCE((SELECT generation FROM jobs WHERE id = ?1 AND (?2 = 0 OR generation <= ?2)), 0)) AS g) WHERE g > 0
+			ON CONFLICT(id) DO UPDATE SET generation = max(removed.generation, excluded.generation), at = excluded.at`},
+		{&s.forgetRemoved, `DELETE FROM removed WHERE id = ?`},
+		{&s.pruneRemoved, `DELETE FROM removed WHERE at < ?`},
 		{&s.execRow, `SELECT ` + execCols + ` FROM execs e WHERE e.id = ?`},
 		{&s.liveAttempt, `SELECT ` + execCols + ` FROM execs e WHERE e.exec_id = ? AND e.state IN ('PENDING', 'TRIGGERED', 'RUNNING')
 			ORDER BY e.attempt DESC LIMIT 1`},
@@ -90,7 +100,8 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 
 func (s *stmts) close() {
 	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setSkips, s.setEpoch,
-		s.insertExec, s.finish, s.setState, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec, s.setRunningAll} {
+		s.insertExec, s.finish, s.setState, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec, s.setRunningAll,
+		s.removedGen, s.noteRemoved, s.forgetRemoved, s.pruneRemoved} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -198,9 +209,22 @@ func (t *Tx) SetMeta(key, value string) error {
 }
 
 // PutJob stores j unless a higher generation (or, at the same generation, a
-// higher epoch) is stored already. It returns the job's Ref, its stored
+// higher epoch) is stored already, or the job was taken from this agent
+// at a higher generation (DeleteJob). It returns the job's Ref, its stored
 // LastFire and whether j was written.
 func (t *Tx) PutJob(j Job) (ref int64, lastFire time.Time, written bool, err error) {
+	var gone int64
+	switch err := t.stmt(t.st.removedGen).QueryRowContext(t.ctx, j.ID).Scan(&gone); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return 0, time.Time{}, false, classify(err)
+	case uint64(gone) > j.Generation:
+		return 0, time.Time{}, false, nil
+	default:
+		if _, err := t.exec(t.st.forgetRemoved, j.ID); err != nil {
+			return 0, time.Time{}, false, err
+		}
+	}
 	var lf int64
 	err = t.stmt(t.st.upsertJob).QueryRowContext(t.ctx, j.ID, int64(j.Generation), j.Spec,
 		j.ShardIndex, j.ShardTotal, int64(j.Epoch)).Scan(&ref, &lf)
@@ -213,10 +237,15 @@ func (t *Tx) PutJob(j Job) (ref int64, lastFire time.Time, written bool, err err
 	return ref, fromNS(lf), true, nil
 }
 
-// DeleteJob forgets job id (if its generation ≤ gen, or any when gen is 0).
-// Live executions of the job keep a copy of its spec so that they can
+// DeleteJob forgets job id (if its generation ≤ gen, or any when gen is 0)
+// and keeps, until Prune passes at, the generation it was taken at (gen,
+// or the deleted row's when gen is 0): PutJob refuses an older one after
+// it. Live executions of the job keep a copy of its spec so that they can
 // still run.
-func (t *Tx) DeleteJob(id string, gen uint64) (bool, error) {
+func (t *Tx) DeleteJob(id string, gen uint64, at time.Time) (bool, error) {
+	if _, err := t.exec(t.st.noteRemoved, id, int64(gen), ns(at)); err != nil {
+		return false, err
+	}
 	if _, err := t.exec(t.st.snapshotSpecs, id); err != nil {
 		return false, err
 	}
@@ -419,10 +448,15 @@ func (t *Tx) Ack(seq int64) error {
 	return err
 }
 
-// Prune deletes final attempts that finished before before.
+// Prune deletes final attempts that finished before before, and the
+// generations of jobs taken before it (DeleteJob). It returns how many
+// attempts it deleted.
 func (t *Tx) Prune(before time.Time) (int64, error) {
 	r, err := t.exec(t.st.prune, ns(before))
 	if err != nil {
+		return 0, err
+	}
+	if _, err := t.exec(t.st.pruneRemoved, ns(before)); err != nil {
 		return 0, err
 	}
 	return r.RowsAffected()

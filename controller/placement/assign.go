@@ -66,15 +66,17 @@ func sameAssign(a, b protocol.Assign) bool {
 
 // applyDiff sends the commands that turn assignments before into after;
 // force(agent) re-sends an unchanged assignment (an agent that may have
-// missed it). Errors are logged (and counted in failed): an agent that
+// missed it). An unassign says the generation gen the job is taken at, so
+// that the agent refuses an assign of an older generation that comes
+// after it (agent/store: removed). Errors are logged (and counted in failed): an agent that
 // misses a command gets its assignments again when it re-registers with a
 // stale cursor.
-func (p *Placer) applyDiff(ctx context.Context, jobID string, before, after map[string]protocol.Assign, force func(string) bool, reason string) (failed int) {
+func (p *Placer) applyDiff(ctx context.Context, jobID string, gen uint64, before, after map[string]protocol.Assign, force func(string) bool, reason string) (failed int) {
 	for agent := range before {
 		if _, ok := after[agent]; ok {
 			continue
 		}
-		cmd := protocol.Command{Kind: protocol.CmdUnassign, Agent: agent, Unassign: &protocol.Unassign{JobID: jobID, Reason: reason}}
+		cmd := protocol.Command{Kind: protocol.CmdUnassign, Agent: agent, Unassign: &protocol.Unassign{JobID: jobID, Generation: gen, Reason: reason}}
 		if err := p.host.PublishCommand(ctx, cmd, ""); err != nil {
 			p.log.Error("send unassign", "job", jobID, "agent", agent, "err", err)
 			failed++
@@ -139,13 +141,19 @@ func (p *Placer) AssignChange(ctx context.Context, old, next *protocol.Job, rev 
 		after, id = desired(*next, agents), next.ID
 	}
 	reason := "job updated"
+	var gen uint64 // what an unassign takes the job at: the new generation
 	switch {
 	case old == nil:
 		reason = "job created"
 	case next == nil:
-		reason = "job deleted"
+		// Deleted: one past its last, so that no assign of it is taken
+		// after the unassign.
+		reason, gen = "job deleted", old.Generation+1
 	}
-	p.applyDiff(ctx, id, before, after, nil, reason)
+	if next != nil {
+		gen = next.Generation
+	}
+	p.applyDiff(ctx, id, gen, before, after, nil, reason)
 	if next == nil {
 		p.cancelUnplacedOf(ctx, id)
 	}
@@ -171,7 +179,7 @@ func (p *Placer) Reassign(ctx context.Context, js []protocol.Job, reason string)
 		if len(a) == 0 {
 			continue
 		}
-		if p.applyDiff(ctx, j.ID, a, a, func(string) bool { return true }, reason) > 0 {
+		if p.applyDiff(ctx, j.ID, j.Generation, a, a, func(string) bool { return true }, reason) > 0 {
 			ok = false
 		}
 		n++
@@ -211,7 +219,7 @@ func (p *Placer) ReconcileAgent(ctx context.Context, prev *protocol.AgentInfo, c
 		// Only the agent's own pinned jobs, not every job of the controller.
 		for _, j := range p.jobs.PinnedTo(cur.Agent) {
 			a := desired(j, nil) // a pinned job's does not depend on the fleet
-			p.applyDiff(ctx, j.ID, a, a, force, "agent registered")
+			p.applyDiff(ctx, j.ID, j.Generation, a, a, force, "agent registered")
 		}
 	}
 	for _, j := range p.jobs.GroupAllJobs() {
@@ -228,6 +236,6 @@ func (p *Placer) ReconcileAgent(ctx context.Context, prev *protocol.AgentInfo, c
 			continue
 		}
 		copyFleet()
-		p.applyDiff(ctx, j.ID, desired(j, beforeAgents), desired(j, afterAgents), force, "group membership changed")
+		p.applyDiff(ctx, j.ID, j.Generation, desired(j, beforeAgents), desired(j, afterAgents), force, "group membership changed")
 	}
 }

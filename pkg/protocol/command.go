@@ -54,7 +54,10 @@ type Assign struct {
 // Unassign takes a job away.
 type Unassign struct {
 	JobID string `json:"job_id"`
-	// Generation is the job generation being removed; 0 removes any.
+	// Generation is the job generation being removed; 0 removes any. The
+	// agent keeps it (the generation the job was taken at) and refuses an
+	// assign of an older generation that arrives after it (commands of two
+	// controller replicas crossing).
 	Generation uint64 `json:"generation,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 }
