@@ -109,8 +109,8 @@ func TestJobChangesSentByTheShardOwner(t *testing.T) {
 // request to the owner and its reply on top).
 func BenchmarkJobChangeRoute(b *testing.B) {
 	srv := natstest.Start(b)
-	ra := startController(b, benchReplicaConfig(b, srv.URL(), "ctl-a"))
-	rb := startController(b, benchReplicaConfig(b, srv.URL(), "ctl-b"))
+	ra := startController(b, replicaConfig(b, srv.URL(), "ctl-a", 2*time.Second))
+	rb := startController(b, replicaConfig(b, srv.URL(), "ctl-b", 2*time.Second))
 	eventually(b, 10*time.Second, "8 shards each", func() bool {
 		return len(ra.own.OwnedShards()) == 8 && len(rb.own.OwnedShards()) == 8
 	})
@@ -151,15 +151,6 @@ func BenchmarkJobChangeRoute(b *testing.B) {
 			}
 		})
 	}
-}
-
-// benchReplicaConfig is replicaConfig for a benchmark.
-func benchReplicaConfig(tb testing.TB, url, node string) Config {
-	cfg := testConfig(tb, "")
-	cfg.NATS.URL, cfg.Node = url, node
-	cfg.HeartbeatInterval = 200 * time.Millisecond
-	cfg.LeaseTTL, cfg.LeaseRenewInterval = 2*time.Second, 400*time.Millisecond
-	return cfg
 }
 
 // TestOvertakenJobChangeSendsTheNewest: a change whose commands are sent

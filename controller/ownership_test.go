@@ -19,7 +19,7 @@ import (
 // lease.Ownership alone is tested in controller/lease.
 
 // replicaConfig is a config for a replica named node on an external server.
-func replicaConfig(t *testing.T, url, node string, ttl time.Duration) Config {
+func replicaConfig(t testing.TB, url, node string, ttl time.Duration) Config {
 	cfg := testConfig(t, "")
 	cfg.NATS.URL, cfg.Node = url, node
 	cfg.HeartbeatInterval = 200 * time.Millisecond
