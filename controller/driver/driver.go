@@ -225,8 +225,9 @@ func (d *Driver) forward(ctx context.Context, inst string, ch Change) error {
 
 // Serve answers the drive requests of other replicas on
 // Subject(Config.Instance) through nc, with Config.Workers workers run by
-// Env.GoRun until ctx ends, and lets Drive forward from then on. The
-// caller unsubscribes the subscription returned at shutdown.
+// Env.GoRun until ctx ends, and lets Drive forward from then on. When it
+// returns the server has the subscription. The caller unsubscribes the
+// subscription returned at shutdown.
 func (d *Driver) Serve(ctx context.Context, nc *nats.Conn) (*nats.Subscription, error) {
 	if d.cfg.Instance == "" {
 		return nil, errors.New("serve drive requests: no instance")
@@ -237,6 +238,12 @@ func (d *Driver) Serve(ctx context.Context, nc *nats.Conn) (*nats.Subscription, 
 	d.alive.Store(true)
 	sub, err := nc.Subscribe(Subject(d.cfg.Instance), d.take)
 	if err != nil {
+		return nil, fmt.Errorf("serve drive requests: %w", err)
+	}
+	// The server has the subscription when Serve returns: a request
+	// published after it (by any connection) reaches it.
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("serve drive requests: %w", err)
 	}
 	d.nc.Store(nc)
