@@ -26,8 +26,16 @@ func TestJobChangesSentByTheShardOwner(t *testing.T) {
 	srv := natstest.Start(t)
 	a := startController(t, replicaConfig(t, srv.URL(), "ctl-a", 2*time.Second))
 	b := startController(t, replicaConfig(t, srv.URL(), "ctl-b", 2*time.Second))
+	// Each works 8 shards, and ctl-a's view of the leases says so (it
+	// asks the owner its view names).
 	eventually(t, 10*time.Second, "8 shards each", func() bool {
-		return len(a.own.OwnedShards()) == 8 && len(b.own.OwnedShards()) == 8
+		n := 0
+		for _, o := range a.ShardOwners() {
+			if o == "ctl-b" {
+				n++
+			}
+		}
+		return n == 8 && len(a.own.OwnedShards()) == 8 && len(b.own.OwnedShards()) == 8
 	})
 	ag := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	ctx := tctx(t)
@@ -112,7 +120,13 @@ func BenchmarkJobChangeRoute(b *testing.B) {
 	ra := startController(b, replicaConfig(b, srv.URL(), "ctl-a", 2*time.Second))
 	rb := startController(b, replicaConfig(b, srv.URL(), "ctl-b", 2*time.Second))
 	eventually(b, 10*time.Second, "8 shards each", func() bool {
-		return len(ra.own.OwnedShards()) == 8 && len(rb.own.OwnedShards()) == 8
+		n := 0
+		for _, o := range ra.ShardOwners() {
+			if o == "ctl-b" {
+				n++
+			}
+		}
+		return n == 8 && len(ra.own.OwnedShards()) == 8 && len(rb.own.OwnedShards()) == 8
 	})
 	newTestAgent(b, srv.URL(), "edge-1", nil).start()
 	ctx := tctx(b)
