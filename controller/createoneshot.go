@@ -38,7 +38,8 @@ type oneShotMade struct {
 }
 
 // createOneShot is CreateJob's path for a one-shot job that gets its
-// executions at once (not paused, one fire, placed): the job record and
+// executions at once (not paused, one fire, placed, on the replica that
+// sends its commands: the driver's Local): the job record and
 // its PENDING execution records are published together and their acks
 // awaited together (one round trip instead of one per record), then the
 // run commands and the PENDING events go out (the second round trip), and
@@ -64,7 +65,10 @@ type oneShotMade struct {
 //     record once it is older than orphanExecAfter (repairOrphanExecs).
 //     Without the crash, a failed job write retires the records at once.
 func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []byte) (protocol.Job, bool, error) {
-	if j.Periodic() || j.Paused {
+	// Only where this replica sends the job's commands (the driver's
+	// Local); elsewhere the job alone is stored and the owner of its shard
+	// makes the executions (onJobChanged).
+	if j.Periodic() || j.Paused || !c.driver.Local(j.ID) {
 		return protocol.Job{}, false, nil
 	}
 	s, err := schedule.Parse(j.Schedule, j.CreatedAt)

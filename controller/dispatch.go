@@ -54,16 +54,9 @@ func (c *jobService) dispatchChange(ctx context.Context, ch driver.Change) {
 		c.log.Warn("job change not sent: the replica is stopping", "job", ch.JobID(), "err", err)
 		return
 	}
-	old, next := ch.Old, ch.Next
-	c.place.AssignChange(ctx, old, next, ch.Rev)
-	if cur, deleted, newer := c.jobs.Newer(ch.JobID(), ch.Rev); newer {
-		next = nil
-		if !deleted {
-			next = &cur
-		}
-	}
-	if next != nil && !next.Periodic() && !next.Paused {
-		if _, err := c.ex.dispatchOneShot(ctx, *next, old == nil); err != nil {
+	c.place.AssignChange(ctx, ch.Old, ch.Next, ch.Rev)
+	if next := c.jobs.Latest(ch.JobID(), ch.Rev, ch.Next); next != nil && !next.Periodic() && !next.Paused {
+		if _, err := c.ex.dispatchOneShot(ctx, *next, ch.Old == nil); err != nil {
 			c.log.Error("dispatch one-shot job", "job", next.ID, "err", err)
 		}
 	}

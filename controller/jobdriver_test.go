@@ -16,6 +16,21 @@ func jobChanges(c *Controller, r driver.Route) int {
 	return int(promtest.ToFloat64(c.m.jobChanges.WithLabelValues(string(r))))
 }
 
+// waitSplit waits until replicas a (ctl-a) and b (ctl-b) work 8 shards
+// each and a's view of the leases says so: a asks the owner its view names.
+func waitSplit(tb testing.TB, a, b *Controller) {
+	tb.Helper()
+	eventually(tb, 10*time.Second, "8 shards each", func() bool {
+		n := 0
+		for _, o := range a.ShardOwners() {
+			if o == "ctl-b" {
+				n++
+			}
+		}
+		return n == 8 && len(a.own.OwnedShards()) == 8 && len(b.own.OwnedShards()) == 8
+	})
+}
+
 // TestJobChangesSentByTheShardOwner: two replicas on one server split the
 // shards. Every change of a job made through the replica that does not
 // work the job's shard (ctl-a) has its commands sent by the one that does
@@ -26,17 +41,7 @@ func TestJobChangesSentByTheShardOwner(t *testing.T) {
 	srv := natstest.Start(t)
 	a := startController(t, replicaConfig(t, srv.URL(), "ctl-a", 2*time.Second))
 	b := startController(t, replicaConfig(t, srv.URL(), "ctl-b", 2*time.Second))
-	// Each works 8 shards, and ctl-a's view of the leases says so (it
-	// asks the owner its view names).
-	eventually(t, 10*time.Second, "8 shards each", func() bool {
-		n := 0
-		for _, o := range a.ShardOwners() {
-			if o == "ctl-b" {
-				n++
-			}
-		}
-		return n == 8 && len(a.own.OwnedShards()) == 8 && len(b.own.OwnedShards()) == 8
-	})
+	waitSplit(t, a, b)
 	ag := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	ctx := tctx(t)
 
@@ -119,15 +124,7 @@ func BenchmarkJobChangeRoute(b *testing.B) {
 	srv := natstest.Start(b)
 	ra := startController(b, replicaConfig(b, srv.URL(), "ctl-a", 2*time.Second))
 	rb := startController(b, replicaConfig(b, srv.URL(), "ctl-b", 2*time.Second))
-	eventually(b, 10*time.Second, "8 shards each", func() bool {
-		n := 0
-		for _, o := range ra.ShardOwners() {
-			if o == "ctl-b" {
-				n++
-			}
-		}
-		return n == 8 && len(ra.own.OwnedShards()) == 8 && len(rb.own.OwnedShards()) == 8
-	})
+	waitSplit(b, ra, rb)
 	newTestAgent(b, srv.URL(), "edge-1", nil).start()
 	ctx := tctx(b)
 	var j protocol.Job

@@ -136,13 +136,7 @@ func (c *jobService) createJobAs(ctx context.Context, j protocol.Job) (protocol.
 			_ = c.kv.Idem.Delete(context.WithoutCancel(ctx), streams.IdemKey(j.IdempotencyKey), jetstream.LastRevision(idemRev))
 		}
 	}
-	// The one-shot fast path writes the job and its executions together
-	// and sends the runs: only where this replica sends the job's commands
-	// (the driver's Local). Elsewhere the job alone is stored here and the
-	// owner of its shard makes the executions (onJobChanged).
-	if !c.driver.Local(j.ID) {
-		// stored the general way, below
-	} else if out, ok, err := c.createOneShot(ctx, j, data); ok {
+	if out, ok, err := c.createOneShot(ctx, j, data); ok {
 		if err != nil {
 			release()
 		}

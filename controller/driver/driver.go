@@ -167,11 +167,18 @@ func New(env Env, host Host) *Driver {
 // replica without asking another: it works the job's shard, or no other
 // live replica is known to.
 func (d *Driver) Local(id string) bool {
+	_, local := d.owner(id)
+	return local
+}
+
+// owner returns the instance to ask for job id's changes, or local when
+// this replica sends them (Local).
+func (d *Driver) owner(id string) (inst string, local bool) {
 	if d.own.OwnsJob(id) || d.nc.Load() == nil {
-		return true
+		return "", true
 	}
-	inst := d.own.OwnerInstance(id)
-	return inst == "" || inst == d.cfg.Instance
+	inst = d.own.OwnerInstance(id)
+	return inst, inst == "" || inst == d.cfg.Instance
 }
 
 // Drive sends the commands of stored change ch: from this replica when it
@@ -181,13 +188,13 @@ func (d *Driver) Local(id string) bool {
 // this replica sends them itself (RouteFallback) and the error says why
 // the owner did not; the commands went out all the same.
 func (d *Driver) Drive(ctx context.Context, ch Change) (Route, error) {
-	id := ch.JobID()
-	if d.Local(id) {
+	inst, local := d.owner(ch.JobID())
+	if local {
 		d.host.Dispatch(ctx, ch)
 		d.count(RouteLocal)
 		return RouteLocal, nil
 	}
-	err := d.forward(ctx, d.own.OwnerInstance(id), ch)
+	err := d.forward(ctx, inst, ch)
 	if err == nil {
 		d.count(RouteForwarded)
 		return RouteForwarded, nil

@@ -8,14 +8,19 @@ import (
 	"github.com/axsched/ax/controller/driver"
 )
 
-// TestDecodeRequest: a request round-trips; each way a request can be
-// wrong is refused with ErrBadRequest and an error naming the field.
-func TestDecodeRequest(t *testing.T) {
-	for _, ch := range []driver.Change{
+// sampleChanges are a create, an update and a delete of one job.
+func sampleChanges() []driver.Change {
+	return []driver.Change{
 		{Next: job(jobID, 1, false), Rev: 7},
 		{Old: job(jobID, 1, false), Next: job(jobID, 2, true), Rev: 9},
 		{Old: job(jobID, 3, false), Rev: 12},
-	} {
+	}
+}
+
+// TestDecodeRequest: a request round-trips; each way a request can be
+// wrong is refused with ErrBadRequest and an error naming the field.
+func TestDecodeRequest(t *testing.T) {
+	for _, ch := range sampleChanges() {
 		data, err := driver.EncodeRequest(ch)
 		if err != nil {
 			t.Fatal(err)
@@ -73,11 +78,7 @@ func TestDecodeReply(t *testing.T) {
 // FuzzDecodeRequest: no input panics; what decodes holds together and
 // encodes again to a request that decodes to the same change.
 func FuzzDecodeRequest(f *testing.F) {
-	for _, ch := range []driver.Change{
-		{Next: job(jobID, 1, false), Rev: 7},
-		{Old: job(jobID, 1, false), Next: job(jobID, 2, true), Rev: 9},
-		{Old: job(jobID, 3, false), Rev: 12},
-	} {
+	for _, ch := range sampleChanges() {
 		data, err := driver.EncodeRequest(ch)
 		if err != nil {
 			f.Fatal(err)

@@ -476,3 +476,18 @@ func (jc *Cache) Newer(id string, rev uint64) (job protocol.Job, deleted, newer 
 	}
 	return cj.spec(id, tab), false, true
 }
+
+// Latest returns the newest version of job id the cache knows, given the
+// version next of a change stored at rev (nil: a delete): next itself
+// unless the cache holds a newer revision (Newer), then that job, or nil
+// when it was deleted.
+func (jc *Cache) Latest(id string, rev uint64, next *protocol.Job) *protocol.Job {
+	cur, deleted, newer := jc.Newer(id, rev)
+	switch {
+	case !newer:
+		return next
+	case deleted:
+		return nil
+	}
+	return &cur
+}

@@ -29,7 +29,17 @@ func TestJobCacheNewer(t *testing.T) {
 			t.Errorf("Newer(%d) after a put at 5 = %d, %v, %v; want newer %v, deleted %v", tc.rev, got.Generation, deleted, newer, tc.newer, tc.deleted)
 		}
 	}
+	next := protocol.Job{ID: id, Generation: 1}
+	if got := jc.Latest(id, 4, &next); got == nil || got.Generation != 2 {
+		t.Errorf("Latest(4) after a put at 5 = %+v, want the cached generation 2", got)
+	}
+	if got := jc.Latest(id, 5, &next); got != &next {
+		t.Errorf("Latest(5) after a put at 5 = %+v, want next itself", got)
+	}
 	jc.Remove(id, 9)
+	if got := jc.Latest(id, 5, &next); got != nil {
+		t.Errorf("Latest(5) after a delete at 9 = %+v, want nil", got)
+	}
 	for _, tc := range []struct {
 		rev            uint64
 		newer, deleted bool

@@ -121,12 +121,7 @@ func (p *Placer) AssignChange(ctx context.Context, old, next *protocol.Job, rev 
 		} else if old != nil {
 			id = old.ID
 		}
-		if cur, deleted, newer := p.jobs.Newer(id, rev); newer {
-			next = nil
-			if !deleted {
-				next = &cur
-			}
-		}
+		next = p.jobs.Latest(id, rev, next)
 	}
 	var agents []protocol.AgentInfo
 	if old != nil && needsFleet(*old) || next != nil && needsFleet(*next) {
