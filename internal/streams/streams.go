@@ -39,6 +39,15 @@ const (
 	// delayed one-shots held 300,000 run-command Msg-Ids for the 2h
 	// window AX_CMD once had.
 	DefaultControllerDuplicates = 2 * time.Minute
+	// KVDuplicates is the de-duplication window of the buckets' streams:
+	// the least the server takes. No writer of a bucket sets a Msg-Id (a
+	// write is checked by the key's revision instead), so a window
+	// de-duplicates nothing there; but at each start the server reads back
+	// every message written within a stream's window to rebuild its
+	// Msg-Ids, and nats.go gives a bucket 2 minutes: after 300,000 creates,
+	// a restart within them read 600,000 values of ax_jobs and ax_execs
+	// for nothing.
+	KVDuplicates = 100 * time.Millisecond
 	// LivenessTTL is the bucket TTL of ax_liveness.
 	LivenessTTL = time.Hour
 	// DefaultLeaseTTL is the bucket TTL of ax_leases.
@@ -269,7 +278,30 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 		if err != nil {
 			return Buckets{}, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
 		}
+		if err := shortenDuplicates(ctx, js, KVStream(kc.Bucket)); err != nil {
+			return Buckets{}, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
+		}
 		*dst[i] = kv
 	}
 	return b, nil
+}
+
+// shortenDuplicates sets the de-duplication window of the bucket stream
+// name to KVDuplicates. nats.go's CreateOrUpdateKeyValue sets its own
+// window each time, so a start updates the stream twice; the server
+// recovers a stream with the window it last stored, this one.
+func shortenDuplicates(ctx context.Context, js jetstream.JetStream, name string) error {
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("duplicate window: %w", err)
+	}
+	cfg := st.CachedInfo().Config
+	if cfg.Duplicates == KVDuplicates {
+		return nil
+	}
+	cfg.Duplicates = KVDuplicates
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("duplicate window: %w", err)
+	}
+	return nil
 }

@@ -172,6 +172,29 @@ func TestControllerDuplicates(t *testing.T) {
 	}
 }
 
+// TestBucketsKeepTheLeastDuplicateWindow: every bucket's stream has the
+// server's least de-duplication window, after a first Ensure and after a
+// second (nats.go's CreateOrUpdateKeyValue sets 2 minutes, or the TTL,
+// each time), so that a start does not read back the values written in
+// the last 2 minutes.
+func TestBucketsKeepTheLeastDuplicateWindow(t *testing.T) {
+	js, ctx := startJetStream(t)
+	for round := 1; round <= 2; round++ {
+		if _, err := Ensure(ctx, js, Config{}); err != nil {
+			t.Fatalf("Ensure %d: %v", round, err)
+		}
+		for _, kc := range (Config{}).KVConfigs() {
+			st, err := js.Stream(ctx, KVStream(kc.Bucket))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := st.CachedInfo().Config.Duplicates; d != KVDuplicates {
+				t.Errorf("Ensure %d: %s duplicate window %v, want %v", round, kc.Bucket, d, KVDuplicates)
+			}
+		}
+	}
+}
+
 // TestIdemKey: the key of an idempotency key in ax_idem is the hex SHA-256
 // of the key.
 func TestIdemKey(t *testing.T) {
