@@ -18,9 +18,9 @@ func gcPercent() int {
 	return p
 }
 
-// TestStartControllerRestoresGCPercent: the collector's target raised for
-// the start is put back to what it was, an operator's GOGC=off included.
-func TestStartControllerRestoresGCPercent(t *testing.T) {
+// TestStartControllerLeavesGCPercent: the start runs with the operator's
+// collector target and leaves it as it was, GOGC=off included.
+func TestStartControllerLeavesGCPercent(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	for _, before := range []int{150, -1} {
 		debug.SetGCPercent(before)
