@@ -226,7 +226,7 @@ func New(cfg Config) (*Controller, error) {
 		Config: driver.Config{Instance: c.instance},
 		Log:    c.log,
 		Count:  func(r driver.Route) { m.jobChanges.WithLabelValues(string(r)).Inc() },
-		Owner:  c.own, GoRun: c.goRun,
+		Owner:  c.own, GoRun: c.goRun, Mono: c.mono,
 	}, driverHostOf{c})
 	c.parts = newParts(c)
 	return &Controller{core: c}, nil

@@ -30,7 +30,10 @@ func (c *jobService) onJobChanged(ctx context.Context, old, next *protocol.Job, 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	ch := driver.Change{Old: old, Next: next, Rev: rev}
-	if route, err := c.driver.Drive(ctx, ch); err != nil {
+	if route, err := c.driver.Drive(ctx, ch); errors.Is(err, driver.ErrNotAsked) {
+		// Said once, with the ErrSilent that started the hold.
+		c.log.Debug("job change: sent from here, its shard's owner silent lately", "job", ch.JobID(), "err", err)
+	} else if err != nil {
 		c.log.Warn("job change: the owner of its shard did not send its commands; sent from here", "job", ch.JobID(), "route", route, "err", err)
 	}
 }

@@ -32,7 +32,13 @@
 //   - when the owner refuses (ReasonNotOwner while the shard moves,
 //     ReasonBusy, ReasonStopping), does not answer within Config.Timeout
 //     or is not there (no responders), sends the commands itself:
-//     RouteFallback, with the owner's error returned for the log.
+//     RouteFallback, with the owner's error returned for the log;
+//   - an owner that did not answer within Config.Timeout (ErrSilent:
+//     frozen, or cut off with its connection open) is not asked again for
+//     Config.Hold (30 s): the changes of its shards are sent at once
+//     (RouteFallback, ErrNotAsked) and Local reports true for them, so it
+//     holds one API call for the timeout, not every call until its leases
+//     lapse and another replica takes its shards.
 //
 // Worked example: replicas A and B; job J's shard 5 is leased to B. A
 // takes PUT /v1/jobs/J:pause, stores generation 3 and calls Drive. A does

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -99,6 +100,13 @@ type Config struct {
 	// milliseconds; one cut off without its connection closing (a link
 	// cut) holds the API call this long.
 	Timeout time.Duration
+	// Hold is how long, after a replica did not answer within Timeout,
+	// Drive sends the changes of the shards it works without asking it
+	// (RouteFallback at once, ErrNotAsked), while the leases still name
+	// it; default 30s. So a frozen owner holds one API call for Timeout,
+	// not every call until its leases lapse (lease_ttl) and another
+	// replica takes its shards. An answer after the hold asks it again.
+	Hold time.Duration
 	// Workers is how many changes a replica sends at once for others;
 	// default 8. Queue is how many more wait; default 256. A request
 	// beyond both is refused busy (its sender sends it itself).
@@ -115,6 +123,8 @@ type Env struct {
 	Owner Owner
 	// GoRun runs a goroutine the controller's shutdown waits for.
 	GoRun func(func(context.Context))
+	// Mono reads the monotonic clock for Config.Hold; time.Now when nil.
+	Mono func() time.Time
 }
 
 // Driver is the one path from a stored job change to the agents'
@@ -126,6 +136,10 @@ type Driver struct {
 	own   Owner
 	goRun func(func(context.Context))
 	host  Host
+	mono  func() time.Time
+
+	mu     sync.Mutex
+	silent map[string]time.Time // instance → until when it is not asked (Config.Hold)
 
 	nc    atomic.Pointer[nats.Conn] // set by Serve
 	work  chan served
@@ -145,6 +159,9 @@ func New(env Env, host Host) *Driver {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = 30 * time.Second
+	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
 	}
@@ -159,16 +176,41 @@ func New(env Env, host Host) *Driver {
 	if count == nil {
 		count = func(Route) {}
 	}
-	return &Driver{cfg: cfg, log: log, count: count, own: env.Owner, goRun: env.GoRun, host: host,
-		work: make(chan served, cfg.Queue)}
+	mono := env.Mono
+	if mono == nil {
+		mono = time.Now
+	}
+	return &Driver{cfg: cfg, log: log, count: count, own: env.Owner, goRun: env.GoRun, host: host, mono: mono,
+		silent: map[string]time.Time{}, work: make(chan served, cfg.Queue)}
 }
 
 // Local reports whether Drive would send a change of job id from this
-// replica without asking another: it works the job's shard, or no other
-// live replica is known to.
+// replica without asking another: it works the job's shard, no other
+// live replica is known to, or the one that does was silent lately
+// (Config.Hold).
 func (d *Driver) Local(id string) bool {
-	_, local := d.owner(id)
-	return local
+	inst, local := d.owner(id)
+	return local || d.isSilent(inst)
+}
+
+// isSilent reports whether replica inst is within the hold after it did
+// not answer (Config.Hold).
+func (d *Driver) isSilent(inst string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	until, ok := d.silent[inst]
+	if ok && !d.mono().Before(until) {
+		delete(d.silent, inst)
+		return false
+	}
+	return ok
+}
+
+// markSilent starts the hold of replica inst (Config.Hold).
+func (d *Driver) markSilent(inst string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.silent[inst] = d.mono().Add(d.cfg.Hold)
 }
 
 // owner returns the instance to ask for job id's changes, or local when
@@ -186,7 +228,9 @@ func (d *Driver) owner(id string) (inst string, local bool) {
 // does and waiting for its reply (RouteForwarded). When no owner is
 // known, or the owner does not answer within Config.Timeout or refuses,
 // this replica sends them itself (RouteFallback) and the error says why
-// the owner did not; the commands went out all the same.
+// the owner did not; the commands went out all the same. An owner that
+// did not answer in time (ErrSilent) is not asked again for Config.Hold
+// (ErrNotAsked).
 func (d *Driver) Drive(ctx context.Context, ch Change) (Route, error) {
 	inst, local := d.owner(ch.JobID())
 	if local {
@@ -194,10 +238,14 @@ func (d *Driver) Drive(ctx context.Context, ch Change) (Route, error) {
 		d.count(RouteLocal)
 		return RouteLocal, nil
 	}
-	err := d.forward(ctx, inst, ch)
-	if err == nil {
+	var err error
+	if d.isSilent(inst) {
+		err = fmt.Errorf("send the commands of job %s: %w: replica %s did not answer within %s", ch.JobID(), ErrNotAsked, inst, d.cfg.Timeout)
+	} else if err = d.forward(ctx, inst, ch); err == nil {
 		d.count(RouteForwarded)
 		return RouteForwarded, nil
+	} else if errors.Is(err, ErrSilent) {
+		d.markSilent(inst)
 	}
 	d.host.Dispatch(ctx, ch)
 	d.count(RouteFallback)
@@ -217,6 +265,10 @@ func (d *Driver) forward(ctx context.Context, inst string, ch Change) error {
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
 	m, err := nc.RequestWithContext(rctx, Subject(inst), data)
+	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
+		// Our own bound passed, not the caller's: the owner is silent.
+		return fmt.Errorf("ask replica %s to send the commands of job %s: %w within %s: %w", inst, ch.JobID(), ErrSilent, d.cfg.Timeout, err)
+	}
 	if err != nil {
 		return fmt.Errorf("ask replica %s to send the commands of job %s: %w", inst, ch.JobID(), err)
 	}

@@ -96,8 +96,9 @@ func (r *replica) counted(rt driver.Route) int {
 	return r.routes[rt]
 }
 
-// start makes a replica named inst on url that serves drive requests.
-func start(t *testing.T, url, inst string, cfg driver.Config, h *host) *replica {
+// start makes a replica named inst on url that serves drive requests;
+// opts change its Env before the driver is made.
+func start(t *testing.T, url, inst string, cfg driver.Config, h *host, opts ...func(*driver.Env)) *replica {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -112,14 +113,18 @@ func start(t *testing.T, url, inst string, cfg driver.Config, h *host) *replica 
 	})
 	r := &replica{own: &owner{}, host: h, routes: map[driver.Route]int{}}
 	cfg.Instance = inst
-	r.d = driver.New(driver.Env{Config: cfg, Count: r.count, Owner: r.own,
+	env := driver.Env{Config: cfg, Count: r.count, Owner: r.own,
 		GoRun: func(fn func(context.Context)) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				fn(ctx)
 			}()
-		}}, h)
+		}}
+	for _, o := range opts {
+		o(&env)
+	}
+	r.d = driver.New(env, h)
 	sub, err := r.d.Serve(ctx, nc)
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +208,115 @@ func TestDriveRoutes(t *testing.T) {
 	}
 	a.host.got(t, "no owner")
 	if a.counted(driver.RouteFallback) != 2 || a.counted(driver.RouteLocal) != 2 {
+		t.Fatalf("routes of a: %v", a.routes)
+	}
+}
+
+// TestDriveHoldsASilentOwner: an owner that takes the request and never
+// answers (frozen, or cut off with its connection open: here a real
+// subscriber that does not reply) holds one change for Config.Timeout;
+// the asking replica sends it itself (ErrSilent) and, for Config.Hold,
+// sends the changes of that owner's shards at once without asking it
+// (ErrNotAsked, Local true). After the hold it asks again; another owner
+// is asked meanwhile.
+func TestDriveHoldsASilentOwner(t *testing.T) {
+	srv := natstest.Start(t)
+	var (
+		mu  sync.Mutex
+		now = time.Unix(1_000_000, 0)
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	a := start(t, srv.URL(), "aaaa", driver.Config{Timeout: 300 * time.Millisecond, Hold: time.Minute}, newHost(),
+		func(e *driver.Env) { e.Mono = clock })
+	b := start(t, srv.URL(), "bbbb", driver.Config{}, newHost())
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	asked := make(chan uint64, 16) // the revisions of the changes the silent owner was asked to send
+	sub, err := nc.Subscribe(driver.Subject("ssss"), func(m *nats.Msg) {
+		if ch, err := driver.DecodeRequest(m.Data); err == nil {
+			asked <- ch.Rev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	nextAsked := func(what string) uint64 {
+		t.Helper()
+		select {
+		case rev := <-asked:
+			return rev
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: the silent owner was not asked", what)
+			return 0
+		}
+	}
+	ctx := context.Background()
+	change := func(rev uint64) driver.Change {
+		return driver.Change{Old: job(jobID, 1, false), Next: job(jobID, 2, true), Rev: rev}
+	}
+	a.own.inst = "ssss"
+	if a.d.Local(jobID) {
+		t.Fatal("Local before the owner was silent = true")
+	}
+
+	rt, err := a.d.Drive(ctx, change(7))
+	if rt != driver.RouteFallback || !errors.Is(err, driver.ErrSilent) {
+		t.Fatalf("Drive to a silent owner = %s, %v; want fallback, ErrSilent", rt, err)
+	}
+	a.host.got(t, "silent")
+	if rev := nextAsked("first change"); rev != 7 {
+		t.Fatalf("the silent owner was asked for revision %d, want 7", rev)
+	}
+
+	// Within the hold: sent at once, not asked.
+	if !a.d.Local(jobID) {
+		t.Fatal("Local within the hold = false")
+	}
+	rt, err = a.d.Drive(ctx, change(8))
+	if rt != driver.RouteFallback || !errors.Is(err, driver.ErrNotAsked) {
+		t.Fatalf("Drive within the hold = %s, %v; want fallback, ErrNotAsked", rt, err)
+	}
+	a.host.got(t, "held")
+
+	// Another owner is asked all the same.
+	a.own.inst = "bbbb"
+	b.own.mu.Lock()
+	b.own.owns = true
+	b.own.mu.Unlock()
+	if rt, err := a.d.Drive(ctx, change(8)); rt != driver.RouteForwarded || err != nil {
+		t.Fatalf("Drive to another owner within the hold = %s, %v; want forwarded", rt, err)
+	}
+	b.host.got(t, "other owner")
+
+	// After the hold the silent owner is asked again. Requests from one
+	// connection arrive in order, so a request for revision 8 sent within
+	// the hold would come before this one's.
+	a.own.inst = "ssss"
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	if a.d.Local(jobID) {
+		t.Fatal("Local after the hold = true")
+	}
+	if rt, err := a.d.Drive(ctx, change(9)); rt != driver.RouteFallback || !errors.Is(err, driver.ErrSilent) {
+		t.Fatalf("Drive after the hold = %s, %v; want fallback, ErrSilent", rt, err)
+	}
+	a.host.got(t, "after the hold")
+	if rev := nextAsked("after the hold"); rev != 9 {
+		t.Fatalf("the silent owner was asked for revision %d next, want 9 (nothing within the hold)", rev)
+	}
+	if a.counted(driver.RouteFallback) != 3 || a.counted(driver.RouteForwarded) != 1 {
 		t.Fatalf("routes of a: %v", a.routes)
 	}
 }

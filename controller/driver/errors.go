@@ -11,4 +11,12 @@ var (
 	// take it (it no longer works the job's shard, it is stopping, or its
 	// workers are all busy); Drive then sends them itself.
 	ErrRefused = errors.New("drive request refused")
+	// ErrSilent: the replica asked did not answer within Config.Timeout
+	// (frozen, or cut off without its connection closing); Drive sent the
+	// commands itself.
+	ErrSilent = errors.New("replica did not answer")
+	// ErrNotAsked: the replica that works the job's shard did not answer a
+	// request within Config.Hold before (ErrSilent), so Drive sent the
+	// commands itself without asking it again.
+	ErrNotAsked = errors.New("replica not asked: silent lately")
 )
