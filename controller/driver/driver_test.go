@@ -218,7 +218,8 @@ func TestDriveRoutes(t *testing.T) {
 // the asking replica sends it itself (ErrSilent) and, for Config.Hold,
 // sends the changes of that owner's shards at once without asking it
 // (ErrNotAsked, Local true). After the hold it asks again; another owner
-// is asked meanwhile.
+// is asked meanwhile. The timeout is long enough for a loaded machine's
+// answering owner: the forwarded step must not time out.
 func TestDriveHoldsASilentOwner(t *testing.T) {
 	srv := natstest.Start(t)
 	var (
@@ -230,7 +231,7 @@ func TestDriveHoldsASilentOwner(t *testing.T) {
 		defer mu.Unlock()
 		return now
 	}
-	a := start(t, srv.URL(), "aaaa", driver.Config{Timeout: 300 * time.Millisecond, Hold: time.Minute}, newHost(),
+	a := start(t, srv.URL(), "aaaa", driver.Config{Timeout: 2 * time.Second, Hold: time.Minute}, newHost(),
 		func(e *driver.Env) { e.Mono = clock })
 	b := start(t, srv.URL(), "bbbb", driver.Config{}, newHost())
 	nc, err := nats.Connect(srv.URL())
