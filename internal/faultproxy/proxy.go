@@ -2,7 +2,6 @@ package faultproxy
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 )
@@ -12,11 +11,14 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	done  chan struct{}
-	wg    sync.WaitGroup
+	mu  sync.Mutex
+	cut bool
+	// thawed is closed while the proxy forwards; Freeze replaces it with
+	// an open channel that the pipes wait on, Thaw closes it.
+	thawed chan struct{}
+	conns  map[net.Conn]struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // New starts a proxy on 127.0.0.1 (random port) forwarding to target.
@@ -25,7 +27,9 @@ func New(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
+	thawed := make(chan struct{})
+	close(thawed)
+	p := &Proxy{target: target, ln: ln, thawed: thawed, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -52,6 +56,39 @@ func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.cut = false
 	p.mu.Unlock()
+}
+
+// Freeze stops forwarding bytes on every connection, open or new, and
+// keeps the connections open until Thaw: what a peer sees of a process
+// stopped with SIGSTOP, or of a link that drops packets without a reset.
+// What is sent meanwhile waits in the proxy and the kernel's buffers and
+// is delivered after Thaw. Freezing a frozen proxy does nothing.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+		p.thawed = make(chan struct{})
+	default:
+	}
+}
+
+// Thaw forwards again what Freeze held, and what follows.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+	default:
+		close(p.thawed)
+	}
+}
+
+// gate returns a channel closed while the proxy forwards.
+func (p *Proxy) gate() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.thawed
 }
 
 // Close stops the proxy and closes every connection.
@@ -108,7 +145,23 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			select {
+			case <-p.gate():
+			case <-p.done:
+				n = 0
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()

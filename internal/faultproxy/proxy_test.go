@@ -78,3 +78,41 @@ func TestProxyForwardsCutsAndHeals(t *testing.T) {
 		t.Fatalf("after Heal: %q, %v", got, err)
 	}
 }
+
+// TestProxyFreezesAndThaws: while frozen the connection stays open and
+// nothing goes through; after Thaw what was sent meanwhile arrives.
+func TestProxyFreezesAndThaws(t *testing.T) {
+	p, err := New(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
+		t.Fatalf("through proxy: %q, %v", got, err)
+	}
+
+	p.Freeze()
+	p.Freeze() // twice is once
+	if _, err := c.Write([]byte("held\n")); err != nil {
+		t.Fatalf("write while frozen: %v (the connection must stay open)", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	n, rerr := c.Read(make([]byte, 16))
+	var ne net.Error
+	if !errors.As(rerr, &ne) || !ne.Timeout() {
+		t.Fatalf("read while frozen = %d bytes, %v; want nothing until the deadline", n, rerr)
+	}
+
+	p.Thaw()
+	p.Thaw() // twice is once
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "held\n" {
+		t.Fatalf("after Thaw: %q, %v; want the line sent while frozen", line, err)
+	}
+}
