@@ -39,20 +39,7 @@ func TestFrozenOwnerHoldsOneChange(t *testing.T) {
 	ag := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	ctx := tctx(t)
 
-	var j protocol.Job
-	for range 64 {
-		c, err := a.CreateJob(ctx, everyJob("edge-1", "1h"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.own.OwnsJob(c.ID) {
-			j = c
-			break
-		}
-	}
-	if j.ID == "" {
-		t.Fatal("no job of 64 landed in a shard of ctl-b")
-	}
+	j := createOnShardOf(t, ctx, a, b, everyJob("edge-1", "1h"))
 	ag.waitCommand("assign from ctl-b", isAssign(j.ID, 1))
 
 	nc, err := nats.Connect(srv.URL())

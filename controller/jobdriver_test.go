@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -31,6 +32,24 @@ func waitSplit(tb testing.TB, a, b *Controller) {
 	})
 }
 
+// createOnShardOf creates spec through replica a until the job's shard is
+// one of replica b's (about every other id with the shards split); the
+// others stay a's own.
+func createOnShardOf(t *testing.T, ctx context.Context, a, b *Controller, spec protocol.Job) protocol.Job {
+	t.Helper()
+	for range 64 {
+		j, err := a.CreateJob(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.own.OwnsJob(j.ID) {
+			return j
+		}
+	}
+	t.Fatalf("no job of 64 landed in a shard of %s", b.cfg.Node)
+	return protocol.Job{}
+}
+
 // TestJobChangesSentByTheShardOwner: two replicas on one server split the
 // shards. Every change of a job made through the replica that does not
 // work the job's shard (ctl-a) has its commands sent by the one that does
@@ -45,22 +64,7 @@ func TestJobChangesSentByTheShardOwner(t *testing.T) {
 	ag := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 	ctx := tctx(t)
 
-	// createOnB creates spec through ctl-a until the job's shard is one
-	// of ctl-b's (about every other id); the others are ctl-a's own.
-	createOnB := func(spec protocol.Job) protocol.Job {
-		t.Helper()
-		for range 64 {
-			j, err := a.CreateJob(ctx, spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b.own.OwnsJob(j.ID) {
-				return j
-			}
-		}
-		t.Fatal("no job of 64 landed in a shard of ctl-b")
-		return protocol.Job{}
-	}
+	createOnB := func(spec protocol.Job) protocol.Job { return createOnShardOf(t, ctx, a, b, spec) }
 	// changed checks that one more change went ctl-a → ctl-b.
 	fwd, served := jobChanges(a, driver.RouteForwarded), jobChanges(b, driver.RouteServed)
 	changed := func(what string) {

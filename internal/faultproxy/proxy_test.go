@@ -36,20 +36,28 @@ func roundTrip(c net.Conn, msg string) (string, error) {
 	return bufio.NewReader(c).ReadString('\n')
 }
 
-func TestProxyForwardsCutsAndHeals(t *testing.T) {
+// proxied starts a proxy to an echo server and returns it with a
+// connection through it that has made one round trip.
+func proxied(t *testing.T) (*Proxy, net.Conn) {
+	t.Helper()
 	p, err := New(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-
+	t.Cleanup(func() { _ = p.Close() })
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Close() })
 	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
 		t.Fatalf("through proxy: %q, %v", got, err)
 	}
+	return p, c
+}
+
+func TestProxyForwardsCutsAndHeals(t *testing.T) {
+	p, c := proxied(t)
 
 	p.Cut()
 	// The open connection is gone: a read sees EOF or a reset.
@@ -82,19 +90,7 @@ func TestProxyForwardsCutsAndHeals(t *testing.T) {
 // TestProxyFreezesAndThaws: while frozen the connection stays open and
 // nothing goes through; after Thaw what was sent meanwhile arrives.
 func TestProxyFreezesAndThaws(t *testing.T) {
-	p, err := New(echoServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
-		t.Fatalf("through proxy: %q, %v", got, err)
-	}
+	p, c := proxied(t)
 
 	p.Freeze()
 	p.Freeze() // twice is once
