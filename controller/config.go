@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/controller/driver"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
@@ -69,6 +70,9 @@ type Config struct {
 	Reports ReportsConfig
 	// History says how long ended executions and retired jobs are kept.
 	History HistoryConfig
+	// Forward says how a replica hands a job change to the replica that
+	// works the job's shard (forward.*).
+	Forward ForwardConfig
 	// Logger receives the controller's logs; nil discards them.
 	Logger *slog.Logger
 	// Registry receives the controller's metrics; nil makes a new one (see Controller.Registry).
@@ -124,6 +128,30 @@ type HistoryConfig struct {
 	// AX_EVT's max age (7 days): the index is rebuilt from that stream.
 	Retention time.Duration
 }
+
+// ForwardConfig is forward.*: how a replica that stored a job change
+// hands it to the replica working the job's shard, which sends the
+// agents' commands (controller/driver).
+type ForwardConfig struct {
+	// Timeout is forward.timeout: how long the API call waits for the
+	// owner's answer before this replica sends the commands itself;
+	// default 5s, between 100ms and 1m. An owner answers in milliseconds;
+	// one cut off without its connection closing holds one call this long.
+	Timeout time.Duration
+	// Hold is forward.hold: how long, after an owner did not answer within
+	// Timeout, changes of its shards are sent here without asking it
+	// (until its leases lapse, lease_ttl, and its shards move); default
+	// 30s, between 1s and 1h.
+	Hold time.Duration
+}
+
+// Bounds of forward.timeout and forward.hold (ForwardConfig).
+const (
+	MinForwardTimeout = 100 * time.Millisecond
+	MaxForwardTimeout = time.Minute
+	MinForwardHold    = time.Second
+	MaxForwardHold    = time.Hour
+)
 
 // DefaultHistoryRetention is the default of history.retention.
 const DefaultHistoryRetention = 7 * 24 * time.Hour
@@ -214,6 +242,7 @@ func DefaultConfig() Config {
 		AckWait:            DefaultAckWait,
 		Reports:            ReportsConfig{MaxBytes: streams.DefaultReportMaxBytes, MaxAge: streams.DefaultReportMaxAge, DedupWindow: DefaultDedupWindow},
 		History:            HistoryConfig{Retention: DefaultHistoryRetention},
+		Forward:            ForwardConfig{Timeout: driver.DefaultTimeout, Hold: driver.DefaultHold},
 	}
 }
 
@@ -278,6 +307,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.History.Retention == 0 {
 		c.History.Retention = DefaultHistoryRetention
+	}
+	if c.Forward.Timeout == 0 {
+		c.Forward.Timeout = driver.DefaultTimeout
+	}
+	if c.Forward.Hold == 0 {
+		c.Forward.Hold = driver.DefaultHold
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -418,6 +453,12 @@ func (c Config) Validate() error {
 	if c.History.Retention < time.Minute || c.History.Retention > streams.DefaultEventMaxAge {
 		return configErr("history.retention", "must be between 1m and %s (AX_EVT keeps events that long and the history is rebuilt from it), got %s",
 			streams.DefaultEventMaxAge, c.History.Retention)
+	}
+	if c.Forward.Timeout < MinForwardTimeout || c.Forward.Timeout > MaxForwardTimeout {
+		return configErr("forward.timeout", "must be between %s and %s, got %s", MinForwardTimeout, MaxForwardTimeout, c.Forward.Timeout)
+	}
+	if c.Forward.Hold < MinForwardHold || c.Forward.Hold > MaxForwardHold {
+		return configErr("forward.hold", "must be between %s and %s, got %s", MinForwardHold, MaxForwardHold, c.Forward.Hold)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/axsched/ax/controller/driver"
 )
 
 // TestConfigValidate: every bad key gives an error naming it.
@@ -68,6 +70,11 @@ func TestConfigValidate(t *testing.T) {
 		{"dedup window over max age", func(c *Config) { c.Reports.MaxAge, c.Reports.DedupWindow = time.Hour, 2*time.Hour }, "reports.dedup_window: must be at most reports.max_age"},
 		{"history retention short", func(c *Config) { c.History.Retention = time.Second }, "history.retention: must be between 1m and 168h0m0s"},
 		{"history retention beyond AX_EVT", func(c *Config) { c.History.Retention = 30 * 24 * time.Hour }, "history.retention: must be between"},
+		{"forward timeout short", func(c *Config) { c.Forward.Timeout = time.Millisecond }, "forward.timeout: must be between 100ms and 1m0s"},
+		{"forward timeout long", func(c *Config) { c.Forward.Timeout = 2 * time.Minute }, "forward.timeout: must be between"},
+		{"forward timeout negative", func(c *Config) { c.Forward.Timeout = -time.Second }, "forward.timeout"},
+		{"forward hold short", func(c *Config) { c.Forward.Hold = 10 * time.Millisecond }, "forward.hold: must be between 1s and 1h0m0s"},
+		{"forward hold long", func(c *Config) { c.Forward.Hold = 2 * time.Hour }, "forward.hold: must be between"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,5 +114,34 @@ func TestShardCountFixed(t *testing.T) {
 	}
 	if err := c2.Ready(tctx(t)); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("Ready after failed start = %v", err)
+	}
+}
+
+// TestForwardConfigReachesTheDriver: forward.timeout and forward.hold are
+// the job-change driver's Timeout and Hold; left zero, the driver's
+// defaults.
+func TestForwardConfigReachesTheDriver(t *testing.T) {
+	tests := []struct {
+		name          string
+		set           ForwardConfig
+		timeout, hold time.Duration
+	}{
+		{"set", ForwardConfig{Timeout: 750 * time.Millisecond, Hold: 2 * time.Minute}, 750 * time.Millisecond, 2 * time.Minute},
+		{"zero takes the defaults", ForwardConfig{}, driver.DefaultTimeout, driver.DefaultHold},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.DataDir = t.TempDir()
+			cfg.Forward = tt.set
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.driver.Config()
+			if got.Timeout != tt.timeout || got.Hold != tt.hold {
+				t.Fatalf("driver timeout %s, hold %s; want %s, %s", got.Timeout, got.Hold, tt.timeout, tt.hold)
+			}
+		})
 	}
 }

@@ -223,7 +223,7 @@ func New(cfg Config) (*Controller, error) {
 		Jobs: c.jobs, Own: c.own,
 	}, retentionHostOf{c})
 	c.driver = driver.New(driver.Env{
-		Config: driver.Config{Instance: c.instance},
+		Config: driver.Config{Instance: c.instance, Timeout: cfg.Forward.Timeout, Hold: cfg.Forward.Hold},
 		Log:    c.log,
 		Count:  func(r driver.Route) { m.jobChanges.WithLabelValues(string(r)).Inc() },
 		Owner:  c.own, GoRun: c.goRun, Mono: c.mono,

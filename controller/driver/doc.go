@@ -35,7 +35,8 @@
 //     RouteFallback, with the owner's error returned for the log;
 //   - an owner that did not answer within Config.Timeout (ErrSilent:
 //     frozen, or cut off with its connection open) is not asked again for
-//     Config.Hold (30 s): the changes of its shards are sent at once
+//     Config.Hold (30 s; the controller's forward.timeout and forward.hold
+//     set the two): the changes of its shards are sent at once
 //     (RouteFallback, ErrNotAsked) and Local reports true for them, so it
 //     holds one API call for the timeout, not every call until its leases
 //     lapse and another replica takes its shards.

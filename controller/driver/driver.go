@@ -91,6 +91,13 @@ const (
 	RouteServed Route = "served"
 )
 
+// Defaults of Config.Timeout and Config.Hold (the controller's
+// forward.timeout and forward.hold).
+const (
+	DefaultTimeout = 5 * time.Second
+	DefaultHold    = 30 * time.Second
+)
+
 // Config tunes a Driver. Zero values take the defaults.
 type Config struct {
 	// Instance is this process's instance, as its shard leases name it.
@@ -157,10 +164,10 @@ type served struct {
 func New(env Env, host Host) *Driver {
 	cfg := env.Config
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Hold <= 0 {
-		cfg.Hold = 30 * time.Second
+		cfg.Hold = DefaultHold
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
@@ -183,6 +190,9 @@ func New(env Env, host Host) *Driver {
 	return &Driver{cfg: cfg, log: log, count: count, own: env.Owner, goRun: env.GoRun, host: host, mono: mono,
 		silent: map[string]time.Time{}, work: make(chan served, cfg.Queue)}
 }
+
+// Config returns the driver's configuration, defaults applied.
+func (d *Driver) Config() Config { return d.cfg }
 
 // Local reports whether Drive would send a change of job id from this
 // replica without asking another: it works the job's shard, no other

@@ -52,6 +52,7 @@ type Config struct {
 	AckWait            time.Duration `yaml:"ack_wait"`
 	Reports            ReportsConfig `yaml:"reports"`
 	History            HistoryConfig `yaml:"history"`
+	Forward            ForwardConfig `yaml:"forward"`
 	Log                LogConfig     `yaml:"log"`
 	NATS               NATSConfig    `yaml:"nats"`
 	API                APIConfig     `yaml:"api"`
@@ -75,6 +76,16 @@ type HistoryConfig struct {
 	// Retention is how long after its last change an ended execution (or a
 	// retired job) is kept in history.
 	Retention time.Duration `yaml:"retention"`
+}
+
+// ForwardConfig mirrors controller.ForwardConfig: how a replica hands a
+// job change to the replica that works the job's shard.
+type ForwardConfig struct {
+	// Timeout is how long an API call waits for the owner's answer before
+	// this replica sends the agents' commands itself.
+	Timeout time.Duration `yaml:"timeout"`
+	// Hold is how long an owner that did not answer in time is not asked.
+	Hold time.Duration `yaml:"hold"`
 }
 
 // LogConfig configures the process log.
@@ -131,6 +142,7 @@ func keyKinds() map[string]string {
 		"heartbeat_interval": "duration", "agent_offline_after": "duration",
 		"lease_ttl": "duration", "lease_renew_interval": "duration", "ack_wait": "duration",
 		"reports.max_bytes": "int", "reports.max_age": "duration", "reports.dedup_window": "duration", "history.retention": "duration",
+		"forward.timeout": "duration", "forward.hold": "duration",
 		"log.level": "string", "log.format": "string",
 		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int", "nats.auth": "string",
 		"nats.tls.cert_file": "string", "nats.tls.key_file": "string", "nats.tls.ca_file": "string", "nats.tls.verify_clients": "bool",
@@ -157,6 +169,8 @@ func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*v
 	v.SetDefault("reports.max_age", d.Reports.MaxAge)
 	v.SetDefault("reports.dedup_window", d.Reports.DedupWindow)
 	v.SetDefault("history.retention", d.History.Retention)
+	v.SetDefault("forward.timeout", d.Forward.Timeout)
+	v.SetDefault("forward.hold", d.Forward.Hold)
 	v.SetDefault("log.level", "info")
 	v.SetDefault("log.format", "json")
 	v.SetDefault("nats.url", "")
@@ -244,6 +258,8 @@ func loadConfig(v *viper.Viper) (Config, error) {
 	c.Reports.MaxAge = dur("reports.max_age")
 	c.Reports.DedupWindow = dur("reports.dedup_window")
 	c.History.Retention = dur("history.retention")
+	c.Forward.Timeout = dur("forward.timeout")
+	c.Forward.Hold = dur("forward.hold")
 	c.Log.Level = strings.ToLower(str("log.level"))
 	c.Log.Format = strings.ToLower(str("log.format"))
 	c.NATS.URL = str("nats.url")
@@ -399,6 +415,7 @@ func (c Config) controllerConfig() controller.Config {
 	cc.AckWait = c.AckWait
 	cc.Reports = controller.ReportsConfig{MaxBytes: c.Reports.MaxBytes, MaxAge: c.Reports.MaxAge, DedupWindow: c.Reports.DedupWindow}
 	cc.History = controller.HistoryConfig{Retention: c.History.Retention}
+	cc.Forward = controller.ForwardConfig{Timeout: c.Forward.Timeout, Hold: c.Forward.Hold}
 	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas, Auth: c.NATS.Auth}
 	cc.NATS.TLS = controller.TLSConfig{CertFile: c.NATS.TLS.CertFile, KeyFile: c.NATS.TLS.KeyFile, CAFile: c.NATS.TLS.CAFile, VerifyClients: c.NATS.TLS.VerifyClients}
 	return cc

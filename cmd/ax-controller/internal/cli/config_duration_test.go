@@ -102,3 +102,41 @@ func TestReportsDedupWindowKey(t *testing.T) {
 		},
 	})
 }
+
+// TestForwardTimeoutKey: forward.timeout defaults to 5s, is read from
+// the file and from AX_FORWARD_TIMEOUT, reaches controller.Config, is
+// shown by --print-config, and a value out of 100ms..1m is refused naming
+// the key.
+func TestForwardTimeoutKey(t *testing.T) {
+	checkDurationKey(t, durationKey{
+		key: "forward.timeout", env: "AX_FORWARD_TIMEOUT",
+		get:  func(c controller.Config) time.Duration { return c.Forward.Timeout },
+		def:  5 * time.Second,
+		file: "forward:\n  timeout: 2s\n", fromFile: 2 * time.Second,
+		envValue: "750ms", fromEnv: 750 * time.Millisecond, printed: "forward:\n  timeout: 750ms",
+		bad: []struct{ content, want string }{
+			{"forward:\n  timeout: 10ms\n", "must be between 100ms and 1m0s"},
+			{"forward:\n  timeout: 2m\n", "must be between 100ms and 1m0s"},
+			{"forward:\n  timeout: -1s\n", "must be between"},
+			{"forward:\n  timeout: later\n", "not a duration"},
+		},
+	})
+}
+
+// TestForwardHoldKey: forward.hold defaults to 30s, is read from the file
+// and from AX_FORWARD_HOLD, reaches controller.Config, is shown by
+// --print-config, and a value out of 1s..1h is refused naming the key.
+func TestForwardHoldKey(t *testing.T) {
+	checkDurationKey(t, durationKey{
+		key: "forward.hold", env: "AX_FORWARD_HOLD",
+		get:  func(c controller.Config) time.Duration { return c.Forward.Hold },
+		def:  30 * time.Second,
+		file: "forward:\n  hold: 1m\n", fromFile: time.Minute,
+		envValue: "45s", fromEnv: 45 * time.Second, printed: "  hold: 45s",
+		bad: []struct{ content, want string }{
+			{"forward:\n  hold: 500ms\n", "must be between 1s and 1h0m0s"},
+			{"forward:\n  hold: 2h\n", "must be between 1s and 1h0m0s"},
+			{"forward:\n  hold: never\n", "not a duration"},
+		},
+	})
+}
