@@ -3,6 +3,7 @@ package jobcache
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"runtime"
 	"testing"
@@ -149,5 +150,65 @@ func BenchmarkJobCacheMemory(b *testing.B) {
 			}
 			b.ReportMetric(per, "bytes/job")
 		})
+	}
+}
+
+// BenchmarkJobCachePut is the cost of putting one one-shot job into a
+// cache that holds 100,000 (a create on this replica, or a value of the
+// watcher's load after its decode): time and allocations per job, the
+// compact form included.
+func BenchmarkJobCachePut(b *testing.B) {
+	const n = 100_000
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	jobs := make([]protocol.Job, n)
+	for i := range jobs {
+		jobs[i] = laterJob(i, at)
+	}
+	jc := New(nil)
+	jc.reserve(n)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i == n {
+			b.StopTimer()
+			jc = New(nil)
+			jc.reserve(n)
+			i = 0
+			b.StartTimer()
+		}
+		jc.Put(jobs[i], uint64(i+1))
+		i++
+	}
+}
+
+// BenchmarkJobCacheApply is the load's cost per stored one-shot job: the
+// watcher's value decoded and put into a cache that holds 100,000.
+func BenchmarkJobCacheApply(b *testing.B) {
+	const n = 100_000
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	entries := make([]kvEntry, n)
+	for i := range entries {
+		j := laterJob(i, at)
+		data, err := json.Marshal(j)
+		if err != nil {
+			b.Fatal(err)
+		}
+		entries[i] = kvEntry{key: j.ID, val: data, rev: uint64(i + 1), created: at}
+	}
+	log := slog.New(slog.DiscardHandler)
+	jc := New(nil)
+	jc.reserve(n)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i == n {
+			b.StopTimer()
+			jc = New(nil)
+			jc.reserve(n)
+			i = 0
+			b.StartTimer()
+		}
+		jc.Apply(entries[i], log)
+		i++
 	}
 }
