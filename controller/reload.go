@@ -105,7 +105,7 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 			withJob = append(withJob, r)
 		}
 	}
-	restored, herr := c.repairHistory(ctx, shards, withJob)
+	restored, herr := c.repairHistory(ctx, shards, withJob, len(s.live)+s.unchecked)
 	<-missingCh
 	<-sentCh
 	sentKnown := sentErr == nil
@@ -138,7 +138,7 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		jobless = kept
 	}
 	if herr == nil && len(jobless) > 0 {
-		n, err := c.repairHistory(ctx, shards, jobless)
+		n, err := c.repairHistory(ctx, shards, jobless, len(s.live)+s.unchecked)
 		restored, herr = restored+n, err
 	}
 	if herr != nil {

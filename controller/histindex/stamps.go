@@ -27,18 +27,55 @@ func (h *Index) Stamps(ctx context.Context, shards []int) (map[string]Stamp, err
 	for i, s := range shards {
 		args[i] = s
 	}
-	rows, err := h.rdb.QueryContext(ctx, "SELECT exec_id, updated_at, state FROM execs WHERE live = 1 AND shard IN ("+in+")", args...)
+	if err := h.readStamps(ctx, out, "SELECT exec_id, updated_at, state FROM execs WHERE live = 1 AND shard IN ("+in+")", args); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// stampsChunk is how many exec ids one query of StampsOf looks up.
+const stampsChunk = 500
+
+// StampsOf returns, for those of ids whose rows are still marked live,
+// the exec id → stamp the index holds: what Stamps returns for them,
+// looked up by id. A reload after a crash checks the few records written
+// since the dead process's write marks; reading every live row of the
+// shards for them (Stamps) took 1.2 CPU-seconds with 300,000 pending.
+func (h *Index) StampsOf(ctx context.Context, ids []string) (map[string]Stamp, error) {
+	out := make(map[string]Stamp, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), stampsChunk)
+		in := strings.TrimSuffix(strings.Repeat("?,", n), ",")
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		ids = ids[n:]
+		if err := h.readStamps(ctx, out, "SELECT exec_id, updated_at, state FROM execs WHERE live = 1 AND exec_id IN ("+in+")", args); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readStamps adds the rows query returns (exec_id, updated_at, state) to
+// out.
+func (h *Index) readStamps(ctx context.Context, out map[string]Stamp, query string, args []any) error {
+	rows, err := h.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("history index: stamps: %w", err)
+		return fmt.Errorf("history index: stamps: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id, state string
 		var at int64
 		if err := rows.Scan(&id, &at, &state); err != nil {
-			return nil, fmt.Errorf("history index: stamps: %w", err)
+			return fmt.Errorf("history index: stamps: %w", err)
 		}
 		out[id] = Stamp{At: at, State: protocol.State(state)}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("history index: stamps: %w", err)
+	}
+	return nil
 }
