@@ -32,8 +32,8 @@ func covers(s histindex.Stamp, rec *execRecord) bool {
 }
 
 // repairHistory publishes the events the history index lacks for recs,
-// live records of shards, which hold live records in all (the reload's
-// scan). It does nothing while the index is behind AX_EVT
+// live records of shards; live is how many live records the shards hold
+// (the reload's scan). It does nothing while the index is behind AX_EVT
 // (errHistoryBehind): a record it lacks then may only be on its way.
 func (c *reloader) repairHistory(ctx context.Context, shards map[int]bool, recs []*execRecord, live int) (int, error) {
 	if len(recs) == 0 {
@@ -68,7 +68,7 @@ func (c *reloader) repairHistory(ctx context.Context, shards map[int]bool, recs 
 }
 
 // stampsFor returns the index's stamps of recs, live records of shards
-// (live in all): looked up by id when recs are fewer than about four in
+// (which hold live in all): looked up by id when recs are fewer than about four in
 // five of the live records (BenchmarkStamps: a lookup costs about 1.25
 // times a row of the shards' read), else read with every live row of the
 // shards. After a crash a reload checks only the records written since
