@@ -171,6 +171,9 @@ func (e *env) runningReport(it *item) protocol.Report {
 // started hands the items of a batch now RUNNING to workers.
 func (r *runQueue) started(m batchStarted) {
 	r.starting--
+	if len(m.batch) > 0 && m.err == nil {
+		r.noteStartWrite(r.env.now().Sub(m.batch[0].started))
+	}
 	if m.err != nil {
 		r.env.cfg.Log.Error("record running", "attempts", len(m.batch), "err", m.err)
 	}
@@ -187,8 +190,8 @@ func (r *runQueue) started(m batchStarted) {
 			r.finishLeaseLost(it)
 			continue
 		}
-		// Never blocks: units in flight ≤ busy ≤ 2 × workers = capacity
-		// (workers, and as many prefetched: prefetch.go).
+		// Never blocks: units in flight ≤ busy ≤ (1 + maxPrefetchFactor)
+		// × workers = capacity (workers, and the prefetched: prefetch.go).
 		r.work <- workUnit{it: it, ctx: r.running[it.id].ctx}
 	}
 }

@@ -40,9 +40,9 @@
 // and report are written before the attempt enters the run queue, its
 // RUNNING row before a worker gets it, its final row before its slot is
 // counted free; the command cursor moves in the command's transaction.
-// While handlers are short, up to Config.Workers attempts more than the
-// workers are marked RUNNING ahead, so that a freed worker finds the next
-// one durable (prefetch.go).
+// While handlers are short, attempts beyond the workers are marked RUNNING
+// ahead, enough to cover the write's round trip (at most four workers'
+// worth), so that a freed worker finds the next one durable (prefetch.go).
 // Recover rebuilds memory from the store at start: attempts found RUNNING
 // are reported interrupted, PENDING runs go back on the wheels, fires
 // found TRIGGERED but never started follow their job's misfire policy,

@@ -106,3 +106,87 @@ func TestPrefetchWhileHandlersAreShort(t *testing.T) {
 		t.Fatalf("long handlers: busy %d, want %d (no prefetch)", r.busy, cfg.Workers)
 	}
 }
+
+// TestPrefetchFollowsTheWriteRoundTrip (prefetch.go): the prefetch is the
+// workers times the RUNNING write's round trip over the handlers' run
+// time, rounded up, at least one worker's worth and at most
+// maxPrefetchFactor; none before a handler ran, with long handlers or in
+// a slow start.
+func TestPrefetchFollowsTheWriteRoundTrip(t *testing.T) {
+	const workers = 4
+	for _, tc := range []struct {
+		name           string
+		handler, write time.Duration
+		slowStart      bool
+		want           int
+	}{
+		{"no handler run yet", 0, 3 * time.Millisecond, false, 0},
+		{"no write measured yet", time.Millisecond, 0, false, workers},
+		{"write faster than a handler", 2 * time.Millisecond, time.Millisecond, false, workers},
+		{"write as long as a handler", 2 * time.Millisecond, 2 * time.Millisecond, false, workers},
+		{"write three handlers long", time.Millisecond, 3 * time.Millisecond, false, 3 * workers},
+		{"write two and a half handlers long: rounded up", 2 * time.Millisecond, 5 * time.Millisecond, false, 3 * workers},
+		{"write thirty handlers long: capped", 100 * time.Microsecond, 3 * time.Millisecond, false, maxPrefetchFactor * workers},
+		{"long handlers", prefetchBelow, time.Second, false, 0},
+		{"slow start", time.Millisecond, 3 * time.Millisecond, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runQueue{workers: workers, handlerAvg: tc.handler, writeAvg: tc.write, slowStart: tc.slowStart}
+			if got := r.prefetch(); got != tc.want {
+				t.Fatalf("prefetch with handlers of %s and writes of %s: %d, want %d", tc.handler, tc.write, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPrefetchCoversSlowWrites: on the scheduler, RUNNING writes that take
+// three handlers' time (the fake clock moved on between the pump and the
+// write's callback) make pump dispatch the workers and three workers'
+// worth more, all of them handed to workers without blocking the
+// scheduler (the work channel holds them).
+func TestPrefetchCoversSlowWrites(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cfg := offlineConfig(t, "edge-w") // 4 workers
+	o := newOffline(t, cfg, start)
+	r := o.s.runs
+	for range 60 {
+		j := protocoltest.NewJob("edge-w", "noop", schedule.Spec{Asap: true}, nil)
+		o.apply(protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: protocol.ExecID(j.ID, start), Attempt: 1, RunAt: start}})
+	}
+	o.sync()
+	// pumpSlow is a pump whose RUNNING write takes 3 ms.
+	pumpSlow := func() {
+		r.pump()
+		o.clk.Advance(3 * time.Millisecond)
+		o.sync()
+	}
+	take := func() int {
+		n := 0
+		for {
+			select {
+			case <-r.work:
+				n++
+			default:
+				return n
+			}
+		}
+	}
+	pumpSlow()
+	if n := take(); n != cfg.Workers {
+		t.Fatalf("before any handler ran: %d units, want %d (no prefetch)", n, cfg.Workers)
+	}
+	if r.writeAvg != 3*time.Millisecond {
+		t.Fatalf("write round trip %s, want 3ms", r.writeAvg)
+	}
+	for range cfg.Workers {
+		o.s.handle(slotFreed{dur: time.Millisecond})
+	}
+	pumpSlow()
+	want := cfg.Workers + 3*cfg.Workers
+	if r.busy != want {
+		t.Fatalf("handlers of 1ms, writes of 3ms: busy %d, want %d", r.busy, want)
+	}
+	if n := take(); n != want {
+		t.Fatalf("%d units handed to workers, want %d", n, want)
+	}
+}

@@ -38,8 +38,10 @@ type runQueue struct {
 	workers  int
 	busy     int // dispatched attempts whose handler has not returned
 	// handlerAvg is a moving average of the handlers' run times
-	// (noteHandler); it decides the prefetch (prefetch.go).
+	// (noteHandler), writeAvg one of the RUNNING writes' round trips
+	// (noteStartWrite); they decide the prefetch (prefetch.go).
 	handlerAvg time.Duration
+	writeAvg   time.Duration
 	slowStart  bool
 	stopped    bool
 
@@ -66,7 +68,7 @@ type workUnit struct {
 
 func newRunQueue(e *env, jobs *jobSet) *runQueue {
 	r := &runQueue{env: e, jobs: jobs, inMem: map[int64]*item{}, running: map[int64]running{},
-		fenced: map[int64]runFence{}, workers: e.cfg.Workers, work: make(chan workUnit, 2*e.cfg.Workers)}
+		fenced: map[int64]runFence{}, workers: e.cfg.Workers, work: make(chan workUnit, (1+maxPrefetchFactor)*e.cfg.Workers)}
 	r.ready.agingStep = e.cfg.AgingStep
 	return r
 }
