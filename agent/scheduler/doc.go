@@ -41,7 +41,7 @@
 // RUNNING row before a worker gets it, its final row before its slot is
 // counted free; the command cursor moves in the command's transaction.
 // While handlers are short, attempts beyond the workers are marked RUNNING
-// ahead, enough to cover the write's round trip (at most four workers'
+// ahead, enough to cover the write's round trip (at most eight workers'
 // worth), so that a freed worker finds the next one durable (prefetch.go).
 // Recover rebuilds memory from the store at start: attempts found RUNNING
 // are reported interrupted, PENDING runs go back on the wheels, fires

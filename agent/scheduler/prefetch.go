@@ -39,8 +39,10 @@ const prefetchBelow = 20 * time.Millisecond
 
 // maxPrefetchFactor bounds k, the prefetch in workers: at most that many
 // workers' worth of attempts are RUNNING ahead of the workers (what a
-// crash then reports interrupted without their handlers having run).
-const maxPrefetchFactor = 4
+// crash then reports interrupted without their handlers having run). With
+// 4, a loaded machine still skipped fires under the periodic workload
+// (4,723 in one of two runs); with 8, none in five (bench/README, stop 39).
+const maxPrefetchFactor = 8
 
 // noteHandler adds a handler's run time to the moving average (weight 1/8).
 func (r *runQueue) noteHandler(d time.Duration) {
