@@ -345,6 +345,19 @@ func (r *runQueue) movedOn(it *item) bool {
 	return it.row != nil && it.row.Epoch > 0 && (j.assigned == nil || j.assigned.epoch > it.row.Epoch)
 }
 
+// fenceMovedOn marks the dispatched attempts of j whose group lease j has
+// moved on from (movedOn) since they were dispatched: a worker that takes
+// one of them afterwards does not run it (worker.runOne), as pump and
+// started would not have handed it over. One whose handler already
+// started runs on. Called where j's assignment or epoch changes.
+func (r *runQueue) fenceMovedOn(j *jobRef) {
+	for _, run := range r.running {
+		if run.it.job == j && r.movedOn(run.it) {
+			run.it.fenced.Store(true)
+		}
+	}
+}
+
 // finishLeaseLost finishes the attempt's row as lease_lost without running
 // it and reports it fenced (dropFenced).
 func (r *runQueue) finishLeaseLost(it *item) {

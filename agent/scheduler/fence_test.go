@@ -83,3 +83,74 @@ func TestFencedDropsReported(t *testing.T) {
 		})
 	}
 }
+
+// TestFencedWhileWaitingForWorker: an attempt of a group job dispatched
+// (RUNNING, handed to the work channel) whose lease moves on before a
+// worker takes it — a newer epoch, or the job unassigned — is not run by
+// the worker that takes it: its row is finished lease_lost and it is
+// reported fenced, its slot freed; the same attempt taken before the
+// lease moved runs.
+func TestFencedWhileWaitingForWorker(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		move func(o *offline, j protocol.Job)
+	}{
+		{"newer epoch by assign", func(o *offline, j protocol.Job) {
+			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 5}})
+		}},
+		{"newer epoch by lease grant", func(o *offline, j protocol.Job) {
+			o.apply(protocol.Command{Kind: protocol.CmdLeaseGrant, Lease: &protocol.Lease{JobID: j.ID, Epoch: 4, TTL: protocol.Duration(time.Minute)}})
+		}},
+		{"unassigned", func(o *offline, j protocol.Job) {
+			o.apply(protocol.Command{Kind: protocol.CmdUnassign, Unassign: &protocol.Unassign{JobID: j.ID, Generation: j.Generation}})
+		}},
+		{"not moved", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOffline(t, offlineConfig(t, "edge-w"), start)
+			s := o.s
+			j := groupJob("edge-w", "1s", protocol.ModeAny)
+			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
+			s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
+			at := o.fireNext(j.ID)
+			s.runs.pump()
+			o.sync()
+			var u workUnit
+			select {
+			case u = <-s.runs.work:
+			default:
+				t.Fatal("the fire was not handed to a worker")
+			}
+			if u.it.row == nil || u.it.row.ExecID != protocol.ExecID(j.ID, at) || u.it.row.Epoch != 3 {
+				t.Fatalf("unit %+v, want the fire of %s under epoch 3", u.it.row, at)
+			}
+			if tc.move != nil {
+				tc.move(o, j)
+			}
+			(&worker{env: s.env}).runOne(u, &specCache{})
+			o.sync()
+			o.sync()
+			e, ok := o.row(u.it.row.ExecID)
+			if !ok {
+				t.Fatal("the fire's row is gone")
+			}
+			if tc.move == nil {
+				if e.State != store.StateFinished || e.Outcome != "success" || len(fencedReports(t, o)) != 0 {
+					t.Fatalf("not moved: %s %q, %d fenced reports; want finished success, none", e.State, e.Outcome, len(fencedReports(t, o)))
+				}
+				return
+			}
+			if e.State != store.StateFinished || e.Outcome != "lease_lost" {
+				t.Fatalf("row %s %q, want finished lease_lost (not run)", e.State, e.Outcome)
+			}
+			got := fencedReports(t, o)
+			if len(got) != 1 || got[0].ExecID != e.ExecID || got[0].Epoch != 3 {
+				t.Fatalf("fenced reports %+v, want one for %s under epoch 3", got, e.ExecID)
+			}
+			if s.runs.busy != 0 || len(s.runs.running) != 0 {
+				t.Fatalf("busy %d, running %d after the drop; want 0, 0", s.runs.busy, len(s.runs.running))
+			}
+		})
+	}
+}

@@ -162,6 +162,7 @@ func (s *Scheduler) assigned(row store.Job) {
 		return
 	}
 	j := s.jobs.byID[row.ID]
+	s.runs.fenceMovedOn(j)
 	log.Info("job assigned", "job_id", row.ID, "generation", row.Generation, "epoch", row.Epoch,
 		"schedule", j.assigned.job.Schedule, "paused", j.assigned.job.Paused)
 	s.trig.replan(j, false)
@@ -179,6 +180,7 @@ func (s *Scheduler) unassigned(id string) {
 	s.trig.flushSkip(j)
 	delete(s.jobs.byRef, j.assigned.ref)
 	j.assigned = nil
+	s.runs.fenceMovedOn(j)
 	s.env.cfg.Log.Info("job unassigned", "job_id", id)
 	s.jobs.gc(j)
 }

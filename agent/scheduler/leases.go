@@ -27,7 +27,10 @@ func (s *Scheduler) leaseGranted(jobID string, epoch uint64, at time.Time, ttl t
 		return
 	}
 	wasValid := s.trig.canFire(j)
-	aj.epoch = epoch
+	if epoch > aj.epoch {
+		aj.epoch = epoch
+		s.runs.fenceMovedOn(j)
+	}
 	aj.leaseUntil = at.Add(ttl)
 	aj.lapseSaid = false
 	if !wasValid {
@@ -47,6 +50,7 @@ func (s *Scheduler) leaseEpoch(jobID string, epoch uint64) {
 		return
 	}
 	j.assigned.epoch, j.assigned.leaseUntil = epoch, time.Time{}
+	s.runs.fenceMovedOn(j)
 	s.kickHeartbeat()
 }
 

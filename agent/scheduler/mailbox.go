@@ -41,6 +41,9 @@ type (
 	slotFreed struct{ dur time.Duration }
 	// attemptDone: an attempt's final state is durable (or failed).
 	attemptDone struct{ it *item }
+	// attemptFenced: a worker took an attempt whose group lease moved on
+	// while it waited (item.fenced) and did not run it.
+	attemptFenced struct{ it *item }
 	// fenceDropped: an attempt of a lost lease is finished unrun.
 	fenceDropped struct {
 		rowID    int64
@@ -86,6 +89,7 @@ func (runTriggered) message()     {}
 func (batchStarted) message()     {}
 func (slotFreed) message()        {}
 func (attemptDone) message()      {}
+func (attemptFenced) message()    {}
 func (fenceDropped) message()     {}
 func (jobAssigned) message()      {}
 func (jobUnassigned) message()    {}

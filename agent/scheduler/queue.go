@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/axsched/ax/agent/store"
@@ -27,6 +28,10 @@ type item struct {
 	spec *runSpec
 	// started is when it was dispatched (RUNNING).
 	started time.Time
+	// fenced is set by the scheduler goroutine when the attempt's group
+	// lease moves on after it was dispatched (fenceMovedOn) and read by
+	// the worker that takes it: one not started yet is then not run.
+	fenced atomic.Bool
 }
 
 // fifo is a ring of items.

@@ -168,6 +168,9 @@ func (s *Scheduler) handle(m message) {
 		s.runs.noteHandler(m.dur)
 	case attemptDone:
 		s.runs.done(m.it)
+	case attemptFenced:
+		s.runs.busy--
+		s.runs.finishLeaseLost(m.it)
 	case fenceDropped:
 		s.runs.fenceDropped(m)
 	case jobAssigned:

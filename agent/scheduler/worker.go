@@ -69,6 +69,13 @@ func (c *specCache) decode(raw []byte) runSpec {
 func (w *worker) runOne(u workUnit, specs *specCache) {
 	env := w.env
 	it := u.it
+	if it.fenced.Load() {
+		// Its group lease moved on while it waited for this worker (a
+		// prefetched attempt, prefetch.go): dropped unrun and reported
+		// fenced, as pump and started drop such an attempt.
+		env.mail.post(attemptFenced{it: it})
+		return
+	}
 	e := it.row
 	// The spec the run's command carried when the attempt came from it in
 	// this process; else the one stored with the attempt.
