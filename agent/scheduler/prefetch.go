@@ -20,10 +20,11 @@ import "time"
 // from pump to the write's durable callback) must number workers ×
 // writeAvg / handlerAvg. So the prefetch is workers × k, k that ratio
 // rounded up, at least 1 and at most maxPrefetchFactor. With one worker's
-// worth only (k = 1, before 2026-12-04), 2,000 one-shot HTTP GETs a second
-// of about 1 ms on 2 cores, with RUNNING writes taking 3 ms, left the 8
-// workers waiting: the run queue fell behind and 5,000 fires in 45 s were
-// skipped by overlap (bench/vsasynq, periodic).
+// worth only (k = 1, before 2026-12-04), 2,000 periodic fires a second,
+// each an HTTP GET of about 1 ms, on 2 cores with RUNNING writes taking
+// about 3 ms, left the 8 workers waiting: the run queue fell behind and
+// 4,000–6,000 fires in 45 s were skipped by overlap (bench/vsasynq,
+// periodic).
 //
 // Such an attempt is RUNNING in the store a little before its handler
 // starts: about the write's own round trip more, which RUNNING already
