@@ -25,6 +25,17 @@ func fencedReports(t *testing.T, o *offline) []protocol.Report {
 	return out
 }
 
+// heldGroupJob starts an offline scheduler for agent at start with a group
+// job (mode any, every 1s) assigned at epoch 3 and its lease held.
+func heldGroupJob(t *testing.T, agent string, start time.Time) (*offline, protocol.Job) {
+	t.Helper()
+	o := newOffline(t, offlineConfig(t, agent), start)
+	j := groupJob(agent, "1s", protocol.ModeAny)
+	o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
+	o.s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
+	return o, j
+}
+
 // TestFencedDropsReported: an attempt the agent drops unrun because its
 // group job's lease moved on — a run (retry) sent under the old epoch, or
 // a fire still queued for a worker — is reported fenced with its exec id,
@@ -37,11 +48,8 @@ func TestFencedDropsReported(t *testing.T) {
 		unassign bool
 	}{{"newer epoch", false}, {"unassigned", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := newOffline(t, offlineConfig(t, "edge-f"), start)
+			o, j := heldGroupJob(t, "edge-f", start)
 			s := o.s
-			j := groupJob("edge-f", "1s", protocol.ModeAny)
-			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
-			s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
 			// A retry sent under epoch 3, and a fire queued behind busy workers.
 			x := protocol.ExecID(j.ID, start.Add(-time.Minute))
 			o.apply(protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: x, Attempt: 2, RunAt: start.Add(time.Hour), Epoch: 3}})
@@ -108,11 +116,8 @@ func TestFencedWhileWaitingForWorker(t *testing.T) {
 		{"not moved", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := newOffline(t, offlineConfig(t, "edge-w"), start)
+			o, j := heldGroupJob(t, "edge-w", start)
 			s := o.s
-			j := groupJob("edge-w", "1s", protocol.ModeAny)
-			o.apply(protocol.Command{Kind: protocol.CmdAssign, Assign: &protocol.Assign{Job: j, Epoch: 3}})
-			s.leaseGranted(j.ID, 3, o.clk.Now(), time.Hour)
 			at := o.fireNext(j.ID)
 			s.runs.pump()
 			o.sync()
