@@ -68,11 +68,12 @@ func (c *reloader) repairHistory(ctx context.Context, shards map[int]bool, recs 
 }
 
 // stampsFor returns the index's stamps of recs, live records of shards
-// (which hold live in all): looked up by id when recs are fewer than about four in
-// five of the live records (BenchmarkStamps: a lookup costs about 1.25
-// times a row of the shards' read), else read with every live row of the
-// shards. After a crash a reload checks only the records written since
-// the dead process's write marks, often a few among 300,000.
+// (which hold live in all): looked up by id when recs are fewer than
+// about four in five of the live records (BenchmarkStamps: a lookup costs
+// about 1.25 times a row of the shards' read), else read with every live
+// row of the shards. After a crash a reload checks only the records
+// written since the dead process's write marks, often a few among
+// 300,000.
 func (c *reloader) stampsFor(ctx context.Context, shards map[int]bool, recs []*execRecord, live int) (map[string]histindex.Stamp, error) {
 	if 5*len(recs) < 4*live {
 		ids := make([]string, len(recs))

@@ -23,6 +23,17 @@ func laterJob(i int, at time.Time) protocol.Job {
 		Generation: 1, CreatedAt: at}.WithDefaults()
 }
 
+// laterJobs returns laterJob 0 … n-1, created at one instant: the
+// benchmarks' 100,000 delayed one-shots.
+func laterJobs(n int) []protocol.Job {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	jobs := make([]protocol.Job, n)
+	for i := range jobs {
+		jobs[i] = laterJob(i, at)
+	}
+	return jobs
+}
+
 // TestOneShotHeldCompact: a one-shot job is held in its compact form,
 // not as a decoded spec, and comes back from Get, Page and LiveWhere equal to what
 // was put, whether put by this replica (Put) or by the watcher (Apply,
@@ -120,11 +131,7 @@ func TestOneShotChangesKind(t *testing.T) {
 // before (decoded: the form a periodic job keeps).
 func BenchmarkJobCacheMemory(b *testing.B) {
 	const n = 100_000
-	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	jobs := make([]protocol.Job, n)
-	for i := range jobs {
-		jobs[i] = laterJob(i, at)
-	}
+	jobs := laterJobs(n)
 	for _, arm := range []string{"oneshot", "decoded"} {
 		b.Run(arm, func(b *testing.B) {
 			var per float64
@@ -181,11 +188,7 @@ func benchFill(b *testing.B, n int, add func(jc *Cache, i int)) {
 // compact form included.
 func BenchmarkJobCachePut(b *testing.B) {
 	const n = 100_000
-	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	jobs := make([]protocol.Job, n)
-	for i := range jobs {
-		jobs[i] = laterJob(i, at)
-	}
+	jobs := laterJobs(n)
 	benchFill(b, n, func(jc *Cache, i int) { jc.Put(jobs[i], uint64(i+1)) })
 }
 
@@ -193,15 +196,13 @@ func BenchmarkJobCachePut(b *testing.B) {
 // watcher's value decoded and put into a cache that holds 100,000.
 func BenchmarkJobCacheApply(b *testing.B) {
 	const n = 100_000
-	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	entries := make([]kvEntry, n)
-	for i := range entries {
-		j := laterJob(i, at)
+	for i, j := range laterJobs(n) {
 		data, err := json.Marshal(j)
 		if err != nil {
 			b.Fatal(err)
 		}
-		entries[i] = kvEntry{key: j.ID, val: data, rev: uint64(i + 1), created: at}
+		entries[i] = kvEntry{key: j.ID, val: data, rev: uint64(i + 1), created: j.CreatedAt}
 	}
 	log := slog.New(slog.DiscardHandler)
 	benchFill(b, n, func(jc *Cache, i int) { jc.Apply(entries[i], log) })
