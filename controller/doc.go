@@ -414,6 +414,10 @@
 //	                                  counter   reports removed from AX_RPT at or below their
 //	                                            consumer's ack floor (acknowledged, but left
 //	                                            stored by a kill -9 of the server)
+//	ax_report_consumers_remade_total
+//	                                  counter   report consumers a shard worker made again
+//	                                            because they were gone (deleted, or lost by
+//	                                            the NATS cluster)
 //	ax_agent_requests_refused_total{endpoint,reason}
 //	                                  counter   agent requests not served (endpoint register,
 //	                                            heartbeat or consumer_gateway): reason reply

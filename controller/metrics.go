@@ -44,6 +44,7 @@ const (
 	metricRptMaxAge       = "ax_report_stream_max_age_seconds"
 	metricRptAckedRemoved = "ax_report_stream_acked_removed_total"
 	metricAgentRefused    = "ax_agent_requests_refused_total"
+	metricRptRemade       = "ax_report_consumers_remade_total"
 )
 
 type metrics struct {
@@ -89,6 +90,8 @@ type metrics struct {
 	// Reports removed from AX_RPT at or below their consumer's ack floor
 	// (applied and acknowledged, left stored by a kill of the server).
 	rptAckedRemoved prometheus.Counter
+	// Report consumers a shard worker made again after they were gone.
+	rptRemade prometheus.Counter
 	// Agent requests not served: registrations, heartbeats and consumer
 	// gateway requests dropped for their reply subject, gateway requests
 	// refused (gateway.go).
@@ -168,6 +171,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Of those, changes with an effect that failed to be stored: they hold the write mark back until the process restarts, and a reload checks every record since."}),
 		rptAckedRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: metricRptAckedRemoved,
 			Help: "Reports removed from AX_RPT at or below their consumer's ack floor: applied and acknowledged, but left stored (a kill -9 of the server lost their removal)."}),
+		rptRemade: prometheus.NewCounter(prometheus.CounterOpts{Name: metricRptRemade,
+			Help: "Report consumers on AX_RPT a shard worker made again because they were gone (deleted, or lost by the NATS cluster); their unacknowledged reports were delivered again."}),
 		agentRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricAgentRefused,
 			Help: "Agent requests not served, by endpoint (register, heartbeat, consumer_gateway) and reason: reply (dropped: the reply subject is not the agent's inbox), subject (dropped), consumer (a consumer beyond the agent's own pull consumer, refused)."},
 			[]string{"endpoint", "reason"}),
@@ -181,7 +186,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.jobChanges, m.deferred, m.strayUnassigns,
 		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
-		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.agentRefused,
+		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.rptRemade, m.agentRefused,
 		m.marksOpen, m.marksFailed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)

@@ -14,7 +14,11 @@
 //   - The shard workers (shards.go): StartShardWorker starts the worker
 //     of a shard this replica acquired; the worker spreads the shard's
 //     reports over its lanes by exec id and is stopped (drained or not)
-//     through lease.ShardWorker by the shard ownership.
+//     through lease.ShardWorker by the shard ownership. Each of its
+//     consumers is read by a consumerReader (consumerreader.go), which
+//     makes the consumer again when it is gone under it (deleted, or lost
+//     by a rebuilt NATS cluster) and reads on: the work queue delivers
+//     what was not acknowledged (ax_report_consumers_remade_total).
 //   - The lanes (lanes.go, lanelinger.go): a lane applies its reports in
 //     batches: decode, authorize, plan (execution.Apply per report, the
 //     reports of one execution folded into one record), the writes of a

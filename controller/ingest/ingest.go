@@ -77,6 +77,9 @@ type Metrics struct {
 	// ax_report_stream_acked_removed_total.
 	StreamBytes, StreamMaxBytes, StreamMsgs, StreamOldest, StreamMaxAge prometheus.Gauge
 	StreamAckedRemoved                                                  prometheus.Counter
+	// ConsumersRemade counts the report consumers a shard worker made
+	// again after they were gone: ax_report_consumers_remade_total.
+	ConsumersRemade prometheus.Counter
 }
 
 // Env is what the ingest is given at construction (New): its

@@ -36,13 +36,13 @@ const shardLanes = 4
 // holds the shard's lease (lease.Ownership starts it through its host and
 // stops it).
 type shardWorker struct {
-	c      *Ingest
-	n      int
-	its    []jetstream.MessagesContext
-	lanes  []*lane
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	c       *Ingest
+	n       int
+	readers []*consumerReader
+	lanes   []*lane
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // ConsumerName is the name of report consumer n on AX_RPT (ax-shard-<n>).
@@ -77,18 +77,7 @@ func (c *Ingest) EnsureConsumers(ctx context.Context) error {
 		return fmt.Errorf("report consumers: %w", err)
 	}
 	for n := range max(c.cfg.Shards, protocol.DefaultShards) {
-		_, err := c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, jetstream.ConsumerConfig{
-			Durable:       ConsumerName(n),
-			Description:   "ax controller: reports of shard " + strconv.Itoa(n),
-			FilterSubject: protocol.ReportShardSubject(n),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       c.cfg.AckWait,
-			MaxDeliver:    -1,
-			MaxAckPending: 4096,
-			DeliverPolicy: jetstream.DeliverAllPolicy,
-			Replicas:      c.cfg.Replicas,
-			Metadata:      map[string]string{shardMetaKey: strconv.Itoa(c.cfg.Shards)},
-		})
+		_, err := c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, c.consumerConfig(n))
 		if err != nil {
 			return fmt.Errorf("report consumer of shard %d: %w", n, err)
 		}
@@ -104,19 +93,15 @@ func (c *Ingest) StartShardWorker(ctx context.Context, n int) (lease.ShardWorker
 	w := &shardWorker{c: c, n: n}
 	w.ctx, w.cancel = context.WithCancel(c.ctx)
 	for _, k := range consumersOf(n, c.cfg.Shards) {
-		cons, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(k))
-		if err == nil {
-			var it jetstream.MessagesContext
-			if it, err = cons.Messages(jetstream.PullMaxMessages(512)); err == nil {
-				w.its = append(w.its, it)
-				continue
+		r := &consumerReader{w: w, k: k}
+		if err := r.open(ctx); err != nil {
+			for _, r := range w.readers {
+				r.stop(false)
 			}
+			w.cancel()
+			return nil, fmt.Errorf("report consumers of shard %d: %w", n, err)
 		}
-		for _, it := range w.its {
-			it.Stop()
-		}
-		w.cancel()
-		return nil, fmt.Errorf("report consumer of shard %d: %w", k, err)
+		w.readers = append(w.readers, r)
 	}
 	for range shardLanes {
 		l := newLane(w)
@@ -125,10 +110,10 @@ func (c *Ingest) StartShardWorker(ctx context.Context, n int) (lease.ShardWorker
 		go func() { defer w.wg.Done(); l.run(w.ctx) }()
 	}
 	var readers sync.WaitGroup
-	for _, it := range w.its {
+	for _, r := range w.readers {
 		readers.Add(1)
 		w.wg.Add(1)
-		go func() { defer w.wg.Done(); defer readers.Done(); w.read(w.ctx, it) }()
+		go func() { defer w.wg.Done(); defer readers.Done(); r.run(w.ctx) }()
 	}
 	w.wg.Add(1)
 	go func() {
@@ -147,12 +132,8 @@ func (c *Ingest) StartShardWorker(ctx context.Context, n int) (lease.ShardWorker
 // lease was lost), or past drainMax, they are left unacknowledged for the
 // next owner.
 func (w *shardWorker) Stop(drain bool, drainMax time.Duration) {
-	for _, it := range w.its {
-		if drain {
-			it.Drain()
-		} else {
-			it.Stop()
-		}
+	for _, r := range w.readers {
+		r.stop(drain)
 	}
 	if !drain {
 		w.cancel()
@@ -165,35 +146,14 @@ func (w *shardWorker) Stop(drain bool, drainMax time.Duration) {
 		case <-done:
 		case <-t.C:
 			w.c.log.Warn("shard worker did not drain in time; leaving the rest to the next owner", "shard", w.n, "after", drainMax)
-			for _, it := range w.its {
-				it.Stop()
+			for _, r := range w.readers {
+				r.stop(false)
 			}
 		}
 		t.Stop()
 	}
 	w.cancel()
 	<-done
-}
-
-// read hands each message of one consumer to the lane of its execution
-// (the exec id is read from the subject-independent report body).
-func (w *shardWorker) read(ctx context.Context, it jetstream.MessagesContext) {
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
-				return
-			}
-			w.c.log.Warn("report consumer", "shard", w.n, "err", err)
-			continue
-		}
-		l := w.lanes[laneOf(msg.Data(), len(w.lanes))]
-		select {
-		case l.in <- msg:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // laneOf hashes the exec_id of a report body to a lane. Encoders write

@@ -1,0 +1,211 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
+
+// reopenWait is how long a consumer reader waits between two failed
+// attempts to make its consumer again (the server unreachable, say).
+const reopenWait = time.Second
+
+// pullMax is how many reports a consumer reader keeps pulled ahead.
+const pullMax = 512
+
+// consumerConfig is the config of report consumer n on AX_RPT
+// (EnsureConsumers, and a reader making its consumer again).
+func (c *Ingest) consumerConfig(n int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerName(n),
+		Description:   "ax controller: reports of shard " + strconv.Itoa(n),
+		FilterSubject: protocol.ReportShardSubject(n),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 4096,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      c.cfg.Replicas,
+		Metadata:      map[string]string{shardMetaKey: strconv.Itoa(c.cfg.Shards)},
+	}
+}
+
+// consumerReader reads one report consumer (ax-shard-<k>) for a shard
+// worker and hands each report to the lane of its execution. When the
+// consumer is gone under it (deleted by an operator, or lost by a NATS
+// cluster that was rebuilt), the reader makes it again with the same
+// config and reads on: AX_RPT is a work queue, so the new consumer
+// delivers every report not yet acknowledged, and a report applied but
+// not acknowledged before the loss comes again and is applied once (the
+// record's applied steps). Without it the worker's iterator ended and the
+// shard's reports waited for the next restart.
+//
+// Its goroutine (run) is the only one that replaces the iterator; the
+// mutex guards the iterator against the worker's Stop, which may come at
+// any time.
+type consumerReader struct {
+	w *shardWorker
+	k int
+
+	mu      sync.Mutex
+	it      jetstream.MessagesContext // the current iterator
+	stopped bool                      // Stop called: no new iterator
+}
+
+// open makes the reader's first iterator (StartShardWorker: an error
+// there fails the start of the worker).
+func (r *consumerReader) open(ctx context.Context) error {
+	it, err := r.iterate(ctx, false)
+	if err != nil {
+		return err
+	}
+	r.it = it
+	return nil
+}
+
+// iterate returns an iterator over consumer k, made again first when
+// remake is set or the consumer does not exist.
+func (r *consumerReader) iterate(ctx context.Context, remake bool) (jetstream.MessagesContext, error) {
+	c := r.w.c
+	var cons jetstream.Consumer
+	var err error
+	if !remake {
+		cons, err = c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(r.k))
+	}
+	if remake || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, c.consumerConfig(r.k))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("report consumer %d: %w", r.k, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(pullMax), jetstream.WithMessagesErrOnMissingHeartbeat(true))
+	if err != nil {
+		return nil, fmt.Errorf("report consumer %d: %w", r.k, err)
+	}
+	return it, nil
+}
+
+// stop ends the current iterator: drained (the reports already pulled
+// still come out of Next) or at once. No iterator follows it.
+func (r *consumerReader) stop(drain bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	if drain {
+		r.it.Drain()
+	} else {
+		r.it.Stop()
+	}
+}
+
+// current returns the iterator to read, nil once stopped.
+func (r *consumerReader) current() jetstream.MessagesContext {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return nil
+	}
+	return r.it
+}
+
+// replace installs it as the current iterator; false (it stopped) when
+// the reader was stopped meanwhile.
+func (r *consumerReader) replace(it jetstream.MessagesContext) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		it.Stop()
+		return false
+	}
+	r.it = it
+	return true
+}
+
+// run reads until the reader is stopped (and its iterator drained) or ctx
+// ends, making the consumer again whenever it is gone.
+func (r *consumerReader) run(ctx context.Context) {
+	it := r.current()
+	for it != nil {
+		gone := r.readUntilGone(ctx, it)
+		if !gone {
+			return
+		}
+		it = r.reopen(ctx)
+	}
+}
+
+// readUntilGone hands the reports of it to the lanes. It returns true when the
+// consumer is gone and the reader must make it again, false when the
+// reader is done (stopped, drained, ctx ended).
+func (r *consumerReader) readUntilGone(ctx context.Context, it jetstream.MessagesContext) bool {
+	c := r.w.c
+	for {
+		msg, err := it.Next()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return false
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+			it.Stop()
+			c.log.Warn("report consumer deleted; making it again", "shard", r.w.n, "consumer", ConsumerName(r.k))
+			return true
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			// Stopped by the worker, or ended by the library on an error
+			// it could not pass on (the consumer's end among them).
+			return r.current() != nil
+		case errors.Is(err, jetstream.ErrNoHeartbeat):
+			// The server stopped answering this consumer's pulls: a
+			// consumer lost without a deletion notice looks so.
+			if _, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(r.k)); errors.Is(err, jetstream.ErrConsumerNotFound) {
+				it.Stop()
+				c.log.Warn("report consumer missing; making it again", "shard", r.w.n, "consumer", ConsumerName(r.k))
+				return true
+			}
+			continue
+		default:
+			c.log.Warn("report consumer", "shard", r.w.n, "consumer", ConsumerName(r.k), "err", err)
+			continue
+		}
+		l := r.w.lanes[laneOf(msg.Data(), len(r.w.lanes))]
+		select {
+		case l.in <- msg:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// reopen makes consumer k again and returns an iterator over it, trying
+// every reopenWait until it succeeds; nil when the reader was stopped or
+// ctx ended first.
+func (r *consumerReader) reopen(ctx context.Context) jetstream.MessagesContext {
+	c := r.w.c
+	for {
+		it, err := r.iterate(ctx, true)
+		if err == nil {
+			if !r.replace(it) {
+				return nil
+			}
+			c.m.ConsumersRemade.Inc()
+			return it
+		}
+		if r.current() == nil || ctx.Err() != nil {
+			return nil
+		}
+		c.log.Warn("report consumer not made again; retrying", "shard", r.w.n, "consumer", ConsumerName(r.k), "err", err, "in", reopenWait)
+		t := time.NewTimer(reopenWait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+	}
+}
