@@ -13,9 +13,14 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// reopenWait is how long a consumer reader waits between two failed
-// attempts to make its consumer again (the server unreachable, say).
-const reopenWait = time.Second
+// reopenWait is how long a consumer reader waits after its first failed
+// attempt to make its consumer again (the server unreachable, AX_RPT
+// itself deleted); the wait doubles with each failure up to
+// reopenWaitMax.
+const (
+	reopenWait    = time.Second
+	reopenWaitMax = 30 * time.Second
+)
 
 // pullMax is how many reports a consumer reader keeps pulled ahead.
 const pullMax = 512
@@ -183,10 +188,11 @@ func (r *consumerReader) readUntilGone(ctx context.Context, it jetstream.Message
 }
 
 // reopen makes consumer k again and returns an iterator over it, trying
-// every reopenWait until it succeeds; nil when the reader was stopped or
-// ctx ended first.
+// until it succeeds (waits from reopenWait to reopenWaitMax); nil when
+// the reader was stopped or ctx ended first.
 func (r *consumerReader) reopen(ctx context.Context) jetstream.MessagesContext {
 	c := r.w.c
+	wait := reopenWait
 	for {
 		it, err := r.iterate(ctx, true)
 		if err == nil {
@@ -199,13 +205,14 @@ func (r *consumerReader) reopen(ctx context.Context) jetstream.MessagesContext {
 		if r.current() == nil || ctx.Err() != nil {
 			return nil
 		}
-		c.log.Warn("report consumer not made again; retrying", "shard", r.w.n, "consumer", ConsumerName(r.k), "err", err, "in", reopenWait)
-		t := time.NewTimer(reopenWait)
+		c.log.Warn("report consumer not made again; retrying", "shard", r.w.n, "consumer", ConsumerName(r.k), "err", err, "in", wait)
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		}
+		wait = min(2*wait, reopenWaitMax)
 	}
 }
