@@ -66,6 +66,22 @@ func newTestController(t testing.TB) *Controller {
 	return startController(t, testConfig(t, t.TempDir()))
 }
 
+// clientJS connects a plain client to url for the rest of the test and
+// returns its JetStream context.
+func clientJS(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 func tctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/lease"
@@ -113,15 +112,7 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 	started := make(chan error, 1)
 	go func() { started <- c.Start(tctx(t)) }()
 
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := clientJS(t, srv.URL())
 	var kv jetstream.KeyValue
 	var first uint64
 	renewals := 0

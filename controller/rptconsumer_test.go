@@ -4,9 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
@@ -26,15 +23,7 @@ func TestReportConsumerDeletedIsRecreated(t *testing.T) {
 	ctx := tctx(t)
 	eventually(t, 20*time.Second, "every shard owned", func() bool { return len(c.own.OwnedShards()) == cfg.Shards })
 	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
-	nc, err := nats.Connect(c.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := clientJS(t, c.NATSURL())
 	for n := range protocol.DefaultShards {
 		if err := js.DeleteConsumer(ctx, protocol.StreamReports, ingest.ConsumerName(n)); err != nil {
 			t.Fatalf("delete consumer %d: %v", n, err)
