@@ -98,6 +98,10 @@ type Config struct {
 	heldTick time.Duration
 	// reportSweep overrides how often AX_RPT is looked at (ingest.Config.ReportSweep).
 	reportSweep time.Duration
+	// registerMinInterval overrides how soon an agent may register again
+	// (fleet.Config.RegisterMinInterval; below 0: at once). The package's
+	// tests register one test agent back to back.
+	registerMinInterval time.Duration
 	// marksSweep overrides how often the marks of ended processes are
 	// looked for (writemarks.go).
 	marksSweep time.Duration

@@ -180,7 +180,8 @@ func New(cfg Config) (*Controller, error) {
 	}, ownershipHostOf{c})
 	c.fleet = fleet.New(fleet.Env{
 		Config: fleet.Config{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
-			HeartbeatInterval: cfg.HeartbeatInterval, AgentOfflineAfter: cfg.AgentOfflineAfter},
+			HeartbeatInterval: cfg.HeartbeatInterval, AgentOfflineAfter: cfg.AgentOfflineAfter,
+			RegisterMinInterval: cfg.registerMinInterval},
 		Log: c.log,
 		Metrics: fleet.Metrics{AgentsOnline: m.agentsOnline, AgentsKnown: m.agentsKnown, LabelsIgnored: m.labelsIgnored,
 			StoreResets: m.storeResets, AgentRefused: m.agentRefused, AgentStats: m.agentStats, ForgetAgent: m.forgetAgent},

@@ -422,7 +422,10 @@
 //	                                  counter   agent requests not served (endpoint register,
 //	                                            heartbeat or consumer_gateway): reason reply
 //	                                            (dropped, the reply is not the agent's inbox),
-//	                                            subject (dropped), consumer (refused create/delete)
+//	                                            subject (dropped), consumer (refused create/delete);
+//	                                            for registrations also busy (queue full), late
+//	                                            (waited past 2s) and repeat (the agent's own bound:
+//	                                            one waiting, one a second)
 //
 // The ax_agent_* gauges are set on every heartbeat (and at start from the
 // stats stored with each agent's last heartbeat) and deleted when the

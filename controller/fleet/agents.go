@@ -97,11 +97,9 @@ func respond(msg *nats.Msg, v any) {
 // sequence or its store lost its state (storeLost), adjusts group jobs
 // whose membership it changes, and replies with controller time, the
 // shard count, its labels and where to resume reading commands.
-// received is when the request arrived (f.mono()).
+// received is when the request arrived (f.mono()); its reply subject
+// was checked when it was queued (enqueueRegister).
 func (f *Fleet) handleRegister(msg *nats.Msg, received time.Time) {
-	if !f.replyAllowed(endpointRegister, strings.TrimPrefix(msg.Subject, "ax.reg."), msg) {
-		return
-	}
 	ctx := f.ctx
 	fail := func(reason string, args ...any) {
 		f.log.Warn("registration refused", append([]any{"subject", msg.Subject, "reason", reason}, args...)...)

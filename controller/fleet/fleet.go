@@ -58,6 +58,10 @@ type Config struct {
 	// offline.
 	HeartbeatInterval time.Duration
 	AgentOfflineAfter time.Duration
+	// RegisterMinInterval is how soon after one registration of an agent
+	// was admitted its next one is (regadmit.go): 0 is the default, 1s;
+	// below 0, no bound (tests that register one agent back to back).
+	RegisterMinInterval time.Duration
 }
 
 // Metrics are the controller's metrics the fleet sets.
@@ -162,7 +166,14 @@ func New(e Env, host Host) *Fleet {
 		m: metrics{agentsOnline: m.AgentsOnline, agentsKnown: m.AgentsKnown, labelsIgnored: m.LabelsIgnored,
 			storeResets: m.StoreResets, agentRefused: m.AgentRefused, agentStats: m.AgentStats, forgetAgent: m.ForgetAgent},
 	}
-	return &Fleet{env: en, host: host, store: &agentStore{en}}
+	f := &Fleet{env: en, host: host, store: &agentStore{en}}
+	switch iv := e.Config.RegisterMinInterval; {
+	case iv == 0:
+		f.regs.admitted.minInterval = registerMinInterval
+	case iv > 0:
+		f.regs.admitted.minInterval = iv
+	}
+	return f
 }
 
 // Registry returns the fleet's registry of agents, which the rest of the

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,7 @@ const (
 
 type regRequest struct {
 	msg *nats.Msg
+	id  string    // the agent, from the subject
 	at  time.Time // env.mono() when received
 }
 
@@ -54,6 +56,9 @@ type regRequest struct {
 type regPool struct {
 	once sync.Once
 	q    chan regRequest
+	// admitted bounds each agent's registrations in the queue
+	// (regadmit.go).
+	admitted regAdmissions
 
 	mu      sync.Mutex
 	first   uint64
@@ -135,16 +140,32 @@ func (p *regPool) firstSeq(ctx context.Context, e *env, received time.Time) (uin
 	return p.first, nil
 }
 
-// enqueueRegister is the registration subscription's handler.
+// enqueueRegister is the registration subscription's handler. A request
+// whose reply subject is not the agent's inbox is dropped here, before it
+// takes a place in the queue; one the agent's bounds refuse (regadmit.go)
+// or that finds the queue full is answered "busy" at once.
 func (f *Fleet) enqueueRegister(msg *nats.Msg) {
 	f.regs.once.Do(func() { f.regs.q = make(chan regRequest, registerQueue) })
+	id := strings.TrimPrefix(msg.Subject, "ax.reg.")
+	if !f.replyAllowed(endpointRegister, id, msg) {
+		return
+	}
+	now := f.mono()
+	if ok, wait := f.regs.admitted.admit(id, now); !ok {
+		f.m.agentRefused.WithLabelValues(endpointRegister, refuseRepeat).Inc()
+		respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "a registration of this agent is in progress or was just made, retry later",
+			RetryAfter: protocol.Duration(max(wait, registerBusyMin))})
+		return
+	}
 	if n := len(f.regs.q); n >= f.regs.admits() {
+		f.regs.admitted.forget(id)
 		f.regBusy(msg, n)
 		return
 	}
 	select {
-	case f.regs.q <- regRequest{msg: msg, at: f.mono()}:
+	case f.regs.q <- regRequest{msg: msg, id: id, at: now}:
 	default:
+		f.regs.admitted.forget(id)
 		f.regBusy(msg, len(f.regs.q))
 	}
 }
@@ -170,6 +191,11 @@ func (f *Fleet) registerWorker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case r := <-f.regs.q:
+			// Out of the queue: the agent's next registration may wait
+			// there (within the agent's interval) while this one is
+			// handled, so that the reply of this one never finds the
+			// next refused as in progress.
+			f.regs.admitted.release(r.id)
 			if f.mono().Sub(r.at) > registerMaxWait {
 				f.m.agentRefused.WithLabelValues(endpointRegister, refuseLate).Inc()
 				continue
