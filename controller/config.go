@@ -98,10 +98,10 @@ type Config struct {
 	heldTick time.Duration
 	// reportSweep overrides how often AX_RPT is looked at (ingest.Config.ReportSweep).
 	reportSweep time.Duration
-	// registerMinInterval overrides how soon an agent may register again
-	// (fleet.Config.RegisterMinInterval; below 0: at once). The package's
-	// tests register one test agent back to back.
-	registerMinInterval time.Duration
+	// unboundedAgentRates lifts the per-agent rates of registrations and
+	// heartbeats (fleet.Config.UnboundedAgentRates): the package's tests
+	// send one test agent's requests back to back.
+	unboundedAgentRates bool
 	// marksSweep overrides how often the marks of ended processes are
 	// looked for (writemarks.go).
 	marksSweep time.Duration

@@ -181,7 +181,7 @@ func New(cfg Config) (*Controller, error) {
 	c.fleet = fleet.New(fleet.Env{
 		Config: fleet.Config{Node: cfg.Node, DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Shards: cfg.Shards,
 			HeartbeatInterval: cfg.HeartbeatInterval, AgentOfflineAfter: cfg.AgentOfflineAfter,
-			RegisterMinInterval: cfg.registerMinInterval},
+			UnboundedAgentRates: cfg.unboundedAgentRates},
 		Log: c.log,
 		Metrics: fleet.Metrics{AgentsOnline: m.agentsOnline, AgentsKnown: m.agentsKnown, LabelsIgnored: m.labelsIgnored,
 			StoreResets: m.storeResets, AgentRefused: m.agentRefused, AgentStats: m.agentStats, ForgetAgent: m.forgetAgent},

@@ -425,7 +425,8 @@
 //	                                            subject (dropped), consumer (refused create/delete);
 //	                                            for registrations also busy (queue full), late
 //	                                            (waited past 2s) and repeat (the agent's own bound:
-//	                                            one waiting, one a second)
+//	                                            one waiting, one a second); for heartbeats repeat
+//	                                            (two waiting, five per heartbeat interval)
 //
 // The ax_agent_* gauges are set on every heartbeat (and at start from the
 // stats stored with each agent's last heartbeat) and deleted when the

@@ -33,7 +33,7 @@ func testConfig(t testing.TB, dir string) Config {
 	// for its events' acks, 2 s at most in production; a loaded -race run
 	// can take longer, and the tests read their own writes.
 	cfg.historyReadWait, cfg.eventAckWait = 20*time.Second, 20*time.Second
-	cfg.registerMinInterval = -1 // the test agents register back to back
+	cfg.unboundedAgentRates = true // the test agents register and heartbeat back to back
 	if os.Getenv("AX_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -10,11 +10,11 @@
 //     queue group of the replicas (ResponderQueue), each behind a worker
 //     pool: registrations in a bounded queue, answered "busy" with a
 //     spread-out RetryAfter when it holds as many as the workers handle in
-//     time (regpool.go), and per agent at most one waiting in the queue
-//     and one admitted a second (regadmit.go: one device's flood neither
-//     fills the queue nor keeps the workers writing its record); heartbeats
-//     on workers chosen by agent, so that an agent's stay in order
-//     (hbpool.go).
+//     time (regpool.go); heartbeats on workers chosen by agent, so that an
+//     agent's stay in order (hbpool.go). Both are bounded per agent before
+//     they take a place in a queue (admit.go: a few waiting, and a rate),
+//     so that one device's flood neither fills a queue the others need
+//     nor keeps the workers writing its record.
 //   - Liveness (agentstore.go, livedigest.go): a heartbeat whose reply
 //     depends on no write is answered from memory; ax_agents is written
 //     when the agent's state changes (online, first heartbeat, stopping,

@@ -58,10 +58,10 @@ type Config struct {
 	// offline.
 	HeartbeatInterval time.Duration
 	AgentOfflineAfter time.Duration
-	// RegisterMinInterval is how soon after one registration of an agent
-	// was admitted its next one is (regadmit.go): 0 is the default, 1s;
-	// below 0, no bound (tests that register one agent back to back).
-	RegisterMinInterval time.Duration
+	// UnboundedAgentRates lifts the per-agent rates of registrations and
+	// heartbeats (admit.go; the bounds on what waits stay): for tests that
+	// send one agent's requests back to back. Production leaves it false.
+	UnboundedAgentRates bool
 }
 
 // Metrics are the controller's metrics the fleet sets.
@@ -143,6 +143,9 @@ type Fleet struct {
 	host  Host
 	store *agentStore
 	regs  regPool // registrations waiting for a worker (regpool.go)
+	// hbAdmitted bounds each agent's heartbeats waiting for a worker
+	// (admit.go, hbpool.go).
+	hbAdmitted agentAdmissions
 	// locks serialize the read-modify-write of one agent's record
 	// (registration, heartbeat, label, enrollment, revocation), so that a
 	// heartbeat in flight does not store the agent back unrevoked or set
@@ -167,11 +170,10 @@ func New(e Env, host Host) *Fleet {
 			storeResets: m.StoreResets, agentRefused: m.AgentRefused, agentStats: m.AgentStats, forgetAgent: m.ForgetAgent},
 	}
 	f := &Fleet{env: en, host: host, store: &agentStore{en}}
-	switch iv := e.Config.RegisterMinInterval; {
-	case iv == 0:
-		f.regs.admitted.minInterval = registerMinInterval
-	case iv > 0:
-		f.regs.admitted.minInterval = iv
+	f.regs.admitted = agentAdmissions{waiting: registerWaiting, burst: 1, every: registerMinInterval}
+	f.hbAdmitted = agentAdmissions{waiting: heartbeatWaiting, burst: heartbeatBurst, every: e.Config.HeartbeatInterval / heartbeatBurst}
+	if e.Config.UnboundedAgentRates {
+		f.regs.admitted.every, f.hbAdmitted.every = 0, 0
 	}
 	return f
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/axsched/ax/pkg/protocol"
 )
 
 // Heartbeats are handled by heartbeatWorkers goroutines (mostly waiting
@@ -21,7 +23,9 @@ const (
 )
 
 // startHeartbeatWorkers starts the heartbeat workers and returns the
-// subscription handler that feeds them.
+// subscription handler that feeds them. The handler drops a heartbeat
+// whose reply subject is not the agent's inbox, and one its agent's
+// bounds refuse (admit.go), before it takes a place in a queue.
 func (f *Fleet) startHeartbeatWorkers() nats.MsgHandler {
 	qs := make([]chan *nats.Msg, heartbeatWorkers)
 	for i := range qs {
@@ -33,14 +37,27 @@ func (f *Fleet) startHeartbeatWorkers() nats.MsgHandler {
 				case <-ctx.Done():
 					return
 				case m := <-q:
+					f.hbAdmitted.release(strings.TrimPrefix(m.Subject, "ax.hb."))
 					f.handleHeartbeat(m)
 				}
 			}
 		})
 	}
 	return func(m *nats.Msg) {
+		id := strings.TrimPrefix(m.Subject, "ax.hb.")
+		if !f.replyAllowed(endpointHeartbeat, id, m) {
+			return
+		}
+		if ok, _ := f.hbAdmitted.admit(id, f.mono()); !ok {
+			// An agent waits for the reply to its heartbeat before the
+			// next, so only a flood gets here: answered at once, never
+			// queued.
+			f.m.agentRefused.WithLabelValues(endpointHeartbeat, refuseRepeat).Inc()
+			respond(m, protocol.HeartbeatReply{V: protocol.Version, Error: "heartbeats of this agent come too fast"})
+			return
+		}
 		h := fnv.New32a()
-		_, _ = h.Write([]byte(strings.TrimPrefix(m.Subject, "ax.hb.")))
+		_, _ = h.Write([]byte(id))
 		select {
 		case qs[h.Sum32()%heartbeatWorkers] <- m:
 		case <-f.ctx.Done():

@@ -62,7 +62,7 @@ func testEnv(node string) Env {
 	clk := clock.Real{}
 	return Env{
 		Config: Config{Node: node, Shards: protocol.DefaultShards, HeartbeatInterval: testHeartbeatInterval,
-			AgentOfflineAfter: 3 * testHeartbeatInterval, RegisterMinInterval: -1},
+			AgentOfflineAfter: 3 * testHeartbeatInterval, UnboundedAgentRates: true},
 		Log: log,
 		Metrics: Metrics{
 			AgentsOnline:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_agents_online"}),

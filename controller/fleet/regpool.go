@@ -56,9 +56,8 @@ type regRequest struct {
 type regPool struct {
 	once sync.Once
 	q    chan regRequest
-	// admitted bounds each agent's registrations in the queue
-	// (regadmit.go).
-	admitted regAdmissions
+	// admitted bounds each agent's registrations in the queue (admit.go).
+	admitted agentAdmissions
 
 	mu      sync.Mutex
 	first   uint64
@@ -142,7 +141,7 @@ func (p *regPool) firstSeq(ctx context.Context, e *env, received time.Time) (uin
 
 // enqueueRegister is the registration subscription's handler. A request
 // whose reply subject is not the agent's inbox is dropped here, before it
-// takes a place in the queue; one the agent's bounds refuse (regadmit.go)
+// takes a place in the queue; one the agent's bounds refuse (admit.go)
 // or that finds the queue full is answered "busy" at once.
 func (f *Fleet) enqueueRegister(msg *nats.Msg) {
 	f.regs.once.Do(func() { f.regs.q = make(chan regRequest, registerQueue) })

@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +25,7 @@ import (
 // refused{reason="repeat"}.
 func TestRegistrationFloodOfOneAgent(t *testing.T) {
 	e := testEnv("ctl-a")
-	e.Config.RegisterMinInterval = 0 // the default: 1s
+	e.Config.UnboundedAgentRates = false // the production bounds
 	c := startFleet(t, natstest.Start(t).URL(), e)
 	nc, err := nats.Connect(c.url)
 	if err != nil {
@@ -98,5 +100,80 @@ func TestRegistrationFloodOfOneAgent(t *testing.T) {
 	got := testutil.MetricValue(t, c.m.agentRefused.WithLabelValues(endpointRegister, refuseRepeat))
 	if int(got) != refused["bad-1"] || refused["bad-1"] < flood-ok["bad-1"]-registerQueue {
 		t.Errorf("refused{repeat} = %v, the flooding agent refused %d times", got, refused["bad-1"])
+	}
+}
+
+// TestHeartbeatFloodOfOneAgent: one registered agent's key publishes
+// 5,000 heartbeats as fast as it can while its worker is held (here by
+// the agent's own lock, as behind a write of its record), then 20 other
+// agents on other workers send one heartbeat each. The flood has two
+// heartbeats waiting at a time and five a heartbeat interval, so the
+// others' are answered while the flood's worker is still held. Before,
+// the flood filled its worker's queue, then the subscription that feeds
+// every worker waited for room: no agent's heartbeat was answered until
+// the flood's worker was free. The flood's surplus is dropped and counted
+// as refused{reason="repeat"}, each answered with an error at once.
+func TestHeartbeatFloodOfOneAgent(t *testing.T) {
+	e := testEnv("ctl-a")
+	e.Config.UnboundedAgentRates = false // the production bounds
+	c := startFleet(t, natstest.Start(t).URL(), e)
+	hash := func(id string) uint32 {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(id))
+		return h.Sum32()
+	}
+	bad := newTestAgent(t, c.url, "bad-1", nil).start()
+	var others []*testAgent
+	for i := 0; len(others) < 20; i++ {
+		id := fmt.Sprintf("edge-%d", i)
+		if hash(id)%heartbeatWorkers != hash("bad-1")%heartbeatWorkers && hash(id)%agentLockStripes != hash("bad-1")%agentLockStripes {
+			others = append(others, newTestAgent(t, c.url, id, nil).start())
+		}
+	}
+	const flood = 5000
+	var answered, refusedReplies atomic.Int64
+	sub, err := bad.nc.Subscribe(protocol.InboxPrefix("bad-1")+".hb", func(m *nats.Msg) {
+		if r, err := protocol.DecodeHeartbeatReply(m.Data); err == nil && r.Error != "" {
+			refusedReplies.Add(1)
+			return
+		}
+		answered.Add(1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	unlock := c.locks.lock("bad-1")
+	locked := true
+	defer func() {
+		if locked {
+			unlock()
+		}
+	}()
+	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: "bad-1", SentAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range flood {
+		if err := bad.nc.PublishRequest(protocol.HeartbeatSubject("bad-1"), protocol.InboxPrefix("bad-1")+".hb", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bad.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range others { // heartbeat() fails the test after 10s without a reply
+		if r := a.heartbeat(); r.Error != "" {
+			t.Fatalf("agent %s: heartbeat refused: %s", a.id, r.Error)
+		}
+	}
+	locked = false
+	unlock()
+	eventually(t, 20*time.Second, "every heartbeat of the flood answered or refused", func() bool {
+		refused := testutil.MetricValue(t, c.m.agentRefused.WithLabelValues(endpointHeartbeat, refuseRepeat))
+		return int64(refused)+answered.Load() == flood && refusedReplies.Load() == int64(refused)
+	})
+	if n := answered.Load(); n > heartbeatWaiting+heartbeatBurst {
+		t.Errorf("the flooding agent got %d heartbeats answered, want at most %d", n, heartbeatWaiting+heartbeatBurst)
 	}
 }
