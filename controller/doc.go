@@ -426,7 +426,8 @@
 //	                                            for registrations also busy (queue full), late
 //	                                            (waited past 2s) and repeat (the agent's own bound:
 //	                                            one waiting, one a second); for heartbeats repeat
-//	                                            (two waiting, five per heartbeat interval)
+//	                                            (two waiting, five per heartbeat interval); for the
+//	                                            consumer gateway repeat (ten at once, one per 2s)
 //
 // The ax_agent_* gauges are set on every heartbeat (and at start from the
 // stats stored with each agent's last heartbeat) and deleted when the

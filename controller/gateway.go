@@ -32,6 +32,9 @@ func (c *core) startGateway() error {
 			c.m.agentRefused.WithLabelValues(endpointGateway, refuseConsumer).Inc()
 			c.log.Warn("consumer gateway request refused", "agent", agent, "err", err)
 		},
+		// Not logged: only a flood gets here, counted.
+		Limited: func(string) { c.m.agentRefused.WithLabelValues(endpointGateway, auth.RefuseRepeat).Inc() },
+		Now:     c.mono,
 	})
 	if err != nil {
 		return err

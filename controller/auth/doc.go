@@ -57,6 +57,12 @@
 // _R_. service-import reply (ReplyAllowed); anything else is dropped and
 // counted (ax_agent_requests_refused_total).
 //
+// Bounds per agent: the gateway forwards at most ten of one agent's
+// consumer creates and deletes at once, then one every two seconds
+// (internal/admission), and an agent's consumer idles at most
+// MaxConsumerIdle, so one agent's key cannot take AX_CMD's consumers
+// (max_consumers, shared by the fleet) nor hold up the others' requests.
+//
 // # Changes at runtime
 //
 // Enroll, rotate (--rotate) and revoke (POST /v1/agents/{id}:revoke)

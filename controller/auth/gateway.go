@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/axsched/ax/internal/admission"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -35,8 +36,24 @@ const gatewayPrefix = "ax.jsapi."
 func GatewaySubject(id, op string) string { return gatewayPrefix + id + "." + op }
 
 // MaxConsumerIdle bounds the inactive threshold of an agent's consumer:
-// the server deletes an abandoned one after at most this long.
-const MaxConsumerIdle = time.Hour
+// the server deletes an abandoned one after at most this long. ax-agent
+// asks for nats.go's ordered-consumer default, 5 minutes.
+const MaxConsumerIdle = 10 * time.Minute
+
+// The per-agent bounds of the requests the gateway forwards to JetStream
+// (internal/admission): gatewayBurst at once, then one every
+// gatewayEvery. An agent makes its consumer once per registration, and
+// deletes the one before when nats.go remakes it, so the bounds never
+// touch it; with MaxConsumerIdle they cap what one agent's key can hold
+// of AX_CMD's consumers (max_consumers, shared by the fleet) at about
+// 10 + 10 min / 2 s = 310, and keep its requests from holding up the
+// others' (the gateway answers one request at a time). A request refused
+// before it is forwarded (a body ValidateConsumerCreate rejects) costs
+// no JetStream call and is not counted.
+const (
+	gatewayBurst = 10
+	gatewayEvery = 2 * time.Second
+)
 
 // Reasons a request to a controller responder or the gateway is dropped
 // (not answered).
@@ -46,15 +63,24 @@ const (
 	DropReply = "reply"
 	// DropSubject: not a subject the responder serves.
 	DropSubject = "subject"
+	// RefuseRepeat: more requests of one agent than its bounds admit
+	// (answered with an error).
+	RefuseRepeat = "repeat"
 )
 
-// GatewayHooks report what the gateway did not serve. Either may be nil.
+// GatewayHooks report what the gateway did not serve, and give it its
+// clock. Any may be nil.
 type GatewayHooks struct {
 	// Dropped is called for a request left unanswered.
 	Dropped func(subject, reason string)
 	// Refused is called for a request answered with an error because it
 	// asked for more than the agent's own pull consumer; err names the field.
 	Refused func(agent string, err error)
+	// Limited is called for a request answered with an error because its
+	// agent sent more than the gateway's bounds admit.
+	Limited func(agent string)
+	// Now is the clock of the bounds (a monotonic one); nil: time.Now.
+	Now func() time.Time
 }
 
 // ServeGateway subscribes (queue group queue) the consumer gateway of the
@@ -81,7 +107,10 @@ type GatewayHooks struct {
 // dropped. Each request is answered before the next is read; a forward
 // waits at most timeout for JetStream.
 func ServeGateway(nc *nats.Conn, queue string, timeout time.Duration, hooks GatewayHooks) (*nats.Subscription, error) {
-	g := &gateway{nc: nc, timeout: timeout, hooks: hooks}
+	g := &gateway{nc: nc, timeout: timeout, hooks: hooks, admitted: admission.New(admission.Bounds{Burst: gatewayBurst, Every: gatewayEvery})}
+	if g.hooks.Now == nil {
+		g.hooks.Now = time.Now
+	}
 	sub, err := nc.QueueSubscribe(GatewaySubjectAll, queue, g.handle)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", GatewaySubjectAll, err)
@@ -90,9 +119,10 @@ func ServeGateway(nc *nats.Conn, queue string, timeout time.Duration, hooks Gate
 }
 
 type gateway struct {
-	nc      *nats.Conn
-	timeout time.Duration
-	hooks   GatewayHooks
+	nc       *nats.Conn
+	timeout  time.Duration
+	hooks    GatewayHooks
+	admitted *admission.Admissions
 }
 
 func (g *gateway) handle(m *nats.Msg) {
@@ -117,14 +147,14 @@ func (g *gateway) handle(m *nats.Msg) {
 			g.refuse(m, id, server.JSApiConsumerCreateResponseType, err)
 			return
 		}
-		g.forward(m, "$JS.API.CONSUMER.CREATE."+protocol.StreamCommands+"."+name+"."+protocol.CommandSubject(id), body)
+		g.forwardAdmitted(m, id, "$JS.API.CONSUMER.CREATE."+protocol.StreamCommands+"."+name+"."+protocol.CommandSubject(id), body)
 	case op == OpDelete && len(tok) == 3:
 		name := tok[2]
 		if !ownConsumer(id, name) {
 			g.refuse(m, id, server.JSApiConsumerDeleteResponseType, consumerNameErr(id, name))
 			return
 		}
-		g.forward(m, "$JS.API.CONSUMER.DELETE."+protocol.StreamCommands+"."+name, nil)
+		g.forwardAdmitted(m, id, "$JS.API.CONSUMER.DELETE."+protocol.StreamCommands+"."+name, nil)
 	default:
 		g.drop(m.Subject, DropSubject)
 	}
@@ -142,6 +172,22 @@ func (g *gateway) refuse(m *nats.Msg, id, typ string, err error) {
 	}
 	g.respond(m, server.ApiResponse{Type: typ, Error: &server.ApiError{
 		Code: 403, ErrCode: uint16(server.JSBadRequestErr), Description: "ax: " + err.Error()}})
+}
+
+// forwardAdmitted forwards agent id's request if its bounds admit it,
+// else answers it with an error (429) naming the wait.
+func (g *gateway) forwardAdmitted(m *nats.Msg, id, subject string, body []byte) {
+	ok, wait := g.admitted.Admit(id, g.hooks.Now())
+	if !ok {
+		if g.hooks.Limited != nil {
+			g.hooks.Limited(id)
+		}
+		g.respond(m, server.ApiResponse{Type: server.JSApiSystemResponseType, Error: &server.ApiError{
+			Code: 429, Description: fmt.Sprintf("ax: too many consumer requests of agent %s; retry in %s", id, wait.Round(time.Millisecond))}})
+		return
+	}
+	defer g.admitted.Release(id) // one at a time: nothing of it waits
+	g.forward(m, subject, body)
 }
 
 func (g *gateway) forward(m *nats.Msg, subject string, body []byte) {

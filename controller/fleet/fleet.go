@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/internal/admission"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
@@ -145,7 +146,7 @@ type Fleet struct {
 	regs  regPool // registrations waiting for a worker (regpool.go)
 	// hbAdmitted bounds each agent's heartbeats waiting for a worker
 	// (admit.go, hbpool.go).
-	hbAdmitted agentAdmissions
+	hbAdmitted *admission.Admissions
 	// locks serialize the read-modify-write of one agent's record
 	// (registration, heartbeat, label, enrollment, revocation), so that a
 	// heartbeat in flight does not store the agent back unrevoked or set
@@ -170,11 +171,12 @@ func New(e Env, host Host) *Fleet {
 			storeResets: m.StoreResets, agentRefused: m.AgentRefused, agentStats: m.AgentStats, forgetAgent: m.ForgetAgent},
 	}
 	f := &Fleet{env: en, host: host, store: &agentStore{en}}
-	f.regs.admitted = agentAdmissions{waiting: registerWaiting, burst: 1, every: registerMinInterval}
-	f.hbAdmitted = agentAdmissions{waiting: heartbeatWaiting, burst: heartbeatBurst, every: e.Config.HeartbeatInterval / heartbeatBurst}
+	reg := admission.Bounds{Waiting: registerWaiting, Burst: 1, Every: registerMinInterval}
+	hb := admission.Bounds{Waiting: heartbeatWaiting, Burst: heartbeatBurst, Every: e.Config.HeartbeatInterval / heartbeatBurst}
 	if e.Config.UnboundedAgentRates {
-		f.regs.admitted.every, f.hbAdmitted.every = 0, 0
+		reg.Every, hb.Every = 0, 0
 	}
+	f.regs.admitted, f.hbAdmitted = admission.New(reg), admission.New(hb)
 	return f
 }
 

@@ -37,7 +37,7 @@ func (f *Fleet) startHeartbeatWorkers() nats.MsgHandler {
 				case <-ctx.Done():
 					return
 				case m := <-q:
-					f.hbAdmitted.release(strings.TrimPrefix(m.Subject, "ax.hb."))
+					f.hbAdmitted.Release(strings.TrimPrefix(m.Subject, "ax.hb."))
 					f.handleHeartbeat(m)
 				}
 			}
@@ -48,7 +48,7 @@ func (f *Fleet) startHeartbeatWorkers() nats.MsgHandler {
 		if !f.replyAllowed(endpointHeartbeat, id, m) {
 			return
 		}
-		if ok, _ := f.hbAdmitted.admit(id, f.mono()); !ok {
+		if ok, _ := f.hbAdmitted.Admit(id, f.mono()); !ok {
 			// An agent waits for the reply to its heartbeat before the
 			// next, so only a flood gets here: answered at once, never
 			// queued.

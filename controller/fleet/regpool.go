@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/axsched/ax/internal/admission"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -57,7 +58,7 @@ type regPool struct {
 	once sync.Once
 	q    chan regRequest
 	// admitted bounds each agent's registrations in the queue (admit.go).
-	admitted agentAdmissions
+	admitted *admission.Admissions
 
 	mu      sync.Mutex
 	first   uint64
@@ -150,21 +151,21 @@ func (f *Fleet) enqueueRegister(msg *nats.Msg) {
 		return
 	}
 	now := f.mono()
-	if ok, wait := f.regs.admitted.admit(id, now); !ok {
+	if ok, wait := f.regs.admitted.Admit(id, now); !ok {
 		f.m.agentRefused.WithLabelValues(endpointRegister, refuseRepeat).Inc()
 		respond(msg, protocol.RegisterReply{V: protocol.Version, Error: "a registration of this agent is in progress or was just made, retry later",
 			RetryAfter: protocol.Duration(max(wait, registerBusyMin))})
 		return
 	}
 	if n := len(f.regs.q); n >= f.regs.admits() {
-		f.regs.admitted.forget(id)
+		f.regs.admitted.Forget(id)
 		f.regBusy(msg, n)
 		return
 	}
 	select {
 	case f.regs.q <- regRequest{msg: msg, id: id, at: now}:
 	default:
-		f.regs.admitted.forget(id)
+		f.regs.admitted.Forget(id)
 		f.regBusy(msg, len(f.regs.q))
 	}
 }
@@ -194,7 +195,7 @@ func (f *Fleet) registerWorker(ctx context.Context) {
 			// there (within the agent's interval) while this one is
 			// handled, so that the reply of this one never finds the
 			// next refused as in progress.
-			f.regs.admitted.release(r.id)
+			f.regs.admitted.Release(r.id)
 			if f.mono().Sub(r.at) > registerMaxWait {
 				f.m.agentRefused.WithLabelValues(endpointRegister, refuseLate).Inc()
 				continue
