@@ -106,12 +106,25 @@ func AXAccountConfig(controllerUsers ...string) string {
 	return b.String()
 }
 
+// Limits of an agent's account, so that one agent's key cannot exhaust
+// the server: ax-agent holds one connection (a few more while a cut link
+// is noticed), a handful of subscriptions (its request inbox, its command
+// consumer's) and sends messages of at most protocol.MaxMessageSize (the
+// headers of a report on top).
+const (
+	AgentMaxConnections   = 8
+	AgentMaxSubscriptions = 1000
+	AgentMaxPayload       = 2 * protocol.MaxMessageSize
+)
+
 // AgentAccountConfig renders the account entry of agent id with its NKey
 // user publicKey: no JetStream, no permissions needed (the account holds
 // nothing but the agent), and AgentImports.
 func AgentAccountConfig(id, publicKey string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "  # ax agent %s\n  %q: {\n    users: [ { nkey: %s } ]\n    imports: [\n", id, AgentAccount(id), publicKey)
+	fmt.Fprintf(&b, "  # ax agent %s\n  %q: {\n    users: [ { nkey: %s } ]\n", id, AgentAccount(id), publicKey)
+	fmt.Fprintf(&b, "    limits: { max_connections: %d, max_subscriptions: %d, max_payload: %d }\n", AgentMaxConnections, AgentMaxSubscriptions, AgentMaxPayload)
+	b.WriteString("    imports: [\n")
 	for _, im := range AgentImports(id) {
 		if im.Local == im.Remote {
 			fmt.Fprintf(&b, "      { service: { account: %s, subject: %q } }\n", AccountAX, im.Remote)

@@ -66,6 +66,7 @@ func ExampleAgentAccountConfig() {
 	//   # ax agent edge-a
 	//   "AGENT_edge-a": {
 	//     users: [ { nkey: UCZG3ZKTRKWKTCS7UYQQSZH6T6H2BMEKBHLCGRMVXC5KD744DETIWXRS } ]
+	//     limits: { max_connections: 8, max_subscriptions: 1000, max_payload: 131072 }
 	//     imports: [
 	//       { service: { account: AX, subject: "ax.reg.edge-a" } }
 	//       { service: { account: AX, subject: "ax.hb.edge-a" } }

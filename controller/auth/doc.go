@@ -61,7 +61,9 @@
 // consumer creates and deletes at once, then one every two seconds
 // (internal/admission), and an agent's consumer idles at most
 // MaxConsumerIdle, so one agent's key cannot take AX_CMD's consumers
-// (max_consumers, shared by the fleet) nor hold up the others' requests.
+// (max_consumers, shared by the fleet) nor hold up the others' requests. An agent's account has NATS limits too
+// (AgentMaxConnections, AgentMaxSubscriptions, AgentMaxPayload), written
+// into its account block.
 //
 // # Changes at runtime
 //
