@@ -98,6 +98,10 @@ type Config struct {
 	heldTick time.Duration
 	// reportSweep overrides how often AX_RPT is looked at (ingest.Config.ReportSweep).
 	reportSweep time.Duration
+	// storeLossResendEvery overrides how often one agent's runs may be
+	// sent again after store losses (resendgate.go; 0: the default,
+	// below 0: at once).
+	storeLossResendEvery time.Duration
 	// unboundedAgentRates lifts the per-agent rates of registrations and
 	// heartbeats (fleet.Config.UnboundedAgentRates): the package's tests
 	// send one test agent's requests back to back.
@@ -256,6 +260,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.historyReadWait <= 0 {
 		c.historyReadWait = historyReadWait
+	}
+	if c.storeLossResendEvery == 0 {
+		c.storeLossResendEvery = storeLossResendEvery
 	}
 	if c.eventAckWait <= 0 {
 		c.eventAckWait = eventAckWait

@@ -109,6 +109,9 @@ type core struct {
 	marks  *writemark.Tracker
 	evMemo eventMemo // events published, for the history follower (eventmemo.go)
 	evHold eventHold // PENDING events of one-shot creates, held (eventhold.go)
+	// resends runs the resends of runs after agents' store losses, one
+	// per agent at a time and per storeLossResendEvery (resendgate.go).
+	resends resendGate
 	// idRand draws the random part of new job ids: math/rand/v2's Uint32
 	// (a test draws its own).
 	idRand func() uint32
@@ -167,6 +170,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.jobs = jobcache.New(c.now)
 	c.marks = writemark.New(c.now)
+	c.resends = resendGate{every: max(cfg.storeLossResendEvery, 0), mono: c.mono, sleep: c.sleep}
 	c.leases = lease.NewView()
 	var id [6]byte
 	_, _ = rand.Read(id[:])

@@ -143,7 +143,7 @@ func (h fleetHostOf) LastCommandSeq(ctx context.Context, agent string) (uint64, 
 
 // ResendRuns is the agentService's resendRuns (storeloss.go).
 func (h fleetHostOf) ResendRuns(ctx context.Context, agent string, after uint64) {
-	h.agentsvc.resendRuns(ctx, agent, after)
+	h.resends.request(ctx, agent, after, func(ctx context.Context, after uint64) { h.agentsvc.resendRuns(ctx, agent, after) })
 }
 
 // RenewLeases is the group leases' RenewLeases (controller/lease).

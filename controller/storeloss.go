@@ -25,6 +25,8 @@ import (
 //   - the runs it still waits for on that agent: PENDING executions, and
 //     RETRY_WAITING ones whose retry is due (sent already, or about to be).
 //
+// The resends of one agent run one at a time and at most once per
+// storeLossResendEvery, later claims folded into the next (resendgate.go).
 // Runs of executions the controller has recorded as finished are not sent
 // again, so they do not run twice. Attempts the agent had TRIGGERED or
 // RUNNING are lost with its store; they are logged. Group leases the agent

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -115,5 +117,60 @@ func TestStoreLossResumes(t *testing.T) {
 				t.Errorf("recorded cursor %d, want at least %d", got.Cursor, rr.ResumeAfter)
 			}
 		})
+	}
+}
+
+// TestStoreLossFloodResendsOnce: an agent's key registers "fresh" ten
+// times in a row (each a claimed store loss). Its pending run is sent
+// again once, not ten times: the resends of one agent run one at a time
+// and at most one per storeLossResendEvery (an hour here), the later
+// claims folded into one that waits.
+func TestStoreLossFloodResendsOnce(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.storeLossResendEvery = time.Hour
+	c := startController(t, cfg)
+	ctx := tctx(t)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	later, err := c.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
+		Target: protocol.Target{Agent: "edge-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := a.waitCommand("run of the delayed job", func(cmd protocol.Command) bool {
+		return cmd.Kind == protocol.CmdRun && cmd.Run.Job.ID == later.ID
+	}).Run
+	for range 10 {
+		a.registerFresh(0, true)
+	}
+	js := clientJS(t, c.NATSURL())
+	runsOf := func() int {
+		cons, err := js.OrderedConsumer(ctx, protocol.StreamCommands, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{protocol.CommandSubject("edge-1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			batch, err := cons.FetchNoWait(100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for m := range batch.Messages() {
+				got++
+				if cmd, err := protocol.DecodeCommand(m.Data()); err == nil && cmd.Kind == protocol.CmdRun && cmd.Run.ExecID == pending.ExecID {
+					n++
+				}
+			}
+			if got == 0 {
+				return n
+			}
+		}
+	}
+	eventually(t, 20*time.Second, "ten store losses counted and the run sent again", func() bool {
+		return testutil.MetricValue(t, c.m.storeResets) == 10 && runsOf() >= 2
+	})
+	if n := runsOf(); n != 2 {
+		t.Fatalf("the pending run is in AX_CMD %d times, want 2 (sent, and sent again once)", n)
 	}
 }
