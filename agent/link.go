@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/axsched/ax/pkg/clock"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -182,7 +183,7 @@ func (l *link) run(ctx context.Context) {
 	for {
 		if err := l.connect(); err != nil {
 			log.Error("nats connect", "err", err)
-			if !l.wait(ctx, l.a.cfg.NATS.ReconnectWait*4) {
+			if !clock.Sleep(ctx, l.a.clk, l.a.cfg.NATS.ReconnectWait*4) {
 				return
 			}
 			continue
@@ -287,17 +288,6 @@ func (l *link) retryIn(n int, err error) (d time.Duration, busy bool) {
 // noResponderWaits caps the backoff of registrations that found no
 // controller, in heartbeat intervals.
 const noResponderWaits = 2
-
-func (l *link) wait(ctx context.Context, d time.Duration) bool {
-	t := l.a.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
-}
 
 // request sends a request and waits for its reply, up to
 // nats.request_timeout or until the connection drops.

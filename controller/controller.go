@@ -10,6 +10,7 @@ import (
 	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -170,7 +171,8 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.jobs = jobcache.New(c.now)
 	c.marks = writemark.New(c.now)
-	c.resends = resendGate{every: max(cfg.storeLossResendEvery, 0), mono: c.mono, sleep: c.sleep}
+	c.resends = resendGate{every: max(cfg.storeLossResendEvery, 0), mono: c.mono,
+		sleep: func(ctx context.Context, d time.Duration) bool { return clock.Sleep(ctx, c.clk, d) }}
 	c.leases = lease.NewView()
 	var id [6]byte
 	_, _ = rand.Read(id[:])

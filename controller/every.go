@@ -25,15 +25,3 @@ func (c *core) every(ctx context.Context, first, interval time.Duration, what st
 		t.Reset(interval)
 	}
 }
-
-// sleep waits d on the controller's clock; false when ctx ended first.
-func (c *core) sleep(ctx context.Context, d time.Duration) bool {
-	t := c.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
-}

@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -21,6 +22,18 @@ type Timer interface {
 	Stop() bool
 	// Reset re-arms the timer to fire after d.
 	Reset(d time.Duration) bool
+}
+
+// Sleep waits d on c; false when ctx ended first.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
 }
 
 // Real is the system clock.

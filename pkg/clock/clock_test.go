@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -68,5 +70,27 @@ func TestRealClockMoves(t *testing.T) {
 	<-tm.C()
 	if !c.Now().After(a) {
 		t.Fatal("real clock did not move")
+	}
+}
+
+// TestSleep: Sleep returns true once the clock passes d, false when ctx
+// ends first.
+func TestSleep(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	done := make(chan bool, 1)
+	go func() { done <- Sleep(context.Background(), f, time.Second) }()
+	for deadline := time.Now().Add(10 * time.Second); f.Timers() == 0; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("Sleep made no timer")
+		}
+	}
+	f.Advance(time.Second)
+	if !<-done {
+		t.Fatal("Sleep returned false after its duration passed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if Sleep(ctx, f, time.Hour) {
+		t.Fatal("Sleep returned true with its context ended")
 	}
 }
