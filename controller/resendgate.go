@@ -28,7 +28,8 @@ type resendGate struct {
 }
 
 // resendState is one agent's: whether a resend runs (or waits to), the
-// resume point of the next, and when the last one started.
+// resume point of the next (both under the gate's mutex), and when the
+// last one started (the active runner's).
 type resendState struct {
 	active bool
 	queued bool
@@ -58,29 +59,29 @@ func (g *resendGate) request(ctx context.Context, agent string, after uint64, ru
 	s.active = true
 	g.mu.Unlock()
 	for {
-		g.mu.Lock()
-		wait := time.Duration(0)
+		// s.last is the active runner's alone: read and written without
+		// the lock (the mutex orders one runner's end before the next's
+		// start).
 		if !s.last.IsZero() {
-			wait = g.every - g.mono().Sub(s.last)
-		}
-		g.mu.Unlock()
-		if wait > 0 && !g.sleep(ctx, wait) {
-			g.mu.Lock()
-			s.active = false
-			g.mu.Unlock()
-			return
+			if wait := g.every - g.mono().Sub(s.last); wait > 0 && !g.sleep(ctx, wait) {
+				g.mu.Lock()
+				s.active = false
+				g.mu.Unlock()
+				return
+			}
 		}
 		g.mu.Lock()
 		at := s.after
-		s.queued, s.last = false, g.mono()
+		s.queued = false
 		g.mu.Unlock()
+		s.last = g.mono()
 		run(ctx, at)
 		g.mu.Lock()
-		if !s.queued {
-			s.active = false
-			g.mu.Unlock()
+		again := s.queued
+		s.active = again
+		g.mu.Unlock()
+		if !again {
 			return
 		}
-		g.mu.Unlock()
 	}
 }
