@@ -61,7 +61,10 @@ func startCtl(t testing.TB) *ctl {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := streams.Ensure(ctx, c.js, streams.Config{}); err != nil {
+	// No bound per subject: the benchmarks stop the double's reader and
+	// fill AX_RPT with one job's reports (TestReportsRefusedPerSubject
+	// sets one).
+	if _, err := streams.Ensure(ctx, c.js, streams.Config{ReportMaxPerSubject: 1 << 40}); err != nil {
 		t.Fatal(err)
 	}
 	c.subscribe()
@@ -101,6 +104,13 @@ func (c *ctl) subscribe() {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	c.consume()
+}
+
+// consume reads AX_RPT (again, after c.consumer.Stop) with the durable
+// consumer "ctl", recording and acknowledging every report.
+func (c *ctl) consume() {
+	t := c.t
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, jetstream.ConsumerConfig{

@@ -192,6 +192,14 @@ type ReportsConfig struct {
 	MaxBytes int64
 	// MaxAge is reports.max_age, default 7 days, at least 1h.
 	MaxAge time.Duration
+	// MaxPerSubject is reports.max_per_subject: how many reports AX_RPT
+	// holds at most of one agent and shard (its subject
+	// ax.rpt.<shard>.<agent>). 0 (the default) derives it from MaxBytes and
+	// the shard count (streams.DefaultReportMaxPerSubject: 256 for 1 GiB and
+	// 16 shards); at least streams.MinReportMaxPerSubject. It is what an
+	// enrolled agent flooding reports can fill: its own subjects, not the
+	// stream.
+	MaxPerSubject int64
 	// DedupWindow is reports.dedup_window, default DefaultDedupWindow (10m),
 	// between 1m and 24h and at most MaxAge: the Msg-Id de-duplication
 	// window (Duplicates) of AX_RPT, the cap of AX_CMD's and AX_EVT's

@@ -62,6 +62,8 @@ func TestConfigValidate(t *testing.T) {
 		{"data dir below a file", func(c *Config) { c.DataDir = filepath.Join(file, "sub") }, "data_dir"},
 		{"reports max bytes small", func(c *Config) { c.Reports.MaxBytes = 1000 }, "reports.max_bytes: must be at least"},
 		{"reports max bytes negative", func(c *Config) { c.Reports.MaxBytes = -1 }, "reports.max_bytes"},
+		{"reports max per subject small", func(c *Config) { c.Reports.MaxPerSubject = 10 }, "reports.max_per_subject: must be 0 (derived from reports.max_bytes) or at least 64"},
+		{"reports max per subject negative", func(c *Config) { c.Reports.MaxPerSubject = -5 }, "reports.max_per_subject"},
 		{"reports max age short", func(c *Config) { c.Reports.MaxAge = time.Minute }, "reports.max_age: must be at least 1h"},
 		{"reports max age negative", func(c *Config) { c.Reports.MaxAge = -time.Hour }, "reports.max_age"},
 		{"dedup window short", func(c *Config) { c.Reports.DedupWindow = 30 * time.Second }, "reports.dedup_window: must be between 1m0s and 24h0m0s"},

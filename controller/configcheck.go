@@ -130,6 +130,9 @@ func (c Config) Validate() error {
 	if c.Reports.MaxBytes < streams.MinReportMaxBytes {
 		return configErr("reports.max_bytes", "must be at least %d (1 MiB), got %d", streams.MinReportMaxBytes, c.Reports.MaxBytes)
 	}
+	if c.Reports.MaxPerSubject != 0 && c.Reports.MaxPerSubject < streams.MinReportMaxPerSubject {
+		return configErr("reports.max_per_subject", "must be 0 (derived from reports.max_bytes) or at least %d, got %d", streams.MinReportMaxPerSubject, c.Reports.MaxPerSubject)
+	}
 	if c.Reports.MaxAge < streams.MinReportMaxAge {
 		return configErr("reports.max_age", "must be at least %s, got %s", streams.MinReportMaxAge, c.Reports.MaxAge)
 	}

@@ -72,7 +72,25 @@ const (
 	// MinReportMaxBytes and MinReportMaxAge are the smallest bounds accepted.
 	MinReportMaxBytes = 1 << 20
 	MinReportMaxAge   = time.Hour
+	// MinReportMaxPerSubject is the least ReportMaxPerSubject, given or
+	// derived.
+	MinReportMaxPerSubject = 64
+	// reportShareOfAgent is the share of ReportMaxBytes one agent's reports
+	// may take at most, in reports of the largest size on every shard
+	// (DefaultReportMaxPerSubject): a quarter.
+	reportShareOfAgent = 4
 )
+
+// DefaultReportMaxPerSubject is the number of reports AX_RPT holds at most
+// on one subject (ax.rpt.<shard>.<agent>: one agent's reports of one shard)
+// when Config.ReportMaxPerSubject is 0: what keeps one agent's reports, all
+// of the largest size (protocol.MaxMessageSize) on every shard, within a
+// quarter of maxBytes — 256 for the default 1 GiB and 16 shards — and at
+// least MinReportMaxPerSubject.
+func DefaultReportMaxPerSubject(maxBytes int64, shards int) int64 {
+	n := maxBytes / (reportShareOfAgent * int64(max(shards, 1)) * protocol.MaxMessageSize)
+	return max(n, MinReportMaxPerSubject)
+}
 
 // ErrConfig marks an invalid Config.
 var ErrConfig = errors.New("invalid streams config")
@@ -98,6 +116,15 @@ type Config struct {
 	// keeps the report, nothing accepted is dropped for room.
 	ReportMaxBytes int64
 	ReportMaxAge   time.Duration
+	// ReportMaxPerSubject bounds the reports AX_RPT holds on one subject,
+	// that is of one agent and shard (DefaultReportMaxPerSubject when 0, at
+	// least MinReportMaxPerSubject). Past it the stream refuses that agent's
+	// new reports of the shard (DiscardNewPerSubject) and the agent keeps
+	// them in its outbox, publishing them again as the controller applies
+	// those before: an enrolled agent that floods reports fills its own
+	// subjects, not the stream, so the other agents' reports are neither
+	// refused nor queued behind more than this many of its own per shard.
+	ReportMaxPerSubject int64
 	// CommandMaxConsumers overrides DefaultCommandMaxConsumers when > 0.
 	CommandMaxConsumers int
 	// ReportShards is the controllers' shard count (protocol.DefaultShards
@@ -142,6 +169,9 @@ func (c Config) withDefaults() Config {
 	if c.ReportMaxAge == 0 {
 		c.ReportMaxAge = DefaultReportMaxAge
 	}
+	if c.ReportMaxPerSubject == 0 {
+		c.ReportMaxPerSubject = DefaultReportMaxPerSubject(c.ReportMaxBytes, max(c.ReportShards, protocol.DefaultShards))
+	}
 	return c
 }
 
@@ -163,6 +193,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReportShards < 0 || c.ReportShards > protocol.MaxShards {
 		return fmt.Errorf("%w: report_shards: must be between 1 and %d, got %d", ErrConfig, protocol.MaxShards, c.ReportShards)
+	}
+	if c.ReportMaxPerSubject != 0 && c.ReportMaxPerSubject < MinReportMaxPerSubject {
+		return fmt.Errorf("%w: report_max_per_subject: must be at least %d, got %d", ErrConfig, MinReportMaxPerSubject, c.ReportMaxPerSubject)
 	}
 	if c.ReportMaxAge != 0 && c.ReportMaxAge < MinReportMaxAge {
 		return fmt.Errorf("%w: report_max_age: must be at least %s, got %s", ErrConfig, MinReportMaxAge, c.ReportMaxAge)
@@ -206,10 +239,13 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 			MaxBytes:    c.ReportMaxBytes,
 			MaxAge:      c.ReportMaxAge,
 			Discard:     jetstream.DiscardNew,
-			MaxMsgSize:  protocol.MaxMessageSize,
-			Storage:     c.storage(),
-			Replicas:    c.Replicas,
-			Duplicates:  c.Duplicates,
+			// One subject is one agent's reports of one shard.
+			MaxMsgsPerSubject:    c.ReportMaxPerSubject,
+			DiscardNewPerSubject: true,
+			MaxMsgSize:           protocol.MaxMessageSize,
+			Storage:              c.storage(),
+			Replicas:             c.Replicas,
+			Duplicates:           c.Duplicates,
 		},
 		{
 			Name:        protocol.StreamEvents,

@@ -248,3 +248,60 @@ func TestReportStreamTakesReadTokensOnly(t *testing.T) {
 		t.Fatalf("report_shards beyond MaxShards: %v", err)
 	}
 }
+
+// TestReportStreamBoundPerSubject: AX_RPT bounds the reports of one
+// subject (one agent and shard) and refuses past it (DiscardNewPerSubject);
+// the bound is derived from the byte bound unless given, and an AX_RPT made
+// without it gets it from Ensure.
+func TestReportStreamBoundPerSubject(t *testing.T) {
+	for _, tc := range []struct {
+		maxBytes int64
+		shards   int
+		want     int64
+	}{
+		{DefaultReportMaxBytes, 16, 256},
+		{4 << 30, 16, 1024},
+		{DefaultReportMaxBytes, 64, MinReportMaxPerSubject},
+		{MinReportMaxBytes, 16, MinReportMaxPerSubject},
+	} {
+		if got := DefaultReportMaxPerSubject(tc.maxBytes, tc.shards); got != tc.want {
+			t.Errorf("DefaultReportMaxPerSubject(%d, %d) = %d, want %d", tc.maxBytes, tc.shards, got, tc.want)
+		}
+	}
+	if err := (Config{ReportMaxPerSubject: MinReportMaxPerSubject - 1}).Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("ReportMaxPerSubject %d: %v, want ErrConfig", MinReportMaxPerSubject-1, err)
+	}
+
+	js, ctx := startJetStream(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: protocol.StreamReports, Subjects: []string{protocol.SubjectReportsAll},
+		Retention: jetstream.WorkQueuePolicy, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(ctx, js, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := st.CachedInfo().Config; cfg.MaxMsgsPerSubject != 256 || !cfg.DiscardNewPerSubject {
+		t.Fatalf("AX_RPT max_msgs_per_subject %d discard_new_per_subject %v, want 256, true", cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject)
+	}
+	if _, err := Ensure(ctx, js, Config{ReportMaxPerSubject: MinReportMaxPerSubject}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range MinReportMaxPerSubject {
+		if _, err := js.Publish(ctx, protocol.ReportSubject(1, "edge-7"), []byte("r"), jetstream.WithMsgID("a/"+strconv.Itoa(i))); err != nil {
+			t.Fatalf("report %d of %d: %v", i+1, MinReportMaxPerSubject, err)
+		}
+	}
+	if _, err := js.Publish(ctx, protocol.ReportSubject(1, "edge-7"), []byte("r"), jetstream.WithMsgID("a/over")); err == nil {
+		t.Fatalf("report %d of one subject taken", MinReportMaxPerSubject+1)
+	}
+	if _, err := js.Publish(ctx, protocol.ReportSubject(2, "edge-7"), []byte("r"), jetstream.WithMsgID("b/1")); err != nil {
+		t.Fatalf("the same agent's report of another shard: %v", err)
+	}
+	if _, err := js.Publish(ctx, protocol.ReportSubject(1, "edge-8"), []byte("r"), jetstream.WithMsgID("c/1")); err != nil {
+		t.Fatalf("another agent's report of the same shard: %v", err)
+	}
+}

@@ -65,6 +65,9 @@ type ReportsConfig struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 	// MaxAge is the age bound (an older report is removed by the stream).
 	MaxAge time.Duration `yaml:"max_age"`
+	// MaxPerSubject bounds the reports held of one agent and shard (0:
+	// derived from max_bytes).
+	MaxPerSubject int64 `yaml:"max_per_subject"`
 	// DedupWindow is the Msg-Id de-duplication window of the streams, and
 	// how long a terminal execution stays in live state.
 	DedupWindow time.Duration `yaml:"dedup_window"`
@@ -141,7 +144,7 @@ func keyKinds() map[string]string {
 		"node": "string", "data_dir": "string", "shards": "int",
 		"heartbeat_interval": "duration", "agent_offline_after": "duration",
 		"lease_ttl": "duration", "lease_renew_interval": "duration", "ack_wait": "duration",
-		"reports.max_bytes": "int", "reports.max_age": "duration", "reports.dedup_window": "duration", "history.retention": "duration",
+		"reports.max_bytes": "int", "reports.max_per_subject": "int", "reports.max_age": "duration", "reports.dedup_window": "duration", "history.retention": "duration",
 		"forward.timeout": "duration", "forward.hold": "duration",
 		"log.level": "string", "log.format": "string",
 		"nats.url": "string", "nats.host": "string", "nats.port": "int", "nats.creds_file": "string", "nats.replicas": "int", "nats.auth": "string",
@@ -166,6 +169,7 @@ func newViper(path string, flags *pflag.FlagSet, flagKeys map[string]string) (*v
 	// (see loadConfig), as controller.DefaultConfig has it for the default TTL.
 	v.SetDefault("ack_wait", d.AckWait)
 	v.SetDefault("reports.max_bytes", d.Reports.MaxBytes)
+	v.SetDefault("reports.max_per_subject", d.Reports.MaxPerSubject)
 	v.SetDefault("reports.max_age", d.Reports.MaxAge)
 	v.SetDefault("reports.dedup_window", d.Reports.DedupWindow)
 	v.SetDefault("history.retention", d.History.Retention)
@@ -255,6 +259,7 @@ func loadConfig(v *viper.Viper) (Config, error) {
 	}
 	c.AckWait = dur("ack_wait")
 	c.Reports.MaxBytes = r.integerIn("reports.max_bytes", "a byte count", false, 1, math.MaxInt64)
+	c.Reports.MaxPerSubject = r.integerIn("reports.max_per_subject", "0 or a report count", true, 0, math.MaxInt64)
 	c.Reports.MaxAge = dur("reports.max_age")
 	c.Reports.DedupWindow = dur("reports.dedup_window")
 	c.History.Retention = dur("history.retention")
@@ -413,7 +418,7 @@ func (c Config) controllerConfig() controller.Config {
 	cc.LeaseTTL = c.LeaseTTL
 	cc.LeaseRenewInterval = c.LeaseRenewInterval
 	cc.AckWait = c.AckWait
-	cc.Reports = controller.ReportsConfig{MaxBytes: c.Reports.MaxBytes, MaxAge: c.Reports.MaxAge, DedupWindow: c.Reports.DedupWindow}
+	cc.Reports = controller.ReportsConfig{MaxBytes: c.Reports.MaxBytes, MaxPerSubject: c.Reports.MaxPerSubject, MaxAge: c.Reports.MaxAge, DedupWindow: c.Reports.DedupWindow}
 	cc.History = controller.HistoryConfig{Retention: c.History.Retention}
 	cc.Forward = controller.ForwardConfig{Timeout: c.Forward.Timeout, Hold: c.Forward.Hold}
 	cc.NATS = controller.NATSConfig{URL: c.NATS.URL, Host: c.NATS.Host, Port: c.NATS.Port, CredsFile: c.NATS.CredsFile, Replicas: c.NATS.Replicas, Auth: c.NATS.Auth}

@@ -9,7 +9,8 @@ import (
 	"github.com/axsched/ax/controller"
 )
 
-// TestReportsKeys: reports.max_bytes and reports.max_age (the bounds of
+// TestReportsKeys: reports.max_bytes, reports.max_per_subject and
+// reports.max_age (the bounds of
 // AX_RPT) default to controller.DefaultConfig's, are read from the file and
 // from AX_REPORTS_*, reach controller.Config, and a bad value is refused
 // naming the key.
@@ -21,11 +22,11 @@ func TestReportsKeys(t *testing.T) {
 	if d := controller.DefaultConfig().Reports; c.controllerConfig().Reports != d {
 		t.Errorf("defaults: %+v, want %+v", c.controllerConfig().Reports, d)
 	}
-	c, err = load(t, writeFile(t, "c.yaml", "reports:\n  max_bytes: 2097152\n  max_age: 2h\n"))
+	c, err = load(t, writeFile(t, "c.yaml", "reports:\n  max_bytes: 2097152\n  max_per_subject: 500\n  max_age: 2h\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.controllerConfig().Reports; got.MaxBytes != 2<<20 || got.MaxAge != 2*time.Hour {
+	if got := c.controllerConfig().Reports; got.MaxBytes != 2<<20 || got.MaxPerSubject != 500 || got.MaxAge != 2*time.Hour {
 		t.Errorf("from the file: %+v", got)
 	}
 	t.Setenv("AX_REPORTS_MAX_BYTES", "3145728")
@@ -40,6 +41,8 @@ func TestReportsKeys(t *testing.T) {
 	for _, tc := range []struct{ content, key, want string }{
 		{"reports:\n  max_bytes: 1000\n", "reports.max_bytes", "at least 1048576"},
 		{"reports:\n  max_bytes: lots\n", "reports.max_bytes", "integer"},
+		{"reports:\n  max_per_subject: 10\n", "reports.max_per_subject", "at least 64"},
+		{"reports:\n  max_per_subject: -1\n", "reports.max_per_subject", "out of range"},
 		{"reports:\n  max_age: 5m\n", "reports.max_age", "at least 1h"},
 		{"reports:\n  max_age: forever\n", "reports.max_age", "not a duration"},
 	} {
