@@ -15,6 +15,7 @@ import (
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/pkg/clock"
 )
 
 // shutdownTimeout bounds the graceful stop of the HTTP server.
@@ -118,6 +119,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := startController(ctx, ctrl); err != nil {
 		return fmt.Errorf("start controller: %w", err)
 	}
+	go newMemTrim(clock.Real{}).run(ctx)
 	h, err := api.NewHandler(api.Options{Backend: ctrl, Metrics: ctrl.Registry(), Registerer: ctrl.Registry(), Tokens: tokens, Logger: log})
 	if err != nil {
 		return fmt.Errorf("%w: api.%v", ErrConfig, err)
