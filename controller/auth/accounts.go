@@ -3,6 +3,7 @@ package auth
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -22,6 +23,10 @@ type Export struct {
 	// Stream marks an export whose requests get several responses
 	// (response_type: stream): pulled messages and pull statuses.
 	Stream bool
+	// ResponseThreshold, when > 0, is how long the server keeps the route
+	// of a request's reply back to the requesting account
+	// (response_threshold; nats-server's default is 2 minutes).
+	ResponseThreshold time.Duration
 }
 
 // Import is a service import of an agent's account: what the agent
@@ -38,6 +43,17 @@ type Import struct {
 // publish with such a reply itself (nats-server refuses it).
 const ServiceReplyPrefix = "_R_."
 
+// ReportResponseThreshold is how long nats-server keeps the route of a
+// report's PubAck back to the agent's account. Every report crosses a
+// service import, and the server holds a route for each until the
+// PubAck passes or the threshold ends; a report the stream drops unanswered
+// (its ingest queue full) keeps its route for the whole threshold. An
+// enrolled agent's key publishing reports without pause (50,000 a second
+// from one connection) grew the controller process by 1.2 GB in 150 s with
+// the default of 2 minutes. ax-agent waits 5 s for a PubAck before it
+// publishes the report again, so a route kept longer serves nobody.
+const ReportResponseThreshold = 5 * time.Second
+
 // AXExports are the service exports of the ax account, everything any agent
 // account can import: registration and heartbeat (answered by the
 // controller), reports (stored in AX_RPT with a PubAck), pulls of AX_CMD
@@ -47,7 +63,7 @@ func AXExports() []Export {
 	return []Export{
 		{Subject: protocol.SubjectRegisterAll},
 		{Subject: protocol.SubjectHeartbeatAll},
-		{Subject: "ax.rpt.*.*"},
+		{Subject: "ax.rpt.*.*", ResponseThreshold: ReportResponseThreshold},
 		{Subject: pullSubject("*"), Stream: true},
 		{Subject: GatewaySubjectAll},
 	}
@@ -96,9 +112,12 @@ func AXAccountConfig(controllerUsers ...string) string {
 	}
 	b.WriteString("    ]\n    exports: [\n")
 	for _, e := range AXExports() {
-		if e.Stream {
+		switch {
+		case e.Stream:
 			fmt.Fprintf(&b, "      { service: %q, response_type: stream }\n", e.Subject)
-		} else {
+		case e.ResponseThreshold > 0:
+			fmt.Fprintf(&b, "      { service: %q, response_threshold: %q }\n", e.Subject, e.ResponseThreshold)
+		default:
 			fmt.Fprintf(&b, "      { service: %q }\n", e.Subject)
 		}
 	}

@@ -90,7 +90,7 @@ func ExampleAXAccountConfig() {
 	//     exports: [
 	//       { service: "ax.reg.*" }
 	//       { service: "ax.hb.*" }
-	//       { service: "ax.rpt.*.*" }
+	//       { service: "ax.rpt.*.*", response_threshold: "5s" }
 	//       { service: "$JS.API.CONSUMER.MSG.NEXT.AX_CMD.*", response_type: stream }
 	//       { service: "ax.jsapi.>" }
 	//     ]

@@ -63,7 +63,13 @@
 // MaxConsumerIdle, so one agent's key cannot take AX_CMD's consumers
 // (max_consumers, shared by the fleet) nor hold up the others' requests. An agent's account has NATS limits too
 // (AgentMaxConnections, AgentMaxSubscriptions, AgentMaxPayload), written
-// into its account block.
+// into its account block. The export of the report subjects keeps the
+// route of a report's PubAck back to the agent's account for
+// ReportResponseThreshold (5 s, the agent's own PubAck wait) instead of
+// nats-server's 2 minutes, so that a key publishing reports without pause
+// cannot pile up routes for reports the stream drops unanswered; what
+// AX_RPT holds of one agent is bounded per subject
+// (streams.Config.ReportMaxPerSubject).
 //
 // # Changes at runtime
 //
