@@ -322,9 +322,9 @@ func (c *core) start(ctx context.Context) error {
 		// both).
 		b, err = streams.Ensure(ctx, js, streams.Config{Replicas: c.cfg.NATS.Replicas, LeaseTTL: c.cfg.LeaseTTL,
 			ReportMaxBytes: c.cfg.Reports.MaxBytes, ReportMaxAge: c.cfg.Reports.MaxAge, ReportShards: c.cfg.Shards,
-			ReportMaxPerSubject: c.cfg.Reports.MaxPerSubject,
-			Duplicates:          c.cfg.Reports.DedupWindow, ControllerDuplicates: c.controllerDedupWindow(),
-			EventMaxAge: c.liveGrace() + c.cfg.History.Retention})
+			ReportMaxPerSubject: c.cfg.Reports.MaxPerSubject, Duplicates: c.cfg.Reports.DedupWindow,
+			ControllerDuplicates: c.controllerDedupWindow(),
+			EventMaxAge:          c.liveGrace() + c.cfg.History.Retention})
 		return err
 	})
 	if err != nil {

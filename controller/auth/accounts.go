@@ -112,14 +112,14 @@ func AXAccountConfig(controllerUsers ...string) string {
 	}
 	b.WriteString("    ]\n    exports: [\n")
 	for _, e := range AXExports() {
-		switch {
-		case e.Stream:
-			fmt.Fprintf(&b, "      { service: %q, response_type: stream }\n", e.Subject)
-		case e.ResponseThreshold > 0:
-			fmt.Fprintf(&b, "      { service: %q, response_threshold: %q }\n", e.Subject, e.ResponseThreshold)
-		default:
-			fmt.Fprintf(&b, "      { service: %q }\n", e.Subject)
+		var attrs string
+		if e.Stream {
+			attrs += ", response_type: stream"
 		}
+		if e.ResponseThreshold > 0 {
+			attrs += fmt.Sprintf(", response_threshold: %q", e.ResponseThreshold)
+		}
+		fmt.Fprintf(&b, "      { service: %q%s }\n", e.Subject, attrs)
 	}
 	b.WriteString("    ]\n  }\n")
 	return b.String()

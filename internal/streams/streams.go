@@ -75,9 +75,9 @@ const (
 	// MinReportMaxPerSubject is the least ReportMaxPerSubject, given or
 	// derived.
 	MinReportMaxPerSubject = 64
-	// reportShareOfAgent is the share of ReportMaxBytes one agent's reports
-	// may take at most, in reports of the largest size on every shard
-	// (DefaultReportMaxPerSubject): a quarter.
+	// reportShareOfAgent: one agent's reports, of the largest size on
+	// every shard, take at most 1/reportShareOfAgent of ReportMaxBytes
+	// (DefaultReportMaxPerSubject).
 	reportShareOfAgent = 4
 )
 
@@ -170,7 +170,7 @@ func (c Config) withDefaults() Config {
 		c.ReportMaxAge = DefaultReportMaxAge
 	}
 	if c.ReportMaxPerSubject == 0 {
-		c.ReportMaxPerSubject = DefaultReportMaxPerSubject(c.ReportMaxBytes, max(c.ReportShards, protocol.DefaultShards))
+		c.ReportMaxPerSubject = DefaultReportMaxPerSubject(c.ReportMaxBytes, c.reportTokens())
 	}
 	return c
 }
@@ -261,11 +261,14 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	}
 }
 
+// reportTokens is how many shard tokens AX_RPT takes: ReportShards, at
+// least protocol.DefaultShards.
+func (c Config) reportTokens() int { return max(c.ReportShards, protocol.DefaultShards) }
+
 // reportSubjects are AX_RPT's subjects: one per shard token a report
 // consumer reads (Config.ReportShards).
 func (c Config) reportSubjects() []string {
-	n := max(c.ReportShards, protocol.DefaultShards)
-	out := make([]string, n)
+	out := make([]string, c.reportTokens())
 	for i := range out {
 		out[i] = protocol.ReportShardSubject(i)
 	}
