@@ -46,7 +46,10 @@ import (
 // to historyHold): a one-shot run's PENDING snapshot is usually
 // superseded by its finished one within the second, and then never
 // written (the history follower's share of the controller's CPU under
-// bench/vsasynq's dispatch workload fell from 14.5 % to 6.6 %). The
+// bench/vsasynq's dispatch workload fell from 14.5 % to 6.6 %). A
+// snapshot whose next step is not due within the hold (a delayed
+// one-shot's PENDING) is not held: a reader's commit would write every
+// one of a burst's last seconds at once. The
 // cursor stays before the oldest snapshot held, so a restart reads it
 // again; waitFor's commit writes everything held, so a reader that waits
 // sees it.
@@ -73,6 +76,13 @@ const (
 	// and historyHeldMax how many it holds at most.
 	historyHold    = 5 * time.Second
 	historyHeldMax = 10000
+	// historyQuietMargin is added to historyHold for the snapshots not
+	// held at all (histindex.Quiet): a PENDING execution scheduled more
+	// than hold + margin ahead is written at once. The margin covers an
+	// agent whose clock runs ahead of the controller's (clock.max_skew,
+	// 2s by default); a snapshot superseded within the hold all the same
+	// costs one more row write, nothing else.
+	historyQuietMargin = 10 * time.Second
 )
 
 // history follows AX_EVT into the index.
@@ -231,7 +241,7 @@ func (h *history) follow(ctx context.Context) error {
 			}
 		}
 		now := h.c.mono()
-		batch = held.Split(batch, now)
+		batch = held.Split(batch, now, h.c.now().Add(hold+historyQuietMargin))
 		if flushed {
 			batch = held.All(batch)
 		} else {

@@ -254,3 +254,38 @@ func TestHistoryHoldsLiveSnapshots(t *testing.T) {
 		t.Fatalf("after restart: %+v, %v", list, err)
 	}
 }
+
+// TestHistoryWritesQuietSnapshots: the snapshot of a live execution whose
+// next step is not due within the hold (a delayed one-shot's PENDING) is
+// not held back: the follower writes it with its batch, before any reader
+// asks, and its cursor moves past its event. A reader after a burst of
+// delayed creates then waits for no commit of the whole burst's rows.
+func TestHistoryWritesQuietSnapshots(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.historyHold = time.Hour // a held snapshot would wait for a reader, however long the test runs
+	c := startController(t, cfg)
+	ctx := tctx(t)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+
+	// Due after the hold and its margin (historyQuietMargin).
+	j, err := c.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "3h"},
+		Target: protocol.Target{Agent: "edge-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := a.waitCommand("run of the delayed job", func(cmd protocol.Command) bool {
+		return cmd.Kind == protocol.CmdRun && strings.HasPrefix(cmd.Run.ExecID, j.ID)
+	}).Run
+	eventually(t, 30*time.Second, "delayed execution indexed without a reader", func() bool {
+		e, ok, err := c.hist.idx.Get(ctx, run.ExecID)
+		return err == nil && ok && e.State == protocol.StatePending
+	})
+	info, err := c.hist.evt.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "cursor past the PENDING event", func() bool {
+		cursor, err := c.hist.idx.Cursor(ctx)
+		return err == nil && cursor >= info.State.LastSeq
+	})
+}

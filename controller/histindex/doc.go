@@ -25,7 +25,8 @@
 //   - Holdback keeps the snapshots of live executions out of a batch
 //     until the snapshot that supersedes them comes (then only that one
 //     is written) or they are old enough; the cursor the follower stores
-//     stays before the oldest one held.
+//     stays before the oldest one held. A snapshot whose next step is not
+//     due soon (Quiet: a delayed PENDING, a RETRY_WAITING) is not held.
 //   - Rows are keyed in insertion order, not by exec id: a batch appends
 //     to the two largest b-trees. An exec id starts with its job's id, so
 //     the exec id index also finds a job's executions.

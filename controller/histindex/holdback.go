@@ -1,6 +1,10 @@
 package histindex
 
-import "time"
+import (
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+)
 
 // Holdback keeps the snapshots of live executions (not terminal) out of
 // the index for a while, waiting for the snapshot that supersedes them.
@@ -44,14 +48,18 @@ func NewHoldback() *Holdback { return &Holdback{byID: map[string]heldSnap{}} }
 func (h *Holdback) Len() int { return len(h.byID) }
 
 // Split takes a batch in stream order (each Item's Seq set) and returns,
-// in place, what is to be written now: job retirements and terminal
-// snapshots (a terminal snapshot drops the one its execution had held).
-// Snapshots of live executions are held, each replacing the one its
-// execution had held when it Supersedes it.
-func (h *Holdback) Split(batch []Item, now time.Time) []Item {
+// in place, what is to be written now: job retirements, terminal
+// snapshots, and the snapshots of live executions whose next step is not
+// due before quiet (Quiet: a PENDING execution scheduled later, one in
+// RETRY_WAITING whose next attempt is later); each drops the snapshot its
+// execution had held. The other snapshots of live executions are held,
+// each replacing the one its execution had held when it Supersedes it.
+// now is the follower's clock (the time a snapshot is held since); quiet
+// is a wall-clock time, compared with the snapshots' own times.
+func (h *Holdback) Split(batch []Item, now, quiet time.Time) []Item {
 	out := batch[:0]
 	for _, it := range batch {
-		if it.Exec == nil || it.Exec.State.Terminal() {
+		if it.Exec == nil || it.Exec.State.Terminal() || Quiet(it.Exec, quiet) {
 			if it.Exec != nil {
 				delete(h.byID, it.Exec.ExecID)
 			}
@@ -67,6 +75,22 @@ func (h *Holdback) Split(batch []Item, now time.Time) []Item {
 	}
 	clear(batch[len(out):])
 	return out
+}
+
+// Quiet reports whether nothing but an operator or a lost agent can change
+// execution e before the wall-clock time quiet: it waits in PENDING for a
+// fire scheduled after quiet, or in RETRY_WAITING for a next attempt after
+// it. Holding such a snapshot back saves nothing (nothing supersedes it
+// within the hold) and makes the commit that a reader waits for write it
+// (after a burst of delayed creates: every create of the last seconds).
+func Quiet(e *protocol.Execution, quiet time.Time) bool {
+	switch e.State {
+	case protocol.StatePending:
+		return e.ScheduledAt.After(quiet)
+	case protocol.StateRetryWaiting:
+		return e.NextAttemptAt.After(quiet)
+	}
+	return false
 }
 
 // Due removes and appends to dst the snapshots held since before cutoff,

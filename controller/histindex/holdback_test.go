@@ -39,6 +39,9 @@ func sameIDs(t *testing.T, what string, got []Item, want ...string) {
 func TestHoldbackSplit(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	now := t0
+	quiet := t0.Add(15 * time.Second) // the wall clock's quiet horizon
+	later := func(it Item, sched time.Time) Item { it.Exec.ScheduledAt = sched; return it }
+	retry := func(it Item, next time.Time) Item { it.Exec.NextAttemptAt = next; return it }
 	tests := []struct {
 		name   string
 		batch  []Item
@@ -53,12 +56,16 @@ func TestHoldbackSplit(t *testing.T) {
 		{"an older step read after a newer one is dropped", []Item{snap("b", protocol.StateTriggered, t0, 6)}, nil, 1, 4},
 		{"another execution: the cursor stays before b's step", []Item{snap("c", protocol.StatePending, t0, 7)}, nil, 2, 4},
 		{"b finishes: the cursor stops before c", []Item{snap("b", protocol.StateFailed, t0.Add(2*time.Second), 8)}, []string{"b:FAILED"}, 1, 6},
+		{"a pending snapshot scheduled after the horizon is written", []Item{later(snap("d", protocol.StatePending, t0, 9), t0.Add(30*time.Minute))}, []string{"d:PENDING"}, 1, 6},
+		{"one scheduled before it is held", []Item{later(snap("e", protocol.StatePending, t0, 10), t0.Add(10*time.Second))}, nil, 2, 6},
+		{"a retry due after it is written and drops c's held step", []Item{retry(snap("c", protocol.StateRetryWaiting, t0.Add(3*time.Second), 11), t0.Add(time.Minute))}, []string{"c:RETRY_WAITING"}, 1, 9},
+		{"a retry due before it is held", []Item{retry(snap("f", protocol.StateRetryWaiting, t0, 12), t0.Add(time.Second))}, nil, 2, 9},
 	}
 	h := NewHoldback()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			last := tt.batch[len(tt.batch)-1].Seq
-			got := h.Split(tt.batch, now)
+			got := h.Split(tt.batch, now, quiet)
 			sameIDs(t, "Split", got, tt.write...)
 			if h.Len() != tt.held {
 				t.Errorf("held %d, want %d", h.Len(), tt.held)
@@ -73,9 +80,9 @@ func TestHoldbackSplit(t *testing.T) {
 func TestHoldbackDue(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	h := NewHoldback()
-	h.Split([]Item{snap("a", protocol.StatePending, t0, 1), snap("b", protocol.StatePending, t0, 2)}, t0)
-	h.Split([]Item{snap("c", protocol.StatePending, t0, 3)}, t0.Add(3*time.Second))
-	h.Split([]Item{snap("a", protocol.StateRunning, t0.Add(time.Second), 4)}, t0.Add(4*time.Second))
+	h.Split([]Item{snap("a", protocol.StatePending, t0, 1), snap("b", protocol.StatePending, t0, 2)}, t0, t0)
+	h.Split([]Item{snap("c", protocol.StatePending, t0, 3)}, t0.Add(3*time.Second), t0)
+	h.Split([]Item{snap("a", protocol.StateRunning, t0.Add(time.Second), 4)}, t0.Add(4*time.Second), t0)
 
 	// Held since before t0+1s: b only (a was replaced at t0+4s).
 	sameIDs(t, "Due by age", h.Due(nil, t0.Add(time.Second), 100), "b:PENDING")
@@ -101,8 +108,8 @@ func TestHoldbackCompacts(t *testing.T) {
 	h := NewHoldback()
 	for i := range 5000 {
 		id := "e" + string(rune('a'+i%26)) + time.Duration(i).String()
-		h.Split([]Item{snap(id, protocol.StatePending, t0, uint64(2*i+1))}, t0)
-		h.Split([]Item{snap(id, protocol.StateSuccess, t0, uint64(2*i+2))}, t0)
+		h.Split([]Item{snap(id, protocol.StatePending, t0, uint64(2*i+1))}, t0, t0)
+		h.Split([]Item{snap(id, protocol.StateSuccess, t0, uint64(2*i+2))}, t0, t0)
 	}
 	if h.Len() != 0 {
 		t.Fatalf("held %d, want 0", h.Len())
