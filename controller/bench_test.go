@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +51,10 @@ func benchReports(b *testing.B, coalesced, nkeys bool) {
 	cfg := testConfig(b, b.TempDir())
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.AckWait = DefaultAckWait
+	// One test agent publishes every report at once, up to 3 × b.N on
+	// its 16 subjects: the bound per subject (an agent's outbox waits
+	// and publishes again) would refuse most of them.
+	cfg.Reports.MaxPerSubject = 1 << 40
 	if nkeys {
 		cfg.NATS.Auth = auth.ModeNKeys
 	}
@@ -119,7 +124,9 @@ func benchReports(b *testing.B, coalesced, nkeys bool) {
 	b.ResetTimer()
 	cpu0 := processCPU(b)
 	start := time.Now()
-	js, err := jetstream.New(a.nc, jetstream.WithPublishAsyncMaxPending(1024))
+	var refused atomic.Int64
+	js, err := jetstream.New(a.nc, jetstream.WithPublishAsyncMaxPending(1024),
+		jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { refused.Add(1) }))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -135,6 +142,9 @@ func benchReports(b *testing.B, coalesced, nkeys bool) {
 	case <-js.PublishAsyncComplete():
 	case <-time.After(time.Minute):
 		b.Fatal("publish did not complete")
+	}
+	if n := refused.Load(); n > 0 {
+		b.Fatalf("%d of %d reports refused by AX_RPT", n, len(msgs))
 	}
 	b.Logf("published %d in %v; applied so far %d", len(msgs), time.Since(start), c.m.applied.Load()-base)
 	want := base + int64(3*b.N)

@@ -3,9 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
-	"github.com/axsched/ax/controller/histindex"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/axsched/ax/controller/histindex"
 )
 
 // A transition's event is published after its record is written; a

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/apiv1"
 	"github.com/axsched/ax/pkg/protocol"
-	"github.com/nats-io/nats.go"
 )
 
 // registerAgent registers id with labels on the controller's NATS server
