@@ -52,14 +52,15 @@ func (h *Holdback) Len() int { return len(h.byID) }
 // snapshots, and the snapshots of live executions whose next step is not
 // due before quiet (Quiet: a PENDING execution scheduled later, one in
 // RETRY_WAITING whose next attempt is later); each drops the snapshot its
-// execution had held. The other snapshots of live executions are held,
+// execution had held (a live one only when it Supersedes it: an older
+// step read after a newer held one is dropped). The other snapshots of live executions are held,
 // each replacing the one its execution had held when it Supersedes it.
 // now is the follower's clock (the time a snapshot is held since); quiet
 // is a wall-clock time, compared with the snapshots' own times.
 func (h *Holdback) Split(batch []Item, now, quiet time.Time) []Item {
 	out := batch[:0]
 	for _, it := range batch {
-		if it.Exec == nil || it.Exec.State.Terminal() || Quiet(it.Exec, quiet) {
+		if it.Exec == nil || it.Exec.State.Terminal() {
 			if it.Exec != nil {
 				delete(h.byID, it.Exec.ExecID)
 			}
@@ -69,6 +70,11 @@ func (h *Holdback) Split(batch []Item, now, quiet time.Time) []Item {
 		id := it.Exec.ExecID
 		if old, ok := h.byID[id]; ok && !Supersedes(it.Exec, old.it.Exec) {
 			continue // an older step read after a newer one: the index would ignore it
+		}
+		if Quiet(it.Exec, quiet) {
+			delete(h.byID, id)
+			out = append(out, it)
+			continue
 		}
 		h.byID[id] = heldSnap{it: it, seq: it.Seq, at: now}
 		h.order = append(h.order, heldRef{id: id, seq: it.Seq})

@@ -60,6 +60,8 @@ func TestHoldbackSplit(t *testing.T) {
 		{"one scheduled before it is held", []Item{later(snap("e", protocol.StatePending, t0, 10), t0.Add(10*time.Second))}, nil, 2, 6},
 		{"a retry due after it is written and drops c's held step", []Item{retry(snap("c", protocol.StateRetryWaiting, t0.Add(3*time.Second), 11), t0.Add(time.Minute))}, []string{"c:RETRY_WAITING"}, 1, 9},
 		{"a retry due before it is held", []Item{retry(snap("f", protocol.StateRetryWaiting, t0, 12), t0.Add(time.Second))}, nil, 2, 9},
+		{"f's next attempt is held", []Item{snap("f", protocol.StatePending, t0.Add(2*time.Second), 13)}, nil, 2, 9},
+		{"an older quiet step of f read after it is dropped", []Item{retry(snap("f", protocol.StateRetryWaiting, t0.Add(time.Second), 14), t0.Add(time.Hour))}, nil, 2, 9},
 	}
 	h := NewHoldback()
 	for _, tt := range tests {
