@@ -53,8 +53,9 @@ func (h *Holdback) Len() int { return len(h.byID) }
 // due before quiet (Quiet: a PENDING execution scheduled later, one in
 // RETRY_WAITING whose next attempt is later); each drops the snapshot its
 // execution had held (a live one only when it Supersedes it: an older
-// step read after a newer held one is dropped). The other snapshots of live executions are held,
-// each replacing the one its execution had held when it Supersedes it.
+// step read after a newer held one is dropped). The other snapshots of
+// live executions are held, each replacing the one its execution had held
+// when it Supersedes it.
 // now is the follower's clock (the time a snapshot is held since); quiet
 // is a wall-clock time, compared with the snapshots' own times.
 func (h *Holdback) Split(batch []Item, now, quiet time.Time) []Item {
