@@ -45,6 +45,9 @@ type ctl struct {
 	consumer jetstream.ConsumeContext
 }
 
+// ctlShards is the shard count the controller double tells the agents.
+const ctlShards = 4
+
 func startCtl(t testing.TB) *ctl {
 	t.Helper()
 	srv := natstest.Start(t)
@@ -82,7 +85,7 @@ func (c *ctl) subscribe() {
 		c.mu.Lock()
 		c.regs++
 		c.mu.Unlock()
-		b, _ := protocol.Encode(protocol.RegisterReply{V: protocol.Version, ControllerTime: now(), Shards: 4,
+		b, _ := protocol.Encode(protocol.RegisterReply{V: protocol.Version, ControllerTime: now(), Shards: ctlShards,
 			HeartbeatInterval: protocol.Duration(100 * time.Millisecond)})
 		_ = m.Respond(b)
 	}); err != nil {

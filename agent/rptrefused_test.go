@@ -46,7 +46,7 @@ func TestReportsRefusedPerSubject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := protocol.ReportSubject(protocol.Shard(j.ID, 4), "edge-r")
+	subject := protocol.ReportSubject(protocol.Shard(j.ID, ctlShards), "edge-r")
 	held := func() uint64 {
 		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
 		if err != nil {

@@ -23,7 +23,7 @@ func BenchmarkReportPublish(b *testing.B) {
 			_, js := natstest.JetStream(b, natstest.Start(b).URL())
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			sc := Config{}.StreamConfigs()[1]
+			sc := streamConfig(b, Config{}, protocol.StreamReports)
 			sc.MaxMsgsPerSubject, sc.DiscardNewPerSubject = perSubject, perSubject > 0
 			if perSubject == 0 {
 				sc.MaxMsgsPerSubject = -1

@@ -126,7 +126,7 @@ func TestReportStreamBounded(t *testing.T) {
 	}
 	t.Logf("%d reports accepted, then: %v", accepted, refused)
 	// Defaults apply when the config leaves them out.
-	d := Config{}.StreamConfigs()[1]
+	d := streamConfig(t, Config{}, protocol.StreamReports)
 	if d.MaxBytes != DefaultReportMaxBytes || d.MaxAge != DefaultReportMaxAge || d.Discard != jetstream.DiscardNew {
 		t.Fatalf("default AX_RPT bounds: %d, %s, %v", d.MaxBytes, d.MaxAge, d.Discard)
 	}
@@ -304,4 +304,16 @@ func TestReportStreamBoundPerSubject(t *testing.T) {
 	if _, err := js.Publish(ctx, protocol.ReportSubject(1, "edge-8"), []byte("r"), jetstream.WithMsgID("c/1")); err != nil {
 		t.Fatalf("another agent's report of the same shard: %v", err)
 	}
+}
+
+// streamConfig returns the config c.StreamConfigs gives the stream name.
+func streamConfig(tb testing.TB, c Config, name string) jetstream.StreamConfig {
+	tb.Helper()
+	for _, sc := range c.StreamConfigs() {
+		if sc.Name == name {
+			return sc
+		}
+	}
+	tb.Fatalf("no stream %s in StreamConfigs", name)
+	return jetstream.StreamConfig{}
 }
