@@ -119,42 +119,36 @@ func (c *execService) refused(ctx context.Context, op, execID string, err error)
 // RETRY_WAITING (reason manual_retry) and the retry wheel sends the run
 // command of attempt+1 at once. Other states are ErrConflict.
 func (c *Controller) RetryExecution(ctx context.Context, execID string) (protocol.Execution, error) {
-	if err := c.ready(); err != nil {
-		return protocol.Execution{}, err
-	}
-	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
-		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
-	}
-	ctx, op := c.marks.Begin(ctx)
-	defer op.End()
-	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.OperatorRetry{}, execution.Env{})
-	if err != nil {
-		return protocol.Execution{}, c.ex.refused(ctx, "retry", execID, err)
-	}
-	if err := c.ex.execEffects(ctx, after, nil, effs); err != nil {
-		return after.Execution, fmt.Errorf("retry execution %s: %w", execID, err)
-	}
-	return after.Execution, nil
+	return c.operatorChange(ctx, execID, "retry", execution.OperatorRetry{}, "")
 }
 
 // CancelExecution cancels a non-terminal execution: it becomes CANCELLED
 // and its agent gets a cancel command; later reports for it are stale.
 // A terminal execution is ErrConflict.
 func (c *Controller) CancelExecution(ctx context.Context, execID string) (protocol.Execution, error) {
+	return c.operatorChange(ctx, execID, "cancel", execution.OperatorCancel{},
+		": state is CANCELLED but the cancel command was not sent")
+}
+
+// operatorChange applies an operator's event ev to execution execID and
+// runs its effects. op names the change in errors; effFail follows the
+// execution's id in the error of effects that failed once the change was
+// stored.
+func (c *Controller) operatorChange(ctx context.Context, execID, op string, ev execution.Event, effFail string) (protocol.Execution, error) {
 	if err := c.ready(); err != nil {
 		return protocol.Execution{}, err
 	}
 	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
 		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
 	}
-	ctx, op := c.marks.Begin(ctx)
-	defer op.End()
-	_, after, effs, err := c.ex.applyExec(ctx, execID, execution.OperatorCancel{}, execution.Env{})
+	ctx, mark := c.marks.Begin(ctx)
+	defer mark.End()
+	_, after, effs, err := c.ex.applyExec(ctx, execID, ev, execution.Env{})
 	if err != nil {
-		return protocol.Execution{}, c.ex.refused(ctx, "cancel", execID, err)
+		return protocol.Execution{}, c.ex.refused(ctx, op, execID, err)
 	}
 	if err := c.ex.execEffects(ctx, after, nil, effs); err != nil {
-		return after.Execution, fmt.Errorf("cancel execution %s: state is CANCELLED but the cancel command was not sent: %w", execID, err)
+		return after.Execution, fmt.Errorf("%s execution %s%s: %w", op, execID, effFail, err)
 	}
 	return after.Execution, nil
 }

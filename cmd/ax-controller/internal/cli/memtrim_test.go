@@ -73,3 +73,29 @@ func TestMemTrimRun(t *testing.T) {
 		t.Fatalf("trims: %d, want 1 (the waste the trim left is no reason for another)", n)
 	}
 }
+
+// TestMemTrimSettle: after the start the trimmer trims at the first look
+// past each settle time, though nothing it reads calls for a trim, and
+// then only when its reads do.
+func TestMemTrimSettle(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	steady := memSample{allocs: 1000 * mib, live: 100 * mib, retained: 150 * mib}
+	m := &memTrim{clk: clk, read: func() memSample { return steady }, free: func() {},
+		settle: newMemTrim(clk).settle}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	// want is the trims done after each look, memTrimEvery apart: one at
+	// the first look past the server's cache expiry (15 s), one at the
+	// first past its subject state's (135 s), none after.
+	want := []int64{1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2}
+	for i, w := range want {
+		testutil.Eventually(t, 10*time.Second, "the trimmer waiting", func() bool { return clk.Timers() > 0 })
+		clk.Advance(memTrimEvery)
+		testutil.Eventually(t, 10*time.Second, "the look done", func() bool { return clk.Timers() > 0 })
+		if n := m.trims.Load(); n != w {
+			t.Fatalf("after look %d (%s): %d trims, want %d", i+1, time.Duration(i+1)*memTrimEvery, n, w)
+		}
+	}
+}
