@@ -3,7 +3,6 @@ package histindex
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -211,78 +210,6 @@ type Item struct {
 	// Seq is the item's AX_EVT sequence (Holdback orders by it; Apply
 	// does not read it).
 	Seq uint64
-}
-
-// Apply stores items and moves the cursor to seq, in one transaction. A
-// snapshot replaces the row only when it supersedes it (batch.go: newer
-// updated_at, or the same one and at least as far along), so events
-// re-published out of order change nothing. items is narrowed in place
-// to the newest snapshot of each execution (LatestOnly).
-func (h *Index) Apply(ctx context.Context, items []Item, seq uint64) error {
-	tx, err := h.wdb.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("history index: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	// RETURNING gives the row's id when the row was written (no row when
-	// the stored snapshot is newer); the body follows it.
-	upExec, err := tx.PrepareContext(ctx, `INSERT INTO execs (exec_id, job_id, agent, state, scheduled_at, updated_at, terminal, shard, progress)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (exec_id) DO UPDATE SET job_id = excluded.job_id, agent = excluded.agent, state = excluded.state,
-			scheduled_at = excluded.scheduled_at, updated_at = excluded.updated_at, terminal = excluded.terminal,
-			progress = excluded.progress
-		WHERE excluded.updated_at > execs.updated_at
-			OR (excluded.updated_at = execs.updated_at AND excluded.progress >= execs.progress)
-		RETURNING id`)
-	if err != nil {
-		return fmt.Errorf("history index: prepare: %w", err)
-	}
-	defer upExec.Close()
-	upBody, err := tx.PrepareContext(ctx, "INSERT OR REPLACE INTO bodies (id, body) VALUES (?, ?)")
-	if err != nil {
-		return fmt.Errorf("history index: prepare: %w", err)
-	}
-	defer upBody.Close()
-	// Of the snapshots of one execution in the batch (the steps of one
-	// report come together) only the newest counts (LatestOnly).
-	for _, it := range LatestOnly(items) {
-		switch {
-		case it.Exec != nil:
-			e := it.Exec
-			body, err := json.Marshal(e)
-			if err != nil {
-				return fmt.Errorf("history index: encode %s: %w", e.ExecID, err)
-			}
-			var id int64
-			err = upExec.QueryRowContext(ctx, e.ExecID, e.JobID, e.Agent, string(e.State), e.ScheduledAt.UnixNano(),
-				e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards), Progress(e)).Scan(&id)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue // the index holds a newer snapshot
-			}
-			if err != nil {
-				return fmt.Errorf("history index: store %s: %w", e.ExecID, err)
-			}
-			if _, err := upBody.ExecContext(ctx, id, body); err != nil {
-				return fmt.Errorf("history index: store %s: %w", e.ExecID, err)
-			}
-		case it.Job != nil:
-			body, err := json.Marshal(it.Job.Job)
-			if err != nil {
-				return fmt.Errorf("history index: encode job %s: %w", it.Job.Job.ID, err)
-			}
-			if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO jobs (job_id, retired_at, body) VALUES (?, ?, ?)",
-				it.Job.Job.ID, it.Job.At.UnixNano(), body); err != nil {
-				return fmt.Errorf("history index: store job %s: %w", it.Job.Job.ID, err)
-			}
-		}
-	}
-	if _, err := tx.ExecContext(ctx, "UPDATE cursor SET seq = ? WHERE id = 1", seq); err != nil {
-		return fmt.Errorf("history index: store cursor: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("history index: commit: %w", err)
-	}
-	return nil
 }
 
 // Ended is an execution the index saw terminal and not yet removed from
