@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,8 +18,9 @@ import (
 // test prints READY when it is up, or a line starting with ERROR.
 type Child struct {
 	// Cmd is the running process.
-	Cmd  *exec.Cmd
-	done chan struct{}
+	Cmd    *exec.Cmd
+	done   chan struct{}
+	killed atomic.Bool // Kill was called
 }
 
 // StartChild runs the test binary with only test name selected and env
@@ -56,15 +58,27 @@ func TryStartChild(tb testing.TB, name string, env []string, timeout time.Durati
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
+		up := false
 		for sc.Scan() {
-			if l := sc.Text(); l == "READY" || strings.HasPrefix(l, "ERROR") {
+			l := sc.Text()
+			if up && strings.HasPrefix(l, "ERROR") {
+				// A helper that fails once up: said on stderr, or a test
+				// that finds it gone later could not tell why.
+				fmt.Fprintf(os.Stderr, "%s process (pid %d): %s\n", name, cmd.Process.Pid, l)
+			}
+			if l == "READY" || strings.HasPrefix(l, "ERROR") {
+				up = up || l == "READY"
 				select {
 				case ready <- l:
 				default:
 				}
 			}
 		}
-		_ = cmd.Wait()
+		err := cmd.Wait()
+		if up && !c.killed.Load() {
+			fmt.Fprintf(os.Stderr, "%s process (pid %d) exited, not by Kill, at %s: %v\n", name, cmd.Process.Pid,
+				time.Now().Format("15:04:05.000"), err)
+		}
 		close(c.done)
 	}()
 	tb.Cleanup(c.Kill)
@@ -83,6 +97,7 @@ func TryStartChild(tb testing.TB, name string, env []string, timeout time.Durati
 
 // Kill sends SIGKILL and waits until the process is gone.
 func (c *Child) Kill() {
+	c.killed.Store(true)
 	_ = c.Cmd.Process.Signal(syscall.SIGKILL)
 	<-c.done
 }
