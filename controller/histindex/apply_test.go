@@ -17,11 +17,7 @@ import (
 // stale snapshot within a chunk changes neither its row nor its body.
 func TestApplyChunksKeepEachBody(t *testing.T) {
 	ctx := context.Background()
-	idx, err := Open(ctx, filepath.Join(t.TempDir(), "history.db"), 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idx.Close()
+	idx := openTestIndex(t)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	job := protocol.NewJobID("chunk", t0, 7)
 	exec := func(i int, state protocol.State, updated time.Time) *protocol.Execution {
@@ -71,4 +67,16 @@ func TestApplyChunksKeepEachBody(t *testing.T) {
 	if seq, err := idx.Cursor(ctx); err != nil || seq != 2 {
 		t.Fatalf("cursor %d (%v), want 2", seq, err)
 	}
+}
+
+// openTestIndex opens an index of 16 shards in a file of the test's temp
+// dir, closed when the test ends.
+func openTestIndex(t *testing.T) *Index {
+	t.Helper()
+	idx, err := Open(context.Background(), filepath.Join(t.TempDir(), "history.db"), 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = idx.Close() })
+	return idx
 }

@@ -2,7 +2,6 @@ package histindex
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -52,11 +51,7 @@ func TestLatestOnly(t *testing.T) {
 // updated_at, still replaces it.
 func TestSameInstantStepsOutOfOrder(t *testing.T) {
 	ctx := context.Background()
-	idx, err := Open(ctx, filepath.Join(t.TempDir(), "history.db"), 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idx.Close()
+	idx := openTestIndex(t)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	snap := func(id string, attempt int, s protocol.State, updated time.Time) Item {
 		return Item{Exec: &protocol.Execution{ExecID: id, JobID: "ax-n-20260101000000-abcdef", Attempt: attempt, State: s, UpdatedAt: updated}}

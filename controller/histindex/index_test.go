@@ -22,11 +22,7 @@ import (
 // stored with the last batch.
 func TestHistoryIndexListMatchesFilter(t *testing.T) {
 	ctx := context.Background()
-	idx, err := Open(ctx, filepath.Join(t.TempDir(), "history.db"), 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idx.Close()
+	idx := openTestIndex(t)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var jobs []string
