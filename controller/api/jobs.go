@@ -43,7 +43,7 @@ func (s *server) decodeJob(w http.ResponseWriter, r *http.Request) (protocol.Job
 	if err != nil {
 		return protocol.Job{}, err
 	}
-	return protocol.DecodeJob(body)
+	return s.decode.Job(body)
 }
 
 func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {

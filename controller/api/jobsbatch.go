@@ -44,7 +44,7 @@ func (s *server) createJobs(w http.ResponseWriter, r *http.Request) {
 	var at []int
 	var created []string
 	for i, raw := range b.Jobs {
-		j, err := protocol.DecodeJob(raw)
+		j, err := s.decode.Job(raw)
 		if err == nil && j.ID != "" {
 			err = invalidf("id", "is made by the controller; leave it out of a create request")
 		}

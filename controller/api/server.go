@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/axsched/ax/internal/strictjson"
 	"github.com/axsched/ax/pkg/apiv1"
+	"github.com/axsched/ax/pkg/protocol"
 )
 
 // Options configure the API handler.
@@ -41,6 +43,8 @@ type server struct {
 	metrics http.Handler
 	// rejected counts requests refused for their input (ax_api_rejected_total).
 	rejected *prometheus.CounterVec
+	// decode decodes job bodies, strictjson first (protocol.Decoder).
+	decode protocol.Decoder
 }
 
 // NewHandler returns the API as an http.Handler.
@@ -56,10 +60,11 @@ func NewHandler(opts Options) (http.Handler, error) {
 		return nil, err
 	}
 	s := &server{
-		b:    opts.Backend,
-		auth: newAuthenticator(append([]Token(nil), opts.Tokens...)),
-		log:  opts.Logger,
-		mux:  http.NewServeMux(),
+		b:      opts.Backend,
+		auth:   newAuthenticator(append([]Token(nil), opts.Tokens...)),
+		decode: protocol.Decoder{Fast: strictjson.Unmarshal},
+		log:    opts.Logger,
+		mux:    http.NewServeMux(),
 	}
 	s.rejected = rejected
 	if s.log == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/internal/strictjson"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -121,6 +122,8 @@ type Ingest struct {
 
 	created createdExecs // records CreateJob wrote (createdcache.go)
 	strays  strays       // the stray unassigns of the window (stray.go)
+	// decode decodes reports, strictjson first (protocol.Decoder).
+	decode protocol.Decoder
 
 	// Set by Attach, read-only afterwards.
 	ctx   context.Context // the controller's: cancelled by Close
@@ -134,6 +137,7 @@ func New(e Env, host Host) *Ingest {
 	return &Ingest{
 		cfg: e.Config, log: e.Log, m: e.Metrics, now: e.Now, mono: e.Mono, every: e.Every,
 		jobs: e.Jobs, groups: e.Groups, own: e.Own, host: host,
+		decode: protocol.Decoder{Fast: strictjson.Unmarshal},
 	}
 }
 

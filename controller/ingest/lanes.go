@@ -150,7 +150,7 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 	}
 	l.lingering = l.lingering[:0]
 	for _, m := range msgs {
-		r, err := protocol.DecodeReport(m.Data())
+		r, err := c.decode.Report(m.Data())
 		if err != nil {
 			c.reject(RejectInvalid)
 			c.log.Warn("report rejected", "reason", RejectInvalid, "subject", m.Subject(), "err", err)

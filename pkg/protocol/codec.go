@@ -34,6 +34,12 @@ func Encode(m interface{ Validate() error }) ([]byte, error) {
 // read on its own, so that a message of an unsupported version is refused
 // as such (ErrVersion) rather than for fields this build does not know.
 func decode[M interface{ Validate() error }](data []byte, m M) error {
+	return decodeWith(nil, data, m)
+}
+
+// decodeWith is decode with fast tried first for the strict unmarshal
+// (strictUnmarshalWith).
+func decodeWith[M interface{ Validate() error }](fast Unmarshal, data []byte, m M) error {
 	if len(data) > MaxMessageSize {
 		return fieldErrf(ErrTooLarge, "", "message is %d bytes, at most %d allowed", len(data), MaxMessageSize)
 	}
@@ -43,7 +49,7 @@ func decode[M interface{ Validate() error }](data []byte, m M) error {
 			return err
 		}
 	}
-	if err := strictUnmarshal(data, m); err != nil {
+	if err := strictUnmarshalWith(fast, data, m); err != nil {
 		if verr := headVersion(data); verr != nil {
 			return verr
 		}
@@ -92,8 +98,16 @@ func decodeAs[M any, PM interface {
 	*M
 	Validate() error
 }](data []byte) (M, error) {
+	return decodeAsWith[M, PM](nil, data)
+}
+
+// decodeAsWith is decodeAs with fast tried first (strictUnmarshalWith).
+func decodeAsWith[M any, PM interface {
+	*M
+	Validate() error
+}](fast Unmarshal, data []byte) (M, error) {
 	var m M
-	if err := decode(data, PM(&m)); err != nil {
+	if err := decodeWith(fast, data, PM(&m)); err != nil {
 		var zero M
 		return zero, err
 	}
@@ -103,9 +117,24 @@ func decodeAs[M any, PM interface {
 // strictUnmarshal unmarshals exactly one JSON value, rejecting unknown
 // fields and trailing data, and turns json errors into *FieldError.
 func strictUnmarshal(data []byte, v any) error {
+	return strictUnmarshalWith(nil, data, v)
+}
+
+// strictUnmarshalWith is strictUnmarshal with fast, when not nil, tried
+// first: when it decodes data, that is the result; when it refuses it,
+// what it left in v is cleared and encoding/json decodes data again, so
+// that the error (or, should fast refuse what encoding/json takes, the
+// value) is encoding/json's.
+func strictUnmarshalWith(fast Unmarshal, data []byte, v any) error {
 	// Before decoding: the decoder would replace bad text by U+FFFD.
 	if err := checkStrings(data); err != nil {
 		return err
+	}
+	if fast != nil {
+		if fast(data, v) == nil {
+			return nil
+		}
+		reflect.ValueOf(v).Elem().SetZero()
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

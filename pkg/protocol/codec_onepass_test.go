@@ -51,7 +51,8 @@ func same[M interface{ Validate() error }](t *testing.T, data []byte, mk func() 
 	}
 }
 
-// BenchmarkDecodeReport: one parse against the two-pass decoder it replaced.
+// BenchmarkDecodeReport: one parse against the two-pass decoder it
+// replaced, and the controller's Decoder (strictjson first).
 func BenchmarkDecodeReport(b *testing.B) {
 	var data []byte
 	for k, m := range sampleMessages() {
@@ -62,7 +63,8 @@ func BenchmarkDecodeReport(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		dec  func([]byte, *Report) error
-	}{{"one_pass", decode[*Report]}, {"two_passes", decodeTwoPass[*Report]}} {
+	}{{"one_pass", decode[*Report]}, {"two_passes", decodeTwoPass[*Report]},
+		{"fast", func(b []byte, r *Report) (err error) { *r, err = fast.Report(b); return err }}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

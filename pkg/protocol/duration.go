@@ -19,8 +19,13 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // String returns the Go duration string.
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// MarshalText writes the duration string. encoding/json writes it as a
+// JSON string; as a TextMarshaler rather than a json.Marshaler it costs
+// no nested Marshal and no re-scan of the output (every record, command
+// and event with a duration paid both).
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(time.Duration(d).String()), nil
+}
 
 // UnmarshalJSON reads a duration string such as "30s".
 func (d *Duration) UnmarshalJSON(b []byte) error {

@@ -259,12 +259,15 @@ func validatePayload(p json.RawMessage) error {
 
 // DecodeJob decodes and validates one job (an API request body). Unknown
 // fields are rejected so that a typo does not silently become a default.
-func DecodeJob(data []byte) (Job, error) {
+func DecodeJob(data []byte) (Job, error) { return Decoder{}.Job(data) }
+
+// Job is DecodeJob with d.Fast tried first.
+func (d Decoder) Job(data []byte) (Job, error) {
 	var j Job
 	if len(data) > MaxMessageSize {
 		return j, fieldErrf(ErrTooLarge, "", "job is %d bytes, at most %d allowed", len(data), MaxMessageSize)
 	}
-	if err := strictUnmarshal(data, &j); err != nil {
+	if err := strictUnmarshalWith(d.Fast, data, &j); err != nil {
 		return Job{}, err
 	}
 	if err := j.Validate(); err != nil {

@@ -206,4 +206,7 @@ func validateOutcome(o retry.Outcome) error {
 }
 
 // DecodeReport decodes and validates a report.
-func DecodeReport(data []byte) (Report, error) { return decodeAs[Report](data) }
+func DecodeReport(data []byte) (Report, error) { return Decoder{}.Report(data) }
+
+// Report is DecodeReport with d.Fast tried first.
+func (d Decoder) Report(data []byte) (Report, error) { return decodeAsWith[Report](d.Fast, data) }
