@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/axsched/ax/pkg/retry"
@@ -53,7 +54,14 @@ type HTTP struct {
 	cfg    HTTPConfig
 	allow  []allowedURL
 	client *http.Client
+	// bufs holds the buffers response bodies are read through
+	// (*[]byte of bodyBufSize): io.Copy would make a 32 KiB one per
+	// attempt, zeroed, even for an empty body.
+	bufs sync.Pool
 }
+
+// bodyBufSize is the size of the buffers a response body is read through.
+const bodyBufSize = 4 << 10
 
 // DefaultIdlePerHost is HTTPConfig.IdlePerHost's default.
 const DefaultIdlePerHost = 8
@@ -64,6 +72,7 @@ const maxRedirects = 5
 // NewHTTP validates cfg and returns the http handler.
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	h := &HTTP{cfg: cfg}
+	h.bufs.New = func() any { b := make([]byte, bodyBufSize); return &b }
 	for i, p := range cfg.Allow {
 		a, err := parseAllowURL(p)
 		if err != nil {
@@ -182,7 +191,9 @@ func (h *HTTP) Run(ctx context.Context, req Task) Result {
 	}
 	defer resp.Body.Close()
 	body := newTail(h.cfg.Tail)
-	_, _ = io.Copy(body, io.LimitReader(resp.Body, 16<<20))
+	buf := h.bufs.Get().(*[]byte)
+	_, _ = io.CopyBuffer(body, io.LimitReader(resp.Body, 16<<20), *buf)
+	h.bufs.Put(buf)
 	res := withRecord(retry.HTTPOutcome(resp.StatusCode), retry.ClassifyHTTP(resp.StatusCode))
 	if res.Retryable {
 		res.RetryAfter = retryAfter(resp.Header, h.cfg.Now())
