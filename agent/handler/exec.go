@@ -53,6 +53,7 @@ type ExecPayload struct {
 type Exec struct {
 	cfg      ExecConfig
 	envAllow map[string]bool
+	bufs     copyBufs // what stdout and stderr are read through (tail.go)
 }
 
 // NewExec validates cfg and returns the exec handler.
@@ -174,7 +175,7 @@ func (e *Exec) run(ctx context.Context, req Task) (res Result, started bool) {
 		"AX_EPOCH="+strconv.FormatUint(req.Epoch, 10),
 		"AX_SCHEDULED_AT="+req.ScheduledAt.UTC().Format(time.RFC3339Nano))
 	cmd.Stdin = strings.NewReader(p.Stdin)
-	stdout, stderr := newTail(e.cfg.Tail), newTail(e.cfg.Tail)
+	stdout, stderr := newTail(e.cfg.Tail, &e.bufs), newTail(e.cfg.Tail, &e.bufs)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = e.cfg.WaitDelay

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/axsched/ax/pkg/retry"
@@ -54,14 +53,8 @@ type HTTP struct {
 	cfg    HTTPConfig
 	allow  []allowedURL
 	client *http.Client
-	// bufs holds the buffers response bodies are read through
-	// (*[]byte of bodyBufSize): io.Copy would make a 32 KiB one per
-	// attempt, zeroed, even for an empty body.
-	bufs sync.Pool
+	bufs   copyBufs // what response bodies are read through (tail.go)
 }
-
-// bodyBufSize is the size of the buffers a response body is read through.
-const bodyBufSize = 4 << 10
 
 // DefaultIdlePerHost is HTTPConfig.IdlePerHost's default.
 const DefaultIdlePerHost = 8
@@ -72,7 +65,6 @@ const maxRedirects = 5
 // NewHTTP validates cfg and returns the http handler.
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	h := &HTTP{cfg: cfg}
-	h.bufs.New = func() any { b := make([]byte, bodyBufSize); return &b }
 	for i, p := range cfg.Allow {
 		a, err := parseAllowURL(p)
 		if err != nil {
@@ -190,10 +182,8 @@ func (h *HTTP) Run(ctx context.Context, req Task) Result {
 		return Result{Outcome: retry.OutcomeFailure, Code: -1, Message: "request failed: " + err.Error(), Retryable: true}
 	}
 	defer resp.Body.Close()
-	body := newTail(h.cfg.Tail)
-	buf := h.bufs.Get().(*[]byte)
-	_, _ = io.CopyBuffer(body, io.LimitReader(resp.Body, 16<<20), *buf)
-	h.bufs.Put(buf)
+	body := newTail(h.cfg.Tail, &h.bufs)
+	_, _ = io.Copy(body, io.LimitReader(resp.Body, 16<<20))
 	res := withRecord(retry.HTTPOutcome(resp.StatusCode), retry.ClassifyHTTP(resp.StatusCode))
 	if res.Retryable {
 		res.RetryAfter = retryAfter(resp.Header, h.cfg.Now())

@@ -45,8 +45,9 @@ func TestHTTPBodyTail(t *testing.T) {
 // TestHTTPBodyNoCopyBuffer: reading a response body makes no buffer of
 // its own per attempt. io.Copy made a 32 KiB one, zeroed, for every
 // attempt, even one answered 204 with no body; the handler now reads
-// through pooled 4 KiB buffers. Counted: heap allocations of 30 KiB or
-// more (nothing else in an attempt, client or test server, is that big).
+// through its tails' pooled 4 KiB buffers. Counted: heap allocations of
+// 30 KiB or more (nothing else in an attempt, client or test server, is
+// that big).
 func TestHTTPBodyNoCopyBuffer(t *testing.T) {
 	if raceDetector {
 		t.Skip("under -race sync.Pool drops buffers put back, and net/http makes its own pooled 32 KiB ones again")
@@ -70,6 +71,35 @@ func TestHTTPBodyNoCopyBuffer(t *testing.T) {
 	}
 	if got := bigAllocs(30<<10) - before; got >= n/2 {
 		t.Fatalf("%d allocations of 30 KiB or more in %d attempts, want almost none (no copy buffer per attempt)", got, n)
+	}
+}
+
+// TestExecOutputNoCopyBuffer: an exec attempt reads its command's
+// stdout and stderr without a buffer of its own: os/exec's io.Copy made
+// a 32 KiB one for each. The output's tails are still kept.
+func TestExecOutputNoCopyBuffer(t *testing.T) {
+	if raceDetector {
+		t.Skip("under -race sync.Pool drops buffers put back")
+	}
+	e, err := NewExec(ExecConfig{Allow: []string{"/bin/sh"}, Tail: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := json.Marshal(ExecPayload{Command: "/bin/sh", Args: []string{"-c", "echo out-0123456789; echo err-0123456789 >&2"}})
+	run := func() {
+		res := e.Run(context.Background(), Task{ExecID: "e", Attempt: 1, Payload: p})
+		if want := "exit status 0\nstdout: …3456789\n\nstderr: …3456789\n"; res.Code != 0 || res.Message != want {
+			t.Fatalf("result %+v: want message %q (both streams' last 8 bytes)", res, want)
+		}
+	}
+	run()
+	const n = 20
+	before := bigAllocs(30 << 10)
+	for range n {
+		run()
+	}
+	if got := bigAllocs(30<<10) - before; got >= n {
+		t.Fatalf("%d allocations of 30 KiB or more in %d attempts, want almost none (no copy buffer per stream)", got, n)
 	}
 }
 
