@@ -56,3 +56,21 @@ func TestUnmarshalPanic(t *testing.T) {
 type panicky struct{}
 
 func (*panicky) UnmarshalJSON([]byte) error { panic("boom") }
+
+// TestUnmarshalTimes: a time the decoder's own parser reads otherwise
+// than encoding/json (here one it takes and encoding/json refuses) is
+// refused with ErrTime, so that encoding/json decodes the message; times
+// both read alike decode.
+func TestUnmarshalTimes(t *testing.T) {
+	var m msg
+	for _, in := range []string{`{"at":"0000-01-10T00:00;00Z"}`, `{"a":"2026-12-05T01:02;03Z"}`} {
+		if err := Unmarshal([]byte(in), &m); !errors.Is(err, ErrTime) {
+			t.Errorf("%s: err %v, want ErrTime", in, err)
+		}
+	}
+	for _, in := range []string{`{"at":"2026-12-05T01:02:03.123456789Z"}`, `{"at":"2026-12-05T01:02:03+02:00"}`, `{"a":"not a time at all, long enough"}`} {
+		if err := Unmarshal([]byte(in), &m); err != nil {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+}
