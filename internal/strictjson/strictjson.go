@@ -14,14 +14,14 @@ import (
 // The types' own UnmarshalJSON methods are called. It has the signature
 // of protocol.Unmarshal.
 func Unmarshal(data []byte, v any) (err error) {
-	if err := sameTimes(data); err != nil {
-		return err
-	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrPanic, r)
 		}
 	}()
+	if err := sameTimes(data); err != nil {
+		return err
+	}
 	rest, err := json.Parse(data, v, json.DisallowUnknownFields)
 	if err != nil {
 		return err
