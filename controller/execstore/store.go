@@ -2,7 +2,6 @@ package execstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -57,7 +56,7 @@ func (s Store) Get(ctx context.Context, id string) (Version, error) {
 // Tracked: its writer keeps a write mark (controller/writemark).
 func (s Store) Put(ctx context.Context, cur Version, next *execution.Record) (uint64, error) {
 	next.Tracked = true
-	data, err := json.Marshal(next)
+	data, err := next.AppendJSON(make([]byte, 0, 1024)) // json.Marshal's bytes, by hand (execution.Record)
 	if err != nil {
 		return 0, fmt.Errorf("write execution %s: encode: %w", next.ExecID, err)
 	}
@@ -94,7 +93,7 @@ type Pending struct {
 func (s Store) PutAsync(cur Version, next *execution.Record) *Pending {
 	p := &Pending{id: next.ExecID}
 	next.Tracked = true
-	data, err := json.Marshal(next)
+	data, err := next.AppendJSON(make([]byte, 0, 1024)) // json.Marshal's bytes, by hand (execution.Record)
 	if err != nil {
 		p.err = fmt.Errorf("write execution %s: encode: %w", next.ExecID, err)
 		return p

@@ -1,8 +1,10 @@
 package execution
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/axsched/ax/internal/storedjson"
 	"github.com/axsched/ax/pkg/protocol"
@@ -71,4 +73,45 @@ func Decode(b []byte) (*Record, error) {
 		return nil, fmt.Errorf("decode execution record: %w", err)
 	}
 	return &r, nil
+}
+
+// AppendJSON appends json.Marshal(r) to b, written by hand
+// (protocol.Execution.AppendJSONFields for the embedded execution): the
+// record is encoded at every write of ax_execs. TestRecordAppendJSON and
+// FuzzRecordAppendJSON hold it to json.Marshal.
+func (r *Record) AppendJSON(b []byte) ([]byte, error) {
+	n := len(b)
+	b = append(b, '{')
+	b, ok := r.Execution.AppendJSONFields(b)
+	if !ok {
+		data, err := json.Marshal(r) // a time json.Marshal refuses: its error
+		if err != nil {
+			return b[:n], err
+		}
+		return append(b[:n], data...), nil
+	}
+	if len(r.Applied) > 0 {
+		b = append(b, `,"applied":`...)
+		b = protocol.AppendJSONStrings(b, r.Applied)
+	}
+	if len(r.Path) > 0 {
+		b = append(b, `,"path":`...)
+		b = protocol.AppendJSONStrings(b, r.Path)
+	}
+	if r.From != "" {
+		b = append(b, `,"from":`...)
+		b = protocol.AppendJSONString(b, string(r.From))
+	}
+	if r.Ends != 0 {
+		b = append(b, `,"ends":`...)
+		b = strconv.AppendUint(b, uint64(r.Ends), 10)
+	}
+	if r.Sent != 0 {
+		b = append(b, `,"sent":`...)
+		b = strconv.AppendInt(b, int64(r.Sent), 10)
+	}
+	if r.Tracked {
+		b = append(b, `,"tracked":true`...)
+	}
+	return append(b, '}'), nil
 }

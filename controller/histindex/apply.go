@@ -114,7 +114,7 @@ func (h *Index) writeExecs(ctx context.Context, tx *sql.Tx, es []*protocol.Execu
 		if !ok {
 			continue // the index holds a newer snapshot
 		}
-		body, err := json.Marshal(e)
+		body, err := e.AppendJSON(make([]byte, 0, 1024)) // json.Marshal's bytes, by hand (protocol.Execution)
 		if err != nil {
 			return fmt.Errorf("history index: encode %s: %w", e.ExecID, err)
 		}

@@ -18,7 +18,13 @@ func Encode(m interface{ Validate() error }) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(m)
+	var b []byte
+	var err error
+	if a, ok := m.(jsonAppender); ok {
+		b, err = a.AppendJSON(make([]byte, 0, 1024)) // the bytes json.Marshal writes (appendjson.go)
+	} else {
+		b, err = json.Marshal(m)
+	}
 	if err != nil {
 		return nil, fieldErrf(ErrInvalid, "", "encode: %v", err)
 	}
