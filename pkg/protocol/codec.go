@@ -21,7 +21,10 @@ func Encode(m interface{ Validate() error }) ([]byte, error) {
 	var b []byte
 	var err error
 	if a, ok := m.(jsonAppender); ok {
-		b, err = a.AppendJSON(make([]byte, 0, 1024)) // the bytes json.Marshal writes (appendjson.go)
+		// The bytes json.Marshal writes (appendjson.go). 512 holds a report
+		// (an agent keeps up to 8 windows of them in memory); an event
+		// grows the buffer once.
+		b, err = a.AppendJSON(make([]byte, 0, 512))
 	} else {
 		b, err = json.Marshal(m)
 	}
