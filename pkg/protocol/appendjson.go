@@ -41,6 +41,7 @@ func (e *Execution) AppendJSON(b []byte) ([]byte, error) {
 // braces, for a type that embeds Execution (the controller's record); ok
 // is false when json.Marshal has to encode e (a time it refuses).
 func (e *Execution) AppendJSONFields(b []byte) (_ []byte, ok bool) {
+	var bad bool
 	b = append(b, `"exec_id":`...)
 	b = AppendJSONString(b, e.ExecID)
 	b = append(b, `,"job_id":`...)
@@ -53,27 +54,13 @@ func (e *Execution) AppendJSONFields(b []byte) (_ []byte, ok bool) {
 		b = append(b, `,"agent":`...)
 		b = AppendJSONString(b, e.Agent)
 	}
-	if b, ok = appendTimeField(b, `,"scheduled_at":`, e.ScheduledAt, false); !ok {
-		return b, false
-	}
-	if b, ok = appendTimeField(b, `,"created_at":`, e.CreatedAt, false); !ok {
-		return b, false
-	}
-	if b, ok = appendTimeField(b, `,"updated_at":`, e.UpdatedAt, false); !ok {
-		return b, false
-	}
-	if b, ok = appendTimeField(b, `,"triggered_at":`, e.TriggeredAt, true); !ok {
-		return b, false
-	}
-	if b, ok = appendTimeField(b, `,"started_at":`, e.StartedAt, true); !ok {
-		return b, false
-	}
-	if b, ok = appendTimeField(b, `,"finished_at":`, e.FinishedAt, true); !ok {
-		return b, false
-	}
-	if b, ok = appendTimeField(b, `,"next_attempt_at":`, e.NextAttemptAt, true); !ok {
-		return b, false
-	}
+	b = appendTimeField(b, `,"scheduled_at":`, e.ScheduledAt, false, &bad)
+	b = appendTimeField(b, `,"created_at":`, e.CreatedAt, false, &bad)
+	b = appendTimeField(b, `,"updated_at":`, e.UpdatedAt, false, &bad)
+	b = appendTimeField(b, `,"triggered_at":`, e.TriggeredAt, true, &bad)
+	b = appendTimeField(b, `,"started_at":`, e.StartedAt, true, &bad)
+	b = appendTimeField(b, `,"finished_at":`, e.FinishedAt, true, &bad)
+	b = appendTimeField(b, `,"next_attempt_at":`, e.NextAttemptAt, true, &bad)
 	b = appendOutcome(b, e.Outcome, e.Result)
 	if e.Reason != "" {
 		b = append(b, `,"reason":`...)
@@ -93,12 +80,13 @@ func (e *Execution) AppendJSONFields(b []byte) (_ []byte, ok bool) {
 		b = append(b, `,"skipped_count":`...)
 		b = strconv.AppendInt(b, int64(e.SkippedCount), 10)
 	}
-	return appendTimeField(b, `,"first_scheduled_at":`, e.FirstScheduledAt, true)
+	b = appendTimeField(b, `,"first_scheduled_at":`, e.FirstScheduledAt, true, &bad)
+	return b, !bad
 }
 
 // AppendJSON appends json.Marshal(ev) to b.
 func (ev Event) AppendJSON(b []byte) ([]byte, error) {
-	n := len(b)
+	n, bad := len(b), false
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(ev.V), 10)
 	b = append(b, `,"job_id":`...)
@@ -121,31 +109,29 @@ func (ev Event) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"reason":`...)
 		b = AppendJSONString(b, ev.Reason)
 	}
-	b, ok := appendTimeField(b, `,"at":`, ev.At, false)
-	if !ok {
-		return marshalInto(b[:n], ev)
-	}
+	b = appendTimeField(b, `,"at":`, ev.At, false, &bad)
 	if ev.Agent != "" {
 		b = append(b, `,"agent":`...)
 		b = AppendJSONString(b, ev.Agent)
 	}
 	b = appendOutcome(b, ev.Outcome, ev.Result)
-	if b, ok = appendTimeField(b, `,"next_attempt_at":`, ev.NextAttemptAt, true); !ok {
-		return marshalInto(b[:n], ev)
-	}
+	b = appendTimeField(b, `,"next_attempt_at":`, ev.NextAttemptAt, true, &bad)
 	if ev.Execution != nil {
 		b = append(b, `,"execution":{`...)
-		if b, ok = ev.Execution.AppendJSONFields(b); !ok {
-			return marshalInto(b[:n], ev)
-		}
+		var ok bool
+		b, ok = ev.Execution.AppendJSONFields(b)
+		bad = bad || !ok
 		b = append(b, '}')
+	}
+	if bad {
+		return marshalInto(b[:n], ev)
 	}
 	return append(b, '}'), nil
 }
 
 // AppendJSON appends json.Marshal(r) to b.
 func (r Report) AppendJSON(b []byte) ([]byte, error) {
-	n := len(b)
+	n, bad := len(b), false
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(r.V), 10)
 	b = append(b, `,"agent":`...)
@@ -158,13 +144,8 @@ func (r Report) AppendJSON(b []byte) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(r.Attempt), 10)
 	b = append(b, `,"kind":`...)
 	b = AppendJSONString(b, string(r.Kind))
-	b, ok := appendTimeField(b, `,"scheduled_at":`, r.ScheduledAt, false)
-	if ok {
-		b, ok = appendTimeField(b, `,"at":`, r.At, false)
-	}
-	if !ok {
-		return marshalInto(b[:n], r)
-	}
+	b = appendTimeField(b, `,"scheduled_at":`, r.ScheduledAt, false, &bad)
+	b = appendTimeField(b, `,"at":`, r.At, false, &bad)
 	if r.Epoch != 0 {
 		b = append(b, `,"epoch":`...)
 		b = strconv.AppendUint(b, r.Epoch, 10)
@@ -178,17 +159,14 @@ func (r Report) AppendJSON(b []byte) ([]byte, error) {
 		b = AppendJSONString(b, r.Reason)
 	}
 	b = appendShard(b, r.Shard)
-	if b, ok = appendTimeField(b, `,"triggered_at":`, r.TriggeredAt, true); ok {
-		b, ok = appendTimeField(b, `,"started_at":`, r.StartedAt, true)
-	}
-	if !ok {
-		return marshalInto(b[:n], r)
-	}
+	b = appendTimeField(b, `,"triggered_at":`, r.TriggeredAt, true, &bad)
+	b = appendTimeField(b, `,"started_at":`, r.StartedAt, true, &bad)
 	if r.SkippedCount != 0 {
 		b = append(b, `,"skipped_count":`...)
 		b = strconv.AppendInt(b, int64(r.SkippedCount), 10)
 	}
-	if b, ok = appendTimeField(b, `,"first_scheduled_at":`, r.FirstScheduledAt, true); !ok {
+	b = appendTimeField(b, `,"first_scheduled_at":`, r.FirstScheduledAt, true, &bad)
+	if bad {
 		return marshalInto(b[:n], r)
 	}
 	return append(b, '}'), nil
@@ -248,30 +226,30 @@ func appendDurationField(b []byte, key string, d Duration) []byte {
 }
 
 // appendTimeField appends member key with t as time.Time.MarshalJSON
-// writes it; with omitZero, nothing when t is zero. ok is false (b
-// unspecified) for a time MarshalJSON refuses.
-func appendTimeField(b []byte, key string, t time.Time, omitZero bool) ([]byte, bool) {
+// writes it; with omitZero, nothing when t is zero. For a time
+// MarshalJSON refuses it sets *bad (what it appended is then of no use:
+// the caller hands the value to json.Marshal).
+func appendTimeField(b []byte, key string, t time.Time, omitZero bool, bad *bool) []byte {
 	if omitZero && t.IsZero() {
-		return b, true
+		return b
 	}
 	b = append(b, key...)
 	b = append(b, '"')
 	n := len(b)
 	b = t.AppendFormat(b, time.RFC3339Nano)
 	// time.Time.MarshalJSON refuses what RFC 3339 cannot write: a year
-	// not of exactly four digits, an offset of 24 hours or more or with
-	// seconds.
+	// not of exactly four digits, a zone offset of 24 hours or more (an
+	// offset's seconds are dropped, not refused).
 	if len(b) < n+len("2006-01-02T15:04:05Z") || b[n+len("2006")] != '-' {
-		return b, false
-	}
-	if b[len(b)-1] != 'Z' {
+		*bad = true
+	} else if b[len(b)-1] != 'Z' {
 		c := b[len(b)-len("Z07:00")]
 		hh := 10*(b[len(b)-len("07:00")]-'0') + (b[len(b)-len("7:00")] - '0')
 		if ('0' <= c && c <= '9') || hh >= 24 {
-			return b, false
+			*bad = true
 		}
 	}
-	return append(b, '"'), true
+	return append(b, '"')
 }
 
 // jsonSafeLo and jsonSafeHi mark, bit c and bit c-64, the bytes
