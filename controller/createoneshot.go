@@ -39,7 +39,9 @@ type oneShotMade struct {
 
 // createOneShot is CreateJob's path for a one-shot job that gets its
 // executions at once (not paused, one fire, placed, on the replica that
-// sends its commands: the driver's Local): the job record and
+// sends its commands: the driver's Local). A job pinned to an agent and due
+// at once takes createOneShotHeld (createheld.go: its record is held, and
+// the crash argument is there). For any other: the job record and
 // its PENDING execution records are published together and their acks
 // awaited together (one round trip instead of one per record), then the
 // run commands and the PENDING events go out (the second round trip), and
@@ -92,6 +94,10 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 			return protocol.Job{}, false, nil
 		}
 		made[i] = oneShotMade{next: next, effs: effs}
+	}
+	if c.holdsRecord(j, at, ps) {
+		out, err := c.createOneShotHeld(ctx, j, data, made[0])
+		return out, true, err
 	}
 	// The writes and their effects are one write op (writemark).
 	ctx, op := c.marks.Begin(ctx)
@@ -150,11 +156,12 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 	for _, m := range made {
 		c.ingest.NoteCreated(execstore.Version{Rec: m.next, Rev: m.rev})
 	}
-	c.dispatchMade(ctx, j, made)
+	c.dispatchMade(ctx, j, made, false)
 	return j, true, nil
 }
 
-// dispatchMade executes the effects of the Creates createOneShot stored:
+// dispatchMade executes the effects of the Creates createOneShot stored
+// (or holds, unstored: createheld.go):
 // the run commands are published asynchronously, all of them before any
 // ack is awaited (a synchronous publish per run cost a round trip and a
 // reply subscription each), then it waits for their acks
@@ -162,7 +169,7 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 // these executions move on within a second, and their next event says
 // what it would; a list made after the reply publishes what is held
 // first, so it shows the executions.
-func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []oneShotMade) {
+func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []oneShotMade, unstored bool) {
 	type runSent struct {
 		rec *execRecord
 		fut jetstream.PubAckFuture
@@ -190,7 +197,7 @@ func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []on
 					release = op.Hold()
 				}
 				snap := e.Snapshot
-				c.ex.evHold.hold(&snap, tr, release)
+				c.ex.evHold.hold(&snap, tr, unstored, release)
 			default:
 				rest = append(rest, e)
 			}

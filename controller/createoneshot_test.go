@@ -15,12 +15,13 @@ import (
 	"github.com/axsched/ax/pkg/schedule"
 )
 
-// TestCreateOneShotWritesTogether: CreateJob of a one-shot job writes the
-// execution record without waiting for the job record's ack (both are in
-// flight together), and when the job's write fails it removes the record
-// again and answers with the error: no execution, no run, no event of a
-// job that was not stored. The job's write is made to fail by a maximum
-// message size on ax_jobs' stream smaller than the job.
+// TestCreateOneShotWritesTogether: CreateJob of a one-shot job whose
+// record is not held (createheld.go: here, one delayed by an hour) writes
+// the execution record without waiting for the job record's ack (both are
+// in flight together), and when the job's write fails it removes the
+// record again and answers with the error: no execution, no run, no event
+// of a job that was not stored. The job's write is made to fail by a
+// maximum message size on ax_jobs' stream smaller than the job.
 func TestCreateOneShotWritesTogether(t *testing.T) {
 	c := newTestController(t)
 	er := recordEvents(t, c.NATSURL())
@@ -37,7 +38,8 @@ func TestCreateOneShotWritesTogether(t *testing.T) {
 	if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateJob(ctx, asapJob("edge-1")); err == nil {
+	later := protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"}, Target: protocol.Target{Agent: "edge-1"}}
+	if _, err := c.CreateJob(ctx, later); err == nil {
 		t.Fatal("CreateJob succeeded with a job store that refuses it")
 	}
 	// The record and its removal (a purge marker): written at once, removed.
@@ -56,11 +58,11 @@ func TestCreateOneShotWritesTogether(t *testing.T) {
 	if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	j, err := c.CreateJob(ctx, asapJob("edge-1"))
+	j, err := c.CreateJob(ctx, later)
 	if err != nil {
 		t.Fatal(err)
 	}
-	execID := protocol.ExecID(j.ID, j.CreatedAt)
+	execID := protocol.ExecID(j.ID, j.CreatedAt.Add(time.Hour))
 	if r := readRecord(t, c, execID); r.State != protocol.StatePending {
 		t.Errorf("execution after CreateJob: %s, want PENDING", r.State)
 	}
@@ -214,6 +216,9 @@ func TestCreateJobDrawsAgainWhenIDTaken(t *testing.T) {
 		}
 	}
 	// Each one-shot job has its one execution; the taken try left none.
+	// (Their records are held by the creates, createheld.go, and the fake
+	// clock never ends the hold: a list stores them.)
+	c.ex.publishHeld(ctx, true)
 	n := 0
 	if err := c.ex.scanExecs(ctx, func(*execRecord, uint64) { n++ }); err != nil {
 		t.Fatal(err)

@@ -87,8 +87,8 @@
 //
 // Reports in are package ingest (controller/ingest, its doc names its
 // files): the per-shard report consumers on AX_RPT and their workers and
-// lanes, report authorization, the records CreateJob has just written
-// (kept for the first report's lane: NoteCreated), and the report
+// lanes, report authorization, the records CreateJob has just written or
+// holds (kept for the first report's lane: NoteCreated; createheld.go), and the report
 // stream's upkeep. What it asks of the rest of the controller is
 // ingest.Host (ingestHostOf, parts.go): read a job from ax_jobs, the
 // execution.Env of a job's executions, whether an execution left live
@@ -203,7 +203,8 @@
 // after newer ones) is not dropped but redelivered later, for up to three
 // ack waits (at least a minute). Every stored change publishes one
 // protocol.Event (but for a one-shot create's PENDING event, held about a
-// second and dropped when the execution moves on by then: eventhold.go)
+// second and dropped when the execution moves on by then: eventhold.go; a
+// pinned one-shot due at once has its record held with it: createheld.go)
 // on ax.evt.<STATE>.<job_id> with Msg-Id
 // evt/<exec_id>/<attempt>/<STATE> (STATE: the state it reached). A
 // duplicate report publishes the events of the reports that first applied

@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -29,11 +31,18 @@ const heldTick = 500 * time.Millisecond
 // stop 32). An execution still PENDING two ticks later (a delayed
 // one-shot, an agent offline) gets its event then.
 //
+// For a pinned one-shot job due at once the record itself is held with its
+// event (unstored, createheld.go): the first report's lane creates it, and
+// one still held two ticks later is stored (a create: compare-and-set on no
+// record) before its event is published; a read of it stores it first
+// (storeHeldRecord), and so does everything that publishes what is held.
+//
 // What a reader of the history may rely on stays true:
 //
-//   - A list (ListExecutions) publishes every held event and waits for
-//     their acks before it reads the index, so a create is seen by the next
-//     list (read your writes).
+//   - A list (ListExecutions) publishes every held event (and stores
+//     every held record) and waits for their acks before it reads the
+//     index, so a create is seen by the next list (read your writes); so
+//     do a reload (before its scan) and a store loss's re-send of runs.
 //   - The create's write op (writemark) stays open until its held event is
 //     published or superseded: a controller killed meanwhile leaves its
 //     mark before the record, so the reload of the shard finds the record
@@ -59,18 +68,21 @@ type eventHold struct {
 }
 
 // heldEvent is one held PENDING event: the record it describes, its
-// transition, when it was held (eventHold.gen) and the release of the
-// write op that waits for it.
+// transition, when it was held (eventHold.gen), whether the record itself
+// is held too (unstored: not in ax_execs yet, createheld.go) and the
+// release of the write op that waits for it.
 type heldEvent struct {
-	rec     *execRecord
-	tr      transition
-	gen     uint64
-	release func(ok bool)
+	rec      *execRecord
+	tr       transition
+	gen      uint64
+	unstored bool
+	release  func(ok bool)
 }
 
-// hold keeps the event of rec's transition tr; release is called once it
-// is stored (true), superseded (true) or could not be sent (false).
-func (h *eventHold) hold(rec *execRecord, tr transition, release func(ok bool)) {
+// hold keeps the event of rec's transition tr, and rec itself when
+// unstored; release is called once it is stored (true), superseded (true)
+// or could not be sent (false).
+func (h *eventHold) hold(rec *execRecord, tr transition, unstored bool, release func(ok bool)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.held == nil {
@@ -79,12 +91,13 @@ func (h *eventHold) hold(rec *execRecord, tr transition, release func(ok bool)) 
 	if old, ok := h.held[rec.ExecID]; ok {
 		old.release(true) // the newer one says the same, later
 	}
-	h.held[rec.ExecID] = heldEvent{rec: rec, tr: tr, gen: h.gen, release: release}
+	h.held[rec.ExecID] = heldEvent{rec: rec, tr: tr, gen: h.gen, unstored: unstored, release: release}
 	h.n.Store(int64(len(h.held)))
 }
 
 // supersede drops the held event of execID: an event of a later change of
-// the execution is being published.
+// the execution is being published (after that change was stored, so a
+// record held unstored is in ax_execs by then).
 func (h *eventHold) supersede(execID string) {
 	if h.n.Load() == 0 {
 		return
@@ -120,6 +133,44 @@ func (h *eventHold) take(all bool) []heldEvent {
 	return out
 }
 
+// takeUnstored removes and returns the held event of execID if its record
+// is held unstored.
+func (h *eventHold) takeUnstored(execID string) (heldEvent, bool) {
+	if h.n.Load() == 0 {
+		return heldEvent{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.held[execID]
+	if !ok || !e.unstored {
+		return heldEvent{}, false
+	}
+	delete(h.held, execID)
+	h.n.Store(int64(len(h.held)))
+	return e, true
+}
+
+// peekUnstored returns the record of execID if the hold keeps it unstored,
+// leaving it held. The record is the hold's: the caller only reads it.
+func (h *eventHold) peekUnstored(execID string) (*execRecord, bool) {
+	if h.n.Load() == 0 {
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.held[execID]
+	if !ok || !e.unstored {
+		return nil, false
+	}
+	return e.rec, true
+}
+
+// waitFlush returns once no publishHeld or storeHeldRecord is under way.
+func (h *eventHold) waitFlush() {
+	h.flushMu.Lock()
+	h.flushMu.Unlock() // empty: only waits for the holder
+}
+
 // tick advances the hold's clock by one heldTick.
 func (h *eventHold) tick() {
 	h.mu.Lock()
@@ -134,17 +185,68 @@ func (h *eventHold) tick() {
 func (c *execService) publishHeld(ctx context.Context, all bool) {
 	c.evHold.flushMu.Lock()
 	defer c.evHold.flushMu.Unlock()
-	es := c.evHold.take(all)
+	c.flushHeld(ctx, c.evHold.take(all))
+}
+
+// storeHeldRecord stores the record of execID and publishes its event when
+// the hold keeps the record unstored (createheld.go), so that a read of
+// ax_execs made next finds it. Like publishHeld, it waits for a
+// publishHeld under way, which may have taken the record.
+func (c *execService) storeHeldRecord(ctx context.Context, execID string) {
+	if c.evHold.n.Load() == 0 {
+		return
+	}
+	c.evHold.flushMu.Lock()
+	defer c.evHold.flushMu.Unlock()
+	if e, ok := c.evHold.takeUnstored(execID); ok {
+		c.flushHeld(ctx, []heldEvent{e})
+	}
+}
+
+// flushHeld stores the records of es held unstored (all in flight
+// together, each a create: compare-and-set on no record) and then
+// publishes the events, waiting for the acks (eventAckWait) and releasing
+// each one's write op. A record found stored already was written by the
+// lane of the execution's first report, whose event says more than
+// PENDING: that one is released without its event. The caller holds
+// flushMu.
+func (c *execService) flushHeld(ctx context.Context, es []heldEvent) {
 	if len(es) == 0 {
 		return
 	}
-	futs := make([]jetstream.PubAckFuture, len(es))
-	for i, e := range es {
-		futs[i] = c.publishEvent(e.rec, e.tr)
-	}
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.eventAckWait)
 	defer cancel()
+	var puts []*execstore.Pending
 	for i, e := range es {
+		if e.unstored {
+			if puts == nil {
+				puts = make([]*execstore.Pending, len(es))
+			}
+			puts[i] = c.execs().PutAsync(execstore.Version{}, e.rec)
+		}
+	}
+	futs := make([]jetstream.PubAckFuture, len(es))
+	sent := make([]bool, len(es))
+	for i, e := range es {
+		if puts != nil && puts[i] != nil {
+			rev, err := puts[i].Wait(wctx)
+			switch {
+			case errors.Is(err, execstore.ErrCASConflict):
+				e.release(true) // stored by its first report's lane: its event says more
+				continue
+			case err != nil:
+				c.log.Warn("store held execution record", "exec", e.rec.ExecID, "err", err)
+				e.release(false) // the reload of its shard makes it (createMissingOneShots)
+				continue
+			}
+			c.ingest.NoteCreated(execstore.Version{Rec: e.rec, Rev: rev})
+		}
+		futs[i], sent[i] = c.publishEvent(e.rec, e.tr), true
+	}
+	for i, e := range es {
+		if !sent[i] {
+			continue
+		}
 		ok := futs[i] != nil
 		if ok {
 			select {

@@ -19,8 +19,10 @@ func decodeExec(b []byte) (*execRecord, error) { return execution.Decode(b) }
 // execs returns the execution store over the current ax_execs bucket.
 func (c *execService) execs() execstore.Store { return execstore.New(c.kv.Execs, c.js, asyncStallWait) }
 
-// readExec reads an execution; a missing one is (nil, 0, nil).
+// readExec reads an execution; a missing one is (nil, 0, nil). A record a
+// create holds (createheld.go) is stored first.
 func (c *execService) readExec(ctx context.Context, id string) (execstore.Version, error) {
+	c.storeHeldRecord(ctx, id)
 	return c.execs().Get(ctx, id)
 }
 

@@ -30,8 +30,11 @@ type ExecFilter struct {
 }
 
 // GetExecution returns an execution by exec id: as stored in ax_execs
-// while it is live, else from the history index (an execution that ended
-// and left live state after the grace period, controller/retention).
+// while it is live, or as a create holds it (createheld.go: a record not
+// stored yet is the newest there is, since whatever stores one stores it
+// before it drops it from the hold), else from the history index (an
+// execution that ended and left live state after the grace period,
+// controller/retention).
 func (c *Controller) GetExecution(ctx context.Context, execID string) (protocol.Execution, error) {
 	if err := c.ready(); err != nil {
 		return protocol.Execution{}, err
@@ -39,11 +42,22 @@ func (c *Controller) GetExecution(ctx context.Context, execID string) (protocol.
 	if _, _, err := protocol.ParseExecID("exec_id", execID); err != nil {
 		return protocol.Execution{}, fmt.Errorf("execution %q: %w", execID, ErrNotFound)
 	}
-	v, err := c.ex.readExec(ctx, execID)
+	v, err := c.ex.execs().Get(ctx, execID)
 	if err != nil {
 		return protocol.Execution{}, err
 	}
 	if v.Rec != nil {
+		return v.Rec.Execution, nil
+	}
+	if r, ok := c.ex.evHold.peekUnstored(execID); ok {
+		return r.Execution, nil
+	}
+	// A flush under way may have taken it from the hold and not stored it
+	// yet: once it is done, the record is stored.
+	c.ex.evHold.waitFlush()
+	if v, err = c.ex.execs().Get(ctx, execID); err != nil {
+		return protocol.Execution{}, err
+	} else if v.Rec != nil {
 		return v.Rec.Execution, nil
 	}
 	e, ok, err := c.hist.idx.Get(ctx, execID)

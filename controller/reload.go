@@ -42,6 +42,9 @@ func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) er
 // ended processes' marks calls it too (writemarks.go).
 func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error {
 	in := func(jobID string) bool { n := c.own.ShardOf(jobID); return shards[n] && c.own.Owns(n) }
+	// Records this process's creates hold (createheld.go) are stored
+	// first, so that the scan finds them.
+	c.ex.publishHeld(ctx, true)
 	marks, merr := c.readMarks(ctx)
 	if merr != nil {
 		c.log.Warn("reading the write marks failed; checking every execution's command and events", "err", merr)

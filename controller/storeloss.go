@@ -57,6 +57,7 @@ func (c *agentService) lastCommandSeq(ctx context.Context, agent string) (uint64
 // would drop them as duplicates).
 func (c *agentService) resendRuns(ctx context.Context, agent string, after uint64) {
 	now := c.now()
+	c.ex.publishHeld(ctx, true) // the records creates hold (createheld.go) are in the scan
 	var again []*execRecord
 	var lost []string
 	err := c.ex.scanExecs(ctx, func(r *execRecord, _ uint64) {

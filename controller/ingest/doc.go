@@ -38,7 +38,9 @@
 //     also sends the agent an unassign of it, within per-agent limits.
 //   - The records the controller has just created (createdcache.go):
 //     NoteCreated keeps them for the lane of the execution's first
-//     report, which takes them instead of reading ax_execs.
+//     report, which takes them instead of reading ax_execs. A record
+//     noted at revision 0 is one a create holds unstored
+//     (controller/createheld.go): the lane's write is its create.
 //   - The report stream's upkeep (reportstream.go): ReportStreamLoop
 //     exports AX_RPT's fill and bounds as gauges and, on the replica that
 //     works shard 0, purges reports on shard tokens no consumer reads

@@ -209,10 +209,14 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 			// names: it may be stale (written outside this lane: the
 			// controller's settleEpochs, a retry sent, an operator's
 			// retry or cancel). Read.
-			if cur, g.err = c.execs.Get(ctx, g.id); g.err != nil {
+			read, err := c.execs.Get(ctx, g.id)
+			if g.err = err; err != nil {
 				continue
 			}
-			l.plan(g, cur)
+			if read.Rec != nil || cur.Rev != 0 { // else a created record not stored yet (held): it stands
+				cur = read
+				l.plan(g, cur)
+			}
 		}
 		if guessed && g.next == nil { // the guess decided nothing: read for real
 			if cur, g.err = c.execs.Get(ctx, g.id); g.err != nil {

@@ -25,8 +25,10 @@ import (
 //   - a report that would create an execution (a periodic fire the agent
 //     made) names a job that exists and that the agent may fire: its
 //     pinned agent, a member of a broadcast group, or, for a group job of
-//     mode any, the holder of the report's epoch; else unknown_job or
-//     not_assigned;
+//     mode any, the holder of the report's epoch; for a one-shot job, only
+//     attempt 1 of its one execution from its pinned agent, once due (the
+//     record a create holds, controller/createheld.go, or one a crash cut
+//     short: firstOfOneShot); else unknown_job or not_assigned;
 //   - a report of an execution that has a record comes from the agent the
 //     controller sent that attempt to (controller/execution, wrong_agent).
 //
@@ -111,6 +113,9 @@ func (c *Ingest) authorizeCreate(ctx context.Context, r protocol.Report) (reason
 		}
 	}
 	if !j.Periodic() {
+		if firstOfOneShot(j, r, c.now(), c.cfg.LeaseTTL) {
+			return "", "", false, nil
+		}
 		return RejectNotAssigned, fmt.Sprintf("job %s is one-shot: its executions are made by the controller", j.ID), false,
 			&stray{gen: j.Generation, why: "job is one-shot"}
 	}
@@ -139,6 +144,27 @@ func (c *Ingest) authorizeCreate(ctx context.Context, r protocol.Report) (reason
 		}
 	}
 	return "", "", false, nil
+}
+
+// firstOfOneShot reports whether report r may create the record of
+// one-shot job j's execution: the job is pinned to r's agent and not
+// paused, and r is of attempt 1 of its one execution (the exec id and
+// scheduled time of its fire), not under a lease, the fire's time come
+// (the agent's clock may be ahead by slack). Such a record is held by the
+// create that sent the run (controller/createheld.go), or was cut short
+// by a crash before the reload makes it; the report says what the record
+// would. Any other report of a one-shot job without a record is refused:
+// the controller makes those executions.
+func firstOfOneShot(j protocol.Job, r protocol.Report, now time.Time, slack time.Duration) bool {
+	if j.Target.Agent == "" || r.Agent != j.Target.Agent || j.Paused || r.Epoch != 0 || r.Attempt != 1 || r.Shard != nil {
+		return false
+	}
+	s, err := schedule.Parse(j.Schedule, j.CreatedAt)
+	if err != nil {
+		return false
+	}
+	at, ok := s.Next(time.Time{})
+	return ok && r.ScheduledAt.Equal(at) && r.ExecID == protocol.ExecID(j.ID, at) && !at.After(now.Add(slack))
 }
 
 // maxFires bounds how many fires periodic job j can have from first to
