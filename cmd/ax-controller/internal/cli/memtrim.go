@@ -44,7 +44,9 @@ func (s memSample) waste() uint64 { return s.retained - min(s.live, s.retained) 
 // alone, and waste that a trim cannot return (sparse spans) does not make
 // it trim again.
 //
-// It also trims at the first look past each of settle, whatever it reads:
+// It also trims at the first quiet look past each of settle (the same
+// test: less than 1/16 of what it holds allocated since the look before),
+// whatever else it reads:
 // the start reads every live job and execution through the embedded
 // server, which keeps each block it read cached for 10 s after its last use
 // (its buffer then goes to the server's pools, which the collector only
@@ -52,7 +54,11 @@ func (s memSample) waste() uint64 { return s.retained - min(s.live, s.retained) 
 // quiet after its start allocates too little for the collector to run
 // before its 2-minute forced collection. With 300,000 pending one-shots,
 // RSS 30 s after ready was 341–369 MiB without these trims and 294–299
-// MiB with them (bench/README.md, stop 43).
+// MiB with them (bench/README.md, stop 43). A controller busy by then (a
+// restart under load, a benchmark) is left alone until it is quiet: its
+// collector runs anyway, and a trim would cost it two collections and a
+// heap grown again (0.3 s of the controller's CPU in a 12 s profile of the
+// dispatch benchmark, stop 46).
 //
 // FreeOSMemory is process-wide, so it lives here, in the command, not in
 // the controller package a program may embed.
@@ -97,13 +103,14 @@ func (m *memTrim) run(ctx context.Context) {
 	settle := m.settle
 	prev := m.read()
 	floor := prev.waste() // the waste at the last trim
+	due := false          // a settle time passed, not trimmed for yet
 	for clock.Sleep(ctx, m.clk, memTrimEvery) {
 		cur := m.read()
-		due := false
 		for len(settle) > 0 && m.clk.Now().Sub(start) >= settle[0] {
 			due, settle = true, settle[1:]
 		}
-		if due || shouldTrim(prev, cur, floor) {
+		if due && quiet(prev, cur) || shouldTrim(prev, cur, floor) {
+			due = false
 			m.free()
 			m.trims.Add(1)
 			cur = m.read()
@@ -116,10 +123,13 @@ func (m *memTrim) run(ctx context.Context) {
 // shouldTrim says whether to trim at cur, prev being the look before and
 // floor the waste the last trim left.
 func shouldTrim(prev, cur memSample, floor uint64) bool {
-	quiet := cur.allocs-prev.allocs < cur.retained/16
 	grown := cur.waste() > floor+max(floor/4, memTrimSlack)
-	return quiet && grown
+	return quiet(prev, cur) && grown
 }
+
+// quiet says whether the process allocated little between prev and cur:
+// less than 1/16 of the memory it holds.
+func quiet(prev, cur memSample) bool { return cur.allocs-prev.allocs < cur.retained/16 }
 
 var memMetrics = []string{"/gc/heap/allocs:bytes", "/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes"}
 

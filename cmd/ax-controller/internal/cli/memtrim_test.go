@@ -74,9 +74,10 @@ func TestMemTrimRun(t *testing.T) {
 	}
 }
 
-// TestMemTrimSettle: after the start the trimmer trims at the first look
-// past each settle time, though nothing it reads calls for a trim, and
-// then only when its reads do.
+// TestMemTrimSettle: after the start the trimmer trims at the first quiet
+// look past each settle time, though nothing else it reads calls for a
+// trim, and then only when its reads do; busy at a settle time, it waits
+// for the first quiet look.
 func TestMemTrimSettle(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	steady := memSample{allocs: 1000 * mib, live: 100 * mib, retained: 150 * mib}
@@ -97,5 +98,51 @@ func TestMemTrimSettle(t *testing.T) {
 		if n := m.trims.Load(); n != w {
 			t.Fatalf("after look %d (%s): %d trims, want %d", i+1, time.Duration(i+1)*memTrimEvery, n, w)
 		}
+	}
+}
+
+// TestMemTrimSettleWaitsWhileBusy: a process that allocates a lot at every
+// look (a controller under load after its start) is not trimmed at the
+// settle times; the first quiet look after them trims once.
+func TestMemTrimSettleWaitsWhileBusy(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	var mu sync.Mutex
+	cur := memSample{allocs: 1000 * mib, live: 100 * mib, retained: 150 * mib}
+	busy := true
+	m := &memTrim{clk: clk, free: func() {}, settle: newMemTrim(clk).settle}
+	m.read = func() memSample {
+		mu.Lock()
+		defer mu.Unlock()
+		if busy {
+			cur.allocs += 100 * mib // two thirds of what it holds, every look
+		}
+		return cur
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	look := func() {
+		testutil.Eventually(t, 10*time.Second, "the trimmer waiting", func() bool { return clk.Timers() > 0 })
+		clk.Advance(memTrimEvery)
+		testutil.Eventually(t, 10*time.Second, "the look done", func() bool { return clk.Timers() > 0 })
+	}
+	for range 12 { // past both settle times (15 s and 135 s)
+		look()
+	}
+	if n := m.trims.Load(); n != 0 {
+		t.Fatalf("%d trims while busy, want none", n)
+	}
+	mu.Lock()
+	busy = false
+	mu.Unlock()
+	look() // quiet: nothing allocated since the last busy look
+	if n := m.trims.Load(); n != 1 {
+		t.Fatalf("%d trims once quiet, want 1", n)
+	}
+	look()
+	look()
+	if n := m.trims.Load(); n != 1 {
+		t.Fatalf("%d trims after, want still 1", n)
 	}
 }
