@@ -12,6 +12,7 @@ import (
 	"github.com/axsched/ax/controller/placement"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
 )
 
 // A one-shot job pinned to an agent and due at once (the dispatch of an
@@ -31,10 +32,13 @@ import (
 // ack awaited), then answers; the record is held before the run goes out.
 // Every reader of the record sees it as if it were stored:
 //
-//   - readExec (GetExecution, operator cancel and retry, the changes made
-//     by applyExec) stores a held record first (storeHeldRecord); a list
-//     stores and publishes everything held (publishHeld), and so do a
-//     reload and a clean stop.
+//   - GetExecution answers from the hold; readExec (operator cancel and
+//     retry, the changes made by applyExec) stores a held record first
+//     (storeHeldRecord), and so do an update, a pause and a delete of the
+//     job (a deleted or paused job's run that is out goes on to its end,
+//     and after a crash the reload makes records only for live, unpaused
+//     jobs); a list stores and publishes everything held (publishHeld),
+//     and so do a reload, a store loss's re-send of runs and a clean stop.
 //   - The lane of the first report takes the record from the ingest's
 //     created records (controller/ingest, NoteCreated with revision 0:
 //     its write is the create). A lane that does not have it (another
@@ -60,6 +64,23 @@ import (
 // create (rendezvous over the members online then), and a reload must not
 // pick another one than the run was sent to. Delayed jobs do not either:
 // their report would not come within the hold.
+
+// oneShotExecID returns the exec id of one-shot job j's execution (the
+// first of a broadcast's), false for a periodic job or one without a fire.
+func oneShotExecID(j protocol.Job) (string, bool) {
+	if j.Periodic() {
+		return "", false
+	}
+	s, err := schedule.Parse(j.Schedule, j.CreatedAt)
+	if err != nil {
+		return "", false
+	}
+	at, ok := s.Next(time.Time{})
+	if !ok {
+		return "", false
+	}
+	return protocol.ExecID(j.ID, at), true
+}
 
 // holdsRecord reports whether the create of one-shot job j, its one fire
 // at at placed as ps, holds its execution's record (see above): pinned, one

@@ -265,3 +265,48 @@ func TestCreateHeldCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateHeldDeleteStoresRecord: deleting (or pausing) a one-shot job
+// whose record its create holds stores the record first: the run goes on
+// to its end (a deleted job's executions do), and its report must find it,
+// also after a crash that would have lost the hold (the next reload makes
+// records for live, unpaused jobs only).
+func TestCreateHeldDeleteStoresRecord(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.heldTick = time.Hour
+	c := startController(t, cfg)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	a.register()
+	ctx := tctx(t)
+	j, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execID := protocol.ExecID(j.ID, j.CreatedAt)
+	if r := storedRecord(t, c, execID); r != nil {
+		t.Fatalf("record stored at the create: %+v", r.Execution)
+	}
+	if err := c.DeleteJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := storedRecord(t, c, execID); r == nil || r.State != protocol.StatePending {
+		t.Fatalf("record after the delete: %+v, want stored PENDING", r)
+	}
+	// A pause likewise.
+	p, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pausedID := protocol.ExecID(p.ID, p.CreatedAt)
+	if _, err := c.PauseJob(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := storedRecord(t, c, pausedID); r == nil || r.State != protocol.StatePending {
+		t.Fatalf("record after the pause: %+v, want stored PENDING", r)
+	}
+	a.publish(oneReport(a, j.ID, execID, j.CreatedAt), "")
+	eventually(t, 20*time.Second, execID+" SUCCESS after its job's delete", func() bool {
+		r := storedRecord(t, c, execID)
+		return r != nil && r.State == protocol.StateSuccess
+	})
+}

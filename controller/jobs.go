@@ -367,6 +367,13 @@ func (c *jobService) mutateJob(ctx context.Context, id string, fn func(cur proto
 		if err != nil || !changed {
 			return next, err
 		}
+		if x, ok := oneShotExecID(cur); ok {
+			// A record its create holds (createheld.go) is stored before
+			// the change: its run is out, and after a crash its report
+			// must find the execution whatever the job became (paused,
+			// another schedule).
+			c.ex.storeHeldRecord(ctx, x)
+		}
 		next.Generation = cur.Generation + 1
 		data, err := json.Marshal(next)
 		if err != nil {
@@ -406,6 +413,12 @@ func (c *Controller) DeleteJob(ctx context.Context, id string) error {
 		cur, rev, err := c.jobsvc.readJob(ctx, id)
 		if err != nil {
 			return err
+		}
+		if x, ok := oneShotExecID(cur); ok {
+			// A record its create holds (createheld.go) is stored before
+			// the job goes: a deleted job's run goes on to its end, and
+			// after a crash its report must find the execution.
+			c.ex.storeHeldRecord(ctx, x)
 		}
 		err = c.kv.Jobs.Delete(ctx, id, jetstream.LastRevision(rev))
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
