@@ -27,8 +27,12 @@ func storedRecord(t *testing.T, c *Controller, id string) *execRecord {
 }
 
 // oneReport is the one report ax-agent sends for a fast attempt: finished,
-// standing for its triggered and running steps.
+// standing for its triggered and running steps, with the scheduled time
+// its exec id names (to the millisecond, as ax-agent reports it).
 func oneReport(a *testAgent, jobID, execID string, scheduled time.Time) protocol.Report {
+	if _, at, err := protocol.ParseExecID("exec_id", execID); err == nil {
+		scheduled = at
+	}
 	r := finished(a.rep(jobID, execID, 1, protocol.ReportFinished, scheduled), retry.OutcomeSuccess, retry.Result{Code: 0}, 5*time.Millisecond)
 	r.TriggeredAt, r.StartedAt = r.At.Add(-7*time.Millisecond), r.At.Add(-6*time.Millisecond)
 	return r
@@ -309,4 +313,50 @@ func TestCreateHeldDeleteStoresRecord(t *testing.T) {
 		r := storedRecord(t, c, execID)
 		return r != nil && r.State == protocol.StateSuccess
 	})
+}
+
+// TestCreateHeldStoreRetried: a held record the store refuses (ax_execs'
+// stream made to refuse every message by its size limit) stays held, and
+// readable, and is stored at a later tick once the store takes it; the
+// create's op stays open until then.
+func TestCreateHeldStoreRetried(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.heldTick = 50 * time.Millisecond
+	logs := &testutil.Buffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	c := startController(t, cfg)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	a.register()
+	ctx := tctx(t)
+	st, err := c.js.Stream(ctx, streams.KVStream(protocol.BucketExecs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg := st.CachedInfo().Config
+	scfg.MaxMsgSize = 16
+	if _, err := c.js.UpdateStream(ctx, scfg); err != nil {
+		t.Fatal(err)
+	}
+	j, err := c.CreateJob(ctx, asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execID := protocol.ExecID(j.ID, j.CreatedAt)
+	// Tried and refused, held again.
+	waitLogRecord(t, 20*time.Second, logs, "store held execution record; held to try again", nil)
+	if m := c.marks.Mark(); m.Open == 0 {
+		t.Errorf("mark %+v: want the create's op open while its record is not stored", m)
+	}
+	if r := storedRecord(t, c, execID); r != nil {
+		t.Fatalf("record stored past the size limit: %+v", r.Execution)
+	}
+	if e, err := c.GetExecution(ctx, execID); err != nil || e.State != protocol.StatePending {
+		t.Fatalf("GetExecution while the store refuses: %+v, %v; want PENDING from the hold", e, err)
+	}
+	scfg.MaxMsgSize = -1
+	if _, err := c.js.UpdateStream(ctx, scfg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, execID+" stored", func() bool { return storedRecord(t, c, execID) != nil })
+	eventually(t, 10*time.Second, "the create's op closed", func() bool { return c.marks.Mark().Open == 0 })
 }

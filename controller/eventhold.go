@@ -133,6 +133,25 @@ func (h *eventHold) take(all bool) []heldEvent {
 	return out
 }
 
+// requeue holds e again, due two ticks from now: its record could not be
+// stored (the store refused it or did not answer), and it is tried again
+// until it is stored or a later event of the execution supersedes it. Its
+// write op stays open meanwhile.
+func (h *eventHold) requeue(e heldEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		h.held = map[string]heldEvent{}
+	}
+	if _, ok := h.held[e.rec.ExecID]; ok {
+		e.release(true) // held again since: the newer one stands
+		return
+	}
+	e.gen = h.gen
+	h.held[e.rec.ExecID] = e
+	h.n.Store(int64(len(h.held)))
+}
+
 // takeUnstored removes and returns the held event of execID if its record
 // is held unstored.
 func (h *eventHold) takeUnstored(execID string) (heldEvent, bool) {
@@ -208,8 +227,8 @@ func (c *execService) storeHeldRecord(ctx context.Context, execID string) {
 // publishes the events, waiting for the acks (eventAckWait) and releasing
 // each one's write op. A record found stored already was written by the
 // lane of the execution's first report, whose event says more than
-// PENDING: that one is released without its event. The caller holds
-// flushMu.
+// PENDING: that one is released without its event. A record the store
+// did not take is held again (requeue). The caller holds flushMu.
 func (c *execService) flushHeld(ctx context.Context, es []heldEvent) {
 	if len(es) == 0 {
 		return
@@ -235,8 +254,8 @@ func (c *execService) flushHeld(ctx context.Context, es []heldEvent) {
 				e.release(true) // stored by its first report's lane: its event says more
 				continue
 			case err != nil:
-				c.log.Warn("store held execution record", "exec", e.rec.ExecID, "err", err)
-				e.release(false) // the reload of its shard makes it (createMissingOneShots)
+				c.log.Warn("store held execution record; held to try again", "exec", e.rec.ExecID, "err", err)
+				c.evHold.requeue(e)
 				continue
 			}
 			c.ingest.NoteCreated(execstore.Version{Rec: e.rec, Rev: rev})

@@ -149,6 +149,9 @@ func streamEvents(tb testing.TB, url string) []protocol.Event {
 			n++
 			md, _ := m.Metadata()
 			seq = md.Sequence.Stream
+			if strings.HasPrefix(m.Subject(), protocol.JobRetiredSubject("")) {
+				continue // a job's retirement (controller/retention), not an execution's event
+			}
 			e, err := protocol.DecodeEvent(m.Data())
 			if err != nil {
 				tb.Fatalf("event %d: %v", seq, err)

@@ -13,7 +13,7 @@ import (
 // execution's record (a record the create held, or one a crash cut
 // short); no other report of a one-shot job may.
 func TestFirstOfOneShot(t *testing.T) {
-	created := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	created := time.Date(2026, 12, 5, 8, 0, 0, 123456789, time.UTC) // a create's own time, to the nanosecond
 	now := created.Add(time.Second)
 	slack := 10 * time.Second
 	asap := protocol.Job{ID: "j1", Handler: "noop", CreatedAt: created, Schedule: schedule.Spec{Asap: true},
@@ -36,12 +36,18 @@ func TestFirstOfOneShot(t *testing.T) {
 		want bool
 	}{
 		{"its agent, attempt 1, due", asap, func() protocol.Report { return ok }, true},
+		{"scheduled to the millisecond, as ax-agent sends it", asap, func() protocol.Report {
+			r := ok
+			r.ScheduledAt = created.Truncate(time.Millisecond)
+			return r
+		}, true},
 		{"another agent", asap, func() protocol.Report { r := ok; r.Agent = "edge-2"; return r }, false},
 		{"attempt 2", asap, func() protocol.Report { r := ok; r.Attempt = 2; return r }, false},
 		{"under an epoch", asap, func() protocol.Report { r := ok; r.Epoch = 3; return r }, false},
 		{"with a shard slot", asap, func() protocol.Report { r := ok; r.Shard = &protocol.ShardSlot{Index: 0, Total: 2}; return r }, false},
 		{"another exec id", asap, func() protocol.Report { return rep(asap, created.Add(time.Second)) }, false},
 		{"its exec id, another scheduled time", asap, func() protocol.Report { r := ok; r.ScheduledAt = created.Add(time.Second); return r }, false},
+		{"its exec id, a millisecond off", asap, func() protocol.Report { r := ok; r.ScheduledAt = created.Add(time.Millisecond); return r }, false},
 		{"paused job", paused, func() protocol.Report { return ok }, false},
 		{"group job", group, func() protocol.Report { return ok }, false},
 		{"delayed, not due", delayed, func() protocol.Report { return rep(delayed, created.Add(time.Hour)) }, false},

@@ -164,7 +164,9 @@ func firstOfOneShot(j protocol.Job, r protocol.Report, now time.Time, slack time
 		return false
 	}
 	at, ok := s.Next(time.Time{})
-	return ok && r.ScheduledAt.Equal(at) && r.ExecID == protocol.ExecID(j.ID, at) && !at.After(now.Add(slack))
+	// An exec id names its fire to the millisecond, and ax-agent reports
+	// the scheduled time its run's exec id names.
+	return ok && r.ScheduledAt.UnixMilli() == at.UnixMilli() && r.ExecID == protocol.ExecID(j.ID, at) && !at.After(now.Add(slack))
 }
 
 // maxFires bounds how many fires periodic job j can have from first to
