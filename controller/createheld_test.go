@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,32 @@ func storedRecord(t *testing.T, c *Controller, id string) *execRecord {
 		t.Fatalf("read %s: %v", id, err)
 	}
 	return v.Rec
+}
+
+// startHeld starts a controller whose hold ticks every tick (logging to
+// logs when not nil) and test agent edge-1, registered.
+func startHeld(t *testing.T, tick time.Duration, logs *testutil.Buffer) (*Controller, *testAgent) {
+	t.Helper()
+	cfg := testConfig(t, t.TempDir())
+	cfg.heldTick = tick
+	if logs != nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	}
+	c := startController(t, cfg)
+	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
+	a.register()
+	return c, a
+}
+
+// createAsap creates a pinned one-shot job due now on edge-1 and returns
+// it with its execution's id.
+func createAsap(t *testing.T, c *Controller) (protocol.Job, string) {
+	t.Helper()
+	j, err := c.CreateJob(tctx(t), asapJob("edge-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, protocol.ExecID(j.ID, j.CreatedAt)
 }
 
 // oneReport is the one report ax-agent sends for a fast attempt: finished,
@@ -51,11 +78,7 @@ func TestCreateHeldOneRecordWrite(t *testing.T) {
 	er := recordEvents(t, c.NATSURL())
 	ctx := tctx(t)
 	before := streamLastSeq(t, c, streams.KVStream(protocol.BucketExecs))
-	j, err := c.CreateJob(ctx, asapJob("edge-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	execID := protocol.ExecID(j.ID, j.CreatedAt)
+	j, execID := createAsap(t, c)
 	if got := streamLastSeq(t, c, streams.KVStream(protocol.BucketExecs)); got != before {
 		t.Errorf("ax_execs stream at %d after the create, want %d (the record held)", got, before)
 	}
@@ -72,7 +95,7 @@ func TestCreateHeldOneRecordWrite(t *testing.T) {
 		t.Errorf("ax_execs stream at %d after the report, want %d (one write)", got, before+1)
 	}
 	want := []protocol.State{protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess}
-	if r := storedRecord(t, c, execID); !equalStates(r.Path, want) || r.Agent != "edge-1" || !r.CreatedAt.Before(r.TriggeredAt.Add(time.Second)) {
+	if r := storedRecord(t, c, execID); !slices.Equal(r.Path, want) || r.Agent != "edge-1" || !r.CreatedAt.Before(r.TriggeredAt.Add(time.Second)) {
 		t.Errorf("record %+v (path %v), want path %v on edge-1, made at the create", r.Execution, r.Path, want)
 	}
 	eventually(t, 10*time.Second, "the create's op closed", func() bool { return c.marks.Mark().Open == 0 })
@@ -89,27 +112,11 @@ func TestCreateHeldOneRecordWrite(t *testing.T) {
 	}
 }
 
-func equalStates(a, b []protocol.State) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestCreateHeldStoredAfterHold: a held record whose agent does not report
 // is stored PENDING two hold ticks later, with its PENDING event, and the
 // create's op closes then.
 func TestCreateHeldStoredAfterHold(t *testing.T) {
-	cfg := testConfig(t, t.TempDir())
-	cfg.heldTick = 50 * time.Millisecond
-	c := startController(t, cfg)
-	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
-	a.register()
+	c, a := startHeld(t, 50*time.Millisecond, nil)
 	er := recordEvents(t, c.NATSURL())
 	before := streamLastSeq(t, c, streams.KVStream(protocol.BucketExecs))
 	j, err := c.CreateJob(tctx(t), asapJob("edge-1"))
@@ -138,17 +145,9 @@ func TestCreateHeldStoredAfterHold(t *testing.T) {
 // (GetExecution answers from the hold) and to change (readExec, under an
 // operator's cancel, stores it first) the moment CreateJob answered.
 func TestCreateHeldReadStoresFirst(t *testing.T) {
-	cfg := testConfig(t, t.TempDir())
-	cfg.heldTick = time.Hour
-	c := startController(t, cfg)
-	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
-	a.register()
+	c, a := startHeld(t, time.Hour, nil)
 	ctx := tctx(t)
-	j, err := c.CreateJob(ctx, asapJob("edge-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	execID := protocol.ExecID(j.ID, j.CreatedAt)
+	_, execID := createAsap(t, c)
 	e, err := c.GetExecution(ctx, execID)
 	if err != nil || e.State != protocol.StatePending || e.Agent != "edge-1" {
 		t.Fatalf("GetExecution right after the create: %+v, %v; want PENDING on edge-1", e, err)
@@ -162,11 +161,7 @@ func TestCreateHeldReadStoresFirst(t *testing.T) {
 	if r := storedRecord(t, c, execID); r == nil || r.State != protocol.StatePending {
 		t.Fatalf("record after readExec: %+v, want stored PENDING (a change reads it first)", r)
 	}
-	j2, err := c.CreateJob(ctx, asapJob("edge-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec2 := protocol.ExecID(j2.ID, j2.CreatedAt)
+	_, exec2 := createAsap(t, c)
 	if e, err := c.CancelExecution(ctx, exec2); err != nil || e.State != protocol.StateCancelled {
 		t.Fatalf("cancel right after the create: %+v, %v; want CANCELLED", e, err)
 	}
@@ -276,17 +271,9 @@ func TestCreateHeldCrash(t *testing.T) {
 // also after a crash that would have lost the hold (the next reload makes
 // records for live, unpaused jobs only).
 func TestCreateHeldDeleteStoresRecord(t *testing.T) {
-	cfg := testConfig(t, t.TempDir())
-	cfg.heldTick = time.Hour
-	c := startController(t, cfg)
-	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
-	a.register()
+	c, a := startHeld(t, time.Hour, nil)
 	ctx := tctx(t)
-	j, err := c.CreateJob(ctx, asapJob("edge-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	execID := protocol.ExecID(j.ID, j.CreatedAt)
+	j, execID := createAsap(t, c)
 	if r := storedRecord(t, c, execID); r != nil {
 		t.Fatalf("record stored at the create: %+v", r.Execution)
 	}
@@ -297,11 +284,7 @@ func TestCreateHeldDeleteStoresRecord(t *testing.T) {
 		t.Fatalf("record after the delete: %+v, want stored PENDING", r)
 	}
 	// A pause likewise.
-	p, err := c.CreateJob(ctx, asapJob("edge-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pausedID := protocol.ExecID(p.ID, p.CreatedAt)
+	p, pausedID := createAsap(t, c)
 	if _, err := c.PauseJob(ctx, p.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -320,13 +303,8 @@ func TestCreateHeldDeleteStoresRecord(t *testing.T) {
 // readable, and is stored at a later tick once the store takes it; the
 // create's op stays open until then.
 func TestCreateHeldStoreRetried(t *testing.T) {
-	cfg := testConfig(t, t.TempDir())
-	cfg.heldTick = 50 * time.Millisecond
 	logs := &testutil.Buffer{}
-	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	c := startController(t, cfg)
-	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
-	a.register()
+	c, _ := startHeld(t, 50*time.Millisecond, logs)
 	ctx := tctx(t)
 	st, err := c.js.Stream(ctx, streams.KVStream(protocol.BucketExecs))
 	if err != nil {
@@ -337,11 +315,7 @@ func TestCreateHeldStoreRetried(t *testing.T) {
 	if _, err := c.js.UpdateStream(ctx, scfg); err != nil {
 		t.Fatal(err)
 	}
-	j, err := c.CreateJob(ctx, asapJob("edge-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	execID := protocol.ExecID(j.ID, j.CreatedAt)
+	_, execID := createAsap(t, c)
 	// Tried and refused, held again.
 	waitLogRecord(t, 20*time.Second, logs, "store held execution record; held to try again", nil)
 	if m := c.marks.Mark(); m.Open == 0 {
