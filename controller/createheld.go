@@ -50,6 +50,8 @@ import (
 //   - Whichever of the hold's write and the lane's comes second fails its
 //     compare-and-set: the hold's then drops the record (the lane's is
 //     newer), the lane's reads the record and applies the report to it.
+//     A hold's write the store refuses for another reason is held again
+//     and tried at the next due tick (eventHold.requeue).
 //
 // Crash (kill -9) after the run was stored and before the record was: the
 // create's write op stays open until the record is stored (writemark), so
@@ -65,8 +67,9 @@ import (
 // pick another one than the run was sent to. Delayed jobs do not either:
 // their report would not come within the hold.
 
-// oneShotExecID returns the exec id of one-shot job j's execution (the
-// first of a broadcast's), false for a periodic job or one without a fire.
+// oneShotExecID returns the exec id of one-shot job j's execution as a
+// pinned job has it (a broadcast's executions have other ids, and are
+// never held); false for a periodic job or one without a fire.
 func oneShotExecID(j protocol.Job) (string, bool) {
 	if j.Periodic() {
 		return "", false
