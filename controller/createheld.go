@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/placement"
-	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -107,23 +103,15 @@ func (c *jobService) createOneShotHeld(ctx context.Context, j protocol.Job, data
 	defer cancel()
 	wctx, wcancel := context.WithTimeout(ctx, createWriteWait)
 	defer wcancel()
-	jm := &nats.Msg{Subject: streams.KVSubject(protocol.BucketJobs, j.ID), Data: data, Header: nats.Header{}}
-	fut, err := c.js.PublishMsgAsync(jm, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithStallWait(asyncStallWait))
+	fut, err := c.publishNewJob(j, data)
 	var rev uint64
 	if err == nil {
 		rev, err = waitAck(wctx, fut)
 	}
 	if err != nil {
-		if streams.IsWrongLastSeq(err) {
-			err = jetstream.ErrKeyExists
-		} else {
-			op.Fail() // the job may be stored after all, without its execution
-		}
-		return protocol.Job{}, fmt.Errorf("create job: store: %w", err)
+		return protocol.Job{}, newJobErr(op, err)
 	}
-	c.jobs.Put(j, rev)
-	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
-	c.place.AssignChange(ctx, nil, &j, rev)
+	c.newJobStored(ctx, j, rev)
 	// Revision 0: the lane's write of the first report is the create.
 	c.ingest.NoteCreated(execstore.Version{Rec: m.next})
 	c.dispatchMade(ctx, j, []oneShotMade{m}, true)

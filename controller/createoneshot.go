@@ -112,8 +112,7 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 	wctx, wcancel := context.WithTimeout(ctx, createWriteWait)
 	defer wcancel()
 	execs := c.ex.execs()
-	jm := &nats.Msg{Subject: streams.KVSubject(protocol.BucketJobs, j.ID), Data: data, Header: nats.Header{}}
-	jfut, jerr := c.js.PublishMsgAsync(jm, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithStallWait(asyncStallWait))
+	jfut, jerr := c.publishNewJob(j, data)
 	for i := range made {
 		made[i].put = execs.PutAsync(execstore.Version{}, made[i].next)
 	}
@@ -135,16 +134,9 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 				}
 			}
 		}
-		if streams.IsWrongLastSeq(jerr) {
-			jerr = jetstream.ErrKeyExists
-		} else {
-			op.Fail() // the job may be stored after all, without its execution
-		}
-		return protocol.Job{}, true, fmt.Errorf("create job: store: %w", jerr)
+		return protocol.Job{}, true, newJobErr(op, jerr)
 	}
-	c.jobs.Put(j, jrev)
-	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
-	c.place.AssignChange(ctx, nil, &j, jrev)
+	c.newJobStored(ctx, j, jrev)
 	if failed {
 		// A record not stored: create the executions the general way,
 		// which keeps those stored and sends their runs.
@@ -158,6 +150,33 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 	}
 	c.dispatchMade(ctx, j, made, false)
 	return j, true, nil
+}
+
+// publishNewJob publishes job j (encoded as data) to ax_jobs as a create
+// (compare-and-set on no message for its key), without waiting for the ack.
+func (c *jobService) publishNewJob(j protocol.Job, data []byte) (jetstream.PubAckFuture, error) {
+	m := &nats.Msg{Subject: streams.KVSubject(protocol.BucketJobs, j.ID), Data: data, Header: nats.Header{}}
+	return c.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithStallWait(asyncStallWait))
+}
+
+// newJobErr is CreateJob's error for a failed publishNewJob: the id taken
+// (jetstream.ErrKeyExists: CreateJob draws another), or a store error,
+// which fails op (the job may be stored after all, without its execution).
+func newJobErr(op *writemark.Op, err error) error {
+	if streams.IsWrongLastSeq(err) {
+		err = jetstream.ErrKeyExists
+	} else {
+		op.Fail()
+	}
+	return fmt.Errorf("create job: store: %w", err)
+}
+
+// newJobStored notes job j, stored at rev by a create, in the job cache and
+// the placement.
+func (c *jobService) newJobStored(ctx context.Context, j protocol.Job, rev uint64) {
+	c.jobs.Put(j, rev)
+	c.log.Debug("job created", "job", j.ID, "name", j.Name, "handler", j.Handler, "schedule", j.Schedule.Kind(), "generation", j.Generation)
+	c.place.AssignChange(ctx, nil, &j, rev)
 }
 
 // dispatchMade executes the effects of the Creates createOneShot stored

@@ -42,18 +42,12 @@ func (e *Execution) AppendJSON(b []byte) ([]byte, error) {
 // is false when json.Marshal has to encode e (a time it refuses).
 func (e *Execution) AppendJSONFields(b []byte) (_ []byte, ok bool) {
 	var bad bool
-	b = append(b, `"exec_id":`...)
-	b = AppendJSONString(b, e.ExecID)
-	b = append(b, `,"job_id":`...)
-	b = AppendJSONString(b, e.JobID)
+	b = appendStringField(b, `"exec_id":`, e.ExecID, false)
+	b = appendStringField(b, `,"job_id":`, e.JobID, false)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(e.Attempt), 10)
-	b = append(b, `,"state":`...)
-	b = AppendJSONString(b, string(e.State))
-	if e.Agent != "" {
-		b = append(b, `,"agent":`...)
-		b = AppendJSONString(b, e.Agent)
-	}
+	b = appendStringField(b, `,"state":`, string(e.State), false)
+	b = appendStringField(b, `,"agent":`, e.Agent, true)
 	b = appendTimeField(b, `,"scheduled_at":`, e.ScheduledAt, false, &bad)
 	b = appendTimeField(b, `,"created_at":`, e.CreatedAt, false, &bad)
 	b = appendTimeField(b, `,"updated_at":`, e.UpdatedAt, false, &bad)
@@ -62,10 +56,7 @@ func (e *Execution) AppendJSONFields(b []byte) (_ []byte, ok bool) {
 	b = appendTimeField(b, `,"finished_at":`, e.FinishedAt, true, &bad)
 	b = appendTimeField(b, `,"next_attempt_at":`, e.NextAttemptAt, true, &bad)
 	b = appendOutcome(b, e.Outcome, e.Result)
-	if e.Reason != "" {
-		b = append(b, `,"reason":`...)
-		b = AppendJSONString(b, e.Reason)
-	}
+	b = appendStringField(b, `,"reason":`, e.Reason, true)
 	if e.Suspect {
 		b = append(b, `,"suspect":true`...)
 	}
@@ -89,31 +80,19 @@ func (ev Event) AppendJSON(b []byte) ([]byte, error) {
 	n, bad := len(b), false
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(ev.V), 10)
-	b = append(b, `,"job_id":`...)
-	b = AppendJSONString(b, ev.JobID)
-	b = append(b, `,"exec_id":`...)
-	b = AppendJSONString(b, ev.ExecID)
+	b = appendStringField(b, `,"job_id":`, ev.JobID, false)
+	b = appendStringField(b, `,"exec_id":`, ev.ExecID, false)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(ev.Attempt), 10)
-	if ev.From != "" {
-		b = append(b, `,"from":`...)
-		b = AppendJSONString(b, string(ev.From))
-	}
+	b = appendStringField(b, `,"from":`, string(ev.From), true)
 	if len(ev.Via) > 0 {
 		b = append(b, `,"via":`...)
 		b = AppendJSONStrings(b, ev.Via)
 	}
-	b = append(b, `,"to":`...)
-	b = AppendJSONString(b, string(ev.To))
-	if ev.Reason != "" {
-		b = append(b, `,"reason":`...)
-		b = AppendJSONString(b, ev.Reason)
-	}
+	b = appendStringField(b, `,"to":`, string(ev.To), false)
+	b = appendStringField(b, `,"reason":`, ev.Reason, true)
 	b = appendTimeField(b, `,"at":`, ev.At, false, &bad)
-	if ev.Agent != "" {
-		b = append(b, `,"agent":`...)
-		b = AppendJSONString(b, ev.Agent)
-	}
+	b = appendStringField(b, `,"agent":`, ev.Agent, true)
 	b = appendOutcome(b, ev.Outcome, ev.Result)
 	b = appendTimeField(b, `,"next_attempt_at":`, ev.NextAttemptAt, true, &bad)
 	if ev.Execution != nil {
@@ -134,16 +113,12 @@ func (r Report) AppendJSON(b []byte) ([]byte, error) {
 	n, bad := len(b), false
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(r.V), 10)
-	b = append(b, `,"agent":`...)
-	b = AppendJSONString(b, r.Agent)
-	b = append(b, `,"job_id":`...)
-	b = AppendJSONString(b, r.JobID)
-	b = append(b, `,"exec_id":`...)
-	b = AppendJSONString(b, r.ExecID)
+	b = appendStringField(b, `,"agent":`, r.Agent, false)
+	b = appendStringField(b, `,"job_id":`, r.JobID, false)
+	b = appendStringField(b, `,"exec_id":`, r.ExecID, false)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(r.Attempt), 10)
-	b = append(b, `,"kind":`...)
-	b = AppendJSONString(b, string(r.Kind))
+	b = appendStringField(b, `,"kind":`, string(r.Kind), false)
 	b = appendTimeField(b, `,"scheduled_at":`, r.ScheduledAt, false, &bad)
 	b = appendTimeField(b, `,"at":`, r.At, false, &bad)
 	if r.Epoch != 0 {
@@ -154,10 +129,7 @@ func (r Report) AppendJSON(b []byte) ([]byte, error) {
 	b = appendDurationField(b, `,"duration":`, r.Duration)
 	b = appendDurationField(b, `,"retry_after":`, r.RetryAfter)
 	b = appendDurationField(b, `,"lag":`, r.Lag)
-	if r.Reason != "" {
-		b = append(b, `,"reason":`...)
-		b = AppendJSONString(b, r.Reason)
-	}
+	b = appendStringField(b, `,"reason":`, r.Reason, true)
 	b = appendShard(b, r.Shard)
 	b = appendTimeField(b, `,"triggered_at":`, r.TriggeredAt, true, &bad)
 	b = appendTimeField(b, `,"started_at":`, r.StartedAt, true, &bad)
@@ -185,17 +157,11 @@ func marshalInto(b []byte, v any) ([]byte, error) {
 
 // appendOutcome appends the omitempty members outcome and result.
 func appendOutcome(b []byte, o retry.Outcome, r *retry.Result) []byte {
-	if o != "" {
-		b = append(b, `,"outcome":`...)
-		b = AppendJSONString(b, string(o))
-	}
+	b = appendStringField(b, `,"outcome":`, string(o), true)
 	if r != nil {
 		b = append(b, `,"result":{"code":`...)
 		b = strconv.AppendInt(b, int64(r.Code), 10)
-		if r.Message != "" {
-			b = append(b, `,"message":`...)
-			b = AppendJSONString(b, r.Message)
-		}
+		b = appendStringField(b, `,"message":`, r.Message, true)
 		b = append(b, `,"retryable":`...)
 		b = strconv.AppendBool(b, r.Retryable)
 		b = append(b, '}')
@@ -267,6 +233,16 @@ func jsonSafe(c byte) bool {
 		return jsonSafeLo>>c&1 != 0
 	}
 	return c < utf8.RuneSelf && jsonSafeHi>>(c-64)&1 != 0
+}
+
+// appendStringField appends key and s as a JSON string, or nothing when
+// omitEmpty and s is empty (a member tagged omitempty).
+func appendStringField(b []byte, key, s string, omitEmpty bool) []byte {
+	if omitEmpty && s == "" {
+		return b
+	}
+	b = append(b, key...)
+	return AppendJSONString(b, s)
 }
 
 // AppendJSONStrings appends xs as encoding/json writes a slice of
