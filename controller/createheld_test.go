@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"slices"
@@ -219,9 +220,24 @@ func TestCreateHeldCrash(t *testing.T) {
 				var once sync.Once
 				c2.hooks.beforeReload = func() {
 					once.Do(func() {
-						for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-							if _, err := execs.Get(ctx, execID); err == nil {
-								laneFirst = true
+						// The record's first value, from a watch of its key
+						// (an initial one if it is there already), or none
+						// within 20 s.
+						wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+						defer cancel()
+						w, err := execs.Watch(wctx, execID)
+						if err != nil {
+							return
+						}
+						defer func() { _ = w.Stop() }()
+						for {
+							select {
+							case e := <-w.Updates():
+								if e != nil {
+									laneFirst = true
+									return
+								}
+							case <-wctx.Done():
 								return
 							}
 						}
