@@ -133,8 +133,8 @@
 //
 //	Node                must be unique per replica (it names the replica in ax_leases
 //	                    and is written into job ids)
-//	Shards              report shards, default 16; fixed once the report consumers
-//	                    exist (Start refuses another count); the same on every replica
+//	Shards              report shards, default 16; fixed once AX_RPT recorded it
+//	                    (Start refuses another count); the same on every replica
 //	HeartbeatInterval   told to agents, default 5s
 //	AgentOfflineAfter   default 3×HeartbeatInterval
 //	LeaseTTL            TTL of shard and group-job leases (the bucket TTL of
@@ -178,7 +178,10 @@
 // one durable pull consumer per shard (ax-shard-<n>; with fewer shards
 // configured than protocol.DefaultShards, the shard subjects up to
 // DefaultShards get consumers too, because an agent reports there before
-// its first registration). Each report is applied once, idempotent by
+// its first registration). The consumers keep their state in memory (a
+// work queue's acknowledged reports leave the stream, so a consumer made
+// again after a restart of the server delivers what is left), and AX_RPT's
+// metadata records the shard count they were made for. Each report is applied once, idempotent by
 // (exec_id, attempt, kind) through the applied-step markers kept in the
 // record, with compare-and-set on the KV revision, and acknowledged only
 // after the write and its events are stored. A shard's reports are spread

@@ -10,7 +10,11 @@
 //     configured than protocol.DefaultShards, the shard subjects up to
 //     DefaultShards get consumers too, read by the worker of n mod
 //     shards), made by EnsureConsumers, which refuses another shard
-//     count than the one they were made for (ErrShardCount).
+//     count than the one they were made for (ErrShardCount; recorded in
+//     AX_RPT's metadata, streams.ReportShardsKey). Their state is kept
+//     in memory, not in the server's files (consumerConfig says why and
+//     what a restart of the server costs); one stored in files by an
+//     earlier version is made again.
 //   - The shard workers (shards.go): StartShardWorker starts the worker
 //     of a shard this replica acquired; the worker spreads the shard's
 //     reports over its lanes by exec id and is stopped (drained or not)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -13,12 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/lease"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 )
-
-// shardMetaKey is the consumer metadata key recording the shard count the
-// report consumers were made for.
-const shardMetaKey = "ax_shards"
 
 // shardCacheMax bounds the records a shard worker keeps between reports.
 const shardCacheMax = 8192
@@ -68,21 +66,73 @@ func consumersOf(n, shards int) []int {
 // EnsureConsumers creates (or updates) the per-shard durable consumers
 // on AX_RPT, refusing a shard count other than the one they were made
 // for (an error matching ErrShardCount). Attach comes first.
+//
+// The count is recorded in AX_RPT's metadata (streams.ReportShardsKey)
+// the first time; versions that kept it only in the consumers' metadata
+// are read from consumer 0. A consumer stored in files (made by such a
+// version) is deleted and made again in memory (see consumerConfig); the
+// reports it had not acknowledged stay in the work queue for the new one.
 func (c *Ingest) EnsureConsumers(ctx context.Context) error {
-	if cons, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(0)); err == nil {
-		if got := cons.CachedInfo().Config.Metadata[shardMetaKey]; got != "" && got != strconv.Itoa(c.cfg.Shards) {
-			return &shardCountError{made: got, config: c.cfg.Shards}
-		}
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	st, err := c.js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
 		return fmt.Errorf("report consumers: %w", err)
 	}
+	want := strconv.Itoa(c.cfg.Shards)
+	made := st.CachedInfo().Config.Metadata[streams.ReportShardsKey]
+	if made == "" {
+		if made, err = c.shardsOfConsumers(ctx); err != nil {
+			return err
+		}
+	}
+	if made != "" && made != want {
+		return &shardCountError{made: made, config: c.cfg.Shards}
+	}
+	if st.CachedInfo().Config.Metadata[streams.ReportShardsKey] != want {
+		cfg := st.CachedInfo().Config
+		cfg.Metadata = maps.Clone(cfg.Metadata)
+		if cfg.Metadata == nil {
+			cfg.Metadata = map[string]string{}
+		}
+		cfg.Metadata[streams.ReportShardsKey] = want
+		if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("report consumers: record the shard count: %w", err)
+		}
+	}
 	for n := range max(c.cfg.Shards, protocol.DefaultShards) {
-		_, err := c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, c.consumerConfig(n))
-		if err != nil {
+		if err := c.ensureConsumer(ctx, n); err != nil {
 			return fmt.Errorf("report consumer of shard %d: %w", n, err)
 		}
 	}
 	return nil
+}
+
+// shardsOfConsumers returns the shard count in report consumer 0's
+// metadata, "" when it has none or does not exist.
+func (c *Ingest) shardsOfConsumers(ctx context.Context) (string, error) {
+	cons, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(0))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("report consumers: %w", err)
+	}
+	return cons.CachedInfo().Config.Metadata[streams.ReportShardsKey], nil
+}
+
+// ensureConsumer makes report consumer n or updates it; one stored in
+// files is deleted first (the storage of a consumer cannot be updated).
+func (c *Ingest) ensureConsumer(ctx context.Context, n int) error {
+	cons, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(n))
+	switch {
+	case err == nil && !cons.CachedInfo().Config.MemoryStorage:
+		if err := c.js.DeleteConsumer(ctx, protocol.StreamReports, ConsumerName(n)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("delete the consumer stored in files: %w", err)
+		}
+	case err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return err
+	}
+	_, err = c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, c.consumerConfig(n))
+	return err
 }
 
 // StartShardWorker starts consuming shard n (lease.OwnershipHost's

@@ -306,6 +306,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 		return Buckets{}, err
 	}
 	for _, sc := range cfg.StreamConfigs() {
+		if sc.Name == protocol.StreamReports {
+			if err := keepMetadata(ctx, js, &sc, ReportShardsKey); err != nil {
+				return Buckets{}, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+			}
+		}
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return Buckets{}, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
@@ -323,6 +328,37 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 		*dst[i] = kv
 	}
 	return b, nil
+}
+
+// ReportShardsKey is the key of AX_RPT's metadata that records the shard
+// count its report consumers were made for (controller/ingest writes and
+// checks it; the count is fixed once the stream exists). The report
+// consumers keep their state in memory, so the stream, not a consumer,
+// has to remember it across a restart of the server.
+const ReportShardsKey = "ax_shards"
+
+// keepMetadata copies the keys of the stream's stored metadata into sc,
+// so that Ensure's update keeps what another part of ax recorded there
+// instead of dropping it. A stream that does not exist yet has none.
+func keepMetadata(ctx context.Context, js jetstream.JetStream, sc *jetstream.StreamConfig, keys ...string) error {
+	st, err := js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read metadata: %w", err)
+	}
+	for _, k := range keys {
+		v, ok := st.CachedInfo().Config.Metadata[k]
+		if !ok {
+			continue
+		}
+		if sc.Metadata == nil {
+			sc.Metadata = map[string]string{}
+		}
+		sc.Metadata[k] = v
+	}
+	return nil
 }
 
 // shortenDuplicates sets the de-duplication window of the bucket stream
