@@ -114,6 +114,6 @@ func (c *jobService) createOneShotHeld(ctx context.Context, j protocol.Job, data
 	c.newJobStored(ctx, j, rev)
 	// Revision 0: the lane's write of the first report is the create.
 	c.ingest.NoteCreated(execstore.Version{Rec: m.next})
-	c.dispatchMade(ctx, j, []oneShotMade{m}, true)
+	c.dispatchMade(ctx, j, data, []oneShotMade{m}, true)
 	return j, nil
 }

@@ -148,7 +148,7 @@ func (c *jobService) createOneShot(ctx context.Context, j protocol.Job, data []b
 	for _, m := range made {
 		c.ingest.NoteCreated(execstore.Version{Rec: m.next, Rev: m.rev})
 	}
-	c.dispatchMade(ctx, j, made, false)
+	c.dispatchMade(ctx, j, data, made, false)
 	return j, true, nil
 }
 
@@ -187,8 +187,9 @@ func (c *jobService) newJobStored(ctx context.Context, j protocol.Job, rev uint6
 // (createWriteWait). The PENDING events are held (eventhold.go): most of
 // these executions move on within a second, and their next event says
 // what it would; a list made after the reply publishes what is held
-// first, so it shows the executions.
-func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []oneShotMade, unstored bool) {
+// first, so it shows the executions. jobJSON is the job as stored
+// (json.Marshal(j)), which the run commands carry.
+func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, jobJSON []byte, made []oneShotMade, unstored bool) {
 	type runSent struct {
 		rec *execRecord
 		fut jetstream.PubAckFuture
@@ -224,7 +225,7 @@ func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []on
 		futs, _, _ := c.ex.startEffects(ctx, m.next, &j, rest) // no command among them: no error
 		evs = append(evs, futs...)
 		for _, r := range send {
-			fut, err := c.publishRunAsync(j, m.next, r.Attempt, r.RunAt)
+			fut, err := c.publishRunAsync(j, jobJSON, m.next, r.Attempt, r.RunAt)
 			if err != nil {
 				writemark.From(ctx).Fail()
 				c.log.Error("dispatch one-shot job", "job", j.ID, "err", fmt.Errorf("send run %s: %w", m.next.ExecID, err))
@@ -249,12 +250,13 @@ func (c *jobService) dispatchMade(ctx context.Context, j protocol.Job, made []on
 }
 
 // publishRunAsync publishes the run command of attempt of rec (as sendRun)
-// without waiting for its ack.
-func (c *jobService) publishRunAsync(job protocol.Job, rec *execRecord, attempt int, runAt time.Time) (jetstream.PubAckFuture, error) {
+// without waiting for its ack; jobJSON, json.Marshal(job), is the job's
+// part of it (protocol.EncodeRun).
+func (c *jobService) publishRunAsync(job protocol.Job, jobJSON []byte, rec *execRecord, attempt int, runAt time.Time) (jetstream.PubAckFuture, error) {
 	cmd := protocol.Command{V: protocol.Version, Kind: protocol.CmdRun, Agent: rec.Agent, IssuedAt: c.now(), Run: &protocol.Run{
 		Job: job, ExecID: rec.ExecID, Attempt: attempt, RunAt: runAt, Epoch: rec.Epoch,
 	}}
-	data, err := protocol.Encode(cmd)
+	data, err := protocol.EncodeRun(cmd, jobJSON)
 	if err != nil {
 		return nil, err
 	}

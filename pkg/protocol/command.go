@@ -90,7 +90,11 @@ type Lease struct {
 const MaxAttempt = 1000
 
 // Validate checks a command.
-func (c Command) Validate() error {
+func (c Command) Validate() error { return c.validate(false) }
+
+// validate checks a command; with jobChecked, a run's job is taken as
+// valid (EncodeRun: its sender validated it before storing it).
+func (c Command) validate(jobChecked bool) error {
 	if err := checkVersion(c.V); err != nil {
 		return err
 	}
@@ -121,7 +125,7 @@ func (c Command) Validate() error {
 		if c.Run == nil {
 			return invalid("run", "is required for kind run")
 		}
-		return prefixed("run", c.Run.Validate())
+		return prefixed("run", c.Run.validate(jobChecked))
 	case CmdCancel:
 		if c.Cancel == nil {
 			return invalid("cancel", "is required for kind cancel")
@@ -155,12 +159,18 @@ func (a Assign) Validate() error {
 }
 
 // Validate checks a run body.
-func (r Run) Validate() error {
+func (r Run) Validate() error { return r.validate(false) }
+
+// validate checks a run body; with jobChecked, the job is taken as valid
+// but for its id.
+func (r Run) validate(jobChecked bool) error {
 	if r.Job.ID == "" {
 		return invalid("job.id", "is required")
 	}
-	if err := prefixed("job", r.Job.Validate()); err != nil {
-		return err
+	if !jobChecked {
+		if err := prefixed("job", r.Job.Validate()); err != nil {
+			return err
+		}
 	}
 	jobID, _, err := ParseExecID("exec_id", r.ExecID)
 	if err != nil {
