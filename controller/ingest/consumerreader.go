@@ -26,6 +26,18 @@ const (
 // pullMax is how many reports a consumer reader keeps pulled ahead.
 const pullMax = 512
 
+// pullExpiry and pullHeartbeat are the life of a reader's pull request and
+// the server's idle heartbeat on it. Two heartbeats missed make the reader
+// look for its consumer (readUntilGone), which a restart of the NATS
+// server loses (its state is in memory, see consumerConfig): with the
+// library's defaults (30 s, 15 s) a shard's reports waited about 30 s for
+// it to be made again; with these, a few seconds. They cost 16 idle
+// heartbeats every 2 s per replica.
+const (
+	pullExpiry    = 10 * time.Second
+	pullHeartbeat = 2 * time.Second
+)
+
 // consumerConfig is the config of report consumer n on AX_RPT
 // (EnsureConsumers, and a reader making its consumer again).
 //
@@ -105,7 +117,8 @@ func (r *consumerReader) iterate(ctx context.Context, remake bool) (jetstream.Me
 	if err != nil {
 		return nil, fmt.Errorf("report consumer %d: %w", r.k, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(pullMax), jetstream.WithMessagesErrOnMissingHeartbeat(true))
+	it, err := cons.Messages(jetstream.PullMaxMessages(pullMax), jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.WithMessagesErrOnMissingHeartbeat(true))
 	if err != nil {
 		return nil, fmt.Errorf("report consumer %d: %w", r.k, err)
 	}
