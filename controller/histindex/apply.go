@@ -23,12 +23,6 @@ const applyChunk = 64
 // them.
 const execCols = "(exec_id, job_id, agent, state, scheduled_at, updated_at, terminal, shard, progress)"
 
-// The writes say OR FAIL: a statement that fails is then not undone by
-// SQLite on its own (the transaction is: Apply rolls back on any error),
-// so SQLite keeps no statement journal for it, a copy of every page the
-// statement changes before its change. BenchmarkHistoryIndexApply read
-// 17,500–17,800 rows/s without and 20,700–20,900 with (stop 47).
-
 // execUpsertTail replaces a row only with a snapshot that supersedes it
 // (batch.go); RETURNING names the rows written (none for a snapshot older
 // than the stored one), whose bodies follow.
@@ -94,7 +88,7 @@ func (h *Index) writeExecs(ctx context.Context, tx *sql.Tx, es []*protocol.Execu
 		args = append(args, e.ExecID, e.JobID, e.Agent, string(e.State), e.ScheduledAt.UnixNano(),
 			e.UpdatedAt.UnixNano(), e.State.Terminal(), protocol.Shard(e.JobID, h.shards), Progress(e))
 	}
-	rows, err := tx.QueryContext(ctx, "INSERT OR FAIL INTO execs "+execCols+" VALUES "+placeholders(len(es), 9)+execUpsertTail, args...)
+	rows, err := tx.QueryContext(ctx, "INSERT INTO execs "+execCols+" VALUES "+placeholders(len(es), 9)+execUpsertTail, args...)
 	if err != nil {
 		return fmt.Errorf("history index: store %d executions from %s: %w", len(es), es[0].ExecID, err)
 	}
@@ -126,7 +120,7 @@ func (h *Index) writeExecs(ctx context.Context, tx *sql.Tx, es []*protocol.Execu
 		}
 		args = append(args, id, body)
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT OR FAIL INTO bodies (id, body) VALUES "+placeholders(len(ids), 2)+" ON CONFLICT (id) DO UPDATE SET body = excluded.body", args...); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO bodies (id, body) VALUES "+placeholders(len(ids), 2), args...); err != nil {
 		return fmt.Errorf("history index: store the bodies of %d executions: %w", len(ids), err)
 	}
 	return nil
