@@ -58,10 +58,10 @@ func ValidateJobID(field, id string) error {
 	if rest[len(rest)-randLen-1] != '-' || rest[len(node)] != '-' {
 		return invalid(field, "%q must have the form ax-<node>-<yyyymmddhhmmss>-<rand6>", id)
 	}
-	if err := ValidateName(field+" node", node); err != nil {
+	if err := ValidateName(field, node); err != nil {
 		return invalid(field, "%q has a bad node part", id)
 	}
-	if _, err := time.Parse(jobIDTimeFmt, ts); err != nil {
+	if !validJobIDTime(ts) {
 		return invalid(field, "%q has a bad time part %q", id, ts)
 	}
 	for i := 0; i < len(rnd); i++ {
@@ -70,6 +70,38 @@ func ValidateJobID(field, id string) error {
 		}
 	}
 	return nil
+}
+
+// validJobIDTime reports whether ts is a job id's time part that
+// time.Parse(jobIDTimeFmt, ts) takes: 14 digits, yyyymmddhhmmss, each
+// field in range (the day within its month). Every report and run names
+// a job id, and time.Parse was 1–2 % of the agent's and the controller's
+// CPU under the dispatch benchmark (stop 47; BenchmarkValidateJobID
+// 129–213 → 54–59 ns and no allocation, with the node checked under
+// field's own name). FuzzJobIDTimeMatchesParse and
+// TestJobIDTimeMatchesParse hold it to time.Parse.
+func validJobIDTime(ts string) bool {
+	if len(ts) != len(jobIDTimeFmt) {
+		return false
+	}
+	var v [len(jobIDTimeFmt)]int
+	for i := range len(ts) {
+		c := ts[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		v[i] = int(c - '0')
+	}
+	year := v[0]*1000 + v[1]*100 + v[2]*10 + v[3]
+	month := time.Month(v[4]*10 + v[5])
+	day := v[6]*10 + v[7]
+	hour, minute, sec := v[8]*10+v[9], v[10]*10+v[11], v[12]*10+v[13]
+	if month < time.January || month > time.December || hour > 23 || minute > 59 || sec > 59 {
+		return false
+	}
+	// The month's last day: the day before the first of the next month.
+	last := time.Date(year, month+1, 0, 0, 0, 0, 0, time.UTC).Day()
+	return day >= 1 && day <= last
 }
 
 // ExecID returns the id of the execution of job jobID scheduled at scheduled.

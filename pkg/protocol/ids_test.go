@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
@@ -144,6 +145,63 @@ func TestCommandAndEventMsgIDs(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// TestJobIDTimeMatchesParse: validJobIDTime accepts exactly what
+// time.Parse(jobIDTimeFmt, ...) accepts, over the edges of each field
+// (leap years, month lengths) and malformed texts.
+func TestJobIDTimeMatchesParse(t *testing.T) {
+	cases := []string{"20261129120000", "20240229000000", "20230229000000", "21000229000000", "20000229235959",
+		"00000101000000", "99991231235959", "20261131000000", "20261130000000", "20261200000000", "20261301000000",
+		"20261001240000", "20261001236000", "20261001235960", "20260100000000", "2026112912000", "202611291200000",
+		"2026112912000a", "+0261129120000", " 0261129120000", "20261129120000\x00", "", "２０２６1129120000"}
+	for y := 1999; y <= 2001; y++ {
+		for m := 0; m <= 13; m++ {
+			for d := 0; d <= 32; d++ {
+				cases = append(cases, fmt.Sprintf("%04d%02d%02d235959", y, m, d))
+			}
+		}
+	}
+	for _, ts := range cases {
+		_, err := time.Parse(jobIDTimeFmt, ts)
+		if got := validJobIDTime(ts); got != (err == nil) {
+			t.Errorf("validJobIDTime(%q) = %v, time.Parse error %v", ts, got, err)
+		}
+	}
+}
+
+// FuzzJobIDTimeMatchesParse holds validJobIDTime to time.Parse on texts
+// of the time part's length, the only ones ValidateJobID gives it
+// (time.Parse also takes a fraction of a second after the seconds, which
+// a job id cannot hold).
+func FuzzJobIDTimeMatchesParse(f *testing.F) {
+	f.Add("20261129120000")
+	f.Add("20240229000000")
+	f.Add("20261131246060")
+	f.Fuzz(func(t *testing.T, ts string) {
+		if len(ts) != len(jobIDTimeFmt) {
+			if validJobIDTime(ts) {
+				t.Fatalf("validJobIDTime(%q) = true for a text of %d bytes", ts, len(ts))
+			}
+			return
+		}
+		_, err := time.Parse(jobIDTimeFmt, ts)
+		if got := validJobIDTime(ts); got != (err == nil) {
+			t.Fatalf("validJobIDTime(%q) = %v, time.Parse error %v", ts, got, err)
+		}
+	})
+}
+
+// BenchmarkValidateJobID: the check every report, run and job makes of a
+// job id.
+func BenchmarkValidateJobID(b *testing.B) {
+	id := NewJobID("ctl-1", time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC), 12345)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := ValidateJobID("job_id", id); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
