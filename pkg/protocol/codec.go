@@ -28,6 +28,12 @@ func Encode(m interface{ Validate() error }) ([]byte, error) {
 	} else {
 		b, err = json.Marshal(m)
 	}
+	return encoded(b, err)
+}
+
+// encoded is the end of Encode and EncodeRun: an encoder's error, or a
+// message over MaxMessageSize, as a *FieldError.
+func encoded(b []byte, err error) ([]byte, error) {
 	if err != nil {
 		return nil, fieldErrf(ErrInvalid, "", "encode: %v", err)
 	}

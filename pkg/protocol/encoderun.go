@@ -20,14 +20,7 @@ func EncodeRun(c Command, job []byte) ([]byte, error) {
 	if err := c.validate(true); err != nil {
 		return nil, err
 	}
-	b, err := appendRunCommand(make([]byte, 0, len(job)+256), c, job)
-	if err != nil {
-		return nil, fieldErrf(ErrInvalid, "", "encode: %v", err)
-	}
-	if len(b) > MaxMessageSize {
-		return nil, fieldErrf(ErrTooLarge, "", "message is %d bytes, at most %d allowed", len(b), MaxMessageSize)
-	}
-	return b, nil
+	return encoded(appendRunCommand(make([]byte, 0, len(job)+256), c, job))
 }
 
 // appendRunCommand appends json.Marshal(c) to b for a command whose only
