@@ -79,19 +79,15 @@ func TestCreateOneShotWritesTogether(t *testing.T) {
 	// returned, and stored by a list made then, which shows the execution
 	// (read from the stream itself: the recorder's consumer gets it later,
 	// on its own time); first.
-	evt, err := c.js.Stream(ctx, protocol.StreamEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := evt.GetLastMsgForSubject(ctx, protocol.EventSubject(protocol.StatePending, j.ID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
-		t.Errorf("PENDING event of %s when CreateJob returned: %v, want it held", execID, err)
+	if storedEvent(t, c.js, protocol.StatePending, j.ID) {
+		t.Errorf("PENDING event of %s stored when CreateJob returned, want it held", execID)
 	}
 	list, _, err := c.ListExecutions(ctx, ExecFilter{JobID: j.ID})
 	if err != nil || len(list) != 1 || list[0].ExecID != execID || list[0].State != protocol.StatePending {
 		t.Fatalf("list right after the create: %+v, %v", list, err)
 	}
-	if _, err := evt.GetLastMsgForSubject(ctx, protocol.EventSubject(protocol.StatePending, j.ID)); err != nil {
-		t.Errorf("PENDING event of %s not in %s after a list: %v", execID, protocol.StreamEvents, err)
+	if !storedEvent(t, c.js, protocol.StatePending, j.ID) {
+		t.Errorf("PENDING event of %s not in %s after a list", execID, protocol.StreamEvents)
 	}
 	testutil.Eventually(t, 10*time.Second, "the first event of "+execID, func() bool { return len(er.Path(execID)) > 0 })
 	if p := er.Path(execID); p[0] != protocol.StatePending {

@@ -208,7 +208,8 @@
 // protocol.Event (but for a one-shot create's PENDING event, held about a
 // second and dropped when the execution moves on by then: eventhold.go; a
 // pinned one-shot due at once has its record held with it: createheld.go)
-// on ax.evt.<STATE>.<job_id> with Msg-Id
+// on ax.evt.<STATE>.<job_id> (stored on ax.evt.<STATE>.<partition>:
+// protocol.EventStoredSource) with Msg-Id
 // evt/<exec_id>/<attempt>/<STATE> (STATE: the state it reached). A
 // duplicate report publishes the events of the reports that first applied
 // its steps again, the same ones (from the markers: Applied, Path and Ends

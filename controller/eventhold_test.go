@@ -1,11 +1,8 @@
 package controller
 
 import (
-	"errors"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
@@ -25,10 +22,6 @@ func TestHeldPendingEvent(t *testing.T) {
 	a := newTestAgent(t, c.NATSURL(), "edge-1", nil).start()
 	a.register()
 	ctx := tctx(t)
-	evt, err := c.js.Stream(ctx, protocol.StreamEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	fast, err := c.CreateJob(ctx, asapJob("edge-1"))
 	if err != nil {
@@ -46,8 +39,7 @@ func TestHeldPendingEvent(t *testing.T) {
 	laterID := protocol.ExecID(later.ID, later.CreatedAt.Add(time.Hour))
 	// Published by the hold's loop, not by a list.
 	eventually(t, 20*time.Second, "the delayed execution's PENDING event stored", func() bool {
-		_, err := evt.GetLastMsgForSubject(ctx, protocol.EventSubject(protocol.StatePending, later.ID))
-		return err == nil
+		return storedEvent(t, c.js, protocol.StatePending, later.ID)
 	})
 	eventually(t, 10*time.Second, "no held event and no op open", func() bool {
 		return c.evHold.n.Load() == 0 && c.marks.Mark().Open == 0
@@ -62,8 +54,8 @@ func TestHeldPendingEvent(t *testing.T) {
 	if es[0].From != protocol.StatePending || es[0].To != protocol.StateSuccess {
 		t.Errorf("event of %s: from %s to %s, want from PENDING to SUCCESS", run.ExecID, es[0].From, es[0].To)
 	}
-	if _, err := evt.GetLastMsgForSubject(ctx, protocol.EventSubject(protocol.StatePending, fast.ID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
-		t.Errorf("PENDING event of %s, which moved on within the hold: %v, want none stored", run.ExecID, err)
+	if storedEvent(t, c.js, protocol.StatePending, fast.ID) {
+		t.Errorf("PENDING event of %s, which moved on within the hold, stored; want none", run.ExecID)
 	}
 	if e := ev.Of(laterID)[0]; e.To != protocol.StatePending || e.Execution == nil || e.Execution.State != protocol.StatePending {
 		t.Errorf("event of %s: %+v, want its PENDING event with the snapshot", laterID, e)

@@ -424,3 +424,42 @@ func onExternalServer(t *testing.T, adjust func(*Config)) (Config, *Controller, 
 	c := startController(t, cfg)
 	return cfg, c, newTestAgent(t, srv.URL(), "edge-1", nil).start()
 }
+
+// storedEvent reports whether AX_EVT holds an event of job jobID to state:
+// it reads the messages on the event's stored subject (a partition that
+// other jobs share, protocol.EventStoredSubject) and looks at their job.
+func storedEvent(t testing.TB, js jetstream.JetStream, state protocol.State, jobID string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subj := protocol.EventStoredSubject(state, jobID)
+	st, err := js.Stream(ctx, protocol.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := info.State.Subjects[subj]
+	if n == 0 {
+		return false
+	}
+	cons, err := js.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("read %s: %v", subj, err)
+		}
+		var ev struct {
+			JobID string `json:"job_id"`
+		}
+		if json.Unmarshal(m.Data(), &ev) == nil && ev.JobID == jobID {
+			return true
+		}
+	}
+	return false
+}

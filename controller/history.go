@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +21,8 @@ import (
 // jobs retired from the live job set (controller/retention), built from AX_EVT
 // alone. Each event carries the execution's snapshot right after its
 // transition (protocol.Event.Execution); each job retirement is a
-// protocol.JobRetired on ax.evt.job.retired.<job>. An ordered consumer
+// protocol.JobRetired on ax.evt.job.retired.<partition> (.<job> from
+// earlier controllers). An ordered consumer
 // reads the stream from the sequence after the one stored in the index,
 // and each batch of rows is written in one transaction with the sequence
 // of its last message, so a restart resumes exactly where the last commit
@@ -265,7 +265,7 @@ func (h *history) decode(m jetstream.Msg, batch *[]histindex.Item) (seq, pending
 	if md, err := m.Metadata(); err == nil {
 		seq, pending = md.Sequence.Stream, md.NumPending
 	}
-	if strings.HasPrefix(m.Subject(), protocol.JobRetiredSubject("")) {
+	if protocol.IsJobRetiredSubject(m.Subject()) {
 		r, err := protocol.DecodeJobRetired(m.Data())
 		if err != nil {
 			h.c.log.Warn("history: bad job retirement skipped", "subject", m.Subject(), "seq", seq, "err", err)

@@ -149,7 +149,7 @@ func streamEvents(tb testing.TB, url string) []protocol.Event {
 			n++
 			md, _ := m.Metadata()
 			seq = md.Sequence.Stream
-			if strings.HasPrefix(m.Subject(), protocol.JobRetiredSubject("")) {
+			if protocol.IsJobRetiredSubject(m.Subject()) {
 				continue // a job's retirement (controller/retention), not an execution's event
 			}
 			e, err := protocol.DecodeEvent(m.Data())

@@ -3,6 +3,8 @@ package natstest
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +19,9 @@ import (
 // Events records every execution event published on ax.evt.> as a plain
 // NATS core subscriber (a client of the controller's server) sees it. An
 // event that does not decode, or that arrives on a subject other than the
-// one its state and job give, fails the test when it ends.
+// one its state and job give (stored: its state and a partition,
+// protocol.EventStoredSource), fails the test when it ends. Job
+// retirements are not recorded.
 type Events struct {
 	mu  sync.Mutex
 	all []protocol.Event
@@ -33,7 +37,7 @@ func WatchEvents(tb testing.TB, url string) *Events {
 		tb.Fatalf("nats connect: %v", err)
 	}
 	ev := &Events{}
-	if _, err := nc.Subscribe(protocol.SubjectEventsAll, func(m *nats.Msg) { ev.record(m.Subject, m.Data) }); err != nil {
+	if _, err := nc.Subscribe(protocol.SubjectEventsAll, func(m *nats.Msg) { ev.record(m.Subject, m.Data, false) }); err != nil {
 		tb.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
@@ -67,7 +71,7 @@ func WatchStoredEvents(tb testing.TB, url string) *Events {
 		tb.Fatal(err)
 	}
 	ev := &Events{}
-	cc, err := cons.Consume(func(m jetstream.Msg) { ev.record(m.Subject(), m.Data()) })
+	cc, err := cons.Consume(func(m jetstream.Msg) { ev.record(m.Subject(), m.Data(), true) })
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -75,8 +79,12 @@ func WatchStoredEvents(tb testing.TB, url string) *Events {
 	return ev
 }
 
-// record decodes one event and checks its subject.
-func (ev *Events) record(subject string, data []byte) {
+// record decodes one event and checks its subject: as published, or as
+// AX_EVT stores it.
+func (ev *Events) record(subject string, data []byte, stored bool) {
+	if protocol.IsJobRetiredSubject(subject) {
+		return
+	}
 	e, err := protocol.DecodeEvent(data)
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
@@ -84,8 +92,11 @@ func (ev *Events) record(subject string, data []byte) {
 		ev.bad = append(ev.bad, fmt.Sprintf("%s: %v", subject, err))
 		return
 	}
-	if want := protocol.EventSubject(e.To, e.JobID); subject != want {
+	if want := protocol.EventSubject(e.To, e.JobID); !stored && subject != want {
 		ev.bad = append(ev.bad, fmt.Sprintf("event to %s on %s, want %s", e.To, subject, want))
+	}
+	if stored && !storedOn(subject, e.To) {
+		ev.bad = append(ev.bad, fmt.Sprintf("event to %s stored on %s, want ax.evt.%s.<partition>", e.To, subject, e.To))
 	}
 	ev.all = append(ev.all, e)
 }
@@ -147,4 +158,15 @@ func (ev *Events) Wait(tb testing.TB, execID string, last protocol.State) []prot
 		return len(es) > 0 && es[len(es)-1].To == last
 	})
 	return es
+}
+
+// storedOn reports whether subject is where AX_EVT stores an event to
+// state: ax.evt.<state>.<n>, n below protocol.EventPartitions.
+func storedOn(subject string, state protocol.State) bool {
+	rest, ok := strings.CutPrefix(subject, "ax.evt."+string(state)+".")
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(rest)
+	return err == nil && n >= 0 && n < protocol.EventPartitions
 }

@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -55,4 +56,63 @@ func BenchmarkReportPublish(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkEventSubjectMemory: the embedded server's heap per event of a
+// distinct one-shot job stored in AX_EVT (file storage), with the stream's
+// subject transform (events of all jobs on 16 partitions per state) and
+// without it (a subject per job, as before 2026-12-05). The server keeps an
+// index entry per subject a stream holds for as long as it holds it
+// (history.retention, 7 days by default). Reported: heap-B/event, the
+// live heap after a collection, less the same before the publishes, per
+// event (the client's side of the publishes is gone by then).
+func BenchmarkEventSubjectMemory(b *testing.B) {
+	for _, transform := range []bool{true, false} {
+		b.Run(fmt.Sprintf("transform=%v", transform), func(b *testing.B) {
+			_, js := natstest.JetStream(b, natstest.Start(b).URL())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			sc := streamConfig(b, Config{}, protocol.StreamEvents)
+			if !transform {
+				sc.SubjectTransform = nil
+			}
+			if _, err := js.CreateStream(ctx, sc); err != nil {
+				b.Fatal(err)
+			}
+			body := make([]byte, 100)
+			before := liveHeap()
+			b.ResetTimer()
+			futs := make([]jetstream.PubAckFuture, 0, 256)
+			for i := range b.N {
+				job := fmt.Sprintf("ax-ctl-20261205120000-%08d", i)
+				f, err := js.PublishAsync(protocol.EventSubject(protocol.StateSuccess, job), body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if futs = append(futs, f); len(futs) == cap(futs) || i == b.N-1 {
+					for _, f := range futs {
+						select {
+						case <-f.Ok():
+						case err := <-f.Err():
+							b.Fatal(err)
+						case <-ctx.Done():
+							b.Fatal(ctx.Err())
+						}
+					}
+					futs = futs[:0]
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(int64(liveHeap())-int64(before))/float64(b.N), "heap-B/event")
+		})
+	}
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

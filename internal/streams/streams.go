@@ -251,12 +251,16 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 			Name:        protocol.StreamEvents,
 			Description: "ax execution state-change events",
 			Subjects:    []string{protocol.SubjectEventsAll},
-			Retention:   jetstream.LimitsPolicy,
-			MaxAge:      c.EventMaxAge,
-			MaxMsgSize:  protocol.MaxMessageSize,
-			Storage:     c.storage(),
-			Replicas:    c.Replicas,
-			Duplicates:  c.ControllerDuplicates,
+			// Stored on a bounded set of subjects (protocol.EventStoredSource).
+			SubjectTransform: &jetstream.SubjectTransformConfig{
+				Source: protocol.EventStoredSource, Destination: protocol.EventStoredDestination,
+			},
+			Retention:  jetstream.LimitsPolicy,
+			MaxAge:     c.EventMaxAge,
+			MaxMsgSize: protocol.MaxMessageSize,
+			Storage:    c.storage(),
+			Replicas:   c.Replicas,
+			Duplicates: c.ControllerDuplicates,
 		},
 	}
 }

@@ -102,7 +102,8 @@ func (e Event) Path() []State {
 // DecodeEvent decodes and validates an event.
 func DecodeEvent(data []byte) (Event, error) { return decodeAs[Event](data) }
 
-// JobRetired is published on ax.evt.job.retired.<job_id> (JobRetiredSubject)
+// JobRetired is published on ax.evt.job.retired.<n> (JobRetiredSubject: n
+// the job id's partition)
 // when a one-shot job whose executions are all terminal leaves the live job
 // set: it carries the job's last spec, for the controllers' history index.
 // The subject has one more token than an Event's, so a subscriber of

@@ -3,6 +3,7 @@ package protocol
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 )
 
 // Stream names, subjects and KV buckets (docs/architecture.md: Streams and buckets).
@@ -11,7 +12,9 @@ const (
 	StreamCommands = "AX_CMD"
 	// StreamReports holds agent → controller reports on ax.rpt.<shard>.<agent> (work-queue).
 	StreamReports = "AX_RPT"
-	// StreamEvents holds state-change events on ax.evt.<state>.<job>.
+	// StreamEvents holds state-change events, published on
+	// ax.evt.<state>.<job> and stored on ax.evt.<state>.<partition>
+	// (EventStoredSource).
 	StreamEvents = "AX_EVT"
 
 	// SubjectCommandsAll matches every command subject.
@@ -21,6 +24,24 @@ const (
 	SubjectReportsAll = "ax.rpt.>"
 	// SubjectEventsAll matches every event subject.
 	SubjectEventsAll = "ax.evt.>"
+	// EventStoredSource and EventStoredDestination are AX_EVT's subject
+	// transform: an event published on ax.evt.<state>.<job> is stored on
+	// ax.evt.<state>.<n>, n one of EventPartitions partitions of the job
+	// id (a job's retirement is published on its partition already,
+	// JobRetiredSubject). The server keeps an
+	// in-memory index entry for every distinct subject a stream holds, and
+	// AX_EVT holds the events of history.retention (7 days by default): a
+	// subject per one-shot job would make that index grow with every job
+	// of the retention, about 135 bytes each. Subscribers of the subjects
+	// (a plain NATS client on ax.evt.FAILED.>) see the published subject;
+	// a consumer of AX_EVT that wants one job's events filters on the
+	// event's job_id.
+	EventStoredSource = "ax.evt.*.*"
+	// EventStoredDestination: see EventStoredSource.
+	EventStoredDestination = "ax.evt.{{wildcard(1)}}.{{partition(16,2)}}"
+	// EventPartitions is the number of partitions in EventStoredDestination
+	// (its 16: TestEventStoredSubjectMatchesServer fails when they differ).
+	EventPartitions = 16
 	// SubjectRegisterAll matches every registration request.
 	SubjectRegisterAll = "ax.reg.*"
 	// SubjectHeartbeatAll matches every heartbeat request.
@@ -93,8 +114,38 @@ func ReportShardSubject(shard int) string { return "ax.rpt." + strconv.Itoa(shar
 // EventSubject is the subject of a state-change event.
 func EventSubject(state State, jobID string) string { return "ax.evt." + string(state) + "." + jobID }
 
-// JobRetiredSubject is the subject of a job's retirement (JobRetired).
-func JobRetiredSubject(jobID string) string { return "ax.evt.job.retired." + jobID }
+// EventStoredSubject is the subject AX_EVT stores an event published on
+// EventSubject(state, jobID) on: the server's partition of the job id
+// (EventStoredDestination), FNV-1a modulo EventPartitions, as nats-server
+// computes it (TestEventStoredSubjectMatchesServer holds it to the server).
+func EventStoredSubject(state State, jobID string) string {
+	return "ax.evt." + string(state) + "." + eventPartition(jobID)
+}
+
+// eventPartition is nats-server's {{partition(EventPartitions,2)}} of a
+// subject whose second wildcard token is jobID.
+func eventPartition(jobID string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(jobID))
+	return strconv.Itoa(int(h.Sum32() % EventPartitions))
+}
+
+// JobRetiredSubject is the subject of a job's retirement (JobRetired):
+// ax.evt.job.retired.<n>, n the job id's partition (as EventStoredSubject),
+// so that AX_EVT holds a bounded number of them. Controllers before
+// 2026-12-05 published on ax.evt.job.retired.<job>, which AX_EVT may still
+// hold; IsJobRetiredSubject takes both.
+func JobRetiredSubject(jobID string) string { return jobRetiredPrefix + eventPartition(jobID) }
+
+// jobRetiredPrefix begins every job retirement's subject, of this version
+// and earlier ones.
+const jobRetiredPrefix = "ax.evt.job.retired."
+
+// IsJobRetiredSubject reports whether a message of AX_EVT on subject is a
+// job's retirement (JobRetired) rather than an execution's event.
+func IsJobRetiredSubject(subject string) bool {
+	return len(subject) > len(jobRetiredPrefix) && strings.HasPrefix(subject, jobRetiredPrefix)
+}
 
 // RegisterSubject is the registration request subject of an agent.
 func RegisterSubject(agent string) string { return "ax.reg." + agent }

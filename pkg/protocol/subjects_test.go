@@ -43,3 +43,23 @@ func TestFencedReportValid(t *testing.T) {
 		t.Fatalf("decode a fenced report: %+v, %v", got, err)
 	}
 }
+
+func TestIsJobRetiredSubject(t *testing.T) {
+	job := "ax-t1-20261129120000-aaaaaa"
+	for _, c := range []struct {
+		subject string
+		want    bool
+	}{
+		{JobRetiredSubject(job), true},                // published and stored
+		{"ax.evt.job.retired." + job, true},           // an earlier controller's
+		{EventSubject(StateSuccess, job), false},      // an execution's event
+		{EventStoredSubject(StateFailed, job), false}, // stored
+		{EventStoredSubject("job", job), false},
+		{"ax.evt.job.retired.", false},
+		{"ax.evt.jobs.x", false},
+	} {
+		if got := IsJobRetiredSubject(c.subject); got != c.want {
+			t.Errorf("IsJobRetiredSubject(%q) = %v, want %v", c.subject, got, c.want)
+		}
+	}
+}

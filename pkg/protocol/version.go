@@ -34,6 +34,14 @@ package protocol
 //	  through, where it made one event per step. The controllers' history
 //	  readers decode events leniently and read it at any build; a strict
 //	  reader built before (ax exec watch) refuses such events.
+//	  2026-12-05, within version 2 (subjects, no message changed): AX_EVT
+//	  stores an event published on ax.evt.<STATE>.<job> on
+//	  ax.evt.<STATE>.<n>, n one of 16 partitions of the job id (a subject
+//	  transform, EventStoredSubject), and JobRetired is published on
+//	  ax.evt.job.retired.<n> instead of ax.evt.job.retired.<job>. A
+//	  consumer of AX_EVT that filtered one job's subject filters its
+//	  partition and the job_id (ax exec watch --job); core subscribers
+//	  see what was published, as before.
 const Version = 2
 
 // MinVersion is the oldest protocol version this build still accepts.

@@ -93,20 +93,28 @@ func newExecWatchCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// eventSubject is the AX_EVT filter of a watch. An event of a change
+// eventSubjects are the AX_EVT filters of a watch. An event of a change
 // that passed through TRIGGERED or RUNNING on its way is on the subject of
 // the state it reached (protocol.Event.Via): a watch of those two states
-// reads every state's subject and keeps the events that entered it
-// (entered).
-func eventSubject(state protocol.State, job string) string {
-	s, j := "*", "*"
+// reads every state's subjects and keeps the events that entered it
+// (entered). AX_EVT stores an event on its state and a partition of its
+// job (protocol.EventStoredSubject), and held it on its job before that
+// (an earlier controller's), so a watch of one job reads both and keeps
+// that job's events (wanted).
+func eventSubjects(state protocol.State, job string) []string {
+	s := protocol.State("*")
 	if state != "" && !passedThrough(state) {
-		s = string(state)
+		s = state
 	}
-	if job != "" {
-		j = job
+	if job == "" {
+		return []string{"ax.evt." + string(s) + ".*"}
 	}
-	return "ax.evt." + s + "." + j
+	return []string{protocol.EventStoredSubject(s, job), protocol.EventSubject(s, job)}
+}
+
+// wanted reports whether a watch of state and job (empty: any) prints ev.
+func wanted(ev protocol.Event, state protocol.State, job string) bool {
+	return entered(ev, state) && (job == "" || ev.JobID == job)
 }
 
 // passedThrough reports whether one change can pass through state on its
@@ -141,7 +149,7 @@ func watch(ctx context.Context, out io.Writer, format, url, creds string, tlsOpt
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{eventSubject(state, o.job)},
+		FilterSubjects: eventSubjects(state, o.job),
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 	}
 	if o.since > 0 {
@@ -177,7 +185,7 @@ func watch(ctx context.Context, out io.Writer, format, url, creds string, tlsOpt
 			fmt.Fprintf(out, "# skipped a bad event on %s: %v\n", msg.Subject(), err)
 			continue
 		}
-		if !entered(ev, state) {
+		if !wanted(ev, state, o.job) {
 			continue
 		}
 		n++
