@@ -57,6 +57,11 @@ func (c *jobService) dispatchChange(ctx context.Context, ch driver.Change) {
 		c.log.Warn("job change not sent: the replica is stopping", "job", ch.JobID(), "err", err)
 		return
 	}
+	if ch.Next == nil {
+		// A delete: its marker leaves ax_jobs once the job's executions
+		// have left live state (the retention's sweeper).
+		c.ret.NoteDeleted(ch.JobID())
+	}
 	c.place.AssignChange(ctx, ch.Old, ch.Next, ch.Rev)
 	if next := c.jobs.Latest(ch.JobID(), ch.Rev, ch.Next); next != nil && !next.Periodic() && !next.Paused {
 		if _, err := c.ex.dispatchOneShot(ctx, *next, ch.Old == nil); err != nil {

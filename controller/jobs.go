@@ -431,7 +431,7 @@ func (c *Controller) DeleteJob(ctx context.Context, id string) error {
 		if cur.IdempotencyKey != "" {
 			k := streams.IdemKey(cur.IdempotencyKey)
 			if e, err := c.kv.Idem.Get(ctx, k); err == nil && string(e.Value()) == id {
-				if err := c.kv.Idem.Delete(ctx, k, jetstream.LastRevision(e.Revision())); err != nil {
+				if err := c.ret.ReleaseIdem(ctx, k, e.Revision()); err != nil {
 					c.log.Warn("release idempotency key", "job", id, "err", err)
 				}
 			}

@@ -451,3 +451,85 @@ func TestSweepPassTakesTheWholeBacklog(t *testing.T) {
 		t.Errorf("%d of %d one-shot jobs still live after the pass that removed their executions", live, len(jobIDs))
 	}
 }
+
+// TestRetentionPurgesDeletedJobs: an operator's delete of a job leaves a
+// delete marker in ax_jobs, which a reload reads while the job has live
+// executions (the runs of a deleted job). Once every execution of the job
+// has left live state, the sweeper purges the marker: deleted jobs leave
+// nothing in the stream. Deleted while its execution is live (a one-shot
+// in its grace) or after its executions left (a periodic job), both go;
+// a job whose execution is still PENDING keeps its marker. The deleted
+// job's idempotency key leaves ax_idem at once.
+func TestRetentionPurgesDeletedJobs(t *testing.T) {
+	f := newRetentionFixture(t)
+	c, ctx := f.c, tctx(t)
+	once, onceExec := f.oneShot(t)
+	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	fired, _ := f.fire(t, per)
+	delayed := asapJob("edge-1")
+	delayed.Schedule = schedule.Spec{Delay: "30m"}
+	pending, err := c.CreateJob(ctx, delayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.indexed(t, onceExec)
+	f.indexed(t, fired)
+	marker := func(id string) uint64 {
+		return subjects(t, c, protocol.BucketJobs)[streams.KVSubject(protocol.BucketJobs, id)]
+	}
+
+	// The one-shot job deleted within its execution's grace: its marker
+	// stays while the execution is live.
+	if err := c.DeleteJob(ctx, once.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteJob(ctx, pending.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := c.ret.Sweep(ctx, retention.NewSweeper()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if marker(once.ID) != 1 || marker(pending.ID) != 1 {
+		t.Fatalf("delete markers %d / %d before the executions left, want 1 / 1", marker(once.ID), marker(pending.ID))
+	}
+	// The deleted job's idempotency key is released without a trace in
+	// ax_idem, and can be claimed again.
+	idemSubject := streams.KVSubject(protocol.BucketIdem, streams.IdemKey(once.IdempotencyKey))
+	if n := subjects(t, c, protocol.BucketIdem)[idemSubject]; n != 0 {
+		t.Errorf("ax_idem holds %d messages on the released key, want 0", n)
+	}
+	again := asapJob("edge-1")
+	again.IdempotencyKey = once.IdempotencyKey
+	if _, err := c.CreateJob(ctx, again); err != nil {
+		t.Errorf("create with the released idempotency key: %v", err)
+	}
+
+	// Past the grace both executions leave; the periodic job is deleted
+	// after its execution left.
+	f.clk.step(DefaultDedupWindow + time.Minute)
+	f.leftLive(t, onceExec)
+	f.leftLive(t, fired)
+	if err := c.DeleteJob(ctx, per.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the delete markers of the jobs whose executions left purged", func() bool {
+		return marker(once.ID) == 0 && marker(per.ID) == 0
+	})
+	// The job whose execution is PENDING keeps its marker: a reload finds
+	// its run belongs to a deleted job.
+	if marker(pending.ID) != 1 {
+		t.Errorf("delete marker of the job with a PENDING execution: %d, want 1", marker(pending.ID))
+	}
+	// Gone is gone: neither comes back as a live job.
+	for _, id := range []string{once.ID, per.ID, pending.ID} {
+		if _, err := c.GetJob(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetJob(%s) after its delete: %v, want ErrNotFound", id, err)
+		}
+	}
+}

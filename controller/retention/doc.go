@@ -42,9 +42,18 @@
 // have seen the marker), a purge of the subject up to the marker: nothing
 // is left in the stream, so ax_execs and ax_jobs hold only live work and a
 // restart or a shard takeover reads only that. A marker whose purge a
-// crash cut off stays (one small message per key). An execution is
-// removed through the execution store (execstore.Store.Retire, after
-// execution.Apply of execution.Expiry), the one writer of ax_execs; a job
+// crash cut off stays (one small message per key). A job an operator
+// deleted leaves a delete marker, which a reload reads while the job has
+// live executions (a deleted job's PENDING run is cancelled, not taken
+// for an orphan): the replica that works the job's shard tells its
+// sweeper of the delete (NoteDeleted), and the pass after the one that
+// finds every execution of the job ended and out of live state purges
+// the marker (deletedJobMarker); a deleted job that never had an
+// execution keeps it. The deleted job's idempotency key is released with
+// ReleaseIdem: a purge marker and, at once, a purge of the key's subject
+// (nothing watches ax_idem). An execution is removed through the
+// execution store (execstore.Store.Retire, after execution.Apply of
+// execution.Expiry), the one writer of ax_execs; a job
 // is recorded in history first (protocol.JobRetired on AX_EVT, Msg-Id
 // retired/<job>/<generation>), then purged from ax_jobs and removed from
 // the job cache (Env.Jobs), and its key in ax_idem purged if it still

@@ -3,6 +3,7 @@ package retention
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -81,6 +82,11 @@ type Retention struct {
 	own   *lease.Ownership
 	host  Host
 
+	// mu guards deleted: the jobs an operator deleted since the last
+	// pass (NoteDeleted), for the next one to look at.
+	mu      sync.Mutex
+	deleted []string
+
 	// Set by Attach, read-only afterwards.
 	js    jetstream.JetStream
 	idem  jetstream.KeyValue
@@ -128,4 +134,24 @@ func (c *Retention) Loop(ctx context.Context) {
 	}
 	s := NewSweeper()
 	c.every(ctx, every, every, "history sweep", func(ctx context.Context) error { return c.Sweep(ctx, s) })
+}
+
+// NoteDeleted tells the retention that an operator deleted job id (its
+// delete marker is in ax_jobs): the next pass looks at it as at a job
+// whose execution left live state, and once every execution of the job
+// has, the pass after purges the marker (deletedJobMarker). Safe for
+// concurrent use.
+func (c *Retention) NoteDeleted(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deleted = append(c.deleted, id)
+}
+
+// takeDeleted returns the jobs NoteDeleted was given since the last call.
+func (c *Retention) takeDeleted() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.deleted
+	c.deleted = nil
+	return out
 }

@@ -23,7 +23,8 @@ import (
 func (c *Retention) retireJob(ctx context.Context, id string, now time.Time) (bool, []execstore.Marker, error) {
 	j, rev, err := c.host.ReadJob(ctx, id)
 	if errors.Is(err, ErrJobNotFound) {
-		return false, nil, nil
+		ms, err := c.deletedJobMarker(ctx, id)
+		return false, ms, err
 	}
 	if err != nil {
 		return false, nil, err
@@ -69,7 +70,7 @@ func (c *Retention) retireJob(ctx context.Context, id string, now time.Time) (bo
 // never used on ax_execs, whose one writer is the execution store.
 func (c *Retention) purgeKey(ctx context.Context, bucket, key string, rev uint64) (uint64, error) {
 	m := nats.NewMsg(streams.KVSubject(bucket, key))
-	m.Header.Set("KV-Operation", "PURGE")
+	m.Header.Set(kvOperation, kvOpPurge)
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
 	if streams.IsWrongLastSeq(err) {
@@ -79,4 +80,65 @@ func (c *Retention) purgeKey(ctx context.Context, bucket, key string, rev uint64
 		return 0, fmt.Errorf("purge %s/%s: %w", bucket, key, err)
 	}
 	return ack.Sequence, nil
+}
+
+// deletedJobMarker returns the delete marker an operator's delete of job
+// id left in ax_jobs, for the next pass to purge, once every execution of
+// the job ended and left live state (none: the job was never made, or its
+// marker is purged already). Until then the marker is what tells a reload
+// that the job's PENDING executions belong to a deleted job (the
+// controller's cancelDeletedJobRun and its orphan check read ax_jobs'
+// history); afterwards nothing asks, and a marker left in the stream would
+// stay for good, with its entry in the server's in-memory subject index,
+// and be read at every start. A job that never had an execution keeps its
+// marker.
+func (c *Retention) deletedJobMarker(ctx context.Context, id string) ([]execstore.Marker, error) {
+	if done, err := c.idx.JobDone(ctx, id); err != nil || !done {
+		return nil, err
+	}
+	name, subject := streams.KVStream(protocol.BucketJobs), streams.KVSubject(protocol.BucketJobs, id)
+	st, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("deleted job %s: %w", id, err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("deleted job %s: %w", id, err)
+	}
+	if op := m.Header.Get(kvOperation); op != kvOpDelete && op != kvOpPurge {
+		return nil, nil // stored again meanwhile: not a deleted job
+	}
+	return []execstore.Marker{{Stream: name, Subject: subject, Seq: m.Sequence}}, nil
+}
+
+// The KV-Operation header of a KV delete and purge marker.
+const (
+	kvOperation = "KV-Operation"
+	kvOpDelete  = "DEL"
+	kvOpPurge   = "PURGE"
+)
+
+// ReleaseIdem removes idempotency key key (its KV key in ax_idem) with
+// compare-and-set on rev, leaving nothing in the stream: a purge marker,
+// then at once a purge of the key's subject up to it. Nothing watches
+// ax_idem (a create reads a key, or claims it with KV Create), so the
+// marker need not be seen first; a claim made between the two writes is
+// newer than the marker and stays. A KV delete would leave its marker
+// for good. A lost compare-and-set is execstore.ErrCASConflict.
+func (c *Retention) ReleaseIdem(ctx context.Context, key string, rev uint64) error {
+	seq, err := c.purgeKey(ctx, protocol.BucketIdem, key, rev)
+	if err != nil {
+		return err
+	}
+	st, err := c.js.Stream(ctx, streams.KVStream(protocol.BucketIdem))
+	if err == nil {
+		err = st.Purge(ctx, jetstream.WithPurgeSubject(streams.KVSubject(protocol.BucketIdem, key)), jetstream.WithPurgeSequence(seq+1))
+	}
+	if err != nil {
+		return fmt.Errorf("release idempotency key: purge its marker: %w", err)
+	}
+	return nil
 }

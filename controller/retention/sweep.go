@@ -28,8 +28,9 @@ const (
 )
 
 // Sweep is one pass: purge the markers of the last pass (kept in s),
-// remove the executions and one-shot jobs past the grace, prune the
-// index.
+// remove the executions and one-shot jobs past the grace (and mark for
+// purge the delete markers of deleted jobs whose executions all left),
+// prune the index.
 func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 	c.purgeMarkers(ctx, s)
 	now := c.now()
@@ -85,6 +86,9 @@ func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 		s.jobs = map[string]bool{}
 	}
 	for id := range jobs {
+		s.jobs[id] = true
+	}
+	for _, id := range c.takeDeleted() {
 		s.jobs[id] = true
 	}
 	retired := 0
