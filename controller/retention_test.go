@@ -71,6 +71,37 @@ func (f *retentionFixture) fire(t *testing.T, job protocol.Job) (string, time.Ti
 	return id, at
 }
 
+// mixedWork is the work retentionFixture.mixedWork makes: a one-shot job
+// run to SUCCESS, a periodic job fired once to SUCCESS (both in the
+// history index), and a one-shot job delayed 30 minutes, its execution
+// PENDING.
+type mixedWork struct {
+	once, per, pending protocol.Job
+	onceExec, fired    string
+}
+
+// mixedWork makes a mixedWork.
+func (f *retentionFixture) mixedWork(t *testing.T) mixedWork {
+	t.Helper()
+	var w mixedWork
+	w.once, w.onceExec = f.oneShot(t)
+	per, err := f.c.CreateJob(tctx(t), everyJob("edge-1", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	w.per = per
+	w.fired, _ = f.fire(t, per)
+	delayed := asapJob("edge-1")
+	delayed.Schedule = schedule.Spec{Delay: "30m"}
+	if w.pending, err = f.c.CreateJob(tctx(t), delayed); err != nil {
+		t.Fatal(err)
+	}
+	f.indexed(t, w.onceExec)
+	f.indexed(t, w.fired)
+	return w
+}
+
 // indexed waits until the history index holds id in a terminal state.
 func (f *retentionFixture) indexed(t *testing.T, id string) {
 	t.Helper()
@@ -123,21 +154,8 @@ func subjects(t *testing.T, c *Controller, bucket string) map[string]uint64 {
 func TestRetentionRemovesEndedWork(t *testing.T) {
 	f := newRetentionFixture(t)
 	c, ctx := f.c, tctx(t)
-	job, execID := f.oneShot(t)
-	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.a.waitCommand("assign", isAssign(per.ID, 1))
-	fired, _ := f.fire(t, per)
-	delayed := asapJob("edge-1")
-	delayed.Schedule = schedule.Spec{Delay: "30m"}
-	pending, err := c.CreateJob(ctx, delayed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.indexed(t, execID)
-	f.indexed(t, fired)
+	w := f.mixedWork(t)
+	job, execID, per, fired, pending := w.once, w.onceExec, w.per, w.fired, w.pending
 
 	// Within the grace nothing moves.
 	f.clk.step(DefaultDedupWindow - time.Minute)
@@ -463,21 +481,8 @@ func TestSweepPassTakesTheWholeBacklog(t *testing.T) {
 func TestRetentionPurgesDeletedJobs(t *testing.T) {
 	f := newRetentionFixture(t)
 	c, ctx := f.c, tctx(t)
-	once, onceExec := f.oneShot(t)
-	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.a.waitCommand("assign", isAssign(per.ID, 1))
-	fired, _ := f.fire(t, per)
-	delayed := asapJob("edge-1")
-	delayed.Schedule = schedule.Spec{Delay: "30m"}
-	pending, err := c.CreateJob(ctx, delayed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.indexed(t, onceExec)
-	f.indexed(t, fired)
+	w := f.mixedWork(t)
+	once, onceExec, per, fired, pending := w.once, w.onceExec, w.per, w.fired, w.pending
 	marker := func(id string) uint64 {
 		return subjects(t, c, protocol.BucketJobs)[streams.KVSubject(protocol.BucketJobs, id)]
 	}

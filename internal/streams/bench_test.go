@@ -34,26 +34,10 @@ func BenchmarkReportPublish(b *testing.B) {
 			}
 			body := make([]byte, 300)
 			b.ResetTimer()
-			futs := make([]jetstream.PubAckFuture, 0, 256)
-			for i := range b.N {
+			publishAll(ctx, b, js, func(i int) (string, []byte, []jetstream.PublishOpt) {
 				subj := protocol.ReportSubject(i%16, "edge-"+strconv.Itoa(i/16%8))
-				f, err := js.PublishAsync(subj, body, jetstream.WithMsgID("r/"+strconv.Itoa(i)))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if futs = append(futs, f); len(futs) == cap(futs) || i == b.N-1 {
-					for _, f := range futs {
-						select {
-						case <-f.Ok():
-						case err := <-f.Err():
-							b.Fatal(err)
-						case <-ctx.Done():
-							b.Fatal(ctx.Err())
-						}
-					}
-					futs = futs[:0]
-				}
-			}
+				return subj, body, []jetstream.PublishOpt{jetstream.WithMsgID("r/" + strconv.Itoa(i))}
+			})
 		})
 	}
 }
@@ -82,26 +66,9 @@ func BenchmarkEventSubjectMemory(b *testing.B) {
 			body := make([]byte, 100)
 			before := liveHeap()
 			b.ResetTimer()
-			futs := make([]jetstream.PubAckFuture, 0, 256)
-			for i := range b.N {
-				job := fmt.Sprintf("ax-ctl-20261205120000-%08d", i)
-				f, err := js.PublishAsync(protocol.EventSubject(protocol.StateSuccess, job), body)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if futs = append(futs, f); len(futs) == cap(futs) || i == b.N-1 {
-					for _, f := range futs {
-						select {
-						case <-f.Ok():
-						case err := <-f.Err():
-							b.Fatal(err)
-						case <-ctx.Done():
-							b.Fatal(ctx.Err())
-						}
-					}
-					futs = futs[:0]
-				}
-			}
+			publishAll(ctx, b, js, func(i int) (string, []byte, []jetstream.PublishOpt) {
+				return protocol.EventSubject(protocol.StateSuccess, fmt.Sprintf("ax-ctl-20261205120000-%08d", i)), body, nil
+			})
 			b.StopTimer()
 			b.ReportMetric(float64(int64(liveHeap())-int64(before))/float64(b.N), "heap-B/event")
 		})
@@ -115,4 +82,30 @@ func liveHeap() uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// publishAll publishes b.N messages, message i as msg(i) gives it,
+// asynchronously, waiting for the acks of each 256.
+func publishAll(ctx context.Context, b *testing.B, js jetstream.JetStream, msg func(i int) (string, []byte, []jetstream.PublishOpt)) {
+	futs := make([]jetstream.PubAckFuture, 0, 256)
+	for i := range b.N {
+		subj, data, opts := msg(i)
+		f, err := js.PublishAsync(subj, data, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if futs = append(futs, f); len(futs) < cap(futs) && i < b.N-1 {
+			continue
+		}
+		for _, f := range futs {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			case <-ctx.Done():
+				b.Fatal(ctx.Err())
+			}
+		}
+		futs = futs[:0]
+	}
 }

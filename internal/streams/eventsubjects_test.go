@@ -25,12 +25,7 @@ func TestEventSubjectsBounded(t *testing.T) {
 	ctx := testutil.Context(t, 30*time.Second)
 
 	// AX_EVT as an earlier controller made it: no transform.
-	var old jetstream.StreamConfig
-	for _, sc := range (Config{}).StreamConfigs() {
-		if sc.Name == protocol.StreamEvents {
-			old = sc
-		}
-	}
+	old := streamConfig(t, Config{}, protocol.StreamEvents)
 	old.SubjectTransform = nil
 	if _, err := js.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
