@@ -346,6 +346,12 @@ func (c *core) start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("start: load jobs: %w", err)
 	}
+	// The markers the load found (jobs deleted by an earlier version, or
+	// whose purge a crash cut off) go to the sweeper too, which purges
+	// those of its shards whose executions all left (retention.NoteDeleted).
+	for _, id := range c.jobs.Deleted() {
+		c.ret.NoteDeleted(id)
+	}
 	if err := c.retryStart(ctx, "load agents", c.fleet.LoadAgents); err != nil {
 		return fmt.Errorf("start: load agents: %w", err)
 	}

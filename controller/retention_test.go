@@ -538,3 +538,41 @@ func TestRetentionPurgesDeletedJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionPurgesMarkersFoundAtStart: a delete marker in ax_jobs that
+// no sweeper was told of (an earlier version's delete; here a raw KV
+// delete, which no API call saw) is found by the next start's job load
+// and purged once the job's executions have all left.
+func TestRetentionPurgesMarkersFoundAtStart(t *testing.T) {
+	f := newRetentionFixture(t)
+	c, ctx := f.c, tctx(t)
+	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	fired, _ := f.fire(t, per)
+	f.indexed(t, fired)
+	f.clk.step(DefaultDedupWindow + time.Minute)
+	f.leftLive(t, fired)
+	if err := c.kv.Jobs.Delete(ctx, per.ID); err != nil {
+		t.Fatal(err)
+	}
+	subject := streams.KVSubject(protocol.BucketJobs, per.ID)
+	for range 3 {
+		if err := c.ret.Sweep(ctx, retention.NewSweeper()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := subjects(t, c, protocol.BucketJobs)[subject]; n != 1 {
+		t.Fatalf("the raw delete's marker: %d messages, want 1 (no sweeper was told of it)", n)
+	}
+
+	cfg := c.cfg
+	cfg.Registry = nil
+	_ = c.Close()
+	c = startController(t, cfg)
+	eventually(t, 10*time.Second, "the marker found at the start purged", func() bool {
+		return subjects(t, c, protocol.BucketJobs)[subject] == 0
+	})
+}

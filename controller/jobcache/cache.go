@@ -304,6 +304,20 @@ func (jc *Cache) PruneTombstones(t, periodicT time.Time) {
 	}
 }
 
+// Deleted returns the ids of the jobs the cache holds as tombstones
+// (deleted, not yet pruned), in no order.
+func (jc *Cache) Deleted() []string {
+	jc.mu.RLock()
+	defer jc.mu.RUnlock()
+	var out []string
+	for id, cj := range jc.jobs {
+		if cj.deleted {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Len returns the number of entries, tombstones included.
 func (jc *Cache) Len() int {
 	jc.mu.RLock()

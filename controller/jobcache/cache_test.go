@@ -174,3 +174,27 @@ func TestJobCacheIndexesRegistrationJobs(t *testing.T) {
 		t.Fatalf("index holds %d agents, want 1 (b)", len(jc.pinned))
 	}
 }
+
+// TestJobCacheDeleted: Deleted lists the tombstones, and only until they
+// are pruned.
+func TestJobCacheDeleted(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	jc := New(func() time.Time { return now })
+	live := protocol.Job{ID: "ax-ctl-20260101000000-aaaaaa", Name: "a", Handler: "noop", Schedule: schedule.Spec{Asap: true},
+		Target: protocol.Target{Agent: "edge-1"}}
+	gone := live
+	gone.ID = "ax-ctl-20260101000000-bbbbbb"
+	jc.Put(live, 1)
+	jc.Put(gone, 2)
+	jc.Remove(gone.ID, 3)
+	jc.Remove("ax-ctl-20260101000000-cccccc", 4) // a marker of a job this cache never held
+	got := jc.Deleted()
+	slices.Sort(got)
+	if want := []string{gone.ID, "ax-ctl-20260101000000-cccccc"}; !slices.Equal(got, want) {
+		t.Fatalf("Deleted = %v, want %v", got, want)
+	}
+	jc.PruneTombstones(now.Add(time.Second), now.Add(time.Second))
+	if got := jc.Deleted(); len(got) != 0 {
+		t.Fatalf("Deleted after the prune = %v, want none", got)
+	}
+}

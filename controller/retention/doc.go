@@ -46,9 +46,11 @@
 // deleted leaves a delete marker, which a reload reads while the job has
 // live executions (a deleted job's PENDING run is cancelled, not taken
 // for an orphan): the replica that works the job's shard tells its
-// sweeper of the delete (NoteDeleted), and the pass after the one that
+// sweeper of the delete (NoteDeleted), and so does every start for the
+// markers its job load finds (an earlier version's deletes, a purge a
+// crash cut off), deletedPerPass a pass; the pass after the one that
 // finds every execution of the job ended and out of live state purges
-// the marker (deletedJobMarker); a deleted job that never had an
+// the marker (deletedJobMarker). A deleted job that never had an
 // execution keeps it. The deleted job's idempotency key is released with
 // ReleaseIdem: a purge marker and, at once, a purge of the key's subject
 // (nothing watches ax_idem). An execution is removed through the

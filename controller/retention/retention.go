@@ -147,11 +147,14 @@ func (c *Retention) NoteDeleted(id string) {
 	c.deleted = append(c.deleted, id)
 }
 
-// takeDeleted returns the jobs NoteDeleted was given since the last call.
-func (c *Retention) takeDeleted() []string {
+// takeDeleted returns up to n of the jobs NoteDeleted was given and no
+// call took yet (a start can note every marker of a large store: the
+// passes take them a batch at a time).
+func (c *Retention) takeDeleted(n int) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := c.deleted
-	c.deleted = nil
+	rest := len(c.deleted) - min(n, len(c.deleted))
+	out := c.deleted[rest:]
+	c.deleted = c.deleted[:rest:rest] // a later note does not write into out
 	return out
 }

@@ -122,3 +122,40 @@ func TestPurgeKey(t *testing.T) {
 		t.Errorf("%d messages left on the key's subject, want the marker alone", n)
 	}
 }
+
+// TestTakeDeletedInBatches: the jobs NoteDeleted was given are taken at
+// most n a call, each once, and a note made after a take does not change
+// what that take returned.
+func TestTakeDeletedInBatches(t *testing.T) {
+	c := &Retention{}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		c.NoteDeleted(id)
+	}
+	seen := map[string]int{}
+	first := c.takeDeleted(3)
+	firstCopy := append([]string(nil), first...)
+	c.NoteDeleted("h")
+	var sizes []int
+	for _, b := range [][]string{first, c.takeDeleted(3), c.takeDeleted(3), c.takeDeleted(3), c.takeDeleted(3)} {
+		sizes = append(sizes, len(b))
+		for _, id := range b {
+			seen[id]++
+		}
+	}
+	if len(seen) != 8 {
+		t.Fatalf("taken %v, want each of a–h", seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s taken %d times", id, n)
+		}
+	}
+	if sizes[0] != 3 || sizes[1] != 3 || sizes[2] != 2 || sizes[3] != 0 {
+		t.Errorf("batch sizes %v, want 3 3 2 0 0", sizes)
+	}
+	for i := range first {
+		if first[i] != firstCopy[i] {
+			t.Fatalf("the first take changed after a note: %v, was %v", first, firstCopy)
+		}
+	}
+}

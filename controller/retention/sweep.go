@@ -21,8 +21,11 @@ import (
 // (40, 20,000 executions a minute) fell behind a steady 500 executions a
 // second, and live state grew without bound.
 const (
-	sweepBatch  = 500
-	sweepBudget = 45 * time.Second
+	sweepBatch = 500
+	// deletedPerPass bounds the deleted jobs a pass takes from NoteDeleted
+	// (four requests each, sweepParallel at a time).
+	deletedPerPass = 5000
+	sweepBudget    = 45 * time.Second
 	// sweepParallel bounds the KV requests of a sweep in flight at once.
 	sweepParallel = 32
 )
@@ -88,8 +91,11 @@ func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 	for id := range jobs {
 		s.jobs[id] = true
 	}
-	for _, id := range c.takeDeleted() {
-		s.jobs[id] = true
+	// Deleted jobs of the shards this replica works, deletedPerPass a pass.
+	for _, id := range c.takeDeleted(deletedPerPass) {
+		if c.own.OwnsJob(id) {
+			s.jobs[id] = true
+		}
 	}
 	retired := 0
 	if len(s.jobs) > 0 && c.host.IndexUpToDate(ctx) {
