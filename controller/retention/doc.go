@@ -42,7 +42,8 @@
 // have seen the marker), a purge of the subject up to the marker: nothing
 // is left in the stream, so ax_execs and ax_jobs hold only live work and a
 // restart or a shard takeover reads only that. A marker whose purge a
-// crash cut off stays (one small message per key). A job an operator
+// crash cut off stays (one small message per key): in ax_execs for good,
+// in ax_jobs until the next start finds it (below). A job an operator
 // deleted leaves a delete marker, which a reload reads while the job has
 // live executions (a deleted job's PENDING run is cancelled, not taken
 // for an orphan): the replica that works the job's shard tells its
