@@ -57,6 +57,18 @@ func (f *retentionFixture) oneShot(t *testing.T) (protocol.Job, string) {
 	return job, run.ExecID
 }
 
+// periodic creates a job every 1h pinned to the fixture's agent and
+// waits for its assign.
+func (f *retentionFixture) periodic(t *testing.T) protocol.Job {
+	t.Helper()
+	per, err := f.c.CreateJob(tctx(t), everyJob("edge-1", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	return per
+}
+
 // fire makes the agent fire a periodic job once, to SUCCESS.
 func (f *retentionFixture) fire(t *testing.T, job protocol.Job) (string, time.Time) {
 	t.Helper()
@@ -85,15 +97,11 @@ func (f *retentionFixture) mixedWork(t *testing.T) mixedWork {
 	t.Helper()
 	var w mixedWork
 	w.once, w.onceExec = f.oneShot(t)
-	per, err := f.c.CreateJob(tctx(t), everyJob("edge-1", "1h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.a.waitCommand("assign", isAssign(per.ID, 1))
-	w.per = per
-	w.fired, _ = f.fire(t, per)
+	w.per = f.periodic(t)
+	w.fired, _ = f.fire(t, w.per)
 	delayed := asapJob("edge-1")
 	delayed.Schedule = schedule.Spec{Delay: "30m"}
+	var err error
 	if w.pending, err = f.c.CreateJob(tctx(t), delayed); err != nil {
 		t.Fatal(err)
 	}
@@ -237,11 +245,7 @@ func TestRetentionRemovesEndedWork(t *testing.T) {
 func TestRetentionLateReportsNeverResurrect(t *testing.T) {
 	f := newRetentionFixture(t)
 	c, ctx := f.c, tctx(t)
-	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	per := f.periodic(t)
 	fired, at := f.fire(t, per)
 	job, execID := f.oneShot(t)
 	f.indexed(t, fired)
@@ -546,11 +550,7 @@ func TestRetentionPurgesDeletedJobs(t *testing.T) {
 func TestRetentionPurgesMarkersFoundAtStart(t *testing.T) {
 	f := newRetentionFixture(t)
 	c, ctx := f.c, tctx(t)
-	per, err := c.CreateJob(ctx, everyJob("edge-1", "1h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.a.waitCommand("assign", isAssign(per.ID, 1))
+	per := f.periodic(t)
 	fired, _ := f.fire(t, per)
 	f.indexed(t, fired)
 	f.clk.step(DefaultDedupWindow + time.Minute)

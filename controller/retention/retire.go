@@ -18,12 +18,13 @@ import (
 // retireJob removes one-shot job id from the live job set when every
 // execution it has in the index ended and left live state; it records the
 // job in history first (protocol.JobRetired on AX_EVT). It returns the
-// purge markers it wrote, for the next pass to purge; safe to run for
-// several jobs at once.
-func (c *Retention) retireJob(ctx context.Context, id string, now time.Time) (bool, []execstore.Marker, error) {
+// purge markers it wrote, for the next pass to purge (or the delete
+// marker of a deleted job, deletedJobMarker, read from jobs: ax_jobs'
+// stream); safe to run for several jobs at once.
+func (c *Retention) retireJob(ctx context.Context, jobs jetstream.Stream, id string, now time.Time) (bool, []execstore.Marker, error) {
 	j, rev, err := c.host.ReadJob(ctx, id)
 	if errors.Is(err, ErrJobNotFound) {
-		ms, err := c.deletedJobMarker(ctx, id)
+		ms, err := c.deletedJobMarker(ctx, jobs, id)
 		return false, ms, err
 	}
 	if err != nil {
@@ -92,16 +93,12 @@ func (c *Retention) purgeKey(ctx context.Context, bucket, key string, rev uint64
 // stay for good, with its entry in the server's in-memory subject index,
 // and be read at every start. A job that never had an execution keeps its
 // marker.
-func (c *Retention) deletedJobMarker(ctx context.Context, id string) ([]execstore.Marker, error) {
+func (c *Retention) deletedJobMarker(ctx context.Context, jobs jetstream.Stream, id string) ([]execstore.Marker, error) {
 	if done, err := c.idx.JobDone(ctx, id); err != nil || !done {
 		return nil, err
 	}
 	name, subject := streams.KVStream(protocol.BucketJobs), streams.KVSubject(protocol.BucketJobs, id)
-	st, err := c.js.Stream(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("deleted job %s: %w", id, err)
-	}
-	m, err := st.GetLastMsgForSubject(ctx, subject)
+	m, err := jobs.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}

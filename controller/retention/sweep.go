@@ -98,7 +98,8 @@ func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 		}
 	}
 	retired := 0
-	if len(s.jobs) > 0 && c.host.IndexUpToDate(ctx) {
+	jobsStream := s.streams[streams.KVStream(protocol.BucketJobs)] // looked up by purgeMarkers
+	if len(s.jobs) > 0 && jobsStream != nil && c.host.IndexUpToDate(ctx) {
 		// sweepParallel at a time: one after the other (four round trips
 		// each) they retired fewer one-shot jobs a second than a steady
 		// 250 a second made.
@@ -109,7 +110,7 @@ func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 		done := make([]bool, len(ids))
 		var mu sync.Mutex
 		parallel(len(ids), sweepParallel, func(i int) {
-			ok, ms, err := c.retireJob(ctx, ids[i], now)
+			ok, ms, err := c.retireJob(ctx, jobsStream, ids[i], now)
 			if err != nil {
 				c.log.Warn("history sweep: retire job", "job", ids[i], "err", err)
 				return

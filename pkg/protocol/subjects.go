@@ -28,11 +28,11 @@ const (
 	// transform: an event published on ax.evt.<state>.<job> is stored on
 	// ax.evt.<state>.<n>, n one of EventPartitions partitions of the job
 	// id (a job's retirement is published on its partition already,
-	// JobRetiredSubject). The server keeps an
-	// in-memory index entry for every distinct subject a stream holds, and
-	// AX_EVT holds the events of history.retention (7 days by default): a
-	// subject per one-shot job would make that index grow with every job
-	// of the retention, about 135 bytes each. Subscribers of the subjects
+	// JobRetiredSubject). The server keeps an in-memory index entry for
+	// every distinct subject a stream holds, and AX_EVT holds the events
+	// of history.retention (7 days by default): a subject per one-shot job
+	// would make that index grow with every job of the retention, about
+	// 135 bytes each. Subscribers of the subjects
 	// (a plain NATS client on ax.evt.FAILED.>) see the published subject;
 	// a consumer of AX_EVT that wants one job's events filters on the
 	// event's job_id.
@@ -123,12 +123,9 @@ func EventStoredSubject(state State, jobID string) string {
 }
 
 // eventPartition is nats-server's {{partition(EventPartitions,2)}} of a
-// subject whose second wildcard token is jobID.
-func eventPartition(jobID string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(jobID))
-	return strconv.Itoa(int(h.Sum32() % EventPartitions))
-}
+// subject whose second wildcard token is jobID: FNV-1a modulo the count,
+// the hash Shard takes.
+func eventPartition(jobID string) string { return strconv.Itoa(Shard(jobID, EventPartitions)) }
 
 // JobRetiredSubject is the subject of a job's retirement (JobRetired):
 // ax.evt.job.retired.<n>, n the job id's partition (as EventStoredSubject),
