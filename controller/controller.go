@@ -99,6 +99,9 @@ type core struct {
 	driver   *driver.Driver
 	instance string // this process, in its leases and liveness digests
 	crashed  atomic.Bool
+	// storeFail is closed when the embedded server can no longer write its
+	// store (storefailed.go).
+	storeFail *storeFailure
 
 	// assignMu serializes assignment decisions (job changes and agent
 	// registrations) and guards the placement's executions waiting for an
@@ -162,12 +165,13 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &core{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		clk:     cfg.Clock,
-		m:       m,
-		closeCh: make(chan struct{}),
-		idRand:  mrand.Uint32,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		clk:       cfg.Clock,
+		m:         m,
+		closeCh:   make(chan struct{}),
+		storeFail: newStoreFailure(),
+		idRand:    mrand.Uint32,
 	}
 	c.jobs = jobcache.New(c.now)
 	c.marks = writemark.New(c.now)
@@ -282,10 +286,12 @@ func (c *core) start(ctx context.Context) error {
 		if err := c.fleet.OpenAuth(c.kvGuard.reload); err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
-		srv, opts, err := startEmbedded(c.cfg, c.fleet.Auth())
+		t0 := c.mono()
+		srv, opts, err := startEmbedded(c.cfg, c.fleet.Auth(), natsLogger{log: c.log, storeFailed: c.onStoreFailed})
 		if err != nil {
 			return err
 		}
+		c.log.Debug("start step done", "step", "embedded NATS server", "took", c.mono().Sub(t0))
 		c.srv = srv
 		c.fleet.Auth().SetServer(srv, opts)
 	}

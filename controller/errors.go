@@ -26,6 +26,10 @@ var (
 	// ErrNotReady: the controller is not started (or already closed), or its
 	// streams and buckets are not usable.
 	ErrNotReady = errors.New("controller not ready")
+	// ErrStoreFailed: the embedded NATS server can no longer write its
+	// store (a full disk, an I/O error, a permission change): the
+	// controller has failed and must be started again (Controller.Failed).
+	ErrStoreFailed = errors.New("embedded NATS server cannot write its store")
 	// ErrConfig marks an invalid Config; the message names the key.
 	ErrConfig = errors.New("invalid controller config")
 )

@@ -25,7 +25,8 @@ import (
 // controller and every stream and bucket, and one account per enrolled
 // agent (auth.AccountsConfig); without, everything is in the global
 // account. The options are returned so that the accounts can be reloaded.
-func startEmbedded(cfg Config, na *fleet.Auth) (*server.Server, *server.Options, error) {
+// The server logs through log (natsLogger).
+func startEmbedded(cfg Config, na *fleet.Auth, log server.Logger) (*server.Server, *server.Options, error) {
 	port := cfg.NATS.Port
 	if port == -1 {
 		port = server.RANDOM_PORT
@@ -62,6 +63,7 @@ func startEmbedded(cfg Config, na *fleet.Auth) (*server.Server, *server.Options,
 	if err != nil {
 		return nil, nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	srv.SetLoggerV2(log, false, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()

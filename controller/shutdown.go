@@ -33,7 +33,10 @@ func (c *core) shutdown() {
 	for _, s := range c.subs {
 		_ = s.Unsubscribe()
 	}
-	if !c.crashed.Load() {
+	// A failed store (storefailed.go) is left as a crash leaves it: its
+	// writes would only time out, and the restart's reload repairs.
+	orderly := !c.crashed.Load() && c.storeFail.failed() == nil
+	if orderly {
 		// Hand the shards over while the connection and the workers' context
 		// are alive, so that what was pulled is applied, not redelivered.
 		c.own.HandOver()
@@ -45,7 +48,7 @@ func (c *core) shutdown() {
 		c.retries.stop()
 	}
 	c.wg.Wait()
-	if !c.crashed.Load() && c.nc != nil {
+	if orderly && c.nc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c.ex.publishHeld(ctx, true) // before the marks: their ops wait for it
 		cancel()
@@ -78,10 +81,13 @@ func (c *core) ready() error {
 	}
 }
 
-// Ready returns nil when the controller is started and its streams and
-// buckets answer.
+// Ready returns nil when the controller is started, has not failed
+// (Failed), and its streams and buckets answer.
 func (c *Controller) Ready(ctx context.Context) error {
 	if err := c.ready(); err != nil {
+		return err
+	}
+	if err := c.storeFailedErr(); err != nil {
 		return err
 	}
 	if !c.nc.IsConnected() {

@@ -170,9 +170,21 @@ func startAgentProc(tb testing.TB, id, url, labels, fires string, hold time.Dura
 // envAgent* settings).
 func startAgentProcIn(tb testing.TB, id, url, labels, fires, dir string, hold time.Duration, extra ...string) *agentProc {
 	tb.Helper()
-	env := append([]string{envAgentID + "=" + id, envAgentURL + "=" + url, envAgentDir + "=" + dir,
+	return &agentProc{id: id, Child: testutil.StartChild(tb, "TestHelperAgentProcess", agentProcEnv(id, url, labels, fires, dir, hold, extra...), 60*time.Second)}
+}
+
+// tryStartAgentProcIn is startAgentProcIn for an agent that may fail to
+// start: it returns the helper's ERROR line ("" when it started).
+func tryStartAgentProcIn(tb testing.TB, id, url, labels, fires, dir string, hold time.Duration, extra ...string) (*agentProc, string) {
+	tb.Helper()
+	c, line := testutil.TryStartChild(tb, "TestHelperAgentProcess", agentProcEnv(id, url, labels, fires, dir, hold, extra...), 60*time.Second)
+	return &agentProc{id: id, Child: c}, line
+}
+
+// agentProcEnv is the environment of TestHelperAgentProcess.
+func agentProcEnv(id, url, labels, fires, dir string, hold time.Duration, extra ...string) []string {
+	return append([]string{envAgentID + "=" + id, envAgentURL + "=" + url, envAgentDir + "=" + dir,
 		envAgentLabels + "=" + labels, envAgentFires + "=" + fires, envAgentHold + "=" + hold.String()}, extra...)
-	return &agentProc{id: id, Child: testutil.StartChild(tb, "TestHelperAgentProcess", env, 60*time.Second)}
 }
 
 // kill sends SIGKILL and waits for the process to be gone.

@@ -21,6 +21,9 @@ type Child struct {
 	Cmd    *exec.Cmd
 	done   chan struct{}
 	killed atomic.Bool // Kill was called
+	// errLine is the ERROR line the helper printed once up (its Run
+	// failed), read by ErrorLine once done is closed.
+	errLine string
 }
 
 // StartChild runs the test binary with only test name selected and env
@@ -65,6 +68,7 @@ func TryStartChild(tb testing.TB, name string, env []string, timeout time.Durati
 				// A helper that fails once up: said on stderr, or a test
 				// that finds it gone later could not tell why.
 				fmt.Fprintf(os.Stderr, "%s process (pid %d): %s\n", name, cmd.Process.Pid, l)
+				c.errLine = l
 			}
 			if l == "READY" || strings.HasPrefix(l, "ERROR") {
 				up = up || l == "READY"
@@ -107,6 +111,21 @@ func (c *Child) Signal(sig os.Signal) error { return c.Cmd.Process.Signal(sig) }
 
 // Done is closed when the process has exited.
 func (c *Child) Done() <-chan struct{} { return c.done }
+
+// ErrorLine returns the ERROR line the helper printed after READY (its
+// agent or controller failed once up), "" when it printed none. It waits
+// until the process has exited.
+func (c *Child) ErrorLine() string {
+	<-c.done
+	return c.errLine
+}
+
+// ExitCode returns the process's exit code, -1 when a signal ended it. It
+// waits until the process has exited.
+func (c *Child) ExitCode() int {
+	<-c.done
+	return c.Cmd.ProcessState.ExitCode()
+}
 
 // ChildEnv returns the environment variable key that the parent test set
 // for a helper process (StartChild's env); when it is empty the helper

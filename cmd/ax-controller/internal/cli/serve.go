@@ -86,7 +86,8 @@ func newLogger(w io.Writer, c LogConfig) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// serve runs the controller and its API until ctx ends.
+// serve runs the controller and its API until ctx ends, or until the
+// controller fails (its store cannot be written), which it returns.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.checkAuth(); err != nil {
 		return err
@@ -149,10 +150,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		served <- srv.Serve(ln)
 	}()
+	var failed error
 	select {
 	case err := <-served:
 		return fmt.Errorf("api server: %w", err)
 	case <-ctx.Done():
+	case <-ctrl.Failed():
+		// The store cannot be written (controller/storefailed.go): stop, so
+		// that the supervisor starts the controller again.
+		failed = ctrl.Err()
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
@@ -163,5 +169,5 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("api server: %w", err)
 	}
-	return nil
+	return failed
 }

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestServeExitsWhenStoreFull: serve on a data dir whose disk fills up
+// (a real tmpfs of 64 MiB: the test needs Linux, root and mount, and
+// skips without them) stops by itself with exit code 1 and an error that
+// says the store cannot be written, so that systemd's Restart=always
+// starts it again (controller/storefailed.go), instead of answering the
+// API while its writes time out.
+func TestServeExitsWhenStoreFull(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("needs Linux and root to mount a small tmpfs")
+	}
+	disk := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", disk).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", disk).Run() })
+	cfg := writeFile(t, "c.yaml", "data_dir: "+filepath.Join(disk, "ctl")+"\nlog:\n  format: json\n"+
+		"nats:\n  port: -1\napi:\n  listen: 127.0.0.1:0\nreports:\n  max_bytes: 4194304\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"serve", "--config", cfg}, IO{Out: &out, Err: &errb}, Build{Version: "t"})
+	}()
+	addrRe := regexp.MustCompile(`"msg":"api listening","addr":"([^"]+)"`)
+	var addr string
+	deadline := time.Now().Add(30 * time.Second)
+	for addr == "" {
+		if m := addrRe.FindStringSubmatch(errb.String()); m != nil {
+			addr = m[1]
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not log its address: %s", errb.String())
+		}
+	}
+
+	f, err := os.Create(filepath.Join(disk, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill the disk: %v", err)
+			}
+			break
+		}
+	}
+	_ = f.Close()
+	// A create writes at once (lease renewals would, within seconds).
+	go func() {
+		body := `{"name":"x","handler":"noop","schedule":{"delay":"1h"},"target":{"agent":"edge-1"}}`
+		cl := &http.Client{Timeout: 10 * time.Second}
+		if resp, err := cl.Post("http://"+addr+"/v1/jobs", "application/json", strings.NewReader(body)); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	select {
+	case code := <-done:
+		if code != ExitError {
+			t.Fatalf("serve exited %d, want %d: %s", code, ExitError, errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve still running 60 s after its disk filled: %s", errb.String())
+	}
+	if !strings.Contains(errb.String(), "cannot write its store") || !strings.Contains(errb.String(), "no space left on device") {
+		t.Fatalf("serve's error does not say the store is full: %s", errb.String())
+	}
+}

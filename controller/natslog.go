@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// natsLogger is the embedded nats-server's logger (server.Logger): its
+// warnings and errors go to the controller's log with component=nats,
+// its notices (start-up, listening) at debug. A line about one client
+// connection (nats-server prefixes those with the client, "cid:N") is
+// logged at debug whatever its level: an agent that retries with a bad
+// key must not fill the log.
+//
+// It also tells storeFailed when a line says that the server can no
+// longer write its store (storefailed.go): a stream marked with a write
+// error, or JetStream disabled. nats-server gives no other signal of
+// these. The lines are recognized by their format strings (below),
+// compared whole, and the error is taken from the arguments, not from the
+// text; TestNATSLoggerStoreFailure and TestEmbeddedStoreFullFails (a real
+// full disk) fail when an upgrade of nats-server changes them.
+type natsLogger struct {
+	log         *slog.Logger
+	storeFailed func(error)
+}
+
+// The nats-server (v2.15) log lines that mean its store can no longer be
+// written until the server restarts.
+const (
+	// stream.go setWriteErrLocked: account, stream, error. From then on
+	// the stream drops every publish without an answer.
+	natsStreamWriteError = "JetStream stream '%s > %s' critical write error: %v"
+	// stream.go processJetStreamMsg: error; JetStream is shut down.
+	natsPermissionDenied = "Filesystem permission denied while writing msg, disabling JetStream: %v"
+	// jetstream.go handleOutOfSpace: the store type, or nothing.
+	natsOutOfSpaceStore = "JetStream out of %s resources, will be DISABLED"
+	natsOutOfSpace      = "JetStream out of resources, will be DISABLED"
+)
+
+// Noticef logs at debug.
+func (l natsLogger) Noticef(format string, v ...any) { l.emit(slog.LevelDebug, format, v) }
+
+// Warnf logs at warn (debug for a client's line).
+func (l natsLogger) Warnf(format string, v ...any) { l.emit(slog.LevelWarn, format, v) }
+
+// Fatalf logs at error; the server does not exit the process through it.
+func (l natsLogger) Fatalf(format string, v ...any) { l.emit(slog.LevelError, format, v) }
+
+// Errorf logs at error (debug for a client's line) and reports a store
+// failure.
+func (l natsLogger) Errorf(format string, v ...any) {
+	l.emit(slog.LevelError, format, v)
+	if err := natsStoreFailure(format, v); err != nil && l.storeFailed != nil {
+		l.storeFailed(err)
+	}
+}
+
+// Debugf logs at debug (the server calls it only with debug logging on).
+func (l natsLogger) Debugf(format string, v ...any) { l.emit(slog.LevelDebug, format, v) }
+
+// Tracef logs at debug (the server calls it only with tracing on).
+func (l natsLogger) Tracef(format string, v ...any) { l.emit(slog.LevelDebug, format, v) }
+
+func (l natsLogger) emit(level slog.Level, format string, v []any) {
+	if strings.Contains(format, "cid:") {
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	l.log.Log(ctx, level, fmt.Sprintf(format, v...), "component", "nats")
+}
+
+// natsStoreFailure returns the store failure a nats-server log line
+// reports (wrapping ErrStoreFailed and the server's error), nil for any
+// other line.
+func natsStoreFailure(format string, v []any) error {
+	arg := func(i int) any {
+		if i < len(v) {
+			return v[i]
+		}
+		return nil
+	}
+	cause := func(i int) error {
+		switch a := arg(i).(type) {
+		case error:
+			return a
+		case nil:
+			return errNoCause
+		default:
+			return fmt.Errorf("%v", a)
+		}
+	}
+	switch format {
+	case natsStreamWriteError:
+		return fmt.Errorf("%w: stream %v: %w", ErrStoreFailed, arg(1), cause(2))
+	case natsPermissionDenied:
+		return fmt.Errorf("%w: JetStream disabled: %w", ErrStoreFailed, cause(0))
+	case natsOutOfSpaceStore:
+		return fmt.Errorf("%w: JetStream disabled: out of %v resources", ErrStoreFailed, arg(0))
+	case natsOutOfSpace:
+		return fmt.Errorf("%w: JetStream disabled: out of resources", ErrStoreFailed)
+	}
+	return nil
+}
+
+// errNoCause stands for a missing error argument.
+var errNoCause = errors.New("no cause given")

@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+)
+
+// A write of the embedded nats-server to its files can fail: the disk
+// full, an I/O error, the data dir's permissions changed. nats-server then
+// marks the stream with the error, logs it once, and from then on drops
+// every publish to that stream without an answer until the server is
+// restarted and reopens its store (or, for a permission error, disables
+// JetStream). A controller that went on would look ready while every
+// write to that stream timed out; with the disk freed it would still not
+// recover.
+//
+// So the controller fails instead: the server's log line (natslog.go)
+// closes Failed, Err says which stream and why (wrapping ErrStoreFailed
+// and the server's error, e.g. syscall.ENOSPC), Ready answers it, a start
+// still in progress gives up its retries, and `ax-controller serve` stops
+// with the error so that its supervisor (systemd's Restart=always) starts
+// it again. The restart reopens the store: while the disk is still full it
+// fails again at its first write; once space is freed it starts and its
+// reload finishes what was in flight (one-shot creates whose execution was
+// not stored, reports the agents still hold in their outboxes). Nothing a
+// client or an agent was told had been stored is lost: a publish the
+// server dropped was never acknowledged.
+//
+// Only the embedded server is watched. An external NATS server's store
+// failure shows as timeouts; its operator restarts that server.
+
+// storeFailure is the failed state of a controller.
+type storeFailure struct {
+	once sync.Once
+	ch   chan struct{}
+	err  error // written once, before ch closes
+}
+
+func newStoreFailure() *storeFailure { return &storeFailure{ch: make(chan struct{})} }
+
+// fail records err (the first one counts) and closes the channel. It
+// does not block: the server calls it with its stream's lock held.
+func (f *storeFailure) fail(err error) {
+	f.once.Do(func() {
+		f.err = err
+		close(f.ch)
+	})
+}
+
+// failed returns the recorded failure, nil when there is none.
+func (f *storeFailure) failed() error {
+	select {
+	case <-f.ch:
+	default:
+		return nil
+	}
+	return f.err
+}
+
+// Failed is closed when the controller has failed for good: its embedded
+// NATS server can no longer write its store (Err says why). The process
+// should then Close it and exit, so that it is started again.
+func (c *Controller) Failed() <-chan struct{} { return c.storeFail.ch }
+
+// Err returns why the controller failed (it wraps ErrStoreFailed), nil
+// while Failed is open.
+func (c *Controller) Err() error { return c.storeFail.failed() }
+
+// onStoreFailed is the embedded server logger's storeFailed.
+func (c *core) onStoreFailed(err error) {
+	if c.storeFail.failed() != nil {
+		return
+	}
+	c.storeFail.fail(err)
+	c.log.Error("the embedded NATS server can no longer write its store; the controller has failed and must be started again (free space or fix the data dir first)",
+		"err", err, "data_dir", c.cfg.DataDir)
+}
+
+// storeFailedErr is ErrNotReady with the failure, for Ready.
+func (c *core) storeFailedErr() error {
+	if err := c.storeFail.failed(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	return nil
+}

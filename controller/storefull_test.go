@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// TestEmbeddedStoreFullFails: the disk under the embedded server's store
+// fills up (a real tmpfs of 64 MiB: the test needs Linux, root and mount,
+// and skips without them). The controller fails (Failed closed, Err and
+// Ready wrap ErrStoreFailed and ENOSPC) instead of looking ready while its
+// writes time out, and it closes promptly. Once space is freed, a
+// controller started on the same data dir is ready, keeps the job created
+// before, and takes new ones.
+func TestEmbeddedStoreFullFails(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("needs Linux and root to mount a small tmpfs")
+	}
+	disk := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", disk).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v: %s", err, out)
+	}
+	// Registered after TempDir's removal, so it runs before it; the
+	// controllers, started later, are closed before both.
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", disk).Run() })
+
+	dir := filepath.Join(disk, "ctl")
+	cfg := testConfig(t, dir)
+	cfg.Reports.MaxBytes = 4 << 20 // AX_RPT's reservation must fit the small disk
+	c := startController(t, cfg)
+	ctx := tctx(t)
+	spec := protocol.Job{Name: "before", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"}, Target: protocol.Target{Agent: "edge-1"}}
+	before, err := c.CreateJob(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	filler := filepath.Join(disk, "filler")
+	fillDisk(t, filler)
+	// Writes go on (lease renewals, write marks); a create makes one at once.
+	go func() {
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		spec.Name = "while-full"
+		_, _ = c.CreateJob(wctx, spec)
+	}()
+	select {
+	case <-c.Failed():
+	case <-time.After(60 * time.Second):
+		t.Fatal("controller not failed 60 s after its disk filled")
+	}
+	if err := c.Err(); !errors.Is(err, ErrStoreFailed) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Err() = %v, want ErrStoreFailed and ENOSPC", err)
+	}
+	if err := c.Ready(ctx); !errors.Is(err, ErrNotReady) || !errors.Is(err, ErrStoreFailed) {
+		t.Fatalf("Ready() = %v, want ErrNotReady and ErrStoreFailed", err)
+	}
+	closed := make(chan struct{})
+	go func() { _ = c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close of a failed controller did not return within 30 s")
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	c2 := startController(t, cfg)
+	if err := c2.Ready(ctx); err != nil {
+		t.Fatalf("Ready after the restart: %v", err)
+	}
+	if _, err := c2.GetJob(ctx, before.ID); err != nil {
+		t.Fatalf("job created before the disk filled: %v", err)
+	}
+	spec.Name = "after"
+	if _, err := c2.CreateJob(ctx, spec); err != nil {
+		t.Fatalf("create after the restart: %v", err)
+	}
+	select {
+	case <-c2.Failed():
+		t.Fatalf("restarted controller failed: %v", c2.Err())
+	default:
+	}
+}
+
+// fillDisk writes path until its file system is full.
+func fillDisk(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return
+			}
+			t.Fatalf("fill the disk: %v", err)
+		}
+	}
+}
