@@ -398,6 +398,9 @@ func (c *core) start(ctx context.Context) error {
 	// The first pass takes the free shards (all of them for a lone
 	// replica) before Start returns; the loop keeps them.
 	c.own.Start(ctx, c.kv.Leases)
+	if c.srv != nil {
+		c.goRun(c.watchJetStream)
+	}
 	c.goRun(c.fleet.LivenessLoop)
 	c.goRun(c.fleet.DigestLoop)
 	c.goRun(c.consumerLoop)

@@ -27,17 +27,17 @@ type natsLogger struct {
 	storeFailed func(error)
 }
 
-// The nats-server (v2.15) log lines that mean its store can no longer be
-// written until the server restarts.
+// The nats-server (v2.15) log lines that mean a stream or a consumer can
+// no longer be written until the server restarts. (JetStream disabled
+// altogether, after a permission error or out of space, is watched
+// without its lines: watchJetStream.)
 const (
 	// stream.go setWriteErrLocked: account, stream, error. From then on
 	// the stream drops every publish without an answer.
 	natsStreamWriteError = "JetStream stream '%s > %s' critical write error: %v"
-	// stream.go processJetStreamMsg: error; JetStream is shut down.
-	natsPermissionDenied = "Filesystem permission denied while writing msg, disabling JetStream: %v"
-	// jetstream.go handleOutOfSpace: the store type, or nothing.
-	natsOutOfSpaceStore = "JetStream out of %s resources, will be DISABLED"
-	natsOutOfSpace      = "JetStream out of resources, will be DISABLED"
+	// jetstream_cluster.go (consumer) setWriteErrLocked: account, stream,
+	// consumer, error.
+	natsConsumerWriteError = "JetStream consumer '%s > %s > %s' critical write error: %v"
 )
 
 // Noticef logs at debug.
@@ -51,12 +51,7 @@ func (l natsLogger) Fatalf(format string, v ...any) { l.emit(slog.LevelError, fo
 
 // Errorf logs at error (debug for a client's line) and reports a store
 // failure.
-func (l natsLogger) Errorf(format string, v ...any) {
-	l.emit(slog.LevelError, format, v)
-	if err := natsStoreFailure(format, v); err != nil && l.storeFailed != nil {
-		l.storeFailed(err)
-	}
-}
+func (l natsLogger) Errorf(format string, v ...any) { l.emit(slog.LevelError, format, v) }
 
 // Debugf logs at debug (the server calls it only with debug logging on).
 func (l natsLogger) Debugf(format string, v ...any) { l.emit(slog.LevelDebug, format, v) }
@@ -65,6 +60,11 @@ func (l natsLogger) Debugf(format string, v ...any) { l.emit(slog.LevelDebug, fo
 func (l natsLogger) Tracef(format string, v ...any) { l.emit(slog.LevelDebug, format, v) }
 
 func (l natsLogger) emit(level slog.Level, format string, v []any) {
+	if level >= slog.LevelWarn && l.storeFailed != nil {
+		if err := natsStoreFailure(format, v); err != nil {
+			l.storeFailed(err)
+		}
+	}
 	if strings.Contains(format, "cid:") {
 		level = slog.LevelDebug
 	}
@@ -98,12 +98,8 @@ func natsStoreFailure(format string, v []any) error {
 	switch format {
 	case natsStreamWriteError:
 		return fmt.Errorf("%w: stream %v: %w", ErrStoreFailed, arg(1), cause(2))
-	case natsPermissionDenied:
-		return fmt.Errorf("%w: JetStream disabled: %w", ErrStoreFailed, cause(0))
-	case natsOutOfSpaceStore:
-		return fmt.Errorf("%w: JetStream disabled: out of %v resources", ErrStoreFailed, arg(0))
-	case natsOutOfSpace:
-		return fmt.Errorf("%w: JetStream disabled: out of resources", ErrStoreFailed)
+	case natsConsumerWriteError:
+		return fmt.Errorf("%w: consumer %v of stream %v: %w", ErrStoreFailed, arg(2), arg(1), cause(3))
 	}
 	return nil
 }

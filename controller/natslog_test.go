@@ -28,8 +28,10 @@ func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
 
 // TestNATSLoggerStoreFailure: the embedded server's log lines that mean
-// it can no longer write its store report a failure wrapping
-// ErrStoreFailed and the server's own error; no other line does.
+// a stream or a consumer can no longer be written report a failure
+// wrapping ErrStoreFailed and the server's own error, at error or warn;
+// no other line does, and every line is logged at its level (a client's at
+// debug).
 func TestNATSLoggerStoreFailure(t *testing.T) {
 	enospc := &fs.PathError{Op: "write", Path: "/data/jetstream/$G/streams/KV_ax_execs/msgs/1.blk", Err: syscall.ENOSPC}
 	for _, tc := range []struct {
@@ -40,17 +42,18 @@ func TestNATSLoggerStoreFailure(t *testing.T) {
 		names  string // the failure's message names this
 	}{
 		{"stream write error", natsStreamWriteError, []any{"$G", "KV_ax_execs", enospc}, []error{ErrStoreFailed, syscall.ENOSPC}, "KV_ax_execs"},
-		{"permission denied", natsPermissionDenied, []any{&fs.PathError{Op: "open", Path: "x", Err: fs.ErrPermission}}, []error{ErrStoreFailed, fs.ErrPermission}, "disabled"},
-		{"out of file resources", natsOutOfSpaceStore, []any{"File"}, []error{ErrStoreFailed}, "out of File resources"},
-		{"out of resources", natsOutOfSpace, nil, []error{ErrStoreFailed}, "out of resources"},
+		{"consumer write error", natsConsumerWriteError, []any{"$G", "AX_RPT", "rpt-3", &fs.PathError{Op: "write", Path: "o.dat", Err: fs.ErrPermission}},
+			[]error{ErrStoreFailed, fs.ErrPermission}, "consumer rpt-3 of stream AX_RPT"},
 		{"write error without its error", natsStreamWriteError, []any{"$G", "AX_EVT"}, []error{ErrStoreFailed, errNoCause}, "AX_EVT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []error
 			l := natsLogger{log: slog.New(&recordHandler{}), storeFailed: func(err error) { got = append(got, err) }}
 			l.Errorf(tc.format, tc.args...)
-			if len(got) != 1 {
-				t.Fatalf("storeFailed called %d times, want once", len(got))
+			l.Warnf(tc.format, tc.args...)
+			l.Noticef(tc.format, tc.args...) // not a level that reports
+			if len(got) != 2 {
+				t.Fatalf("storeFailed called %d times, want twice (Errorf, Warnf)", len(got))
 			}
 			for _, target := range tc.is {
 				if !errors.Is(got[0], target) {

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // A write of the embedded nats-server to its files can fail: the disk
@@ -14,8 +16,8 @@ import (
 // write to that stream timed out; with the disk freed it would still not
 // recover.
 //
-// So the controller fails instead: the server's log line (natslog.go)
-// closes Failed, Err says which stream and why (wrapping ErrStoreFailed
+// So the controller fails instead: the server's log line (natslog.go),
+// or JetStream found disabled (watchJetStream), closes Failed, Err says which stream and why (wrapping ErrStoreFailed
 // and the server's error, e.g. syscall.ENOSPC), Ready answers it, a start
 // still in progress gives up its retries, and `ax-controller serve` stops
 // with the error so that its supervisor (systemd's Restart=always) starts
@@ -82,4 +84,31 @@ func (c *core) storeFailedErr() error {
 		return fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
 	return nil
+}
+
+// jetStreamCheckEvery is how often watchJetStream looks.
+const jetStreamCheckEvery = time.Second
+
+// watchJetStream fails the controller when its embedded server has
+// disabled JetStream (after a permission error or running out of space
+// nats-server shuts JetStream down and does not bring it back). It runs
+// from the end of Start until Close, which stops it before it shuts the
+// server down.
+func (c *core) watchJetStream(ctx context.Context) {
+	t := c.clk.NewTimer(jetStreamCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.storeFail.ch:
+			return
+		case <-t.C():
+		}
+		if !c.srv.JetStreamEnabled() {
+			c.onStoreFailed(fmt.Errorf("%w: JetStream disabled (the embedded server's log, component=nats, says why)", ErrStoreFailed))
+			return
+		}
+		t.Reset(jetStreamCheckEvery)
+	}
 }

@@ -112,3 +112,25 @@ func fillDisk(t *testing.T, path string) {
 		}
 	}
 }
+
+// TestJetStreamDisabledFails: when the embedded server disables JetStream
+// (as nats-server does after a permission error or running out of space,
+// and does not undo), the controller fails instead of answering while
+// every store request goes unanswered.
+func TestJetStreamDisabledFails(t *testing.T) {
+	c := startController(t, testConfig(t, t.TempDir()))
+	if err := c.srv.DisableJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Failed():
+	case <-time.After(30 * time.Second):
+		t.Fatal("controller not failed 30 s after JetStream was disabled")
+	}
+	if err := c.Err(); !errors.Is(err, ErrStoreFailed) {
+		t.Fatalf("Err() = %v, want ErrStoreFailed", err)
+	}
+	if err := c.Ready(tctx(t)); !errors.Is(err, ErrStoreFailed) {
+		t.Fatalf("Ready() = %v, want ErrStoreFailed", err)
+	}
+}
