@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -23,17 +22,7 @@ import (
 // controller started on the same data dir is ready, keeps the job created
 // before, and takes new ones.
 func TestEmbeddedStoreFullFails(t *testing.T) {
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("needs Linux and root to mount a small tmpfs")
-	}
-	disk := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", disk).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	// Registered after TempDir's removal, so it runs before it; the
-	// controllers, started later, are closed before both.
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", disk).Run() })
-
+	disk := testutil.SmallDisk(t, "64m")
 	dir := filepath.Join(disk, "ctl")
 	cfg := testConfig(t, dir)
 	cfg.Reports.MaxBytes = 4 << 20 // AX_RPT's reservation must fit the small disk
@@ -46,7 +35,7 @@ func TestEmbeddedStoreFullFails(t *testing.T) {
 	}
 
 	filler := filepath.Join(disk, "filler")
-	fillDisk(t, filler)
+	testutil.FillDisk(t, filler)
 	// Writes go on (lease renewals, write marks); a create makes one at once.
 	go func() {
 		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -91,25 +80,6 @@ func TestEmbeddedStoreFullFails(t *testing.T) {
 	case <-c2.Failed():
 		t.Fatalf("restarted controller failed: %v", c2.Err())
 	default:
-	}
-}
-
-// fillDisk writes path until its file system is full.
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return
-			}
-			t.Fatalf("fill the disk: %v", err)
-		}
 	}
 }
 

@@ -1,14 +1,10 @@
 package e2e
 
 import (
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,16 +26,7 @@ import (
 // or FAILED interrupted when its result could not be stored), and every
 // SUCCESS backed by a run.
 func TestAgentDiskFull(t *testing.T) {
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("needs Linux and root to mount a small tmpfs")
-	}
-	disk := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", disk).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	// Registered after TempDir's removal, so it runs before it; the agent
-	// processes, started later, are killed before both.
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", disk).Run() })
+	disk := testutil.SmallDisk(t, "4m")
 
 	c := startCtl(t, ctlConfig(t.TempDir(), -1))
 	const id = "edge-sd"
@@ -52,7 +39,7 @@ func TestAgentDiskFull(t *testing.T) {
 	waitExecs(t, c, job.ID, 3, "SUCCESS before the disk fills", inState(protocol.StateSuccess))
 
 	filler := filepath.Join(disk, "filler")
-	fillDisk(t, filler)
+	testutil.FillDisk(t, filler)
 	waitExit(t, p.Child, 60*time.Second, "the agent on a full disk")
 	if code, line := p.ExitCode(), p.ErrorLine(); code != 2 || !strings.Contains(line, "disk full") {
 		t.Fatalf("agent on a full disk: exit code %d, error %q; want 2 and a disk-full error", code, line)
@@ -116,25 +103,6 @@ func TestAgentDiskFull(t *testing.T) {
 	for _, e := range all {
 		if e.State == protocol.StateSuccess && ran[e.ExecID+"#"+strconv.Itoa(e.Attempt)] == 0 {
 			t.Errorf("%s is SUCCESS at attempt %d, but its handler did not run", e.ExecID, e.Attempt)
-		}
-	}
-}
-
-// fillDisk writes path until its file system is full.
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return
-			}
-			t.Fatalf("fill the disk: %v", err)
 		}
 	}
 }

@@ -18,8 +18,13 @@ import (
 	"github.com/axsched/ax/pkg/clock"
 )
 
-// shutdownTimeout bounds the graceful stop of the HTTP server.
-const shutdownTimeout = 15 * time.Second
+// shutdownTimeout bounds the graceful stop of the HTTP server, and
+// failedShutdownWait its stop after the controller failed (its store
+// cannot be written: the requests in flight cannot succeed).
+const (
+	shutdownTimeout    = 15 * time.Second
+	failedShutdownWait = time.Second
+)
 
 func newServeCmd(g *globals) *cobra.Command {
 	var printConfig bool
@@ -161,10 +166,18 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		failed = ctrl.Err()
 	}
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	wait := shutdownTimeout
+	if failed != nil {
+		// Requests still waiting on the store would only time out.
+		wait = failedShutdownWait
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("api shutdown", "err", err)
+		_ = srv.Close()
+		if failed == nil {
+			log.Warn("api shutdown", "err", err)
+		}
 	}
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("api server: %w", err)

@@ -2,17 +2,14 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/axsched/ax/internal/testutil"
 )
 
 // TestServeExitsWhenStoreFull: serve on a data dir whose disk fills up
@@ -22,14 +19,7 @@ import (
 // starts it again (controller/storefailed.go), instead of answering the
 // API while its writes time out.
 func TestServeExitsWhenStoreFull(t *testing.T) {
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("needs Linux and root to mount a small tmpfs")
-	}
-	disk := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", disk).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", disk).Run() })
+	disk := testutil.SmallDisk(t, "64m")
 	cfg := writeFile(t, "c.yaml", "data_dir: "+filepath.Join(disk, "ctl")+"\nlog:\n  format: json\n"+
 		"nats:\n  port: -1\napi:\n  listen: 127.0.0.1:0\nreports:\n  max_bytes: 4194304\n")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -57,20 +47,7 @@ func TestServeExitsWhenStoreFull(t *testing.T) {
 		}
 	}
 
-	f, err := os.Create(filepath.Join(disk, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill the disk: %v", err)
-			}
-			break
-		}
-	}
-	_ = f.Close()
+	testutil.FillDisk(t, filepath.Join(disk, "filler"))
 	// A create writes at once (lease renewals would, within seconds).
 	go func() {
 		body := `{"name":"x","handler":"noop","schedule":{"delay":"1h"},"target":{"agent":"edge-1"}}`
