@@ -181,29 +181,7 @@ func TestServe(t *testing.T) {
 	t.Setenv("AX_API_TOKEN", "serve-secret-0123456789abcdef")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuf
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--nats-port", "-1", "--log-format", "json"},
-			IO{Out: &out, Err: &errb}, Build{Version: "t"})
-	}()
-	addrRe := regexp.MustCompile(`"msg":"api listening","addr":"([^"]+)"`)
-	deadline := time.Now().Add(30 * time.Second)
-	var addr string
-	for addr == "" {
-		if m := addrRe.FindStringSubmatch(errb.String()); m != nil {
-			addr = m[1]
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s", code, errb.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not log its address: %s", errb.String())
-		}
-	}
+	addr, done, errb := serveListening(ctx, t, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--nats-port", "-1", "--log-format", "json")
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,28 +23,7 @@ func TestServeExitsWhenStoreFull(t *testing.T) {
 		"nats:\n  port: -1\napi:\n  listen: 127.0.0.1:0\nreports:\n  max_bytes: 4194304\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuf
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"serve", "--config", cfg}, IO{Out: &out, Err: &errb}, Build{Version: "t"})
-	}()
-	addrRe := regexp.MustCompile(`"msg":"api listening","addr":"([^"]+)"`)
-	var addr string
-	deadline := time.Now().Add(30 * time.Second)
-	for addr == "" {
-		if m := addrRe.FindStringSubmatch(errb.String()); m != nil {
-			addr = m[1]
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s", code, errb.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not log its address: %s", errb.String())
-		}
-	}
+	addr, done, errb := serveListening(ctx, t, "serve", "--config", cfg)
 
 	testutil.FillDisk(t, filepath.Join(disk, "filler"))
 	// A create writes at once (lease renewals would, within seconds).

@@ -31,27 +31,9 @@ func TestServeHTTPSAndNATSTLS(t *testing.T) {
 		"api:\n  listen: 127.0.0.1:0\n  tls:\n    cert_file: "+apiCert+"\n    key_file: "+apiKey+"\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuf
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"serve", "--config", cfg}, IO{Out: &out, Err: &errb}, Build{Version: "t"})
-	}()
-	addrRe := regexp.MustCompile(`"msg":"api listening","addr":"([^"]+)","https":true`)
-	deadline := time.Now().Add(30 * time.Second)
-	var addr string
-	for addr == "" {
-		if m := addrRe.FindStringSubmatch(errb.String()); m != nil {
-			addr = m[1]
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s", code, errb.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not log its address: %s", errb.String())
-		}
+	addr, done, errb := serveListening(ctx, t, "serve", "--config", cfg)
+	if !strings.Contains(errb.String(), `"addr":"`+addr+`","https":true`) {
+		t.Fatalf("serve does not announce https: %s", errb.String())
 	}
 	natsURL := ""
 	if m := regexp.MustCompile(`"nats":"(tls://[^"]+)"`).FindStringSubmatch(errb.String()); m != nil {
