@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/retention"
+	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
@@ -544,9 +547,13 @@ func TestRetentionPurgesDeletedJobs(t *testing.T) {
 }
 
 // TestRetentionPurgesMarkersFoundAtStart: a delete marker in ax_jobs that
-// no sweeper was told of (an earlier version's delete; here a raw KV
-// delete, which no API call saw) is found by the next start's job load
-// and purged once the job's executions have all left.
+// no sweeper was told of (an earlier version's delete, or one whose purge
+// a crash cut off; here a raw KV delete made while no controller ran) is
+// found by the next start's job load and purged once the job's executions
+// have all left. (A running controller sees any delete, a raw one too,
+// through its job watcher: the test made its raw delete while the
+// controller ran until stop 49, and failed when the watcher was quicker
+// than its three sweeps.)
 func TestRetentionPurgesMarkersFoundAtStart(t *testing.T) {
 	f := newRetentionFixture(t)
 	c, ctx := f.c, tctx(t)
@@ -555,22 +562,40 @@ func TestRetentionPurgesMarkersFoundAtStart(t *testing.T) {
 	f.indexed(t, fired)
 	f.clk.step(DefaultDedupWindow + time.Minute)
 	f.leftLive(t, fired)
-	if err := c.kv.Jobs.Delete(ctx, per.ID); err != nil {
-		t.Fatal(err)
-	}
-	subject := streams.KVSubject(protocol.BucketJobs, per.ID)
-	for range 3 {
-		if err := c.ret.Sweep(ctx, retention.NewSweeper()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := subjects(t, c, protocol.BucketJobs)[subject]; n != 1 {
-		t.Fatalf("the raw delete's marker: %d messages, want 1 (no sweeper was told of it)", n)
-	}
 
+	// The marker is made while no controller runs (a raw KV delete on
+	// the store, through a bare server): a running one would see it
+	// through its job watcher and tell its sweeper.
 	cfg := c.cfg
 	cfg.Registry = nil
 	_ = c.Close()
+	subject := streams.KVSubject(protocol.BucketJobs, per.ID)
+	bare := natstest.Start(t, func(o *server.Options) { o.StoreDir = cfg.DataDir })
+	nc, err := nats.Connect(bare.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, protocol.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, per.ID); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, streams.KVStream(protocol.BucketJobs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.GetLastMsgForSubject(ctx, subject); err != nil || m.Header.Get("KV-Operation") != "DEL" {
+		t.Fatalf("the raw delete's marker: %v (%v)", m, err)
+	}
+	nc.Close()
+	bare.Stop()
+
 	c = startController(t, cfg)
 	eventually(t, 10*time.Second, "the marker found at the start purged", func() bool {
 		return subjects(t, c, protocol.BucketJobs)[subject] == 0
