@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/controller/auth"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
@@ -102,5 +103,32 @@ func TestJetStreamDisabledFails(t *testing.T) {
 	}
 	if err := c.Ready(tctx(t)); !errors.Is(err, ErrStoreFailed) {
 		t.Fatalf("Ready() = %v, want ErrStoreFailed", err)
+	}
+}
+
+// TestStoreFailureSeenAfterAccountReload: with nats.auth nkeys every
+// enrollment reloads the embedded server's accounts; the server still
+// logs through the controller afterwards, so a stream's write error still
+// fails it (a reload that reconfigured the server's logger would lose it).
+func TestStoreFailureSeenAfterAccountReload(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.NATS.Auth = auth.ModeNKeys
+	c := startController(t, cfg)
+	newEnrolledAgent(t, c, "edge-1", nil).start()
+	newEnrolledAgent(t, c, "edge-2", nil).start()
+	select {
+	case <-c.Failed():
+		t.Fatalf("failed before any store error: %v", c.Err())
+	default:
+	}
+	// The line nats-server logs when a stream's write fails (stream.go).
+	c.srv.Errorf(natsStreamWriteError, auth.AccountAX, "KV_ax_execs", syscall.EIO)
+	select {
+	case <-c.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's write error line did not fail the controller after the account reloads")
+	}
+	if err := c.Err(); !errors.Is(err, ErrStoreFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Err() = %v, want ErrStoreFailed and EIO", err)
 	}
 }
