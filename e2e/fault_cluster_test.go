@@ -59,7 +59,8 @@ func faultCtlConfig(dir string, natsPort int) controller.Config {
 // TestHelperFaultController is not a test: faultCluster runs the test
 // binary again with it to get the controller in a process of its own.
 // It prints READY once the controller and its API are up, and exits when
-// its parent goes away (stdin closes).
+// its parent goes away (stdin closes), or with an ERROR line when the
+// controller fails (its store cannot be written).
 func TestHelperFaultController(t *testing.T) {
 	dir := testutil.ChildEnv(t, envFaultCtlDir, "TestFaultInjection")
 	fail := testutil.ChildFail
@@ -91,8 +92,14 @@ func TestHelperFaultController(t *testing.T) {
 		close(gone)
 	}()
 	fmt.Println("READY")
-	<-gone
-	os.Exit(3)
+	select {
+	case <-gone:
+		os.Exit(3)
+	case <-c.Failed():
+		// As ax-controller serve does: a controller whose store cannot be
+		// written stops (its ERROR line is printed on the test's stderr).
+		fail(c.Err())
+	}
 }
 
 // faultAgent is one agent of the cluster.
