@@ -15,13 +15,12 @@ import (
 // logged at debug whatever its level: an agent that retries with a bad
 // key must not fill the log.
 //
-// It also tells storeFailed when a line says that the server can no
-// longer write its store (storefailed.go): a stream marked with a write
-// error, or JetStream disabled. nats-server gives no other signal of
-// these. The lines are recognized by their format strings (below),
-// compared whole, and the error is taken from the arguments, not from the
-// text; TestNATSLoggerStoreFailure and TestEmbeddedStoreFullFails (a real
-// full disk) fail when an upgrade of nats-server changes them.
+// It also tells storeFailed when a warning or an error says that a
+// stream or a consumer can no longer be written (storefailed.go).
+// nats-server gives no other signal of these. The lines are recognized by
+// their format strings (below), compared whole, and the error is taken
+// from the arguments, not from the text; TestEmbeddedStoreFullFails (a
+// real full disk) fails when an upgrade of nats-server changes them.
 type natsLogger struct {
 	log         *slog.Logger
 	storeFailed func(error)
@@ -43,10 +42,12 @@ const (
 // Noticef logs at debug.
 func (l natsLogger) Noticef(format string, v ...any) { l.emit(slog.LevelDebug, format, v) }
 
-// Warnf logs at warn (debug for a client's line).
+// Warnf logs at warn (debug for a client's line) and reports a store
+// failure.
 func (l natsLogger) Warnf(format string, v ...any) { l.emit(slog.LevelWarn, format, v) }
 
-// Fatalf logs at error; the server does not exit the process through it.
+// Fatalf logs at error (the process is not ended) and reports a store
+// failure.
 func (l natsLogger) Fatalf(format string, v ...any) { l.emit(slog.LevelError, format, v) }
 
 // Errorf logs at error (debug for a client's line) and reports a store

@@ -16,12 +16,13 @@ import (
 // write to that stream timed out; with the disk freed it would still not
 // recover.
 //
-// So the controller fails instead: the server's log line (natslog.go),
-// or JetStream found disabled (watchJetStream), closes Failed, Err says which stream and why (wrapping ErrStoreFailed
-// and the server's error, e.g. syscall.ENOSPC), Ready answers it, a start
-// still in progress gives up its retries, and `ax-controller serve` stops
-// with the error so that its supervisor (systemd's Restart=always) starts
-// it again. The restart reopens the store: while the disk is still full it
+// So the controller fails instead. The server's log line (natslog.go),
+// or JetStream found disabled (watchJetStream), closes Failed; Err says
+// which stream and why (wrapping ErrStoreFailed and the server's error,
+// e.g. syscall.ENOSPC); Ready answers it; a start still in progress gives
+// up its retries; Close skips the writes that would only time out; and
+// `ax-controller serve` stops with the error, so that its supervisor
+// (systemd's Restart=always) starts it again. The restart reopens the store: while the disk is still full it
 // fails again at its first write; once space is freed it starts and its
 // reload finishes what was in flight (one-shot creates whose execution was
 // not stored, reports the agents still hold in their outboxes). Nothing a
