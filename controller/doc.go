@@ -13,7 +13,8 @@
 // (see Replicas and leases; a lone replica holds all of them when Start
 // returns). A shard's report worker starts, and its executions are
 // reloaded, when this replica acquires the shard's lease. Close releases
-// the shards, then stops everything, the embedded server included. A nil
+// the shards, then stops everything, the embedded server included (a
+// failed controller skips the writes: see Store failure). A nil
 // Config.Logger discards logs; a nil Config.Registry gets a fresh
 // prometheus registry.
 //
@@ -449,5 +450,16 @@
 // and "execution running" (with lag). One line per rejected report with
 // its reason. Every lease takeover is logged
 // with the old and the new holder: "group lease taken over" (with
-// old_epoch and new_epoch) and "shard lease taken over".
+// old_epoch and new_epoch) and "shard lease taken over". The embedded
+// nats-server logs through the controller with component=nats: its
+// warnings and errors at their level, its notices and any client's line
+// at debug (natslog.go).
+//
+// # Store failure
+//
+// When the embedded server can no longer write its store (a full disk, an
+// I/O error; JetStream disabled), the controller fails: Failed closes, Err
+// and Ready wrap ErrStoreFailed, and the process is expected to Close it
+// and exit, so that it is started again, which reopens the store
+// (storefailed.go).
 package controller
