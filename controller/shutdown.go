@@ -87,8 +87,8 @@ func (c *Controller) Ready(ctx context.Context) error {
 	if err := c.ready(); err != nil {
 		return err
 	}
-	if err := c.storeFailedErr(); err != nil {
-		return err
+	if err := c.storeFail.failed(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
 	if !c.nc.IsConnected() {
 		return fmt.Errorf("%w: nats connection is %s", ErrNotReady, c.nc.Status())

@@ -22,10 +22,12 @@ import (
 // e.g. syscall.ENOSPC); Ready answers it; a start still in progress gives
 // up its retries; Close skips the writes that would only time out; and
 // `ax-controller serve` stops with the error, so that its supervisor
-// (systemd's Restart=always) starts it again. The restart reopens the store: while the disk is still full it
-// fails again at its first write; once space is freed it starts and its
-// reload finishes what was in flight (one-shot creates whose execution was
-// not stored, reports the agents still hold in their outboxes). Nothing a
+// (systemd's Restart=always) starts it again.
+//
+// The restart reopens the store: while the disk is still full it fails
+// again at its first write; once space is freed it starts and its reload
+// finishes what was in flight (one-shot creates whose execution was not
+// stored, reports the agents still hold in their outboxes). Nothing a
 // client or an agent was told had been stored is lost: a publish the
 // server dropped was never acknowledged.
 //
@@ -41,13 +43,16 @@ type storeFailure struct {
 
 func newStoreFailure() *storeFailure { return &storeFailure{ch: make(chan struct{})} }
 
-// fail records err (the first one counts) and closes the channel. It
-// does not block: the server calls it with its stream's lock held.
-func (f *storeFailure) fail(err error) {
+// fail records err and closes the channel; only the first call counts,
+// and it returns true for it. It does not block: the server calls it with
+// its stream's lock held.
+func (f *storeFailure) fail(err error) (first bool) {
 	f.once.Do(func() {
 		f.err = err
 		close(f.ch)
+		first = true
 	})
+	return first
 }
 
 // failed returns the recorded failure, nil when there is none.
@@ -71,20 +76,11 @@ func (c *Controller) Err() error { return c.storeFail.failed() }
 
 // onStoreFailed is the embedded server logger's storeFailed.
 func (c *core) onStoreFailed(err error) {
-	if c.storeFail.failed() != nil {
+	if !c.storeFail.fail(err) {
 		return
 	}
-	c.storeFail.fail(err)
 	c.log.Error("the embedded NATS server can no longer write its store; the controller has failed and must be started again (free space or fix the data dir first)",
 		"err", err, "data_dir", c.cfg.DataDir)
-}
-
-// storeFailedErr is ErrNotReady with the failure, for Ready.
-func (c *core) storeFailedErr() error {
-	if err := c.storeFail.failed(); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotReady, err)
-	}
-	return nil
 }
 
 // jetStreamCheckEvery is how often watchJetStream looks.
