@@ -123,20 +123,24 @@ type core struct {
 
 	parts
 
-	lifeMu  sync.Mutex
-	state   lifeState
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	subs    []*nats.Subscription
-	closeCh chan struct{}
+	lifeMu sync.Mutex
+	state  lifeState
+	// startCancel and startDone are set while Start runs: Close during
+	// Start cancels it and waits for it (controller.go, shutdown.go).
+	startCancel context.CancelFunc
+	startDone   chan struct{}
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	subs        []*nats.Subscription
+	closeCh     chan struct{}
 }
 
 // testHooks are nil in production; the package's tests set them to hold
 // a step up or to wrap a store.
 type testHooks struct {
 	// beforeReload runs at the start of every reloadExecutions.
-	beforeReload func()
+	beforeReload func(ctx context.Context)
 	// beforeJobDispatch runs when a stored job change is about to be
 	// dispatched (onJobChanged), to hold a kill -9 between the two.
 	beforeJobDispatch func()
@@ -265,6 +269,10 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	c.state = lifeStarting
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.startCancel, c.startDone = cancel, make(chan struct{})
+	defer close(c.startDone)
 	c.lifeMu.Unlock()
 
 	if err := c.start(ctx); err != nil {

@@ -210,7 +210,7 @@ func TestCreateHeldCrash(t *testing.T) {
 			var laneFirst bool
 			if reportFirst {
 				var once sync.Once
-				c2.hooks.beforeReload = func() {
+				c2.hooks.beforeReload = func(context.Context) {
 					once.Do(func() {
 						// The record's first value, from a watch of its key
 						// (an initial one if it is there already), or none

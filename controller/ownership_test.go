@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -108,15 +109,17 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 	var hold, free sync.Once
 	unblock := func() { free.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	c.hooks.beforeReload = func() { hold.Do(func() { <-release }) }
+	c.hooks.beforeReload = func(context.Context) { hold.Do(func() { <-release }) }
 	started := make(chan error, 1)
 	go func() { started <- c.Start(tctx(t)) }()
 
 	js := clientJS(t, srv.URL())
 	var kv jetstream.KeyValue
 	var first uint64
-	renewals := 0
-	eventually(t, 4*cfg.LeaseTTL, "shard 0's lease renewed twice while the start reload is held up", func() bool {
+	// The steps before the shards are taken (streams, jobs, agents,
+	// consumers) take seconds under -race on a loaded machine; the
+	// renewals are counted from the first lease seen.
+	eventually(t, 60*time.Second, "shard 0's lease taken", func() bool {
 		if kv == nil {
 			if kv, err = js.KeyValue(tctx(t), protocol.BucketLeases); err != nil {
 				kv = nil
@@ -124,11 +127,16 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 			}
 		}
 		e, err := kv.Get(tctx(t), lease.ShardKey(0))
-		switch {
-		case err != nil:
-		case first == 0:
-			first = e.Revision()
-		case e.Revision() > first:
+		if err != nil {
+			return false
+		}
+		first = e.Revision()
+		return true
+	})
+	renewals := 0
+	eventually(t, 20*cfg.LeaseTTL, "shard 0's lease renewed twice while the start reload is held up", func() bool {
+		e, err := kv.Get(tctx(t), lease.ShardKey(0))
+		if err == nil && e.Revision() > first {
 			first = e.Revision()
 			renewals++
 		}

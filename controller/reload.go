@@ -33,7 +33,7 @@ import (
 // checked on these shards, and removed once checked on every shard.
 func (c *reloader) reloadExecutions(ctx context.Context, shards map[int]bool) error {
 	if c.hooks.beforeReload != nil {
-		c.hooks.beforeReload()
+		c.hooks.beforeReload(ctx)
 	}
 	return c.reloadShards(ctx, shards)
 }

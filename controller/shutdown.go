@@ -11,9 +11,19 @@ import (
 )
 
 // Close stops the consumers, responders and timers, closes the NATS
-// connection and shuts the embedded server down. Safe to call twice.
+// connection and shuts the embedded server down. Safe to call twice, and
+// during Start, which it cancels and waits for.
 func (c *Controller) Close() error {
 	c.lifeMu.Lock()
+	if c.state == lifeStarting {
+		// Start is cancelled and its end awaited: on error it has stopped
+		// what it started; had it finished, the controller is closed below.
+		cancel, done := c.startCancel, c.startDone
+		c.lifeMu.Unlock()
+		cancel()
+		<-done
+		c.lifeMu.Lock()
+	}
 	if c.state == lifeClosed {
 		c.lifeMu.Unlock()
 		return nil
