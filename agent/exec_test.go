@@ -50,7 +50,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	must(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	must(t, err)
-	waitFor(t, 5*time.Second, "grandchild gone", func() bool { return pidGone(pid) })
+	waitFor(t, 20*time.Second, "grandchild gone", func() bool { return pidGone(pid) })
 }
 
 func TestExecOutsideAllowlistNeverStarts(t *testing.T) {

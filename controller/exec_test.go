@@ -52,7 +52,7 @@ func TestPeriodicPinnedSuccess(t *testing.T) {
 		if e.Agent != "edge-1" || e.Attempt != 1 || e.Lag.D() != 3*time.Millisecond || e.Duration.D() != 7*time.Millisecond {
 			t.Errorf("execution %+v", e)
 		}
-		eventually(t, 5*time.Second, "events of "+id, func() bool { return len(ev.Path(id)) == 3 })
+		eventually(t, 20*time.Second, "events of "+id, func() bool { return len(ev.Path(id)) == 3 })
 		if p := ev.Path(id); !slices.Equal(p, []protocol.State{protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess}) {
 			t.Errorf("event path %v", p)
 		}
@@ -127,7 +127,7 @@ func TestAsapRetriesThenSucceeds(t *testing.T) {
 	}
 	P, T, R, W, S := protocol.StatePending, protocol.StateTriggered, protocol.StateRunning, protocol.StateRetryWaiting, protocol.StateSuccess
 	want := []protocol.State{P, T, R, W, T, R, W, T, R, S}
-	eventually(t, 5*time.Second, "all events", func() bool { return len(ev.Path(run.ExecID)) == len(want) })
+	eventually(t, 20*time.Second, "all events", func() bool { return len(ev.Path(run.ExecID)) == len(want) })
 	if p := ev.Path(run.ExecID); !slices.Equal(p, want) {
 		t.Fatalf("path %v, want %v", p, want)
 	}
@@ -251,7 +251,7 @@ func TestDuplicateReportsAppliedOnce(t *testing.T) {
 		t.Fatalf("applied %d, duplicates %v", c.m.applied.Load(), testutil.MetricValue(t, c.m.reportsRejected.WithLabelValues(ingest.RejectDuplicate)))
 	}
 	waitExec(t, c, id, "SUCCESS", inState(protocol.StateSuccess))
-	eventually(t, 5*time.Second, "events", func() bool { return len(ev.Path(id)) >= 3 })
+	eventually(t, 20*time.Second, "events", func() bool { return len(ev.Path(id)) >= 3 })
 	if p := ev.Path(id); len(p) != 3 {
 		t.Fatalf("path %v", p)
 	}
@@ -397,7 +397,7 @@ func TestCoalescedReports(t *testing.T) {
 		fire:       {T, R, S},
 		run.ExecID: {P, T, R, W, T, R, S},
 	} {
-		eventually(t, 5*time.Second, "events of "+id, func() bool { return len(ev.Path(id)) >= len(want) })
+		eventually(t, 20*time.Second, "events of "+id, func() bool { return len(ev.Path(id)) >= len(want) })
 		if p := ev.Path(id); !slices.Equal(p, want) {
 			t.Errorf("%s: events %v, want %v", id, p, want)
 		}

@@ -63,7 +63,7 @@ func TestReplicasSplitShardsAndRefuseAnotherTTL(t *testing.T) {
 			t.Fatalf("shard %d still leased to ctl-b after its Close: %s", n, e.Value())
 		}
 	}
-	eventually(t, 5*time.Second, "ctl-a owns all shards", func() bool { return len(a.own.OwnedShards()) == a.cfg.Shards })
+	eventually(t, 20*time.Second, "ctl-a owns all shards", func() bool { return len(a.own.OwnedShards()) == a.cfg.Shards })
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}

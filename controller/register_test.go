@@ -57,7 +57,7 @@ func TestRegistrationStoresWithoutAssignLock(t *testing.T) {
 		}
 		return a.Version
 	}
-	eventually(t, 5*time.Second, "the registration stored while assignMu is held", func() bool { return stored() == "v2" })
+	eventually(t, 20*time.Second, "the registration stored while assignMu is held", func() bool { return stored() == "v2" })
 	c.assignMu.Unlock()
 	locked = false
 	select {

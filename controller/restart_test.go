@@ -90,7 +90,7 @@ func TestRestartReloadsRetryTimers(t *testing.T) {
 			t.Fatalf("attempt %d", e.Attempt)
 		}
 	}
-	eventually(t, 5*time.Second, "no retries pending", func() bool { return testutil.MetricValue(t, c2.m.retriesPending) == 0 })
+	eventually(t, 20*time.Second, "no retries pending", func() bool { return testutil.MetricValue(t, c2.m.retriesPending) == 0 })
 }
 
 // TestRestartReportsInFlight: with an external NATS server, the controller
