@@ -123,6 +123,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}()
 	if err := startController(ctx, ctrl); err != nil {
+		if ctx.Err() != nil {
+			// Stopped (SIGTERM, SIGINT) before it was ready: an orderly
+			// stop, not a failure to start.
+			log.Info("stopped before ready", "err", err)
+			return nil
+		}
 		return fmt.Errorf("start controller: %w", err)
 	}
 	go newMemTrim(clock.Real{}).run(ctx)
