@@ -147,6 +147,9 @@ type testHooks struct {
 	// wrapKV wraps ax_agents and ax_leases as the heartbeat path writes
 	// them (the fleet, the group-lease renewals), to delay the writes.
 	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
+	// wrapJobsKV wraps ax_jobs as the job cache follows it (its watcher),
+	// to hold the watcher's updates back.
+	wrapJobsKV func(jetstream.KeyValue) jetstream.KeyValue
 }
 
 type lifeState int
@@ -355,8 +358,12 @@ func (c *core) start(ctx context.Context) error {
 	if err := c.retryStart(ctx, "open history", c.openHistory); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	jobsKV := c.kv.Jobs
+	if c.hooks.wrapJobsKV != nil {
+		jobsKV = c.hooks.wrapJobsKV(jobsKV)
+	}
 	if err := c.retryStart(ctx, "load jobs", func(ctx context.Context) error {
-		return c.jobs.Follow(ctx, c.ctx, c.kv.Jobs, c.log, c.goRun)
+		return c.jobs.Follow(ctx, c.ctx, jobsKV, c.log, c.goRun)
 	}); err != nil {
 		return fmt.Errorf("start: load jobs: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,7 +12,6 @@ import (
 	"github.com/axsched/ax/controller/execution"
 	"github.com/axsched/ax/controller/writemark"
 	"github.com/axsched/ax/pkg/protocol"
-	"github.com/axsched/ax/pkg/retry"
 )
 
 // applyExec applies ev to the current record of execution id with
@@ -73,22 +71,6 @@ func (c *execService) createExec(ctx context.Context, ev execution.Create) (befo
 	}
 	c.ingest.NoteCreated(execstore.Version{Rec: next, Rev: rev})
 	return nil, next, effs, nil
-}
-
-// jobEnv is the Env of a change to an execution of job jobID: its retry
-// policy (from the job cache, defaults when the job is not known) and the
-// jitter source. Now is set by applyExec or the caller.
-func (c *execService) jobEnv(jobID string) execution.Env {
-	return execution.Env{
-		Now: c.now(),
-		Policy: func() retry.Policy {
-			if j, _, ok := c.jobs.Get(jobID); ok {
-				return j.Retry.Policy().WithDefaults()
-			}
-			return retry.DefaultPolicy()
-		},
-		Rand: rand.Int64N,
-	}
 }
 
 // startEffects executes effects of execution.Apply, in order, for record

@@ -56,7 +56,12 @@ func (c *agentService) settleEpochs(ctx context.Context, lost []lease.Lost) {
 func (c *agentService) settleOne(ctx context.Context, id, job string, l lease.Lost) {
 	ctx, op := c.marks.Begin(ctx)
 	defer op.End()
-	before, after, effs, err := c.ex.applyExec(ctx, id, execution.AgentLost{NewAgent: l.NewAgent, Epoch: l.Epoch}, c.ex.jobEnv(job))
+	env, err := c.ex.jobEnv(ctx, job)
+	if err != nil {
+		c.log.Warn("settle earlier epochs: read job", "exec", id, "job", job, "err", err)
+		return
+	}
+	before, after, effs, err := c.ex.applyExec(ctx, id, execution.AgentLost{NewAgent: l.NewAgent, Epoch: l.Epoch}, env)
 	if errors.Is(err, execution.ErrMovedOn) {
 		return
 	}

@@ -198,7 +198,9 @@ func (h ingestHostOf) ReadJob(ctx context.Context, id string) (protocol.Job, err
 }
 
 // JobEnv is the execService's jobEnv.
-func (h ingestHostOf) JobEnv(jobID string) execution.Env { return h.ex.jobEnv(jobID) }
+func (h ingestHostOf) JobEnv(ctx context.Context, jobID string) (execution.Env, error) {
+	return h.ex.jobEnv(ctx, jobID)
+}
 
 // InHistory is the execService's inHistory (history.go).
 func (h ingestHostOf) InHistory(ctx context.Context, id string) (protocol.Execution, bool) {

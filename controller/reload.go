@@ -117,8 +117,14 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 	}
 	resent := 0
 	for _, r := range s.pending {
-		j, _, ok := c.jobs.Get(r.JobID)
-		if !ok || sent[runMsgID(r, r.Attempt)] {
+		if sent[runMsgID(r, r.Attempt)] {
+			continue
+		}
+		j, ok, err := c.jobsvc.knownJob(ctx, r.JobID)
+		if err != nil {
+			return fmt.Errorf("re-send run %s: %w", r.ExecID, err)
+		}
+		if !ok {
 			continue
 		}
 		resent++

@@ -166,7 +166,14 @@ var errNoHolder = errors.New("the group job's lease has no holder now")
 // The retry of a job deleted meanwhile cancels the execution
 // (execution.JobDeleted).
 func (c *execService) fireRetry(ctx context.Context, it retryItem) error {
-	job, _, ok := c.jobs.Get(it.JobID)
+	job, ok, err := c.jobsvc.knownJob(ctx, it.JobID)
+	if err != nil {
+		return err // not taken for a deleted job: tried again
+	}
+	env, err := c.jobEnv(ctx, it.JobID)
+	if err != nil {
+		return err
+	}
 	var ev execution.Event = execution.JobDeleted{Attempt: it.Attempt}
 	if ok {
 		due := execution.RetryDue{Attempt: it.Attempt, GroupAny: job.GroupAny()}
@@ -177,7 +184,7 @@ func (c *execService) fireRetry(ctx context.Context, it retryItem) error {
 	}
 	ctx, op := c.marks.Begin(ctx)
 	defer op.End()
-	before, after, effs, err := c.applyExec(ctx, it.ExecID, ev, c.jobEnv(it.JobID))
+	before, after, effs, err := c.applyExec(ctx, it.ExecID, ev, env)
 	switch {
 	case errors.Is(err, execution.ErrMovedOn):
 		// Moved on meanwhile (cancelled, already triggered), or waiting

@@ -79,7 +79,11 @@ func (c *agentService) resendRuns(ctx context.Context, agent string, after uint6
 	}
 	sent := 0
 	for _, r := range again {
-		j, _, ok := c.jobs.Get(r.JobID)
+		j, ok, err := c.jobsvc.knownJob(ctx, r.JobID)
+		if err != nil {
+			c.log.Error("agent store lost its state: read job to send its run again", "agent", agent, "exec", r.ExecID, "err", err)
+			continue
+		}
 		if !ok {
 			continue
 		}

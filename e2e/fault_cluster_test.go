@@ -21,6 +21,7 @@ import (
 	"github.com/axsched/ax/controller/api"
 	"github.com/axsched/ax/controller/client"
 	"github.com/axsched/ax/internal/faultproxy"
+	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -29,12 +30,17 @@ import (
 // on a fixed port with its store in a fixed directory, the HTTP API on a
 // fixed port, so that a restart after SIGKILL is the same controller at
 // the same addresses) and three agent processes, each linked to NATS
-// through its own faultproxy.
+// through its own faultproxy. In TestFaultInjectionReplicas the controller is
+// replicas on a NATS server of the test's (fault_replicas_test.go).
 
 const (
 	envFaultCtlDir  = "AX_E2E_FAULT_CTL_DIR"
 	envFaultCtlNATS = "AX_E2E_FAULT_CTL_NATS_PORT"
 	envFaultCtlAPI  = "AX_E2E_FAULT_CTL_API_ADDR"
+	// envFaultCtlNATSURL and envFaultCtlNode make the helper a replica on
+	// an external server (through its proxy) instead of embedding one.
+	envFaultCtlNATSURL = "AX_E2E_FAULT_CTL_NATS_URL"
+	envFaultCtlNode    = "AX_E2E_FAULT_CTL_NODE"
 
 	// faultLeaseTTL is the lease TTL of the fault test: link cuts, freezes
 	// and controller outages of 0.3-6s are shorter and longer than it.
@@ -64,11 +70,18 @@ func faultCtlConfig(dir string, natsPort int) controller.Config {
 func TestHelperFaultController(t *testing.T) {
 	dir := testutil.ChildEnv(t, envFaultCtlDir, "TestFaultInjection")
 	fail := testutil.ChildFail
-	port, err := strconv.Atoi(os.Getenv(envFaultCtlNATS))
-	if err != nil {
-		fail(err)
+	var cfg controller.Config
+	if url := os.Getenv(envFaultCtlNATSURL); url != "" {
+		cfg = faultCtlConfig(dir, -1)
+		cfg.NATS.URL, cfg.Node = url, os.Getenv(envFaultCtlNode)
+	} else {
+		port, err := strconv.Atoi(os.Getenv(envFaultCtlNATS))
+		if err != nil {
+			fail(err)
+		}
+		cfg = faultCtlConfig(dir, port)
 	}
-	c, err := controller.New(faultCtlConfig(dir, port))
+	c, err := controller.New(cfg)
 	if err != nil {
 		fail(err)
 	}
@@ -112,48 +125,53 @@ type faultAgent struct {
 	kills   []time.Time
 }
 
-// faultCluster is the controller and the agents, and what was done to them.
+// faultCluster is the controller (or its replicas) and the agents, and
+// what was done to them.
 type faultCluster struct {
-	t          *testing.T
-	ctlDir     string
-	natsPort   int
-	apiAddr    string
-	ctl        *testutil.Child // nil while killed
-	ctlStopped bool
-	api        *client.Client
-	agents     []*faultAgent
-	agentEnv   []string
-	fires      string
-	t0         time.Time // start of the fault phase
-	applied    []string  // what was done, for the report
+	t        *testing.T
+	ctls     []*faultCtl
+	front    *apiFront // nil for a lone controller
+	natsPort int       // the lone controller's embedded server, or the replicas' server
+	apiAddr  string    // the lone controller's API, or the replicas' front
+	api      *client.Client
+	agents   []*faultAgent
+	agentEnv []string
+	fires    string
+	t0       time.Time // start of the fault phase
+	applied  []string  // what was done, for the report
 }
 
-// newFaultCluster starts the controller and n agents (ids a1..an, label
+// newFaultCluster starts the controller (replicas ≥ 2: that many replicas
+// on a NATS server in this process) and n agents (ids a1..an, label
 // faultGroup) whose processes get agentEnv, and waits until they are online.
-func newFaultCluster(t *testing.T, n int, agentEnv []string) *faultCluster {
+func newFaultCluster(t *testing.T, n, replicas int, agentEnv []string) *faultCluster {
 	t.Helper()
-	c := &faultCluster{t: t, ctlDir: t.TempDir(), natsPort: testutil.FreePort(t),
-		apiAddr: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), agentEnv: agentEnv}
+	c := &faultCluster{t: t, agentEnv: agentEnv}
+	if replicas < 2 {
+		c.natsPort = testutil.FreePort(t)
+		c.ctls = []*faultCtl{{node: "controller", dir: t.TempDir()}}
+	} else {
+		srv := natstest.Start(t)
+		_, port, _ := net.SplitHostPort(srv.Addr())
+		c.natsPort, _ = strconv.Atoi(port)
+		var addrs []string
+		for i := range replicas {
+			p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", c.natsPort))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			c.ctls = append(c.ctls, &faultCtl{node: fmt.Sprintf("fault-%d", i+1), dir: t.TempDir(), proxy: p})
+			addrs = append(addrs, "")
+		}
+		c.front, c.apiAddr = newAPIFront(t, addrs)
+	}
+	for i := range c.ctls {
+		c.firstStart(i)
+	}
 	var err error
 	if c.api, err = client.New("http://"+c.apiAddr, "", client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second})); err != nil {
 		t.Fatal(err)
-	}
-	// The ports were free when drawn; another test process may take one
-	// before the controller binds it: draw again (a restart keeps them).
-	for try := 1; ; try++ {
-		env := []string{envFaultCtlDir + "=" + c.ctlDir, envFaultCtlNATS + "=" + strconv.Itoa(c.natsPort), envFaultCtlAPI + "=" + c.apiAddr}
-		ctl, line := testutil.TryStartChild(t, "TestHelperFaultController", env, 90*time.Second)
-		if line == "" {
-			c.ctl = ctl
-			break
-		}
-		if try == 3 || !strings.Contains(line, "address already in use") {
-			t.Fatalf("TestHelperFaultController process: %q", line)
-		}
-		c.natsPort, c.apiAddr = testutil.FreePort(t), fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-		if c.api, err = client.New("http://"+c.apiAddr, "", client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second})); err != nil {
-			t.Fatal(err)
-		}
 	}
 	c.fires = filepath.Join(t.TempDir(), "fires.log") // the "record" handler's file; unused here
 	for i := range n {
@@ -180,24 +198,74 @@ func (c *faultCluster) note(format string, args ...any) {
 	c.applied = append(c.applied, fmt.Sprintf("%6.1fs %s ", now.Sub(c.t0).Seconds(), now.Format("15:04:05.000"))+fmt.Sprintf(format, args...))
 }
 
-func (c *faultCluster) startController() {
+// firstStart starts controller i on ports drawn now. They were free when
+// drawn; another test process may take one before the controller binds
+// it: draw again (a restart keeps them).
+func (c *faultCluster) firstStart(i int) {
 	c.t.Helper()
-	env := []string{envFaultCtlDir + "=" + c.ctlDir, envFaultCtlNATS + "=" + strconv.Itoa(c.natsPort), envFaultCtlAPI + "=" + c.apiAddr}
-	c.ctl = testutil.StartChild(c.t, "TestHelperFaultController", env, 90*time.Second)
-	c.ctlStopped = false
-}
-
-func (c *faultCluster) killController() {
-	c.ctl.Kill()
-	c.ctl = nil
-}
-
-func (c *faultCluster) signalController(sig syscall.Signal) {
-	c.t.Helper()
-	if err := c.ctl.Signal(sig); err != nil {
-		c.t.Fatalf("signal controller: %v", err)
+	ctl := c.ctls[i]
+	for try := 1; ; try++ {
+		ctl.apiAddr = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(c.t))
+		if c.front == nil {
+			c.apiAddr = ctl.apiAddr
+		}
+		proc, line := testutil.TryStartChild(c.t, "TestHelperFaultController", ctl.env(c.natsPort), 90*time.Second)
+		if line == "" {
+			ctl.proc = proc
+			c.frontSet(i)
+			return
+		}
+		if try == 3 || !strings.Contains(line, "address already in use") {
+			c.t.Fatalf("TestHelperFaultController process %s: %q", ctl.node, line)
+		}
+		if c.front == nil {
+			c.natsPort = testutil.FreePort(c.t)
+		}
 	}
-	c.ctlStopped = sig == syscall.SIGSTOP
+}
+
+// frontSet tells the front whether controller i is up.
+func (c *faultCluster) frontSet(i int) {
+	if c.front != nil {
+		c.front.set(i, c.ctls[i].apiAddr, c.ctls[i].up())
+	}
+}
+
+func (c *faultCluster) startController(i int) {
+	c.t.Helper()
+	ctl := c.ctls[i]
+	ctl.proc = testutil.StartChild(c.t, "TestHelperFaultController", ctl.env(c.natsPort), 90*time.Second)
+	ctl.stopped = false
+	c.frontSet(i)
+}
+
+func (c *faultCluster) killController(i int) {
+	ctl := c.ctls[i]
+	ctl.proc.Kill()
+	ctl.proc = nil
+	c.frontSet(i)
+}
+
+func (c *faultCluster) signalController(i int, sig syscall.Signal) {
+	c.t.Helper()
+	ctl := c.ctls[i]
+	if err := ctl.proc.Signal(sig); err != nil {
+		c.t.Fatalf("signal %s: %v", ctl.node, err)
+	}
+	ctl.stopped = sig == syscall.SIGSTOP
+	c.frontSet(i)
+}
+
+// cutController cuts (or heals) replica i's link to the NATS server.
+func (c *faultCluster) cutController(i int, cut bool) {
+	ctl := c.ctls[i]
+	if cut {
+		ctl.proxy.Cut()
+	} else {
+		ctl.proxy.Heal()
+	}
+	ctl.cut = cut
+	c.frontSet(i)
 }
 
 func (c *faultCluster) startAgent(a *faultAgent) {
@@ -223,11 +291,16 @@ func (c *faultCluster) signalAgent(a *faultAgent, sig syscall.Signal) {
 // healAll undoes every fault still in force: SIGCONT, heal, restart.
 func (c *faultCluster) healAll() {
 	c.t.Helper()
-	switch {
-	case c.ctl == nil:
-		c.startController()
-	case c.ctlStopped:
-		c.signalController(syscall.SIGCONT)
+	for i, ctl := range c.ctls {
+		if ctl.cut {
+			c.cutController(i, false)
+		}
+		switch {
+		case ctl.proc == nil:
+			c.startController(i)
+		case ctl.stopped:
+			c.signalController(i, syscall.SIGCONT)
+		}
 	}
 	for _, a := range c.agents {
 		a.proxy.Heal()
@@ -240,14 +313,19 @@ func (c *faultCluster) healAll() {
 	}
 }
 
-// waitReady waits until the controller's API answers /readyz.
+// waitReady waits until every controller's API answers /readyz.
 func (c *faultCluster) waitReady() {
 	c.t.Helper()
-	var err error
-	testutil.EventuallyFunc(c.t, 90*time.Second, func() string { return fmt.Sprintf("controller ready (last: %v)", err) }, func() bool {
-		err = c.api.Ready(context.Background())
-		return err == nil
-	})
+	for _, ctl := range c.ctls {
+		api, err := client.New("http://"+ctl.apiAddr, "", client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		testutil.EventuallyFunc(c.t, 90*time.Second, func() string { return fmt.Sprintf("%s ready (last: %v)", ctl.node, err) }, func() bool {
+			err = api.Ready(context.Background())
+			return err == nil
+		})
+	}
 }
 
 // waitOnline waits until the controller lists agent id online.

@@ -23,33 +23,34 @@ const (
 	faultAgentStop                  // SIGSTOP an agent, SIGCONT after length
 	faultCtlKill                    // SIGKILL the controller, restart it after length
 	faultCtlStop                    // SIGSTOP the controller, SIGCONT after length
+	faultCtlCut                     // cut a replica's link to NATS for length (replicas only)
 )
 
 func (k faultKind) String() string {
-	return [...]string{"agent-kill", "agent-cut", "agent-stop", "ctl-kill", "ctl-stop"}[k]
+	return [...]string{"agent-kill", "agent-cut", "agent-stop", "ctl-kill", "ctl-stop", "ctl-cut"}[k]
 }
 
 // fault is one fault of the plan.
 type fault struct {
 	at     time.Duration
 	kind   faultKind
-	agent  int // index of the agent; -1 for the controller
+	agent  int // index of the agent; -1 for a controller
+	ctl    int // index of the controller (replica) when agent is -1
 	length time.Duration
+	who    string // "a1", "controller", "fault-2"
 }
 
 func (f fault) String() string {
-	who := "controller"
-	if f.agent >= 0 {
-		who = fmt.Sprintf("a%d", f.agent+1)
-	}
-	return fmt.Sprintf("%s %s for %s", f.kind, who, f.length.Round(10*time.Millisecond))
+	return fmt.Sprintf("%s %s for %s", f.kind, f.who, f.length.Round(10*time.Millisecond))
 }
 
-// planFaults draws the faults of a fault phase of span for agents agents:
-// one every 1-3.5s, each kind with its weight and length range (scaled
-// down from the 5-20s of the black-box run to the 2s lease TTL: below and
-// above it), at most one fault at a time per process, all over by span.
-func planFaults(rng *rand.Rand, span time.Duration, agents int) []fault {
+// planFaults draws the faults of a fault phase of span for agents agents
+// and replicas controllers: one every 1-3.5s, each kind with its weight
+// and length range (scaled down from the 5-20s of the black-box run to the
+// 2s lease TTL: below and above it), at most one fault at a time per
+// process, all over by span. With one controller the draws are those of
+// the plans before replicas, so a seed gives the plan it gave then.
+func planFaults(rng *rand.Rand, span time.Duration, agents, replicas int) []fault {
 	type kindSpec struct {
 		kind     faultKind
 		weight   int
@@ -62,11 +63,14 @@ func planFaults(rng *rand.Rand, span time.Duration, agents int) []fault {
 		{faultCtlKill, 15, 300 * time.Millisecond, 5 * time.Second},
 		{faultCtlStop, 15, 500 * time.Millisecond, 3 * time.Second},
 	}
+	if replicas > 1 {
+		kinds = append(kinds, kindSpec{faultCtlCut, 15, time.Second, 6 * time.Second})
+	}
 	total := 0
 	for _, k := range kinds {
 		total += k.weight
 	}
-	busy := make([]time.Duration, agents+1) // per agent, then the controller: busy until
+	busy := make([]time.Duration, agents+max(replicas, 1)) // per agent, then per controller: busy until
 	var out []fault
 	for at := 3 * time.Second; ; at += time.Second + time.Duration(rng.Int64N(int64(2500*time.Millisecond))) {
 		w := rng.IntN(total)
@@ -78,10 +82,14 @@ func planFaults(rng *rand.Rand, span time.Duration, agents int) []fault {
 			w -= k.weight
 		}
 		length := k.min + time.Duration(rng.Int64N(int64(k.max-k.min)))
-		target, slot := -1, agents
+		f := fault{at: at, kind: k.kind, agent: -1, length: length, who: "controller"}
+		slot := agents
 		if k.kind <= faultAgentStop {
-			target = rng.IntN(agents)
-			slot = target
+			f.agent = rng.IntN(agents)
+			slot, f.who = f.agent, fmt.Sprintf("a%d", f.agent+1)
+		} else if replicas > 1 {
+			f.ctl = rng.IntN(replicas)
+			slot, f.who = agents+f.ctl, fmt.Sprintf("fault-%d", f.ctl+1)
 		}
 		if at+length > span-2*time.Second {
 			return out
@@ -90,7 +98,7 @@ func planFaults(rng *rand.Rand, span time.Duration, agents int) []fault {
 			continue
 		}
 		busy[slot] = at + length + 500*time.Millisecond
-		out = append(out, fault{at: at, kind: k.kind, agent: target, length: length})
+		out = append(out, f)
 	}
 }
 
@@ -132,13 +140,15 @@ func (c *faultCluster) apply(s faultStep) {
 	case s.f.kind == faultAgentStop:
 		c.signalAgent(a, syscall.SIGCONT)
 	case s.f.kind == faultCtlKill && !s.end:
-		c.killController()
+		c.killController(s.f.ctl)
 	case s.f.kind == faultCtlKill:
-		c.startController()
+		c.startController(s.f.ctl)
 	case s.f.kind == faultCtlStop && !s.end:
-		c.signalController(syscall.SIGSTOP)
+		c.signalController(s.f.ctl, syscall.SIGSTOP)
 	case s.f.kind == faultCtlStop:
-		c.signalController(syscall.SIGCONT)
+		c.signalController(s.f.ctl, syscall.SIGCONT)
+	case s.f.kind == faultCtlCut:
+		c.cutController(s.f.ctl, !s.end)
 	}
 	if s.end {
 		c.note("end   %s", s.f)

@@ -135,12 +135,22 @@ func (c *faultCluster) quiet(tb testing.TB, d *faultData, runLog string, heartbe
 	return fingerprint, strings.Join(whys, "; ")
 }
 
-// rejectedReports are the controller's ax_reports_rejected_total counters
-// (since its last start), for the report.
+// rejectedReports are each controller's ax_reports_rejected_total
+// counters (since its last start), for the report.
 func (c *faultCluster) rejectedReports() []string {
-	resp, err := http.Get("http://" + c.apiAddr + "/metrics")
+	var lines []string
+	for _, ctl := range c.ctls {
+		lines = append(lines, fmt.Sprintf("reports rejected by %s since its last start: %s", ctl.node, rejectedOf(ctl.apiAddr)))
+	}
+	return lines
+}
+
+// rejectedOf reads the ax_reports_rejected_total counters of the
+// controller whose API is at addr.
+func rejectedOf(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return []string{"metrics: " + err.Error()}
+		return "metrics: " + err.Error()
 	}
 	defer resp.Body.Close()
 	var out []string
@@ -151,7 +161,7 @@ func (c *faultCluster) rejectedReports() []string {
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, "none")
+		return "none"
 	}
-	return []string{"reports rejected by the controller since its last start: " + strings.Join(out, ", ")}
+	return strings.Join(out, ", ")
 }

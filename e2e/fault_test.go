@@ -26,6 +26,9 @@ const (
 	// envFaultSoak is the length of the fault phase (default
 	// faultDefaultSpan); set, it also runs the test under -short.
 	envFaultSoak = "AX_FAULT_SOAK"
+	// envFaultReplicas is the number of controller replicas of
+	// TestFaultInjectionReplicas (default 2, at most 5).
+	envFaultReplicas = "AX_FAULT_REPLICAS"
 
 	faultDefaultSeed = 1
 	faultDefaultSpan = 80 * time.Second
@@ -116,23 +119,51 @@ const (
 // long a restart takes. Counts, examples of each violation, the figures
 // of the run and the faults applied are printed on failure and with -v.
 func TestFaultInjection(t *testing.T) {
-	seed, runs, span := faultOptions(t)
+	runFaultInjection(t, 1, faultDefaultSpan)
+}
+
+// TestFaultInjectionReplicas is TestFaultInjection with the controller as
+// two replicas on a NATS server of the test's (AX_FAULT_REPLICAS picks
+// 2-5) and faults of each replica: SIGKILL and restart, SIGSTOP and
+// SIGCONT, and cuts of its link to NATS (fault_replicas_test.go). A
+// replica out for longer than the lease TTL loses its shards to the
+// others and must stop working them; the invariants are the same. Its
+// fault phase is 60s unless AX_FAULT_SOAK sets it.
+func TestFaultInjectionReplicas(t *testing.T) {
+	replicas := 2
+	if v := os.Getenv(envFaultReplicas); v != "" {
+		var err error
+		if replicas, err = strconv.Atoi(v); err != nil || replicas < 2 || replicas > 5 {
+			t.Fatalf("%s: %q is not a count from 2 to 5", envFaultReplicas, v)
+		}
+	}
+	runFaultInjection(t, replicas, 60*time.Second)
+}
+
+// runFaultInjection runs the seeds of the environment with replicas
+// controllers, the fault phase span unless AX_FAULT_SOAK sets it.
+func runFaultInjection(t *testing.T, replicas int, span time.Duration) {
+	seed, runs, soak := faultOptions(t)
 	if testing.Short() && os.Getenv(envFaultSoak) == "" {
 		t.Skip("spawns a controller and agent processes for minutes; set AX_FAULT_SOAK to run it under -short")
 	}
 	if runtime.GOOS != "linux" {
 		t.Skip("the exec script reads /proc")
 	}
+	if soak > 0 {
+		span = soak
+	}
 	for i := range runs {
 		s := seed + uint64(i)
-		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) { runFaultSeed(t, s, span) })
+		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) { runFaultSeed(t, s, span, replicas) })
 	}
 }
 
-// faultOptions reads the environment of TestFaultInjection.
+// faultOptions reads the environment of TestFaultInjection: the first
+// seed, the number of seeds, and the fault phase (0: not set).
 func faultOptions(t *testing.T) (seed uint64, runs int, span time.Duration) {
 	t.Helper()
-	seed, runs, span = faultDefaultSeed, 1, faultDefaultSpan
+	seed, runs = faultDefaultSeed, 1
 	var err error
 	if v := os.Getenv(envFaultSeed); v != "" {
 		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
@@ -153,13 +184,13 @@ func faultOptions(t *testing.T) (seed uint64, runs int, span time.Duration) {
 }
 
 // runFaultSeed is one run of TestFaultInjection.
-func runFaultSeed(t *testing.T, seed uint64, span time.Duration) {
-	t.Logf("%s=%d, fault phase %s", envFaultSeed, seed, span)
+func runFaultSeed(t *testing.T, seed uint64, span time.Duration, replicas int) {
+	t.Logf("%s=%d, fault phase %s, %d controller(s)", envFaultSeed, seed, span, replicas)
 	dir := t.TempDir()
 	runLog := filepath.Join(dir, "runs.log")
 	srv := faultHTTPServer(t, runLog)
 	h := faultHandlers{runLog: runLog, script: writeFaultScript(t, dir), http: srv.URL}
-	c := newFaultCluster(t, 3, []string{envAgentRunLog + "=" + runLog, envAgentExecAllow + "=" + h.script,
+	c := newFaultCluster(t, 3, replicas, []string{envAgentRunLog + "=" + runLog, envAgentExecAllow + "=" + h.script,
 		envAgentHTTPAllow + "=" + srv.URL + "/", envAgentWorkers + "=2", envAgentQueueSize + "=16"})
 	var ids []string
 	for _, a := range c.agents {
@@ -176,7 +207,7 @@ func runFaultSeed(t *testing.T, seed uint64, span time.Duration) {
 		jobs[got.ID] = faultJob{Job: got, kind: j.kind, class: j.class}
 		periodic = append(periodic, got.ID)
 	}
-	plan := planFaults(rand.New(rand.NewPCG(seed, 2)), span, len(ids))
+	plan := planFaults(rand.New(rand.NewPCG(seed, 2)), span, len(ids), replicas)
 	sub, err := newSubmitter("http://"+c.apiAddr, oneShotJobs(rand.New(rand.NewPCG(seed, 3)), h, ids, seed, span))
 	if err != nil {
 		t.Fatal(err)

@@ -57,7 +57,8 @@
 // Host is what it needs of the rest of the controller: a job read from
 // ax_jobs when the cache does not have it (ReadJob, its absence matching
 // ErrJobNotFound), the execution.Env of a change to an execution of a job
-// (JobEnv: retry policy, jitter, the time), whether an execution without
+// (JobEnv: retry policy, jitter, the time; it reads a job the cache has
+// not seen, and its error holds the reports back), whether an execution without
 // a live record left live state for the history (InHistory), and the
 // effects of an applied report: events and retry timers (StartEffects).
 // Everything else it is given: at construction (New: Env, its Config,

@@ -28,8 +28,11 @@ type Host interface {
 	ReadJob(ctx context.Context, id string) (protocol.Job, error)
 	// JobEnv returns the execution.Env of a change to an execution of job
 	// jobID (its retry policy, the jitter source, Now set to the
-	// controller's time). Called once per execution of a batch.
-	JobEnv(jobID string) execution.Env
+	// controller's time). Called once per execution of a batch. A job the
+	// cache has not seen is read from ax_jobs first; an error is that read
+	// failing, and the reports are applied later (the policy of a job not
+	// seen yet is not the default one).
+	JobEnv(ctx context.Context, jobID string) (execution.Env, error)
 	// InHistory reports whether execution id, which has no live record,
 	// left live state for the history index, and returns it as the index
 	// has it.

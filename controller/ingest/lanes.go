@@ -203,7 +203,9 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 				continue
 			}
 		}
-		l.plan(g, cur)
+		if l.plan(ctx, g, cur); g.err != nil {
+			continue
+		}
 		if ok && l.mayBeStale(g) {
 			// Ahead of the cached record, or for another agent than it
 			// names: it may be stale (written outside this lane: the
@@ -215,14 +217,18 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 			}
 			if read.Rec != nil || cur.Rev != 0 { // else a created record not stored yet (held): it stands
 				cur = read
-				l.plan(g, cur)
+				if l.plan(ctx, g, cur); g.err != nil {
+					continue
+				}
 			}
 		}
 		if guessed && g.next == nil { // the guess decided nothing: read for real
 			if cur, g.err = c.execs.Get(ctx, g.id); g.err != nil {
 				continue
 			}
-			l.plan(g, cur)
+			if l.plan(ctx, g, cur); g.err != nil {
+				continue
+			}
 		}
 		if g.next != nil {
 			g.put = c.execs.PutAsync(g.cur, g.next)
@@ -269,19 +275,24 @@ func (l *lane) guessAbsent(r protocol.Report) bool {
 
 // plan applies the group's reports, in order, to cur. A report ahead of
 // the record is held and tried again after the others, so that reports of
-// one execution that arrive out of order in one batch still apply.
-func (l *lane) plan(g *group, cur execstore.Version) {
+// one execution that arrive out of order in one batch still apply. When
+// the job's Env cannot be had (a read of a job the cache had not seen
+// failed), g.err says so and nothing is planned: the group is settled
+// later.
+func (l *lane) plan(ctx context.Context, g *group, cur execstore.Version) {
 	c := l.w.c
 	g.cur, g.next, g.err = cur, nil, nil
 	rec := cur.Rec
+	for _, p := range g.items {
+		p.held, p.effs, p.err = false, nil, nil
+	}
 	var env execution.Env
 	if len(g.items) > 0 {
-		env = c.host.JobEnv(g.items[0].r.JobID)
+		if env, g.err = c.host.JobEnv(ctx, g.items[0].r.JobID); g.err != nil {
+			return
+		}
 	}
 	now := env.Now
-	for _, p := range g.items {
-		p.held = false
-	}
 	if rec == nil && len(g.items) > 0 {
 		// No record: an execution that left live state (the
 		// controller's retention; Host.InHistory) is never made again
@@ -378,7 +389,9 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 			g.err = err
 			continue
 		}
-		l.plan(g, cur)
+		if l.plan(ctx, g, cur); g.err != nil {
+			continue // the job could not be read: not decided from defaults
+		}
 		if g.next == nil {
 			return true
 		}
