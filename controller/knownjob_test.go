@@ -11,6 +11,7 @@ import (
 	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
+	"github.com/axsched/ax/pkg/schedule"
 )
 
 // laggingJobsKV is ax_jobs whose watchers deliver nothing after the
@@ -76,26 +77,63 @@ func TestFailedAttemptOfJobNotSeenYetIsRetried(t *testing.T) {
 	}
 }
 
-func testJobNotSeenYet(t *testing.T, failOnOwner bool) {
-	srv := natstest.Start(t)
+// laggingPair starts ctl-a, whose job watcher delivers nothing after its
+// start (laggingJobsKV), then ctl-b, and waits until they split the shards.
+func laggingPair(t *testing.T) (srv *natstest.Server, a, b *Controller) {
+	t.Helper()
+	srv = natstest.Start(t)
 	ttl := 2 * time.Second
-	var lag atomic.Bool
-	cfgA := replicaConfig(t, srv.URL(), "ctl-a", ttl)
-	a, err := New(cfgA)
+	lag := &atomic.Bool{}
+	a, err := New(replicaConfig(t, srv.URL(), "ctl-a", ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.hooks.wrapJobsKV = func(kv jetstream.KeyValue) jetstream.KeyValue { return laggingJobsKV{kv, &lag} }
+	a.hooks.wrapJobsKV = func(kv jetstream.KeyValue) jetstream.KeyValue { return laggingJobsKV{kv, lag} }
 	if err := a.Start(tctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Close() })
 	lag.Store(true)
-	b := startController(t, replicaConfig(t, srv.URL(), "ctl-b", ttl))
+	b = startController(t, replicaConfig(t, srv.URL(), "ctl-b", ttl))
 	eventually(t, 30*time.Second, "the shards split between ctl-a and ctl-b", func() bool {
 		na, nb := len(a.own.OwnedShards()), len(b.own.OwnedShards())
-		return na > 0 && nb > 0 && na+nb == cfgA.Shards
+		return na > 0 && nb > 0 && na+nb == a.cfg.Shards
 	})
+	return srv, a, b
+}
+
+// createOnOwnShard creates spec on b until a job lands on one of b's own
+// shards (b makes its executions and sends its runs) and returns it.
+func createOnOwnShard(t *testing.T, b *Controller, spec protocol.Job) protocol.Job {
+	t.Helper()
+	for range 64 {
+		got, err := b.CreateJob(tctx(t), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.own.OwnsJob(got.ID) {
+			return got
+		}
+	}
+	t.Fatalf("64 jobs created on %s, none on its own shards", b.cfg.Node)
+	return protocol.Job{}
+}
+
+// handOver closes b and waits until a owns every shard, without having
+// seen job.
+func handOver(t *testing.T, a, b *Controller, job protocol.Job) {
+	t.Helper()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "ctl-a owns every shard", func() bool { return len(a.own.OwnedShards()) == a.cfg.Shards })
+	if a.jobs.Known(job.ID, 0) {
+		t.Fatal("ctl-a's job cache has seen the job: its watcher was not held back")
+	}
+}
+
+func testJobNotSeenYet(t *testing.T, failOnOwner bool) {
+	srv, a, b := laggingPair(t)
 	ag := newTestAgent(t, srv.URL(), "edge-1", nil).start()
 
 	// A job on one of ctl-b's shards, created there: ctl-b sends its run.
@@ -104,21 +142,9 @@ func testJobNotSeenYet(t *testing.T, failOnOwner bool) {
 	if failOnOwner {
 		base = 3 * time.Second
 	}
-	var job protocol.Job
-	for i := 0; job.ID == ""; i++ {
-		if i == 64 {
-			t.Fatal("64 jobs created on ctl-b, none on its own shards")
-		}
-		j := asapJob("edge-1")
-		j.Retry = protocol.RetrySpec{MaxAttempts: 3, Base: protocol.Duration(base), Max: protocol.Duration(10 * base)}
-		got, err := b.CreateJob(tctx(t), j)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.own.OwnsJob(got.ID) {
-			job = got
-		}
-	}
+	spec := asapJob("edge-1")
+	spec.Retry = protocol.RetrySpec{MaxAttempts: 3, Base: protocol.Duration(base), Max: protocol.Duration(10 * base)}
+	job := createOnOwnShard(t, b, spec)
 	run := ag.waitCommand("run of the job's attempt 1", func(c protocol.Command) bool {
 		return c.Kind == protocol.CmdRun && c.Run.Job.ID == job.ID && c.Run.Attempt == 1
 	})
@@ -136,13 +162,7 @@ func testJobNotSeenYet(t *testing.T, failOnOwner bool) {
 	}
 
 	// ctl-b leaves; ctl-a takes its shards without having seen the job.
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "ctl-a owns every shard", func() bool { return len(a.own.OwnedShards()) == cfgA.Shards })
-	if a.jobs.Known(job.ID, 0) {
-		t.Fatal("ctl-a's job cache has seen the job: its watcher was not held back")
-	}
+	handOver(t, a, b, job)
 	if !failOnOwner {
 		if e := fail(a); e.State == protocol.StateFailed {
 			t.Fatalf("execution FAILED at attempt %d (%s) with 3 attempts allowed", e.Attempt, e.Reason)
@@ -151,5 +171,30 @@ func testJobNotSeenYet(t *testing.T, failOnOwner bool) {
 	ag.waitCommand("run of attempt 2", isRun(execID, 2))
 	if e, err := a.GetExecution(tctx(t), execID); err != nil || e.State.Terminal() {
 		t.Fatalf("execution after attempt 2 was sent: %+v, %v", e, err)
+	}
+}
+
+// TestWaitingRunOfJobNotSeenYetIsPlaced: a replica that takes over a
+// shard keeps the PENDING execution of a group job that waits for an
+// agent of its group, although its job cache has not seen the job
+// (created on the other replica; its watcher is behind), and gives it to
+// the first member that registers. Before, the placement's pass took the
+// job missing from the cache for a deleted one and forgot the execution
+// (its job was not deleted, so it was not cancelled either): it stayed
+// PENDING with nobody to place it.
+func TestWaitingRunOfJobNotSeenYetIsPlaced(t *testing.T) {
+	srv, a, b := laggingPair(t)
+	job := createOnOwnShard(t, b, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Asap: true},
+		Target: protocol.Target{Group: "site=new"}})
+	id := protocol.ExecID(job.ID, job.CreatedAt)
+	waitExec(t, b, id, "PENDING without an agent", inState(protocol.StatePending))
+	handOver(t, a, b, job)
+	// ctl-a's ownership loop runs a pass of its placement over the
+	// waiting executions every tick, the one of the job not seen among
+	// them once its reload noted it; a registration runs one too.
+	ag := newTestAgent(t, srv.URL(), "newcomer", map[string]string{"site": "new"}).start()
+	ag.waitCommand("run of the waiting execution", isRun(id, 1))
+	if e, err := a.GetExecution(tctx(t), id); err != nil || e.Agent != "newcomer" {
+		t.Fatalf("execution after its run was sent: %+v, %v; want it placed on newcomer", e, err)
 	}
 }

@@ -267,6 +267,17 @@ func TestGroupLeasesGrantRenewMoveRelease(t *testing.T) {
 	if want := []protocol.Lease{{JobID: job.ID, Epoch: epoch, TTL: protocol.Duration(ttl - ttl/10)}}; !slices.Equal(renewed, want) || len(lost) != 0 {
 		t.Fatalf("holder's renewal: renewed %+v lost %+v; want %+v", renewed, lost, want)
 	}
+	// A job this replica's cache has not seen (its watcher behind another
+	// replica's create) cannot be checked: its claim is neither renewed
+	// nor lost. A job the cache saw deleted is lost.
+	unseen := protocol.HeldLease{JobID: "ax-ctl-20261205000000-unseen", Epoch: 1}
+	if renewed, lost := f.g.RenewLeases(ctx, f.agent(t, holder), []protocol.HeldLease{unseen}); len(renewed) != 0 || len(lost) != 0 {
+		t.Fatalf("claim of a job not seen: renewed %+v lost %+v; want neither", renewed, lost)
+	}
+	f.jobs.Remove(unseen.JobID, 1<<40)
+	if renewed, lost := f.g.RenewLeases(ctx, f.agent(t, holder), []protocol.HeldLease{unseen}); len(renewed) != 0 || !slices.Equal(lost, []protocol.HeldLease{unseen}) {
+		t.Fatalf("claim of a deleted job: renewed %+v lost %+v; want it lost", renewed, lost)
+	}
 	for _, c := range []struct {
 		agent string
 		claim protocol.HeldLease

@@ -25,7 +25,8 @@ const leaseRenewBatch = 32
 // lease the agent still holds in ax_leases, for a job whose group it is
 // still in, is renewed (compare-and-set) and granted for LeaseTTL×0.9 from
 // the heartbeat's send; the others are lost. A claim that cannot be
-// checked now (NATS error) is neither. Safe for concurrent use.
+// checked now (NATS error, a job this replica has not seen yet) is
+// neither. Safe for concurrent use.
 func (g *GroupLeases) RenewLeases(ctx context.Context, a protocol.AgentInfo, claims []protocol.HeldLease) (renewed []protocol.Lease, lost []protocol.HeldLease) {
 	ttl := g.cfg.LeaseTTL - g.cfg.LeaseTTL/10
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.LeaseTTL/2)
@@ -34,14 +35,22 @@ func (g *GroupLeases) RenewLeases(ctx context.Context, a protocol.AgentInfo, cla
 	// flight): a heartbeat claiming n leases waits for about one round
 	// trip to ax_leases, not n.
 	type outcome struct {
-		member, held bool
-		err          error
+		unseen, member, held bool
+		err                  error
 	}
 	out := make([]outcome, len(claims))
 	sem := make(chan struct{}, leaseRenewBatch)
 	var wg sync.WaitGroup
 	for i, cl := range claims {
 		j, _, ok := g.jobs.Get(cl.JobID)
+		if !ok && !g.jobs.Known(cl.JobID, 0) {
+			// A job this replica's cache has not seen, live or deleted
+			// (its watcher behind another replica's create): the claim
+			// cannot be checked now; it lapses at its TTL unless a replica
+			// that knows the job renews it.
+			out[i].unseen = true
+			continue
+		}
 		if out[i].member = ok && j.GroupAny() && len(fleet.GroupMembers(j, []protocol.AgentInfo{a})) == 1; !out[i].member {
 			continue
 		}
@@ -54,6 +63,9 @@ func (g *GroupLeases) RenewLeases(ctx context.Context, a protocol.AgentInfo, cla
 	}
 	wg.Wait()
 	for i, cl := range claims {
+		if out[i].unseen {
+			continue
+		}
 		if !out[i].member {
 			lost = append(lost, cl)
 			continue

@@ -32,6 +32,10 @@ type Host interface {
 	// the job is deleted in ax_jobs (unsent: AX_CMD holds no run of it);
 	// it reports whether the execution was cancelled.
 	CancelDeletedJobRun(ctx context.Context, execID, jobID string, unsent bool) (bool, error)
+	// SeeJob makes the job cache have seen job id, live or deleted, when
+	// ax_jobs holds it: a job the cache has not seen (its watcher behind
+	// another replica's write) is read. An error is that read failing.
+	SeeJob(ctx context.Context, id string) error
 }
 
 // Config is the placement's part of the controller's Config.

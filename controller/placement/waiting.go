@@ -36,8 +36,15 @@ func (p *Placer) PlaceUnplaced(ctx context.Context, a protocol.AgentInfo) {
 	for execID, jobID := range p.unplaced {
 		j, _, ok := p.jobs.Get(jobID)
 		if !ok {
-			p.dropUnplaced(ctx, execID, jobID)
-			continue
+			// Not in the cache: deleted, or not seen yet (another
+			// replica's create): only a deleted job's are dropped.
+			if err := p.host.SeeJob(ctx, jobID); err != nil {
+				continue // the next pass looks again
+			}
+			if j, _, ok = p.jobs.Get(jobID); !ok {
+				p.dropUnplaced(ctx, execID, jobID)
+				continue
+			}
 		}
 		if len(fleet.GroupMembers(j, []protocol.AgentInfo{a})) == 0 {
 			continue
@@ -79,6 +86,9 @@ func (p *Placer) cancelUnplacedOf(ctx context.Context, jobID string) {
 		if jobID == "" {
 			if p.jobs.Has(j) {
 				continue
+			}
+			if err := p.host.SeeJob(ctx, j); err != nil || p.jobs.Has(j) {
+				continue // not seen before (another replica's create), or not readable now
 			}
 		}
 		p.dropUnplaced(ctx, execID, j)
