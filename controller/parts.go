@@ -236,13 +236,13 @@ func (h placementHostOf) ExecEffects(ctx context.Context, rec *execution.Record,
 	return h.ex.execEffects(ctx, rec, job, effs)
 }
 
-// CancelDeletedJobRun is the execService's cancelDeletedJobRun
-// (deletedruns.go).
 // SeeJob is the jobService's seeJob (knownjob.go).
 func (h placementHostOf) SeeJob(ctx context.Context, id string) error {
 	return h.jobsvc.seeJob(ctx, id)
 }
 
+// CancelDeletedJobRun is the execService's cancelDeletedJobRun
+// (deletedruns.go).
 func (h placementHostOf) CancelDeletedJobRun(ctx context.Context, execID, jobID string, unsent bool) (bool, error) {
 	return h.ex.cancelDeletedJobRun(ctx, execID, jobID, unsent)
 }
