@@ -267,6 +267,18 @@ func (g *GroupLeases) Manage(ctx context.Context, now time.Time) {
 		if !ok {
 			continue
 		}
+		if !g.jobs.Known(id, 0) {
+			// Not seen by this replica's cache at all: created on another
+			// replica that its watcher has not caught up with, or deleted
+			// so long ago that no marker is left. Read it; a live job is
+			// in the cache then, and is looked at on the next pass.
+			rctx, cancel := context.WithTimeout(ctx, g.cfg.LeaseTTL/2)
+			_, err := g.host.ReadJob(rctx, id)
+			cancel()
+			if !errors.Is(err, ErrJobNotFound) {
+				continue
+			}
+		}
 		// Generation 0 removes a deleted job at any generation; a job that
 		// changed target keeps its new generation on that agent.
 		gen := uint64(0)

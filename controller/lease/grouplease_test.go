@@ -436,3 +436,51 @@ func TestEpochHistoryKeepsTheLastGrants(t *testing.T) {
 			h.Grants[0].Epoch, h.Grants[len(h.Grants)-1].Epoch, MaxEpochGrants, last)
 	}
 }
+
+// TestGroupLeaseOfJobNotSeenYetKept: a group lease in ax_leases whose job
+// this replica's cache has not seen (written by another replica its job
+// watcher is behind) is left as it is: no unassign is sent and the lease
+// is not deleted, while ax_jobs holds the job. Before, the pass took the
+// job for one gone and unassigned its holder. Once ax_jobs has no such
+// job, the lease is removed and its holder unassigned.
+func TestGroupLeaseOfJobNotSeenYetKept(t *testing.T) {
+	f := newGroupFixture(t, 2*time.Second)
+	ctx := tctx(t)
+	id := "ax-ctl-b-20261205000000-unseen"
+	j := protocol.Job{ID: id, Name: id, Handler: "noop", Schedule: schedule.Spec{Every: "1h"},
+		Target: protocol.Target{Group: "role=pump"}, Generation: 1}
+	f.host.mu.Lock()
+	f.host.jobs[id] = j // in ax_jobs, not in the cache
+	f.host.mu.Unlock()
+	data, err := json.Marshal(Group{Job: id, Agent: "g1", Epoch: 7, GrantedAt: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.kv.Leases.Put(ctx, JobKey(id), data); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the lease in the replica's view", func() bool {
+		_, ok := f.rep.view.Job(id)
+		return ok
+	})
+	for range 3 {
+		f.g.Manage(ctx, time.Now())
+	}
+	if got := f.host.commands(id); len(got) != 0 {
+		t.Fatalf("commands for the job not seen: %+v, want none", got)
+	}
+	if _, err := f.kv.Leases.Get(ctx, JobKey(id)); err != nil {
+		t.Fatalf("the lease of the job not seen: %v, want it kept", err)
+	}
+
+	f.host.mu.Lock()
+	delete(f.host.jobs, id) // gone from ax_jobs
+	f.host.mu.Unlock()
+	f.g.Manage(ctx, time.Now())
+	if got := f.host.commands(id); !slices.Equal(got, []sent{{protocol.CmdUnassign, "g1", 0}}) {
+		t.Fatalf("commands once the job is gone: %+v, want an unassign to g1", got)
+	}
+	if _, err := f.kv.Leases.Get(ctx, JobKey(id)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the lease once the job is gone: %v, want it deleted", err)
+	}
+}
