@@ -21,6 +21,13 @@
 // case it is for. A job the compact form could not rebuild exactly is
 // held decoded.
 //
+// The watcher can be behind: with several replicas, a job another
+// replica wrote reaches this one's cache seconds later when its link was
+// cut or it was frozen. Known(id, 0) tells a job the cache has not seen at
+// all from one it saw deleted (a tombstone); the controller reads ax_jobs
+// for the first before it decides anything from the job's absence
+// (controller/knownjob.go).
+//
 // It keeps the indexes the controller's hot paths read: the ids in order
 // (a B-tree, for the pages of GET /v1/jobs: a page of 50 of 300,000 jobs
 // reads 50 ids), the periodic jobs pinned to each agent and the periodic
