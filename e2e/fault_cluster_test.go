@@ -256,6 +256,20 @@ func (c *faultCluster) signalController(i int, sig syscall.Signal) {
 	c.frontSet(i)
 }
 
+// freezeController freezes (or thaws) replica i's link to the NATS
+// server: its connection stays open and carries nothing, as over a link
+// that drops packets without a reset, until its pings time out.
+func (c *faultCluster) freezeController(i int, freeze bool) {
+	ctl := c.ctls[i]
+	if freeze {
+		ctl.proxy.Freeze()
+	} else {
+		ctl.proxy.Thaw()
+	}
+	ctl.cut = freeze
+	c.frontSet(i)
+}
+
 // cutController cuts (or heals) replica i's link to the NATS server.
 func (c *faultCluster) cutController(i int, cut bool) {
 	ctl := c.ctls[i]
@@ -292,7 +306,8 @@ func (c *faultCluster) signalAgent(a *faultAgent, sig syscall.Signal) {
 func (c *faultCluster) healAll() {
 	c.t.Helper()
 	for i, ctl := range c.ctls {
-		if ctl.cut {
+		if ctl.cut && ctl.proxy != nil {
+			ctl.proxy.Thaw()
 			c.cutController(i, false)
 		}
 		switch {

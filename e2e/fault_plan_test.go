@@ -24,10 +24,11 @@ const (
 	faultCtlKill                    // SIGKILL the controller, restart it after length
 	faultCtlStop                    // SIGSTOP the controller, SIGCONT after length
 	faultCtlCut                     // cut a replica's link to NATS for length (replicas only)
+	faultCtlFreeze                  // freeze a replica's link to NATS (no reset: bytes wait) for length (replicas only)
 )
 
 func (k faultKind) String() string {
-	return [...]string{"agent-kill", "agent-cut", "agent-stop", "ctl-kill", "ctl-stop", "ctl-cut"}[k]
+	return [...]string{"agent-kill", "agent-cut", "agent-stop", "ctl-kill", "ctl-stop", "ctl-cut", "ctl-freeze"}[k]
 }
 
 // fault is one fault of the plan.
@@ -64,7 +65,8 @@ func planFaults(rng *rand.Rand, span time.Duration, agents, replicas int) []faul
 		{faultCtlStop, 15, 500 * time.Millisecond, 3 * time.Second},
 	}
 	if replicas > 1 {
-		kinds = append(kinds, kindSpec{faultCtlCut, 15, time.Second, 6 * time.Second})
+		kinds = append(kinds, kindSpec{faultCtlCut, 15, time.Second, 6 * time.Second},
+			kindSpec{faultCtlFreeze, 10, time.Second, 8 * time.Second})
 	}
 	total := 0
 	for _, k := range kinds {
@@ -149,6 +151,8 @@ func (c *faultCluster) apply(s faultStep) {
 		c.signalController(s.f.ctl, syscall.SIGCONT)
 	case s.f.kind == faultCtlCut:
 		c.cutController(s.f.ctl, !s.end)
+	case s.f.kind == faultCtlFreeze:
+		c.freezeController(s.f.ctl, !s.end)
 	}
 	if s.end {
 		c.note("end   %s", s.f)

@@ -20,8 +20,10 @@ import (
 // N controller processes (nodes fault-1 … fault-N) on one NATS server with
 // JetStream that runs in the test process and is never faulted, each
 // linked to it through its own faultproxy, so that a replica's link can be
-// cut as an agent's can. The replicas split the shards by their leases; a
-// killed, frozen or cut-off replica's shards move to the others after the
+// cut (reset) as an agent's can, or frozen (no reset: the connection stays
+// open and carries nothing until its pings time out). The replicas split
+// the shards by their leases; a killed, frozen or cut-off replica's shards
+// move to the others after the
 // lease TTL, and the replica must stop working them (fencing). The test
 // reaches the API through apiFront, which forwards each request to a
 // replica that is up, as a load balancer with health checks would; any

@@ -125,7 +125,7 @@ func TestFaultInjection(t *testing.T) {
 // TestFaultInjectionReplicas is TestFaultInjection with the controller as
 // two replicas on a NATS server of the test's (AX_FAULT_REPLICAS picks
 // 2-5) and faults of each replica: SIGKILL and restart, SIGSTOP and
-// SIGCONT, and cuts of its link to NATS (fault_replicas_test.go). A
+// SIGCONT, and cuts and freezes of its link to NATS (fault_replicas_test.go). A
 // replica out for longer than the lease TTL loses its shards to the
 // others and must stop working them; the invariants are the same. Its
 // fault phase is 60s unless AX_FAULT_SOAK sets it.
