@@ -15,9 +15,9 @@ import (
 // not seen.
 const knownJobReadTimeout = 5 * time.Second
 
-// seeJob makes the job cache have seen job id, live or deleted, when
-// ax_jobs holds it or a delete of it: when the cache has not seen it,
-// ax_jobs is read (and the cache updated). The cache follows ax_jobs
+// seeJob makes the job cache hold job id when ax_jobs does: when the
+// cache has not seen the job at all (neither live nor deleted), ax_jobs is
+// read and the cache updated. The cache follows ax_jobs
 // through a watcher, and with several replicas the job may have been
 // written by another one that the watcher has not caught up with: a
 // replica cut off from NATS for a few seconds, frozen, or just started. A
@@ -25,8 +25,9 @@ const knownJobReadTimeout = 5 * time.Second
 // whether a retry's job still exists) must not take a job it has not seen
 // yet for a job without a retry policy, or for a deleted one: it failed
 // executions with attempts left ("attempts_exhausted") under
-// TestFaultInjectionReplicas. A job ax_jobs does not hold is no error; a
-// read that failed is, and the caller decides later.
+// TestFaultInjectionReplicas. A job ax_jobs does not hold (deleted, or
+// never created) is no error and leaves the cache as it was; a read that
+// failed is an error, and the caller decides later.
 func (c *jobService) seeJob(ctx context.Context, id string) error {
 	if c.jobs.Known(id, 0) {
 		return nil
