@@ -256,29 +256,22 @@ func (c *faultCluster) signalController(i int, sig syscall.Signal) {
 	c.frontSet(i)
 }
 
-// freezeController freezes (or thaws) replica i's link to the NATS
-// server: its connection stays open and carries nothing, as over a link
-// that drops packets without a reset, until its pings time out.
-func (c *faultCluster) freezeController(i int, freeze bool) {
+// linkFault starts (on) or ends a fault of replica i's link to the NATS
+// server: a cut (its connections reset, new ones refused) or a freeze
+// (its connection stays open and carries nothing, as over a link that
+// drops packets without a reset, until its pings time out).
+func (c *faultCluster) linkFault(i int, freeze, on bool) {
 	ctl := c.ctls[i]
-	if freeze {
+	switch {
+	case on && freeze:
 		ctl.proxy.Freeze()
-	} else {
-		ctl.proxy.Thaw()
-	}
-	ctl.cut = freeze
-	c.frontSet(i)
-}
-
-// cutController cuts (or heals) replica i's link to the NATS server.
-func (c *faultCluster) cutController(i int, cut bool) {
-	ctl := c.ctls[i]
-	if cut {
+	case on:
 		ctl.proxy.Cut()
-	} else {
+	default:
+		ctl.proxy.Thaw()
 		ctl.proxy.Heal()
 	}
-	ctl.cut = cut
+	ctl.cut = on
 	c.frontSet(i)
 }
 
@@ -306,9 +299,8 @@ func (c *faultCluster) signalAgent(a *faultAgent, sig syscall.Signal) {
 func (c *faultCluster) healAll() {
 	c.t.Helper()
 	for i, ctl := range c.ctls {
-		if ctl.cut && ctl.proxy != nil {
-			ctl.proxy.Thaw()
-			c.cutController(i, false)
+		if ctl.cut {
+			c.linkFault(i, false, false)
 		}
 		switch {
 		case ctl.proc == nil:

@@ -149,10 +149,8 @@ func (c *faultCluster) apply(s faultStep) {
 		c.signalController(s.f.ctl, syscall.SIGSTOP)
 	case s.f.kind == faultCtlStop:
 		c.signalController(s.f.ctl, syscall.SIGCONT)
-	case s.f.kind == faultCtlCut:
-		c.cutController(s.f.ctl, !s.end)
-	case s.f.kind == faultCtlFreeze:
-		c.freezeController(s.f.ctl, !s.end)
+	case s.f.kind == faultCtlCut, s.f.kind == faultCtlFreeze:
+		c.linkFault(s.f.ctl, s.f.kind == faultCtlFreeze, !s.end)
 	}
 	if s.end {
 		c.note("end   %s", s.f)
