@@ -50,16 +50,22 @@ func (c *jobService) knownJob(ctx context.Context, id string) (protocol.Job, boo
 	return j, ok, nil
 }
 
-// jobEnv is the Env of a change to an execution of job jobID: its retry
-// policy (read from the job cache only when a decision needs it; defaults
-// when the job is deleted or never existed) and the jitter source. Now is
-// set by applyExec or the caller. An error is a read of a job the cache
-// had not seen that failed (seeJob): nothing may be decided from the
+// jobEnv is the Env of a change to an execution of job jobID (envOf),
+// once the cache has seen the job (seeJob). An error is a read of a job
+// the cache had not seen that failed: nothing may be decided from the
 // defaults then.
 func (c *execService) jobEnv(ctx context.Context, jobID string) (execution.Env, error) {
 	if err := c.jobsvc.seeJob(ctx, jobID); err != nil {
 		return execution.Env{}, err
 	}
+	return c.envOf(jobID), nil
+}
+
+// envOf is the Env of a change to an execution of job jobID, whose job
+// the cache has seen: its retry policy (read from the cache only when a
+// decision needs it; defaults when the job is deleted or never existed)
+// and the jitter source. Now is set by applyExec or the caller.
+func (c *execService) envOf(jobID string) execution.Env {
 	return execution.Env{
 		Now: c.now(),
 		Policy: func() retry.Policy {
@@ -69,5 +75,5 @@ func (c *execService) jobEnv(ctx context.Context, jobID string) (execution.Env, 
 			return retry.DefaultPolicy()
 		},
 		Rand: rand.Int64N,
-	}, nil
+	}
 }

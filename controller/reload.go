@@ -115,14 +115,17 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 	if !sentKnown {
 		c.log.Warn("reading the run commands AX_CMD holds failed; re-sending every PENDING run", "err", sentErr)
 	}
-	resent := 0
+	resent, unread := 0, 0
 	for _, r := range s.pending {
 		if sent[runMsgID(r, r.Attempt)] {
 			continue
 		}
 		j, ok, err := c.jobsvc.knownJob(ctx, r.JobID)
 		if err != nil {
-			return fmt.Errorf("re-send run %s: %w", r.ExecID, err)
+			// Its job could not be read: not re-sent now, and the marks
+			// stay unchecked (a later sweep looks again).
+			unread++
+			continue
 		}
 		if !ok {
 			continue
@@ -132,7 +135,10 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 			return fmt.Errorf("re-send run %s: %w", r.ExecID, err)
 		}
 	}
-	orphans, checkedAll := 0, true
+	if unread > 0 {
+		c.log.Warn("PENDING runs not re-sent: their jobs could not be read", "runs", unread)
+	}
+	orphans, checkedAll := 0, unread == 0
 	jobless := s.jobless
 	if sentKnown && len(jobless) > 0 {
 		removed, ok := c.repairOrphanExecs(ctx, jobless, s.joblessRev, sent)

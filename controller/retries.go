@@ -170,10 +170,6 @@ func (c *execService) fireRetry(ctx context.Context, it retryItem) error {
 	if err != nil {
 		return err // not taken for a deleted job: tried again
 	}
-	env, err := c.jobEnv(ctx, it.JobID)
-	if err != nil {
-		return err
-	}
 	var ev execution.Event = execution.JobDeleted{Attempt: it.Attempt}
 	if ok {
 		due := execution.RetryDue{Attempt: it.Attempt, GroupAny: job.GroupAny()}
@@ -184,7 +180,7 @@ func (c *execService) fireRetry(ctx context.Context, it retryItem) error {
 	}
 	ctx, op := c.marks.Begin(ctx)
 	defer op.End()
-	before, after, effs, err := c.applyExec(ctx, it.ExecID, ev, env)
+	before, after, effs, err := c.applyExec(ctx, it.ExecID, ev, c.envOf(it.JobID))
 	switch {
 	case errors.Is(err, execution.ErrMovedOn):
 		// Moved on meanwhile (cancelled, already triggered), or waiting

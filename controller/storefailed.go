@@ -92,20 +92,10 @@ const jetStreamCheckEvery = time.Second
 // from the end of Start until Close, which stops it before it shuts the
 // server down.
 func (c *core) watchJetStream(ctx context.Context) {
-	t := c.clk.NewTimer(jetStreamCheckEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.storeFail.ch:
-			return
-		case <-t.C():
-		}
+	c.every(ctx, jetStreamCheckEvery, jetStreamCheckEvery, "check JetStream", func(context.Context) error {
 		if !c.srv.JetStreamEnabled() {
 			c.onStoreFailed(fmt.Errorf("%w: JetStream disabled (the embedded server's log, component=nats, says why)", ErrStoreFailed))
-			return
 		}
-		t.Reset(jetStreamCheckEvery)
-	}
+		return nil
+	})
 }
