@@ -38,6 +38,9 @@ type Cache struct {
 	ids *btree.BTreeG[string]
 	// intern shares the values many one-shot jobs repeat (compact).
 	intern *interner
+	// slab holds the entries' ids (the map's keys and ids's items) and
+	// the one-shot jobs' compact forms (slab.go).
+	slab slab
 	// now dates tombstones (the controller's clock; nil: time.Now).
 	now func() time.Time
 	// decoded holds the *protocol.Job values Apply decodes into.
@@ -99,10 +102,11 @@ func (cj cachedJob) spec(id string, tab tables) protocol.Job {
 }
 
 // entryOf returns the live entry of job at rev: a one-shot job in its
-// compact form when it has one (its shared values interned in in). Only
-// a job held decoded is copied to the heap: a 300,000-job load made a
-// garbage copy of every one-shot spec when job was taken by value.
-func entryOf(job *protocol.Job, rev uint64, in *interner) cachedJob {
+// compact form when it has one (its shared values interned in in, the
+// form held in sl). Only a job held decoded is copied to the heap: a
+// 300,000-job load made a garbage copy of every one-shot spec when job
+// was taken by value.
+func entryOf(job *protocol.Job, rev uint64, in *interner, sl *slab) cachedJob {
 	cj := cachedJob{rev: rev, gen: job.Generation}
 	if !job.CreatedAt.IsZero() {
 		cj.at = job.CreatedAt.UnixNano()
@@ -112,9 +116,13 @@ func entryOf(job *protocol.Job, rev uint64, in *interner) cachedJob {
 	}
 	if job.Periodic() {
 		cj.flags |= flagPeriodic
-	} else if one, ok := toCompact(job, in); ok && exactNanos(cj.at, job.CreatedAt) {
-		cj.one = one
-		return cj
+	} else {
+		b, ok := toCompact(sl.scratch, job, in)
+		sl.scratch = b
+		if ok && exactNanos(cj.at, job.CreatedAt) {
+			cj.one = sl.add(b)
+			return cj
+		}
 	}
 	held := *job
 	cj.job = &held
@@ -137,7 +145,7 @@ const DeletedFireKeep = 2 * time.Hour
 func New(now func() time.Time) *Cache {
 	return &Cache{jobs: map[string]cachedJob{}, groupAny: map[string]struct{}{},
 		groupAll: map[string]struct{}{}, pinned: map[string]map[string]struct{}{}, changed: map[string]int64{},
-		ids: btree.NewG(32, func(a, b string) bool { return a < b }), now: now, intern: newInterner(),
+		ids: btree.NewG(32, lessID), now: now, intern: newInterner(),
 		decoded: sync.Pool{New: func() any { return new(protocol.Job) }}}
 }
 
@@ -222,14 +230,26 @@ func (jc *Cache) put(job protocol.Job, rev uint64, at time.Time) {
 	if ok && !cur.deleted && cur.job != nil {
 		jc.index(*cur.job, false)
 	}
-	cj := entryOf(&job, rev, jc.intern)
-	jc.jobs[job.ID] = cj
+	cj := entryOf(&job, rev, jc.intern, &jc.slab)
+	if ok && !cur.deleted {
+		jc.slab.release(cur.one)
+		jc.jobs[job.ID] = cj
+	} else {
+		if ok {
+			// A tombstone revived: its key (equal to job.ID) is dropped
+			// with it, since a map keeps the key it has and the B-tree
+			// needs the same string.
+			jc.slab.release(job.ID)
+			delete(jc.jobs, job.ID)
+		}
+		id := jc.slab.addString(job.ID)
+		jc.jobs[id] = cj
+		jc.ids.ReplaceOrInsert(id)
+	}
 	if cj.job != nil {
 		jc.index(*cj.job, true)
 	}
-	if !ok || cur.deleted {
-		jc.ids.ReplaceOrInsert(job.ID)
-	}
+	jc.compactIfWasteful()
 }
 
 // Remove records the deletion of id at rev.
@@ -242,8 +262,12 @@ func (jc *Cache) Remove(id string, rev uint64) {
 	}
 	var last *protocol.Job
 	delete(jc.changed, id)
+	if !ok {
+		id = jc.slab.addString(id)
+	}
 	if ok && !cur.deleted {
 		jc.ids.Delete(id)
+		jc.slab.release(cur.one)
 		if cur.job != nil {
 			jc.index(*cur.job, false)
 			if cur.job.Periodic() {
@@ -252,6 +276,7 @@ func (jc *Cache) Remove(id string, rev uint64) {
 		}
 	}
 	jc.jobs[id] = cachedJob{job: last, rev: rev, deleted: true, at: jc.clock().UnixNano()}
+	jc.compactIfWasteful()
 }
 
 // DeletedPeriodic returns the spec of periodic job id and when this
@@ -300,8 +325,10 @@ func (jc *Cache) PruneTombstones(t, periodicT time.Time) {
 	for id, cj := range jc.jobs {
 		if cj.deleted && cj.at < t.UnixNano() && (cj.job == nil || cj.at < periodicT.UnixNano()) {
 			delete(jc.jobs, id)
+			jc.slab.release(id)
 		}
 	}
+	jc.compactIfWasteful()
 }
 
 // Deleted returns the ids of the jobs the cache holds as tombstones

@@ -127,17 +127,18 @@ func (in *interner) appendIstr(b []byte, s string) []byte {
 	return appendStr(append(b, 1), s)
 }
 
-// toCompact returns the compact form of one-shot job j, or false when
-// expand could not rebuild j exactly (a field outside the enums, a
-// schedule with more than its one field, a retry or misfire spec past a
-// full table); in interns the shared values. ID, Generation, CreatedAt
-// and Paused are kept by the cache entry.
-func toCompact(j *protocol.Job, in *interner) (string, bool) {
+// toCompact appends the compact form of one-shot job j to b[:0] (a
+// buffer reused), or returns false when expand could not rebuild j
+// exactly (a field outside the enums, a schedule with more than its one
+// field, a retry or misfire spec past a full table); in interns the
+// shared values. ID, Generation, CreatedAt and Paused are kept by the
+// cache entry.
+func toCompact(b []byte, j *protocol.Job, in *interner) ([]byte, bool) {
 	var kind uint8
 	s := j.Schedule
 	switch {
 	case s.Every != "" || s.Cron != "" || s.Timezone != "":
-		return "", false
+		return b, false
 	case s.Asap && s.At == "" && s.Delay == "":
 		kind = schedAsap
 	case !s.Asap && s.At != "" && s.Delay == "":
@@ -145,32 +146,31 @@ func toCompact(j *protocol.Job, in *interner) (string, bool) {
 	case !s.Asap && s.At == "" && s.Delay != "":
 		kind = schedDelay
 	default:
-		return "", false
+		return b, false
 	}
 	mode, ok1 := enumOf(modes[:], j.Target.Mode)
 	overlap, ok2 := enumOf(overlaps[:], j.Overlap)
 	precision, ok3 := enumOf(precisions[:], j.Precision)
 	if !ok1 || !ok2 || !ok3 {
-		return "", false
+		return b, false
 	}
 	var flags uint8
 	var ri, mi uint64
 	if j.Retry != (protocol.RetrySpec{}) {
 		i, ok := intern(in.retryIdx, &in.tab.retries, j.Retry)
 		if !ok {
-			return "", false
+			return b, false
 		}
 		flags, ri = flags|hasRetry, i
 	}
 	if j.Misfire != (protocol.MisfireSpec{}) {
 		i, ok := intern(in.misfireIdx, &in.tab.misfires, j.Misfire)
 		if !ok {
-			return "", false
+			return b, false
 		}
 		flags, mi = flags|hasMisfire, i
 	}
-	b := make([]byte, 0, 16+len(j.Name)+len(j.Payload)+len(j.IdempotencyKey)+len(s.At))
-	b = append(b, kind|mode<<2|overlap<<4|precision<<6, flags)
+	b = append(b[:0], kind|mode<<2|overlap<<4|precision<<6, flags)
 	b = appendStr(b, j.Name)
 	b = appendStr(b, string(j.Payload))
 	b = appendStr(b, j.IdempotencyKey)
@@ -192,7 +192,7 @@ func toCompact(j *protocol.Job, in *interner) (string, bool) {
 	b = binary.AppendVarint(b, int64(j.Timeout))
 	b = binary.AppendVarint(b, int64(j.Priority))
 	b = binary.AppendVarint(b, int64(j.Concurrency))
-	return string(b), true
+	return b, true
 }
 
 // reader walks a compact form. The form was written by toCompact in

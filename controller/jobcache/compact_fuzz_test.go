@@ -43,7 +43,7 @@ func FuzzCompactRoundTrip(f *testing.F) {
 		if createdNanos != 0 {
 			j.CreatedAt = time.Unix(0, createdNanos).UTC()
 		}
-		cj := entryOf(&j, 1, in)
+		cj := entryOf(&j, 1, in, &slab{})
 		got := cj.spec(j.ID, in.tab)
 		if !got.CreatedAt.Equal(j.CreatedAt) {
 			t.Fatalf("created_at %v, want %v", got.CreatedAt, j.CreatedAt)

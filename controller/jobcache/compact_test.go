@@ -85,7 +85,7 @@ func TestCompactRoundTrip(t *testing.T) {
 		case 1:
 			j.CreatedAt = time.Unix(1_800_000_000, 5).In(time.FixedZone("x", 3600)) // same instant, other zone
 		}
-		cj := entryOf(&j, 7, in)
+		cj := entryOf(&j, 7, in, &slab{})
 		if cj.one != "" {
 			compactN++
 		} else {
@@ -132,7 +132,7 @@ func TestCompactFullTables(t *testing.T) {
 		{"new retry spec", protocol.Job{ID: "j3", Handler: "h1", Schedule: schedule.Spec{Asap: true},
 			Retry: protocol.RetrySpec{MaxAttempts: maxInterned + 5}, Generation: 1, CreatedAt: at}, false},
 	} {
-		cj := entryOf(&tc.job, 1, in)
+		cj := entryOf(&tc.job, 1, in, &slab{})
 		if (cj.one != "") != tc.compact {
 			t.Errorf("%s: held compact %v, want %v", tc.name, cj.one != "", tc.compact)
 		}
