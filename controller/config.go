@@ -85,6 +85,10 @@ type Config struct {
 	// Default historyHold; tests that must not see a held snapshot written
 	// because the test ran long set an hour.
 	historyHold time.Duration
+	// historyIdleRelease overrides how long the history follower waits
+	// with nothing to apply before it frees the index writer's page cache
+	// (historyIdleRelease; tests shorten it).
+	historyIdleRelease time.Duration
 	// historyReadWait and eventAckWait bound what an API caller waits for
 	// the history index and for its change's events. Defaults
 	// historyReadWait and eventAckWait; tests on a loaded machine (-race,
@@ -265,6 +269,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.historyHold <= 0 {
 		c.historyHold = historyHold
+	}
+	if c.historyIdleRelease <= 0 {
+		c.historyIdleRelease = historyIdleRelease
 	}
 	if c.historyReadWait <= 0 {
 		c.historyReadWait = historyReadWait

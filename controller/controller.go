@@ -150,6 +150,9 @@ type testHooks struct {
 	// wrapJobsKV wraps ax_jobs as the job cache follows it (its watcher),
 	// to hold the watcher's updates back.
 	wrapJobsKV func(jetstream.KeyValue) jetstream.KeyValue
+	// historyReleased runs after the history follower freed the index
+	// writer's page cache.
+	historyReleased func()
 }
 
 type lifeState int

@@ -83,6 +83,11 @@ const (
 	// 2s by default); a snapshot superseded within the hold all the same
 	// costs one more row write, nothing else.
 	historyQuietMargin = 10 * time.Second
+	// historyIdleRelease is how long the follower has had nothing to
+	// apply before it frees the index writer's page cache
+	// (histindex.Index.ReleaseMemory): after a burst, not between the
+	// commits of live traffic.
+	historyIdleRelease = time.Minute
 )
 
 // history follows AX_EVT into the index.
@@ -202,6 +207,7 @@ func (h *history) follow(ctx context.Context) error {
 	defer expire.Stop()
 	batch := make([]histindex.Item, 0, historyBatch)
 	last := h.appliedSeq() // the sequence of the last message read
+	lastApplied, released := h.c.mono(), false
 	for {
 		batch = batch[:0]
 		flushed, caught := false, false
@@ -236,6 +242,14 @@ func (h *history) follow(ctx context.Context) error {
 		case <-h.flush:
 			flushed = true
 		case <-expire.C:
+			if !released && h.c.mono().Sub(lastApplied) >= h.c.cfg.historyIdleRelease {
+				released = true
+				if err := h.idx.ReleaseMemory(ctx); err != nil {
+					h.c.log.Debug("history index: page cache not released", "err", err)
+				} else if h.c.hooks.historyReleased != nil {
+					h.c.hooks.historyReleased()
+				}
+			}
 			if held.Len() == 0 {
 				continue
 			}
@@ -252,6 +266,7 @@ func (h *history) follow(ctx context.Context) error {
 				return err
 			}
 			h.advance(cursor)
+			lastApplied, released = now, false
 		}
 		if caught {
 			h.caught.Store(true)

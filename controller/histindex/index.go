@@ -113,6 +113,7 @@ func Open(ctx context.Context, path string, shards int) (*Index, error) {
 			return nil, fmt.Errorf("open history index %s: %w", path, err)
 		}
 		h.rdb.SetMaxOpenConns(4)
+		h.rdb.SetConnMaxIdleTime(readerIdle)
 	}
 	if err := h.migrate(ctx); err != nil {
 		_ = h.Close()
