@@ -16,6 +16,12 @@
 //   - One writer connection (the follower) and up to four readers (the
 //     API), WAL mode: readers never wait for the writer. An empty path
 //     keeps the index in memory, on one connection.
+//   - Memory: the writer's page cache is 32 MiB, a reader's 8 MiB, and
+//     modernc's allocator gives each 4 KiB page a slot of 8 KiB, so a
+//     full writer cache holds about 60 MB. ReleaseMemory frees it (the
+//     follower calls it after a minute with nothing to apply: after a
+//     burst, never between the commits of live traffic), and a reader
+//     connection unused for a minute closes.
 //   - Apply writes a batch and the cursor in one transaction, so a restart
 //     resumes exactly where the last commit ended. A snapshot replaces a
 //     row only when it Supersedes it (newer updated_at, or the same one

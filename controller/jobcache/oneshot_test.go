@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,28 +137,45 @@ func BenchmarkJobCacheMemory(b *testing.B) {
 		b.Run(arm, func(b *testing.B) {
 			var per float64
 			for b.Loop() {
-				var ms0, ms1 runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&ms0)
-				jc := New(nil)
-				jc.reserve(n)
-				for i, j := range jobs {
-					if arm == "decoded" {
-						// A periodic job is held decoded; with no target it
-						// enters no registration index.
-						j.Schedule, j.Target = schedule.Spec{Every: "30m"}, protocol.Target{}
-					}
-					j.ID = fmt.Sprintf("%s-%d", j.ID, i) // a string of its own, as decoded from KV
-					jc.Put(j, uint64(i+1))
-				}
-				runtime.GC()
-				runtime.ReadMemStats(&ms1)
-				per = float64(ms1.HeapAlloc-ms0.HeapAlloc) / n
-				runtime.KeepAlive(jc)
+				per, _ = heldBytes(jobs, arm == "decoded", 0)
 			}
 			b.ReportMetric(per, "bytes/job")
 		})
 	}
+}
+
+// heldBytes puts jobs into a new cache and returns the heap it keeps per
+// job once collected: live bytes (HeapAlloc) and bytes of spans in use
+// (HeapInuse). decoded holds them as periodic jobs are held; garbage
+// short-lived strings of sizes near the cache's own are allocated
+// alongside each put and dropped before the reading.
+func heldBytes(jobs []protocol.Job, decoded bool, garbage int) (live, inuse float64) {
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	jc := New(nil)
+	jc.reserve(len(jobs))
+	short := make([]string, 0, garbage*len(jobs))
+	for i, j := range jobs {
+		if decoded {
+			// A periodic job is held decoded; with no target it enters no
+			// registration index.
+			j.Schedule, j.Target = schedule.Spec{Every: "30m"}, protocol.Target{}
+		}
+		j.ID = fmt.Sprintf("%s-%d", j.ID, i) // a string of its own, as decoded from KV
+		for k := range garbage {
+			short = append(short, strings.Repeat("g", 24+k*48))
+		}
+		jc.Put(j, uint64(i+1))
+	}
+	short = nil
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	runtime.KeepAlive(jc)
+	runtime.KeepAlive(short)
+	n := float64(len(jobs))
+	return float64(ms1.HeapAlloc-ms0.HeapAlloc) / n, float64(ms1.HeapInuse-ms0.HeapInuse) / n
 }
 
 // benchFill runs add for job 0, 1, … of n into a cache sized for n,

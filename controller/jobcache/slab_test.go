@@ -128,31 +128,10 @@ func TestCacheCompactsSlab(t *testing.T) {
 // the bytes of spans in use per job (HeapInuse), which also counts the
 // free slots its objects keep from being returned.
 func BenchmarkJobCacheSpans(b *testing.B) {
-	const n = 100_000
-	jobs := laterJobs(n)
+	jobs := laterJobs(100_000)
 	var live, inuse float64
 	for b.Loop() {
-		var ms0, ms1 runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms0)
-		jc := New(nil)
-		jc.reserve(n)
-		garbage := make([]string, 0, 4*n)
-		for i, j := range jobs {
-			j.ID = fmt.Sprintf("%s-%d", j.ID, i)
-			for k := range 4 {
-				garbage = append(garbage, strings.Repeat("g", 24+k*48))
-			}
-			jc.Put(j, uint64(i+1))
-		}
-		garbage = nil
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&ms1)
-		live = float64(ms1.HeapAlloc-ms0.HeapAlloc) / n
-		inuse = float64(ms1.HeapInuse-ms0.HeapInuse) / n
-		runtime.KeepAlive(jc)
-		runtime.KeepAlive(garbage)
+		live, inuse = heldBytes(jobs, false, 4)
 	}
 	b.ReportMetric(live, "live-bytes/job")
 	b.ReportMetric(inuse, "inuse-bytes/job")
