@@ -85,8 +85,8 @@ type Config struct {
 	// Default historyHold; tests that must not see a held snapshot written
 	// because the test ran long set an hour.
 	historyHold time.Duration
-	// historyIdleRelease overrides how long the history follower waits
-	// with nothing to apply before it frees the index writer's page cache
+	// historyIdleRelease overrides the window over which the history
+	// follower decides to free the index writer's page cache
 	// (historyIdleRelease; tests shorten it).
 	historyIdleRelease time.Duration
 	// historyReadWait and eventAckWait bound what an API caller waits for

@@ -83,11 +83,15 @@ const (
 	// 2s by default); a snapshot superseded within the hold all the same
 	// costs one more row write, nothing else.
 	historyQuietMargin = 10 * time.Second
-	// historyIdleRelease is how long the follower has had nothing to
-	// apply before it frees the index writer's page cache
-	// (histindex.Index.ReleaseMemory): after a burst, not between the
-	// commits of live traffic.
+	// historyIdleRelease is the window over which the follower counts
+	// the rows it applied: at the end of a window with fewer than
+	// historyQuietRows, and rows applied since its last release, it frees
+	// the index writer's page cache (histindex.Index.ReleaseMemory). So a
+	// burst's cache is freed a minute or two after the burst, also when a
+	// trickle of events follows it, and never under steady traffic, whose
+	// commits read the cached pages again.
 	historyIdleRelease = time.Minute
+	historyQuietRows   = 1000
 )
 
 // history follows AX_EVT into the index.
@@ -207,7 +211,11 @@ func (h *history) follow(ctx context.Context) error {
 	defer expire.Stop()
 	batch := make([]histindex.Item, 0, historyBatch)
 	last := h.appliedSeq() // the sequence of the last message read
-	lastApplied, released := h.c.mono(), false
+	var (
+		window       = h.c.mono() // the start of the current window
+		windowRows   int          // rows applied in it
+		sinceRelease int          // rows applied since the last release
+	)
 	for {
 		batch = batch[:0]
 		flushed, caught := false, false
@@ -242,13 +250,16 @@ func (h *history) follow(ctx context.Context) error {
 		case <-h.flush:
 			flushed = true
 		case <-expire.C:
-			if !released && h.c.mono().Sub(lastApplied) >= h.c.cfg.historyIdleRelease {
-				released = true
-				if err := h.idx.ReleaseMemory(ctx); err != nil {
-					h.c.log.Debug("history index: page cache not released", "err", err)
-				} else if h.c.hooks.historyReleased != nil {
-					h.c.hooks.historyReleased()
+			if now := h.c.mono(); now.Sub(window) >= h.c.cfg.historyIdleRelease {
+				if sinceRelease > 0 && windowRows < historyQuietRows {
+					sinceRelease = 0
+					if err := h.idx.ReleaseMemory(ctx); err != nil {
+						h.c.log.Debug("history index: page cache not released", "err", err)
+					} else if h.c.hooks.historyReleased != nil {
+						h.c.hooks.historyReleased()
+					}
 				}
+				window, windowRows = now, 0
 			}
 			if held.Len() == 0 {
 				continue
@@ -266,7 +277,8 @@ func (h *history) follow(ctx context.Context) error {
 				return err
 			}
 			h.advance(cursor)
-			lastApplied, released = now, false
+			windowRows += len(batch)
+			sinceRelease += len(batch)
 		}
 		if caught {
 			h.caught.Store(true)

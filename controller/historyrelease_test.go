@@ -2,15 +2,19 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/retry"
 )
 
 // TestHistoryReleasesPageCacheWhenIdle: the history follower frees the
-// index writer's page cache once it has had nothing to apply for
-// historyIdleRelease, and again after the next apply has been followed
-// by as long a quiet spell; the index answers after each release.
+// index writer's page cache at the end of a quiet window
+// (historyIdleRelease) after it applied rows, and again after the next
+// rows; the index answers after each release.
 func TestHistoryReleasesPageCacheWhenIdle(t *testing.T) {
 	clk := &steppedClock{}
 	cfg := testConfig(t, t.TempDir())
@@ -32,12 +36,19 @@ func TestHistoryReleasesPageCacheWhenIdle(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	f := &retentionFixture{c: c, clk: clk, a: newTestAgent(t, c.NATSURL(), "edge-1", nil).start()}
 
-	eventually(t, 20*time.Second, "the page cache released after the start", func() bool { return released.Load() >= 1 })
-	_, id := f.oneShot(t)
-	f.indexed(t, id)
-	after := released.Load()
-	eventually(t, 20*time.Second, "the page cache released again after an apply", func() bool { return released.Load() > after })
-	if e, ok, err := c.hist.idx.Get(tctx(t), id); err != nil || !ok || !e.State.Terminal() {
-		t.Fatalf("index after the release: %+v, %v, %v", e, ok, err)
+	for i := range 2 {
+		before := released.Load()
+		job, err := c.CreateJob(tctx(t), asapJob("edge-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := f.a.waitCommand("run", isRun(protocol.ExecID(job.ID, job.CreatedAt), 1)).Run
+		f.a.runAttempt(job.ID, run.ExecID, 1, run.RunAt, retry.OutcomeSuccess, ok)
+		id := run.ExecID
+		f.indexed(t, id)
+		eventually(t, 20*time.Second, fmt.Sprintf("the page cache released after apply %d", i+1), func() bool { return released.Load() > before })
+		if e, ok, err := c.hist.idx.Get(tctx(t), id); err != nil || !ok || !e.State.Terminal() {
+			t.Fatalf("index after release %d: %+v, %v, %v", i+1, e, ok, err)
+		}
 	}
 }

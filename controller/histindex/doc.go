@@ -19,9 +19,10 @@
 //   - Memory: the writer's page cache is 32 MiB, a reader's 8 MiB, and
 //     modernc's allocator gives each 4 KiB page a slot of 8 KiB, so a
 //     full writer cache holds about 60 MB. ReleaseMemory frees it (the
-//     follower calls it after a minute with nothing to apply: after a
-//     burst, never between the commits of live traffic), and a reader
-//     connection unused for a minute closes.
+//     follower calls it at the end of a minute in which it applied fewer
+//     than 1,000 rows: after a burst, also when a trickle of events
+//     follows it, not under steady traffic), and a reader connection
+//     unused for a minute closes.
 //   - Apply writes a batch and the cursor in one transaction, so a restart
 //     resumes exactly where the last commit ended. A snapshot replaces a
 //     row only when it Supersedes it (newer updated_at, or the same one

@@ -11,8 +11,8 @@ import (
 const readerIdle = time.Minute
 
 // ReleaseMemory frees the writer connection's page cache (PRAGMA
-// shrink_memory). The follower calls it once it has had nothing to apply
-// for a while: the cache fills to its 32 MiB during a burst, and
+// shrink_memory). The follower calls it at the end of a quiet minute
+// (controller/history.go): the cache fills to its 32 MiB during a burst, and
 // modernc's allocator gives each page of 4 KiB a slot of 8 KiB, so a
 // full writer cache holds about 60 MB of the process's memory until the
 // connection closes. The next batch reads the pages it needs back.
