@@ -16,6 +16,10 @@ import (
 // stay as tombstones so that a late watcher update cannot revive a job,
 // for TombstoneKeep (PruneTombstones): the cache holds live jobs only.
 type Cache struct {
+	// wmu is held by every change (write) and by the slab's compaction,
+	// which builds the new map and ids under mu's read lock only: readers
+	// wait for the swap, not for the copying.
+	wmu  sync.Mutex
 	mu   sync.RWMutex
 	jobs map[string]cachedJob
 	// groupAny indexes the live group jobs of mode any (Job.GroupAny), the
@@ -151,8 +155,7 @@ func New(now func() time.Time) *Cache {
 
 // reserve sizes an empty cache for n jobs.
 func (jc *Cache) reserve(n int) {
-	jc.mu.Lock()
-	defer jc.mu.Unlock()
+	defer jc.write()()
 	if len(jc.jobs) == 0 {
 		jc.jobs = make(map[string]cachedJob, n)
 	}
@@ -216,8 +219,7 @@ func (jc *Cache) clock() time.Time {
 
 // put records job at rev, changed at at, unless a newer revision is known.
 func (jc *Cache) put(job protocol.Job, rev uint64, at time.Time) {
-	jc.mu.Lock()
-	defer jc.mu.Unlock()
+	defer jc.write()()
 	cur, ok := jc.jobs[job.ID]
 	if ok && cur.rev >= rev {
 		return
@@ -249,13 +251,11 @@ func (jc *Cache) put(job protocol.Job, rev uint64, at time.Time) {
 	if cj.job != nil {
 		jc.index(*cj.job, true)
 	}
-	jc.compactIfWasteful()
 }
 
 // Remove records the deletion of id at rev.
 func (jc *Cache) Remove(id string, rev uint64) {
-	jc.mu.Lock()
-	defer jc.mu.Unlock()
+	defer jc.write()()
 	cur, ok := jc.jobs[id]
 	if ok && cur.rev >= rev {
 		return
@@ -276,7 +276,6 @@ func (jc *Cache) Remove(id string, rev uint64) {
 		}
 	}
 	jc.jobs[id] = cachedJob{job: last, rev: rev, deleted: true, at: jc.clock().UnixNano()}
-	jc.compactIfWasteful()
 }
 
 // DeletedPeriodic returns the spec of periodic job id and when this
@@ -320,15 +319,13 @@ func (jc *Cache) sorted(ids map[string]struct{}) []protocol.Job {
 // PruneTombstones drops the tombstones of jobs deleted before t, and those
 // of periodic jobs (which keep the job's spec) deleted before periodicT.
 func (jc *Cache) PruneTombstones(t, periodicT time.Time) {
-	jc.mu.Lock()
-	defer jc.mu.Unlock()
+	defer jc.write()()
 	for id, cj := range jc.jobs {
 		if cj.deleted && cj.at < t.UnixNano() && (cj.job == nil || cj.at < periodicT.UnixNano()) {
 			delete(jc.jobs, id)
 			jc.slab.release(id)
 		}
 	}
-	jc.compactIfWasteful()
 }
 
 // Deleted returns the ids of the jobs the cache holds as tombstones

@@ -23,10 +23,11 @@ import (
 // removed, a tombstone pruned, a job replaced by a newer revision) stay
 // in their chunk as waste until the cache compacts: when the chunks hold
 // more than twice the live bytes plus slabSlack, every live string is
-// copied to a new slab (Cache.compactSlab), so the waste is bounded by
+// copied to a new slab (Cache.compactIfWasteful), so the waste is bounded by
 // the live bytes and the copying costs O(1) per byte written.
 //
-// A slab is owned by its cache and used under its write lock.
+// A slab is owned by its cache and changed only by a change of the
+// cache (Cache.write: wmu and the write lock held).
 type slab struct {
 	cur     []byte
 	used    int    // bytes written to chunks since the slab began
@@ -81,12 +82,29 @@ func (s *slab) wasteful() bool {
 	return s.used > 2*s.live+slabSlack
 }
 
+// write takes the cache for a change: wmu, then mu's write lock. The
+// function it returns releases mu, compacts the slab when it is wasteful
+// (compactIfWasteful), and releases wmu; a change defers it.
+func (jc *Cache) write() func() {
+	jc.wmu.Lock()
+	jc.mu.Lock()
+	return func() {
+		jc.mu.Unlock()
+		jc.compactIfWasteful()
+		jc.wmu.Unlock()
+	}
+}
+
 // compactIfWasteful copies the live strings to a new slab when the
 // current one holds more than twice their bytes (plus slabSlack), and
 // rebuilds the map and the ordered ids around them, so that the old
-// chunks are freed. Called with the write lock held.
+// chunks are freed. Called with wmu held and mu not: no change can come
+// while it copies under the read lock, and readers wait only for the
+// swap (BenchmarkJobCacheCompact: the copying of 100,000 jobs).
 func (jc *Cache) compactIfWasteful() {
+	jc.mu.RLock()
 	if !jc.slab.wasteful() {
+		jc.mu.RUnlock()
 		return
 	}
 	ns := slab{scratch: jc.slab.scratch}
@@ -100,7 +118,10 @@ func (jc *Cache) compactIfWasteful() {
 			ids.ReplaceOrInsert(k)
 		}
 	}
+	jc.mu.RUnlock()
+	jc.mu.Lock()
 	jc.jobs, jc.ids, jc.slab = m, ids, ns
+	jc.mu.Unlock()
 }
 
 // lessID orders the ids of the cache's B-tree.

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +65,27 @@ func TestCacheCompactsSlab(t *testing.T) {
 	if written < 2*slabSlack {
 		t.Fatalf("%d jobs wrote %d bytes to the slab; the test needs more than %d", n, written, 2*slabSlack)
 	}
+	// Readers go on while the removals compact the slab (run with -race).
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for r := range 2 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for i := r; ; i = (i + 7) % n {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if got, _, ok := jc.Get(jobs[i].ID); ok && got.Name != jobs[i].Name {
+					t.Errorf("Get(%s) during the compaction: name %q, want %q", jobs[i].ID, got.Name, jobs[i].Name)
+					return
+				}
+				jc.Page(jobs[i].ID, 3, func(*protocol.Job) bool { return true })
+			}
+		}()
+	}
 	rev := uint64(n + 1)
 	for i, j := range jobs {
 		if i%10 != 0 {
@@ -72,6 +94,8 @@ func TestCacheCompactsSlab(t *testing.T) {
 		}
 	}
 	jc.PruneTombstones(at.Add(time.Second), at.Add(time.Second))
+	close(stop)
+	readers.Wait()
 	if jc.slab.wasteful() {
 		t.Fatalf("slab used %d for %d live bytes: not compacted", jc.slab.used, jc.slab.live)
 	}
@@ -147,10 +171,12 @@ func BenchmarkJobCacheCompact(b *testing.B) {
 		jc.Put(j, uint64(i+1))
 	}
 	for b.Loop() {
+		jc.wmu.Lock()
 		jc.mu.Lock()
 		jc.slab.used = 3*jc.slab.live + slabSlack // wasteful
-		jc.compactIfWasteful()
 		jc.mu.Unlock()
+		jc.compactIfWasteful()
+		jc.wmu.Unlock()
 	}
 	if jc.Len() != n || jc.slab.wasteful() {
 		b.Fatalf("after compacting: %d entries, wasteful %v", jc.Len(), jc.slab.wasteful())
