@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -11,31 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/schedule"
 )
 
-// rssOf reads the resident-memory fields of pid's /proc status in KiB:
-// VmRSS and its parts RssAnon (Go heap and stacks, SQLite's memory) and
-// RssFile (the binary's mapped code and data).
+// rssOf reads the resident-memory fields of pid (testutil.ProcRSS).
 func rssOf(t *testing.T, pid int) map[string]int {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	got, err := testutil.ProcRSS(pid)
 	must(t, err)
-	defer f.Close()
-	got := map[string]int{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmRSS" && k != "RssAnon" && k != "RssFile") {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-		must(t, err)
-		got[k] = n
-	}
-	if _, ok := got["VmRSS"]; !ok {
-		t.Fatal("no VmRSS")
-	}
 	return got
 }
 

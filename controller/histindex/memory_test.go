@@ -6,31 +6,23 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
 // anonRSS returns the process's resident anonymous memory in bytes
-// (/proc/self/status RssAnon), or false where there is none to read.
+// (RssAnon), or false where there is none to read.
 func anonRSS(t *testing.T) (int64, bool) {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	r, err := testutil.ProcRSS(os.Getpid())
 	if err != nil {
 		return 0, false
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "RssAnon:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("RssAnon %q: %v", v, err)
-			}
-			return kb << 10, true
-		}
-	}
-	return 0, false
+	kb, ok := r["RssAnon"]
+	return int64(kb) << 10, ok
 }
 
 // TestReleaseMemoryFreesWriterCache: after batches that touch far more

@@ -155,7 +155,8 @@ func New(now func() time.Time) *Cache {
 
 // reserve sizes an empty cache for n jobs.
 func (jc *Cache) reserve(n int) {
-	defer jc.write()()
+	jc.lock()
+	defer jc.unlock()
 	if len(jc.jobs) == 0 {
 		jc.jobs = make(map[string]cachedJob, n)
 	}
@@ -219,7 +220,8 @@ func (jc *Cache) clock() time.Time {
 
 // put records job at rev, changed at at, unless a newer revision is known.
 func (jc *Cache) put(job protocol.Job, rev uint64, at time.Time) {
-	defer jc.write()()
+	jc.lock()
+	defer jc.unlock()
 	cur, ok := jc.jobs[job.ID]
 	if ok && cur.rev >= rev {
 		return
@@ -255,7 +257,8 @@ func (jc *Cache) put(job protocol.Job, rev uint64, at time.Time) {
 
 // Remove records the deletion of id at rev.
 func (jc *Cache) Remove(id string, rev uint64) {
-	defer jc.write()()
+	jc.lock()
+	defer jc.unlock()
 	cur, ok := jc.jobs[id]
 	if ok && cur.rev >= rev {
 		return
@@ -319,7 +322,8 @@ func (jc *Cache) sorted(ids map[string]struct{}) []protocol.Job {
 // PruneTombstones drops the tombstones of jobs deleted before t, and those
 // of periodic jobs (which keep the job's spec) deleted before periodicT.
 func (jc *Cache) PruneTombstones(t, periodicT time.Time) {
-	defer jc.write()()
+	jc.lock()
+	defer jc.unlock()
 	for id, cj := range jc.jobs {
 		if cj.deleted && cj.at < t.UnixNano() && (cj.job == nil || cj.at < periodicT.UnixNano()) {
 			delete(jc.jobs, id)

@@ -27,7 +27,7 @@ import (
 // the live bytes and the copying costs O(1) per byte written.
 //
 // A slab is owned by its cache and changed only by a change of the
-// cache (Cache.write: wmu and the write lock held).
+// cache (Cache.lock: wmu and the write lock held).
 type slab struct {
 	cur     []byte
 	used    int    // bytes written to chunks since the slab began
@@ -82,17 +82,18 @@ func (s *slab) wasteful() bool {
 	return s.used > 2*s.live+slabSlack
 }
 
-// write takes the cache for a change: wmu, then mu's write lock. The
-// function it returns releases mu, compacts the slab when it is wasteful
-// (compactIfWasteful), and releases wmu; a change defers it.
-func (jc *Cache) write() func() {
+// lock takes the cache for a change: wmu, then mu's write lock.
+func (jc *Cache) lock() {
 	jc.wmu.Lock()
 	jc.mu.Lock()
-	return func() {
-		jc.mu.Unlock()
-		jc.compactIfWasteful()
-		jc.wmu.Unlock()
-	}
+}
+
+// unlock ends a change (lock): it releases mu, compacts the slab when it
+// is wasteful (compactIfWasteful), and releases wmu.
+func (jc *Cache) unlock() {
+	jc.mu.Unlock()
+	jc.compactIfWasteful()
+	jc.wmu.Unlock()
 }
 
 // compactIfWasteful copies the live strings to a new slab when the
