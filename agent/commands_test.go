@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,6 +61,60 @@ func TestCancelCommand(t *testing.T) {
 				t.Fatalf("pending attempt: ran %d→%d, message %q", before, ran.get(), fin.Result.Message)
 			}
 		})
+	}
+}
+
+// TestRunCommandStoredTwiceRunsOnce: AX_CMD keeps no de-duplication
+// window to speak of (streams.CommandDuplicates), so a run command the
+// controller sends again is stored again. The agent runs the attempt once
+// and reports it finished once, whether the copy comes right after the
+// first or after the attempt ended.
+func TestRunCommandStoredTwiceRunsOnce(t *testing.T) {
+	c := startCtl(t)
+	cfg := testConfig(t, "edge-d", c.srv.URL())
+	runs := map[string]*atomicCounter{}
+	var mu sync.Mutex
+	startAgent(t, cfg, WithHandler("count", func(ctx context.Context, tk Task) Result {
+		mu.Lock()
+		n := runs[tk.ExecID]
+		if n == nil {
+			n = &atomicCounter{}
+			runs[tk.ExecID] = n
+		}
+		mu.Unlock()
+		n.inc()
+		return Result{Code: 0, Message: "ok"}
+	}))
+	ran := func(execID string) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if n := runs[execID]; n != nil {
+			return n.get()
+		}
+		return 0
+	}
+	j := newJob("edge-d", "count", schedule.Spec{Asap: true}, nil)
+	run := runCmd(j, 1, time.Now())
+	c.send("edge-d", run)
+	c.send("edge-d", run) // right behind the first
+	waitFinished(t, c, 10*time.Second, run.Run.ExecID)
+	c.send("edge-d", run) // after the attempt ended
+	// Commands apply in order: once a later run has finished, the copies
+	// before it were applied.
+	marker := runCmd(newJob("edge-d", "count", schedule.Spec{Asap: true}, nil), 1, time.Now())
+	c.send("edge-d", marker)
+	waitFinished(t, c, 10*time.Second, marker.Run.ExecID)
+	if n := ran(run.Run.ExecID); n != 1 {
+		t.Errorf("the attempt ran %d times, want 1", n)
+	}
+	fins := 0
+	for _, r := range c.reportsOf(run.Run.ExecID) {
+		if r.Kind == protocol.ReportFinished {
+			fins++
+		}
+	}
+	if fins != 1 {
+		t.Errorf("%d finished reports of the attempt, want 1", fins)
 	}
 }
 

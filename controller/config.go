@@ -206,7 +206,7 @@ type ReportsConfig struct {
 	MaxPerSubject int64
 	// DedupWindow is reports.dedup_window, default DefaultDedupWindow (10m),
 	// between 1m and 24h and at most MaxAge: the Msg-Id de-duplication
-	// window (Duplicates) of AX_RPT, the cap of AX_CMD's and AX_EVT's
+	// window (Duplicates) of AX_RPT, the cap of AX_EVT's
 	// (controllerDedupWindow), and the live grace
 	// (see DefaultDedupWindow).
 	DedupWindow time.Duration
@@ -352,10 +352,10 @@ func (c Config) withDefaults() Config {
 // machine refuses a step it made) or in history (inHistory refuses it).
 func (c *core) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
 
-// controllerDedupWindow is the Msg-Id de-duplication window of AX_EVT and
-// AX_CMD, the streams only controllers publish to: twice ack_wait, at
-// least streams.DefaultControllerDuplicates (2m); streams.Config caps it
-// at Duplicates, reports.dedup_window.
+// controllerDedupWindow is the Msg-Id de-duplication window of AX_EVT,
+// a stream only controllers publish to: twice ack_wait, at least
+// streams.DefaultControllerDuplicates (2m); streams.Config caps it at
+// Duplicates, reports.dedup_window.
 //
 // A controller publishes an event again (same Msg-Id) when a publish is
 // retried, when a redelivered report repeats steps already applied (after
@@ -366,15 +366,19 @@ func (c *core) liveGrace() time.Duration { return c.cfg.Reports.DedupWindow }
 // than it (a controller killed between storing an event and acknowledging
 // its report, and down longer than the window) stores its event a second
 // time, which the history index ignores (it keeps an execution's newest
-// snapshot) and a plain subscriber sees twice.
+// snapshot) and a plain subscriber sees twice. A create's PENDING event
+// has none of these second publishers and carries no Msg-Id
+// (publishEvent).
 //
-// It publishes a run command again when a publish is retried, when a
-// PENDING execution is created again (execution.SendRun with Resend), and
-// when a reload finds a placed PENDING record whose command AX_CMD does
-// not hold (sentruns.go: it reads the commands before it sends one). A
-// command stored twice reaches its agent twice, and the agent stores an
-// attempt of an execution once (its SQLite key is exec_id and attempt),
-// so a window longer than the publish retries protects nothing more.
+// AX_CMD keeps the server's least window (streams.CommandDuplicates). A
+// run command is published again when a PENDING execution is created
+// again (execution.SendRun with Resend), when a takeover re-sends the
+// runs of RETRY_WAITING executions, and when a reload finds a placed
+// PENDING record whose command AX_CMD does not hold (sentruns.go: it
+// reads the commands before it sends one). A command stored twice
+// reaches its agent twice, and the agent stores an attempt of an
+// execution once (its SQLite key is exec_id and attempt), an assignment
+// by generation, a lease epoch never backwards: a window protects nothing.
 //
 // The server holds every Msg-Id within a window in memory (about 240
 // bytes in a heap profile of the soak) and reads them all back at every

@@ -10,6 +10,7 @@ import (
 
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/retention"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -24,8 +25,9 @@ func shortWindow(c *Config) {
 
 // TestDedupWindowSetsStreams: reports.dedup_window is the Duplicates of
 // AX_RPT, and with history.retention AX_EVT's max age (grace +
-// retention); the Duplicates of AX_EVT and AX_CMD is twice ack_wait, at
-// least 2m and at most reports.dedup_window; a restart of an existing store with other
+// retention); the Duplicates of AX_EVT is twice ack_wait, at least 2m and
+// at most reports.dedup_window, AX_CMD's the server's least
+// (streams.CommandDuplicates); a restart of an existing store with other
 // values updates the streams (down from the defaults and back up).
 func TestDedupWindowSetsStreams(t *testing.T) {
 	dir := t.TempDir()
@@ -61,8 +63,11 @@ func TestDedupWindowSetsStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantDup := want
-			if name != protocol.StreamReports {
+			switch name {
+			case protocol.StreamEvents:
 				wantDup = tc.evtDup
+			case protocol.StreamCommands:
+				wantDup = streams.CommandDuplicates
 			}
 			if info.Config.Duplicates != wantDup {
 				t.Errorf("dedup_window %v, ack_wait %v: %s duplicates %v, want %v", tc.window, tc.ackWait, name, info.Config.Duplicates, wantDup)

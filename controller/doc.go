@@ -211,7 +211,10 @@
 // pinned one-shot due at once has its record held with it: createheld.go)
 // on ax.evt.<STATE>.<job_id> (stored on ax.evt.<STATE>.<partition>:
 // protocol.EventStoredSource) with Msg-Id
-// evt/<exec_id>/<attempt>/<STATE> (STATE: the state it reached). A
+// evt/<exec_id>/<attempt>/<STATE> (STATE: the state it reached; a
+// create's PENDING event, which has one publisher, carries that id in
+// protocol.EventIDHeader instead, so the server keeps no de-duplication
+// entry for it: publishEvent). A
 // duplicate report publishes the events of the reports that first applied
 // its steps again, the same ones (from the markers: Applied, Path and Ends
 // of execution.Record): AX_EVT drops them within
@@ -230,8 +233,9 @@
 // reports it. Retry timers are reloaded from KV when a replica acquires a
 // shard (at start, or when it takes the shard over), so a restart or a
 // takeover sends the run command of every RETRY_WAITING execution of the
-// shard again (overdue ones at once; same Msg-Id run/<exec_id>/<attempt>/<agent>[/<epoch>], so the stream drops a
-// copy it still holds). The reload runs while the shard's lanes already
+// shard again (overdue ones at once; same Msg-Id run/<exec_id>/<attempt>/<agent>[/<epoch>]; AX_CMD keeps
+// the server's least duplicate window, streams.CommandDuplicates, and the
+// agent stores the attempt once). The reload runs while the shard's lanes already
 // apply reports, so it may read a record one attempt behind: a timer is
 // never replaced by an earlier attempt's (retries.go). One whose run was sent but is never reported stays
 // RETRY_WAITING until then, except for group jobs: a retry sent under an
@@ -281,7 +285,7 @@
 // clocks, the loop runner, the job cache, the ownership) and at start
 // (Attach: the JetStream context, ax_idem, the execution store, the
 // history index); Start runs its Loop. The live grace (liveGrace) and
-// the de-duplication window of AX_EVT and AX_CMD (controllerDedupWindow)
+// the de-duplication window of AX_EVT (controllerDedupWindow)
 // stay the controller's configuration (config.go): Start sets the
 // streams with them; the refusal of a report of an execution that left
 // live state (inHistory) is the execService's (history.go), asked by the

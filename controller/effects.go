@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/pkg/protocol"
@@ -40,6 +41,16 @@ func (c *execService) noteTransition(rec *execRecord, tr transition) {
 // (evt/<exec_id>/<attempt>/<STATE>) so that a re-publish (a duplicate
 // report after a crash) is de-duplicated by the stream. It returns the
 // publish future, nil when the event could not be sent.
+//
+// The PENDING event of a create carries its id in EventIDHeader instead:
+// only a create makes a PENDING record (execution.Create), and its event
+// has no second publisher — a repeated create returns the job already
+// made, and historyrepair.go restores only an event the history index
+// lacks once the index holds every stored event. A Msg-Id would only
+// hold a de-duplication entry in the server's memory for the window
+// (about 240 bytes) and be read back at each start within it: 300,000
+// delayed one-shots created in a minute held 300,000 of them
+// (bench/README.md, stop 52).
 func (c *execService) publishEvent(rec *execRecord, tr transition) jetstream.PubAckFuture {
 	if !holdsPending(tr) {
 		c.evHold.supersede(rec.ExecID) // this event says what a held PENDING one would
@@ -72,7 +83,12 @@ func (c *execService) publishEvent(rec *execRecord, tr transition) jetstream.Pub
 		idx.Result = &r
 	}
 	c.evMemo.put(msgID, data, idx)
-	fut, err := c.js.PublishAsync(protocol.EventSubject(tr.to, rec.JobID), data, jetstream.WithMsgID(msgID), jetstream.WithStallWait(asyncStallWait))
+	idHeader := jetstream.MsgIDHeader
+	if tr.to == protocol.StatePending {
+		idHeader = protocol.EventIDHeader
+	}
+	msg := &nats.Msg{Subject: protocol.EventSubject(tr.to, rec.JobID), Data: data, Header: nats.Header{idHeader: []string{msgID}}}
+	fut, err := c.js.PublishMsgAsync(msg, jetstream.WithStallWait(asyncStallWait))
 	if err != nil {
 		c.log.Warn("publish event", "exec", rec.ExecID, "to", tr.to, "err", err)
 		return nil

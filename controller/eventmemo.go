@@ -5,6 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -62,4 +65,13 @@ func (em *eventMemo) take(msgID string, data []byte) (*protocol.Execution, bool)
 	}
 	em.hits.Add(1)
 	return e.exec, true
+}
+
+// eventID returns the id an event was published with: its Msg-Id, or for a
+// create's PENDING event the EventIDHeader (publishEvent).
+func eventID(h nats.Header) string {
+	if id := h.Get(jetstream.MsgIDHeader); id != "" {
+		return id
+	}
+	return h.Get(protocol.EventIDHeader)
 }

@@ -301,7 +301,7 @@ func (h *history) decode(m jetstream.Msg, batch *[]histindex.Item) (seq, pending
 		*batch = append(*batch, histindex.Item{Job: &r, Seq: seq})
 		return seq, pending
 	}
-	if e, ok := h.c.evMemo.take(m.Headers().Get(jetstream.MsgIDHeader), m.Data()); ok {
+	if e, ok := h.c.evMemo.take(eventID(m.Headers()), m.Data()); ok {
 		*batch = append(*batch, histindex.Item{Exec: e, Seq: seq}) // this replica's own event, as published
 		return seq, pending
 	}

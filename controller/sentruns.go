@@ -17,10 +17,10 @@ import (
 // command is in AX_CMD: the record is written before the command is
 // published, so a controller killed between the two leaves a record
 // without its command. Re-sending every one is what an agent would not
-// notice (the stream drops a Msg-Id it stored within its duplicate window,
-// 2m, and the agent one it holds) but a controller would: 300,000 delayed
-// one-shots cost 300,000 acknowledged publishes before the shards are
-// worked, and a run older than the window is stored a second time.
+// notice (it stores an attempt once) but a controller would: 300,000
+// delayed one-shots cost 300,000 acknowledged publishes before the shards
+// are worked, each stored a second time (AX_CMD keeps no de-duplication
+// window to speak of: streams.CommandDuplicates).
 //
 // So the reload first reads the Msg-Ids of the run commands AX_CMD holds
 // from the oldest PENDING record's placement on (headers only, nothing

@@ -31,7 +31,8 @@ import (
 // A device decides what it reports, so the unassigns are bounded: at most
 // one per agent and job per strayWindow, and at most strayPerAgent per
 // agent per window; past that the fire is only refused. Each is published
-// with a Msg-Id (AX_CMD drops a re-send within its window).
+// with a Msg-Id, though AX_CMD keeps the server's least de-duplication
+// window (streams.CommandDuplicates): these limits are what bound them.
 
 const (
 	// strayWindow is the window of the stray unassign limits.

@@ -27,18 +27,30 @@ const (
 	// 500 reports a second, 10 minutes hold 300,000 of them, 2 hours 3.6
 	// million.
 	DefaultDuplicates = 10 * time.Minute
-	// DefaultControllerDuplicates is the de-duplication window of the
-	// streams only the controller publishes to, AX_CMD and AX_EVT, when
-	// Config.ControllerDuplicates is 0. The controller publishes a command
-	// or an event again only soon after the first (a publish retried, a
-	// report redelivered after its ack wait); a reload reads the run
-	// commands AX_CMD holds before it sends one again, and an agent
-	// stores one attempt of an execution once (its SQLite key), so a
-	// short window serves. Every Msg-Id within a window costs the server
-	// about 240 bytes of memory and is read back at each start: 300,000
-	// delayed one-shots held 300,000 run-command Msg-Ids for the 2h
-	// window AX_CMD once had.
+	// DefaultControllerDuplicates is the de-duplication window of AX_EVT,
+	// a stream only the controller publishes to, when
+	// Config.ControllerDuplicates is 0. The controller publishes an event
+	// again only soon after the first (a publish retried, a report
+	// redelivered after its ack wait), so a short window serves. Every
+	// Msg-Id within a window costs the server about 240 bytes of memory
+	// and is read back at each start.
 	DefaultControllerDuplicates = 2 * time.Minute
+	// CommandDuplicates is the de-duplication window of AX_CMD: the least
+	// the server takes (KVDuplicates). A command stored twice changes
+	// nothing at its agent — an attempt is stored once (its SQLite key is
+	// exec_id and attempt), an assignment by generation, a lease epoch
+	// never moves back — and a reload reads the commands AX_CMD holds
+	// (their Msg-Id headers) before it sends one again, so a window would
+	// de-duplicate nothing that matters. What it would cost: the server
+	// holds every Msg-Id within a window in memory (about 240 bytes) and
+	// reads them all back at each start. With 2 minutes, 300,000 delayed
+	// one-shots created in a minute held 300,000 run-command Msg-Ids (about
+	// 70 MB), left the process that made them at 327–351 MiB once they
+	// expired (315 MiB without them: their entries had been allocated among
+	// the long-lived ones), and a kill -9 right after them spent 0.56 of
+	// the start's 11 CPU-seconds reading them back (bench/README.md, stop
+	// 52).
+	CommandDuplicates = KVDuplicates
 	// KVDuplicates is the de-duplication window of the buckets' streams:
 	// the least the server takes. No writer of a bucket sets a Msg-Id (a
 	// write is checked by the key's revision instead), so a window
@@ -106,9 +118,9 @@ type Config struct {
 	EventMaxAge   time.Duration
 	Duplicates    time.Duration
 	LeaseTTL      time.Duration
-	// ControllerDuplicates is the de-duplication window of AX_CMD and
-	// AX_EVT; DefaultControllerDuplicates when 0, and never longer than
-	// Duplicates.
+	// ControllerDuplicates is the de-duplication window of AX_EVT;
+	// DefaultControllerDuplicates when 0, and never longer than Duplicates.
+	// AX_CMD's is CommandDuplicates.
 	ControllerDuplicates time.Duration
 	// ReportMaxBytes and ReportMaxAge bound AX_RPT (defaults
 	// DefaultReportMaxBytes, DefaultReportMaxAge when 0). The stream discards
@@ -229,7 +241,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 			MaxMsgSize:   protocol.MaxMessageSize,
 			Storage:      c.storage(),
 			Replicas:     c.Replicas,
-			Duplicates:   c.ControllerDuplicates,
+			Duplicates:   CommandDuplicates,
 		},
 		{
 			Name:        protocol.StreamReports,

@@ -132,9 +132,10 @@ func TestReportStreamBounded(t *testing.T) {
 	}
 }
 
-// TestControllerDuplicates: the de-duplication window of AX_EVT and
-// AX_CMD is ControllerDuplicates (DefaultControllerDuplicates when 0) but
-// never longer than Duplicates, which AX_RPT keeps; a negative one is
+// TestControllerDuplicates: the de-duplication window of AX_EVT is
+// ControllerDuplicates (DefaultControllerDuplicates when 0) but never
+// longer than Duplicates, which AX_RPT keeps; AX_CMD's is always
+// CommandDuplicates, the server's least; a negative ControllerDuplicates is
 // refused, naming it.
 func TestControllerDuplicates(t *testing.T) {
 	window := func(c Config, name string) time.Duration {
@@ -150,11 +151,11 @@ func TestControllerDuplicates(t *testing.T) {
 		cfg               Config
 		evt, cmd, reports time.Duration
 	}{
-		{Config{}, DefaultControllerDuplicates, DefaultControllerDuplicates, DefaultDuplicates},
-		{Config{Duplicates: 10 * time.Minute}, DefaultControllerDuplicates, DefaultControllerDuplicates, 10 * time.Minute},
-		{Config{Duplicates: time.Minute}, time.Minute, time.Minute, time.Minute},
-		{Config{ControllerDuplicates: 5 * time.Minute}, 5 * time.Minute, 5 * time.Minute, DefaultDuplicates},
-		{Config{Duplicates: time.Hour, ControllerDuplicates: 3 * time.Hour}, time.Hour, time.Hour, time.Hour},
+		{Config{}, DefaultControllerDuplicates, CommandDuplicates, DefaultDuplicates},
+		{Config{Duplicates: 10 * time.Minute}, DefaultControllerDuplicates, CommandDuplicates, 10 * time.Minute},
+		{Config{Duplicates: time.Minute}, time.Minute, CommandDuplicates, time.Minute},
+		{Config{ControllerDuplicates: 5 * time.Minute}, 5 * time.Minute, CommandDuplicates, DefaultDuplicates},
+		{Config{Duplicates: time.Hour, ControllerDuplicates: 3 * time.Hour}, time.Hour, CommandDuplicates, time.Hour},
 	} {
 		if g := window(tc.cfg, protocol.StreamEvents); g != tc.evt {
 			t.Errorf("%+v: AX_EVT duplicates %v, want %v", tc.cfg, g, tc.evt)
@@ -192,6 +193,52 @@ func TestBucketsKeepTheLeastDuplicateWindow(t *testing.T) {
 				t.Errorf("Ensure %d: %s duplicate window %v, want %v", round, kc.Bucket, d, KVDuplicates)
 			}
 		}
+	}
+}
+
+// TestCommandStreamKeepsTheLeastDuplicateWindow: Ensure gives AX_CMD the
+// server's least de-duplication window, also when an earlier version made
+// it with 2 minutes; a run command published twice within the old window
+// is then stored twice (its agent stores the attempt once), and the
+// stream keeps no Msg-Id to read back at a start.
+func TestCommandStreamKeepsTheLeastDuplicateWindow(t *testing.T) {
+	js, ctx := startJetStream(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: protocol.StreamCommands, Subjects: []string{protocol.SubjectCommandsAll},
+		Duplicates: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(ctx, js, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, protocol.StreamCommands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := st.CachedInfo().Config.Duplicates; d != CommandDuplicates {
+		t.Fatalf("AX_CMD duplicate window %v after Ensure, want %v", d, CommandDuplicates)
+	}
+	id := protocol.RunMsgID("x", 1, "edge-1", 0)
+	var seqs []uint64
+	for range 2 {
+		// Past the window, measured on the server's clock: polled, not slept.
+		var ack *jetstream.PubAck
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ack, err = js.Publish(ctx, protocol.CommandSubject("edge-1"), []byte("{}"), jetstream.WithMsgID(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ack.Duplicate || time.Now().After(deadline) {
+				break
+			}
+		}
+		if ack.Duplicate {
+			t.Fatalf("the same Msg-Id still dropped as a duplicate after 10 s")
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	if seqs[0] == seqs[1] {
+		t.Fatalf("both publishes stored at %d", seqs[0])
 	}
 }
 

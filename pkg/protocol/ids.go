@@ -181,7 +181,15 @@ func CancelMsgID(execID string, attempt int) string {
 // EventMsgID returns the message id of the event of an execution's
 // transition into state: evt/<exec_id>/<attempt>/<STATE>, so that the
 // event of a transition published again (a report redelivered after a
-// crash) is dropped by AX_EVT.
+// crash) is dropped by AX_EVT. The PENDING event of a create, which is
+// published once, carries it as EventIDHeader instead (no Nats-Msg-Id:
+// the stream holds no de-duplication entry for it).
 func EventMsgID(execID string, attempt int, to State) string {
 	return "evt/" + execID + "/" + strconv.Itoa(attempt) + "/" + string(to)
 }
+
+// EventIDHeader is the header that carries the id (EventMsgID) of an event
+// published without a Nats-Msg-Id: the PENDING event of a create, which
+// has no second publisher for a de-duplication window to drop. Only
+// controllers publish events; a reader takes the id from either header.
+const EventIDHeader = "Ax-Event-Id"
