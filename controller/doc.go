@@ -231,11 +231,14 @@
 // next_attempt_at; the retry wheel (pkg/wheel) then sends the run command of
 // the next attempt, and the execution moves to TRIGGERED when the agent
 // reports it. Retry timers are reloaded from KV when a replica acquires a
-// shard (at start, or when it takes the shard over), so a restart or a
-// takeover sends the run command of every RETRY_WAITING execution of the
-// shard again (overdue ones at once; same Msg-Id run/<exec_id>/<attempt>/<agent>[/<epoch>]; AX_CMD keeps
-// the server's least duplicate window, streams.CommandDuplicates, and the
-// agent stores the attempt once). The reload runs while the shard's lanes already
+// shard (at start, or when it takes the shard over), except those of
+// executions whose next attempt's run was sent (Sent) and is in AX_CMD
+// (reload.go's armSentRetries, from the commands sentruns.go reads): AX_CMD
+// keeps the server's least duplicate window (streams.CommandDuplicates),
+// and a copy would run again on an agent that had run the attempt and
+// pruned it since. A run that was sent and is not there is sent again
+// (overdue: at once; same Msg-Id run/<exec_id>/<attempt>/<agent>[/<epoch>]).
+// The reload runs while the shard's lanes already
 // apply reports, so it may read a record one attempt behind: a timer is
 // never replaced by an earlier attempt's (retries.go). One whose run was sent but is never reported stays
 // RETRY_WAITING until then, except for group jobs: a retry sent under an

@@ -78,16 +78,17 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 	)
 	go func() {
 		defer close(sentCh)
-		if len(s.pending) == 0 {
+		look := append(s.pending[:len(s.pending):len(s.pending)], s.retrySent...)
+		if len(look) == 0 {
 			return
 		}
-		oldest := s.pending[0].UpdatedAt
-		for _, r := range s.pending {
+		oldest := look[0].UpdatedAt
+		for _, r := range look {
 			if r.UpdatedAt.Before(oldest) {
 				oldest = r.UpdatedAt
 			}
 		}
-		sent, sentErr = c.sentRuns(ctx, oldest, len(s.pending))
+		sent, sentErr = c.sentRuns(ctx, oldest, len(look))
 	}()
 	missing, missingOK := 0, false
 	missingCh := make(chan struct{})
@@ -113,8 +114,9 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 	<-sentCh
 	sentKnown := sentErr == nil
 	if !sentKnown {
-		c.log.Warn("reading the run commands AX_CMD holds failed; re-sending every PENDING run", "err", sentErr)
+		c.log.Warn("reading the run commands AX_CMD holds failed; re-sending every PENDING run and sent retry", "err", sentErr)
 	}
+	retriesHeld := c.armSentRetries(s.retrySent, sent)
 	resent, unread := 0, 0
 	for _, r := range s.pending {
 		if sent[runMsgID(r, r.Attempt)] {
@@ -177,7 +179,7 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		}
 	}
 	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", s.pendingAll, "pending_resent", resent,
-		"one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled, "assignments_resent", reassigned,
+		"retries_sent_held", retriesHeld, "one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled, "assignments_resent", reassigned,
 		"checked", len(s.live), "unchecked", s.unchecked, "write_marks", len(marks), "dead_marks_removed", dropped,
 		"untracked_verified", verifiedNow)
 	return nil
@@ -274,7 +276,11 @@ type reloadScanned struct {
 	jobless    []*execRecord     // PENDING whose job the cache does not hold
 	joblessRev map[string]uint64 // their revisions, by exec id
 	seen       map[string]bool   // exec ids of live
-	retries    int               // RETRY_WAITING, timers re-armed
+	retries    int               // RETRY_WAITING, timers re-armed or held (retrySent)
+	// retrySent are the RETRY_WAITING executions whose next attempt's run
+	// was sent (Sent): armSentRetries re-arms their timers once the
+	// commands AX_CMD holds are known.
+	retrySent []*execRecord
 }
 
 // reloadScan reads ax_execs once, re-arms the retry timers and records
@@ -297,6 +303,9 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 			s.joblessRev[r.ExecID] = rev
 		}
 		switch {
+		case r.State == protocol.StateRetryWaiting && r.Sent == r.Attempt+1 && r.Agent != "":
+			s.retrySent = append(s.retrySent, r)
+			s.retries++
 		case r.State == protocol.StateRetryWaiting:
 			c.retries.schedule(r.ExecID, r.JobID, r.Attempt, r.NextAttemptAt)
 			s.retries++
@@ -307,6 +316,30 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 		}
 	})
 	return s, err
+}
+
+// armSentRetries re-arms the retry timers of rs, RETRY_WAITING executions
+// whose next attempt's run was sent, except those whose run AX_CMD holds
+// (sent, nil when it could not be read: every one is re-armed). Their
+// agent has the run or will read it; a timer would send it again (overdue:
+// at once), and AX_CMD keeps no de-duplication window
+// (streams.CommandDuplicates): the copy would be stored, and an agent
+// that had run the attempt and pruned it since (store.retention, while
+// this controller was down or its report not applied yet) would run it a
+// second time. Such an execution stays RETRY_WAITING until its agent
+// reports the attempt, as one does whose run was sent by a live replica;
+// a group job's lease moving on ends it (execution.AgentLost). It returns
+// how many it left without a timer.
+func (c *reloader) armSentRetries(rs []*execRecord, sent map[string]bool) int {
+	held := 0
+	for _, r := range rs {
+		if sent[runMsgID(r, r.Sent)] {
+			held++
+			continue
+		}
+		c.retries.schedule(r.ExecID, r.JobID, r.Attempt, r.NextAttemptAt)
+	}
+	return held
 }
 
 // createMissingOneShots creates the execution of each live one-shot job

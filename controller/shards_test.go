@@ -1,13 +1,18 @@
 package controller
 
 import (
+	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestReportsBeforeRegistration: an agent that never registered reports on
@@ -42,49 +47,102 @@ func TestReportsBeforeRegistration(t *testing.T) {
 	waitExec(t, c, id, "SUCCESS", inState(protocol.StateSuccess))
 }
 
-// TestRestartResendsRetryRun: an execution in RETRY_WAITING whose next
-// attempt's run command was sent but never reported gets that run command
-// sent again by the next controller (same Msg-Id and run; the agent
-// applies it once), and the attempt then completes.
-func TestRestartResendsRetryRun(t *testing.T) {
-	dir := t.TempDir()
-	c1 := startController(t, testConfig(t, dir))
+// TestRestartHoldsSentRetry: an execution in RETRY_WAITING whose next
+// attempt's run command was sent but never reported has that run sent
+// again by the next controller only when AX_CMD does not hold it (lost, as
+// if the controller had died between the record and the command): AX_CMD
+// keeps no de-duplication window, and an agent that had run the attempt
+// and pruned it would run a copy. Either way the agent gets run 2 once and
+// the attempt completes.
+func TestRestartHoldsSentRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose bool
+	}{{"held", false}, {"lost", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, c1, a := onExternalServer(t, nil)
+			ctx := tctx(t)
+			job, err := c1.CreateJob(ctx, retryJob("edge-1", 20*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := a.waitCommand("run 1", isRun("", 1)).Run
+			a.runAttempt(job.ID, run.ExecID, 1, run.RunAt, retry.OutcomeFailure, transient)
+			a.waitCommand("run 2", isRun(run.ExecID, 2))
+			if e, _ := c1.GetExecution(ctx, run.ExecID); e.State != protocol.StateRetryWaiting || e.Attempt != 1 {
+				t.Fatalf("before restart: %+v", e)
+			}
+			if err := c1.Close(); err != nil {
+				t.Fatal(err)
+			}
+			a.close()
+			if tc.lose {
+				deleteRunCommands(t, cfg.NATS.URL, run.ExecID, 2)
+			}
+
+			logs := &testutil.Buffer{}
+			cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+			cfg.Registry = nil
+			c2 := startController(t, cfg)
+			reload := waitLogRecord(t, 20*time.Second, logs, "executions reloaded", func(rec map[string]any) bool { return rec["retry_waiting"] == float64(1) })
+			wantHeld, wantSent := float64(1), 0.0
+			if tc.lose {
+				wantHeld, wantSent = 0, 1
+			}
+			if reload["retries_sent_held"] != wantHeld {
+				t.Errorf("reload %v: want retries_sent_held %v", reload, wantHeld)
+			}
+			b := newTestAgent(t, cfg.NATS.URL, "edge-1", nil).start()
+			b.waitCommand("run 2 after restart", isRun(run.ExecID, 2))
+			eventually(t, 10*time.Second, "the run commands published after the restart", func() bool {
+				return testutil.MetricValue(t, c2.m.commands.WithLabelValues(string(protocol.CmdRun))) == wantSent
+			})
+			b.runAttempt(job.ID, run.ExecID, 2, run.RunAt, retry.OutcomeSuccess, ok)
+			e := waitExec(t, c2, run.ExecID, "SUCCESS", inState(protocol.StateSuccess))
+			if e.Attempt != 2 {
+				t.Fatalf("attempt %d", e.Attempt)
+			}
+			if n := len(slices.DeleteFunc(b.commands(), func(c protocol.Command) bool { return !isRun(run.ExecID, 2)(c) })); n != 1 {
+				t.Errorf("AX_CMD holds run 2 %d times, want once", n)
+			}
+		})
+	}
+}
+
+// deleteRunCommands deletes from AX_CMD the run commands of attempt of
+// execID.
+func deleteRunCommands(t *testing.T, url, execID string, attempt int) {
+	t.Helper()
 	ctx := tctx(t)
-	a := newTestAgent(t, c1.NATSURL(), "edge-1", nil).start()
-	job, err := c1.CreateJob(ctx, retryJob("edge-1", 20*time.Millisecond))
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := a.waitCommand("run 1", isRun("", 1)).Run
-	a.runAttempt(job.ID, run.ExecID, 1, run.RunAt, retry.OutcomeFailure, transient)
-	a.waitCommand("run 2", isRun(run.ExecID, 2))
-	if e, _ := c1.GetExecution(ctx, run.ExecID); e.State != protocol.StateRetryWaiting || e.Attempt != 1 {
-		t.Fatalf("before restart: %+v", e)
-	}
-	if err := c1.Close(); err != nil {
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	a.close()
-
-	c2 := startController(t, testConfig(t, dir))
-	eventually(t, 10*time.Second, "run re-sent by the new controller", func() bool {
-		return testutil.MetricValue(t, c2.m.commands.WithLabelValues(string(protocol.CmdRun))) >= 1
-	})
-	b := newTestAgent(t, c2.NATSURL(), "edge-1", nil).start()
-	b.waitCommand("run 2 after restart", isRun(run.ExecID, 2))
-	// AX_CMD keeps the server's least de-duplication window
-	// (streams.CommandDuplicates): the copy is stored unless it came
-	// within it, and the agent stores the attempt once either way
-	// (agent.TestRunCommandStoredTwiceRunsOnce). Every copy is the same run.
-	copies := slices.DeleteFunc(b.commands(), func(c protocol.Command) bool { return !isRun(run.ExecID, 2)(c) })
-	for _, cmd := range copies {
-		if cmd.Agent != "edge-1" || !cmd.Run.RunAt.Equal(copies[0].Run.RunAt) || cmd.Run.Job.ID != job.ID || cmd.Run.Epoch != copies[0].Run.Epoch {
-			t.Fatalf("a copy of run 2 differs: %+v, first %+v", cmd.Run, copies[0].Run)
+	st, err := js.Stream(ctx, protocol.StreamCommands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "run/" + execID + "/" + strconv.Itoa(attempt) + "/"
+	n := 0
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err == nil && strings.HasPrefix(m.Header.Get(jetstream.MsgIDHeader), prefix) {
+			if err := st.DeleteMsg(ctx, seq); err != nil {
+				t.Fatal(err)
+			}
+			n++
 		}
 	}
-	b.runAttempt(job.ID, run.ExecID, 2, run.RunAt, retry.OutcomeSuccess, ok)
-	e := waitExec(t, c2, run.ExecID, "SUCCESS", inState(protocol.StateSuccess))
-	if e.Attempt != 2 {
-		t.Fatalf("attempt %d", e.Attempt)
+	if n == 0 {
+		t.Fatalf("no run command of %s attempt %d in %s", execID, attempt, protocol.StreamCommands)
 	}
 }
