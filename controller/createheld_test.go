@@ -173,7 +173,8 @@ func TestCreateHeldReadStoresFirst(t *testing.T) {
 // The agent's report, sent while no controller ran, is applied by the next
 // controller's lane before its reload (held up until then): the report
 // creates the record (ingest's firstOfOneShot). Sent after the restart, it
-// applies to the PENDING record the reload made. Either way the execution
+// applies to the PENDING record the reload made, which does not send the
+// run again: AX_CMD holds it (sendRemadeRuns). Either way the execution
 // ends SUCCESS once, and AX_CMD holds its run once.
 func TestCreateHeldCrash(t *testing.T) {
 	for _, reportFirst := range []bool{true, false} {
@@ -191,6 +192,7 @@ func TestCreateHeldCrash(t *testing.T) {
 			}
 			execID := protocol.ExecID(j.ID, j.CreatedAt)
 			a.waitCommand("run of "+execID, isRun(execID, 1))
+			sentBy := time.Now()
 			c1.abandon()
 			if reportFirst {
 				a.publish(oneReport(a, j.ID, execID, j.CreatedAt), "")
@@ -202,6 +204,11 @@ func TestCreateHeldCrash(t *testing.T) {
 			logs := &testutil.Buffer{}
 			cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 			cfg.Registry = nil
+			// Past AX_CMD's de-duplication window, so that a copy of the run
+			// would be stored.
+			eventually(t, 5*time.Second, "AX_CMD's de-duplication window passed", func() bool {
+				return time.Since(sentBy) > 2*streams.CommandDuplicates
+			})
 			c2, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -267,7 +274,7 @@ func TestCreateHeldCrash(t *testing.T) {
 				}
 			}
 			if runs != 1 {
-				t.Errorf("%d run commands of %s in AX_CMD, want 1 (a re-send has the same Msg-Id)", runs, execID)
+				t.Errorf("%d run commands of %s in AX_CMD, want 1 (the reload sends the run of a record it made again only when AX_CMD lacks it)", runs, execID)
 			}
 		})
 	}

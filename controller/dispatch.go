@@ -102,7 +102,22 @@ const (
 	// (SQLite) and no read of ax_execs before the create (a create that
 	// finds a record after all falls back to applyExec).
 	runsOfNewJob
+	// runsNotSent: the run commands are not sent; the caller sends those
+	// AX_CMD lacks (the reload's createMissingOneShots: the job's create
+	// may have sent them before the crash that lost the record).
+	runsNotSent
 )
+
+// withoutSendRun returns effs without its SendRun effects.
+func withoutSendRun(effs []execution.Effect) []execution.Effect {
+	out := effs[:0:0]
+	for _, e := range effs {
+		if _, ok := e.(execution.SendRun); !ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
 // createRuns makes the PENDING executions of one fire of j at scheduled and
 // sends their run commands (attempt 1, run_at = scheduled); mode says what
@@ -114,7 +129,7 @@ func (c *execService) createRuns(ctx context.Context, j protocol.Job, scheduled 
 	if err != nil {
 		return nil, placementErr(err)
 	}
-	fresh, newJob := mode&runsFresh != 0, mode&runsOfNewJob != 0
+	fresh, newJob, notSent := mode&runsFresh != 0, mode&runsOfNewJob != 0, mode&runsNotSent != 0
 	var out []protocol.Execution
 	for i, p := range ps {
 		if newJob {
@@ -140,6 +155,9 @@ func (c *execService) createRuns(ctx context.Context, j protocol.Job, scheduled 
 			before, after, effs, err = c.ex.createExec(ctx, ev)
 		} else {
 			before, after, effs, err = c.ex.applyExec(ctx, p.ExecID, ev, execution.Env{})
+		}
+		if notSent {
+			effs = withoutSendRun(effs)
 		}
 		if errors.Is(err, execution.ErrExists) {
 			if fresh && i == 0 {

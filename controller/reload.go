@@ -91,6 +91,7 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		sent, sentErr = c.sentRuns(ctx, oldest, len(look))
 	}()
 	missing, missingOK := 0, false
+	var remade []remadeRun
 	missingCh := make(chan struct{})
 	go func() {
 		defer close(missingCh)
@@ -99,7 +100,7 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		made := func(b jobcache.Brief) bool {
 			return merr == nil && hasFloor && b.Generation == 1 && b.CreatedAt.Before(floor)
 		}
-		missing, missingOK = c.createMissingOneShots(ctx, in, s.seen, made)
+		missing, remade, missingOK = c.createMissingOneShots(ctx, in, s.seen, made)
 	}()
 	// The history of the executions whose job is known; a jobless PENDING
 	// one may be an orphan, removed below, which must not enter it.
@@ -117,6 +118,9 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		c.log.Warn("reading the run commands AX_CMD holds failed; re-sending every PENDING run and sent retry", "err", sentErr)
 	}
 	retriesHeld := c.armSentRetries(s.retrySent, sent)
+	if !c.sendRemadeRuns(ctx, remade) {
+		missingOK = false
+	}
 	resent, unread := 0, 0
 	for _, r := range s.pending {
 		if sent[runMsgID(r, r.Attempt)] {
@@ -342,13 +346,21 @@ func (c *reloader) armSentRetries(rs []*execRecord, sent map[string]bool) int {
 	return held
 }
 
+// remadeRun is a PENDING execution createMissingOneShots made again, whose
+// run it did not send.
+type remadeRun struct {
+	job protocol.Job
+	rec *execRecord
+}
+
 // createMissingOneShots creates the execution of each live one-shot job
 // of the shards (in) whose execution is neither in ax_execs (seen) nor in
 // the history: its creation was cut short by a crash. Jobs for which made
 // holds are known to have theirs (the write marks) and are not looked at.
-// It returns how many it created, and false when one could not be judged
-// or created.
-func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool, made func(jobcache.Brief) bool) (int, bool) {
+// It returns how many it created, the PENDING ones among them placed on an
+// agent, whose runs it did not send (sendRemadeRuns sends those AX_CMD
+// lacks), and false when one could not be judged or created.
+func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID string) bool, seen map[string]bool, made func(jobcache.Brief) bool) (int, []remadeRun, bool) {
 	// The filters run under the job cache's lock: they touch no cache, and
 	// the spec is decoded and its schedule parsed only of the jobs made
 	// does not settle.
@@ -366,6 +378,7 @@ func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID stri
 		return ok && !seen[protocol.ExecID(j.ID, at)]
 	})
 	missing, ok := 0, true
+	var remade []remadeRun
 	for _, j := range cands {
 		s, err := schedule.Parse(j.Schedule, j.CreatedAt)
 		if err != nil {
@@ -387,10 +400,52 @@ func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID stri
 			continue
 		}
 		missing++
-		if _, err := c.ex.createRuns(ctx, j, at, "scheduled", 0); err != nil {
+		execs, err := c.ex.createRuns(ctx, j, at, "scheduled", runsNotSent)
+		if err != nil {
 			ok = false
 			c.log.Error("create missing execution of one-shot job", "job", j.ID, "err", err)
 		}
+		for _, e := range execs {
+			if e.State == protocol.StatePending && e.Agent != "" {
+				remade = append(remade, remadeRun{job: j, rec: &execRecord{Execution: e}})
+			}
+		}
 	}
-	return missing, ok
+	return missing, remade, ok
+}
+
+// sendRemadeRuns sends the runs of rs, the executions createMissingOneShots
+// made again, that AX_CMD does not hold: the job's create sends its run
+// right after the record, and a crash may have lost the record but not
+// the command. AX_CMD keeps no de-duplication window
+// (streams.CommandDuplicates), and a copy would run again on an agent that
+// had run the attempt and pruned it while this controller was down. It
+// reads the commands stored since the oldest job's creation (headers only;
+// rs is empty but after a crash during creates); when that read fails
+// every run is sent. It returns false when a run could not be sent.
+func (c *reloader) sendRemadeRuns(ctx context.Context, rs []remadeRun) bool {
+	if len(rs) == 0 {
+		return true
+	}
+	oldest := rs[0].job.CreatedAt
+	for _, r := range rs {
+		if r.job.CreatedAt.Before(oldest) {
+			oldest = r.job.CreatedAt
+		}
+	}
+	sent, err := c.sentRuns(ctx, oldest, len(rs))
+	if err != nil {
+		c.log.Warn("reading the run commands AX_CMD holds failed; sending the runs of every execution made again", "err", err)
+	}
+	ok := true
+	for _, r := range rs {
+		if sent[runMsgID(r.rec, r.rec.Attempt)] {
+			continue
+		}
+		if err := c.ex.sendRun(ctx, r.job, r.rec, r.rec.Attempt, r.rec.ScheduledAt); err != nil {
+			ok = false
+			c.log.Error("send run of an execution made again", "exec", r.rec.ExecID, "err", err)
+		}
+	}
+	return ok
 }
