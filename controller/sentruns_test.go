@@ -2,10 +2,12 @@ package controller
 
 import (
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/internal/testutil"
@@ -35,31 +37,7 @@ func TestRestartResendsOnlyMissingRuns(t *testing.T) {
 	}
 	// The second run's command is lost, as if the controller had died
 	// between its record and its command.
-	js, err := jetstream.New(a.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(ctx, protocol.StreamCommands)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := false
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err == nil && strings.HasPrefix(m.Header.Get(jetstream.MsgIDHeader), "run/"+runs[1].ExecID+"/") {
-			if err := st.DeleteMsg(ctx, seq); err != nil {
-				t.Fatal(err)
-			}
-			lost = true
-		}
-	}
-	if !lost {
-		t.Fatalf("no run command of %s in %s", runs[1].ExecID, protocol.StreamCommands)
-	}
+	deleteRunCommands(t, cfg.NATS.URL, runs[1].ExecID, 1)
 
 	logs := &testutil.Buffer{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
@@ -71,5 +49,43 @@ func TestRestartResendsOnlyMissingRuns(t *testing.T) {
 	}
 	if got := testutil.MetricValue(t, c2.m.commands.WithLabelValues(string(protocol.CmdRun))); got != 1 {
 		t.Errorf("run commands published after the restart: %v, want 1 (only the lost one)", got)
+	}
+}
+
+// deleteRunCommands deletes from AX_CMD the run commands of attempt of
+// execID.
+func deleteRunCommands(t *testing.T, url, execID string, attempt int) {
+	t.Helper()
+	ctx := tctx(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, protocol.StreamCommands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "run/" + execID + "/" + strconv.Itoa(attempt) + "/"
+	n := 0
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err == nil && strings.HasPrefix(m.Header.Get(jetstream.MsgIDHeader), prefix) {
+			if err := st.DeleteMsg(ctx, seq); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no run command of %s attempt %d in %s", execID, attempt, protocol.StreamCommands)
 	}
 }

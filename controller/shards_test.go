@@ -3,16 +3,12 @@ package controller
 import (
 	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestReportsBeforeRegistration: an agent that never registered reports on
@@ -106,43 +102,5 @@ func TestRestartHoldsSentRetry(t *testing.T) {
 				t.Errorf("AX_CMD holds run 2 %d times, want once", n)
 			}
 		})
-	}
-}
-
-// deleteRunCommands deletes from AX_CMD the run commands of attempt of
-// execID.
-func deleteRunCommands(t *testing.T, url, execID string, attempt int) {
-	t.Helper()
-	ctx := tctx(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(ctx, protocol.StreamCommands)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := "run/" + execID + "/" + strconv.Itoa(attempt) + "/"
-	n := 0
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err == nil && strings.HasPrefix(m.Header.Get(jetstream.MsgIDHeader), prefix) {
-			if err := st.DeleteMsg(ctx, seq); err != nil {
-				t.Fatal(err)
-			}
-			n++
-		}
-	}
-	if n == 0 {
-		t.Fatalf("no run command of %s attempt %d in %s", execID, attempt, protocol.StreamCommands)
 	}
 }
