@@ -12,7 +12,27 @@ import (
 
 // scanExecs calls fn once for every execution in the bucket, with its
 // latest value as of the end of the scan (one ordered consumer pass, not
-// one request per key), in the order the keys were first read.
+// one request per key), in the order the keys were first read. It holds
+// every record until the scan ends; a caller that needs a few of them, or
+// a part of each, uses scanExecsOf.
+func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev uint64)) error {
+	return scanExecsOf(ctx, c, func(r *execRecord) (*execRecord, bool) { return r, true },
+		func(_ string, r *execRecord, rev uint64) { fn(r, rev) })
+}
+
+// scanExecsOf reads every execution in the bucket once and calls fn, on
+// the caller's goroutine once the scan has ended, with what pick made of
+// each key's latest record, in the order the keys were first read.
+//
+// pick runs on the decoding goroutines right after a record is decoded,
+// so it must be safe for concurrent use and read nothing that changes
+// during the scan; it returns false for a record fn does not want. The
+// record itself is dropped there unless pick returns it (inside its
+// value): a reload over 300,000 PENDING records keeps only the few it
+// checks, and each key's key and revision (about 80 bytes) for the rest,
+// instead of every decoded record (about 500). A record pick leaves out,
+// a delete or a record that does not decode still counts as its key's
+// latest: fn does not see an earlier revision of it.
 //
 // A watcher's "initial values done" marker is not enough: a key updated
 // while the scan runs loses its old message (History 1) and comes again
@@ -24,17 +44,17 @@ import (
 // Decoding is half the cost of a scan (300,000 PENDING records: about 2 s
 // to read and 2 s to decode on one core), so the values are decoded while
 // the scan reads on, in batches of scanBatch on up to GOMAXPROCS
-// goroutines; fn runs on the caller's goroutine once all are decoded.
-func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev uint64)) error {
+// goroutines.
+func scanExecsOf[T any](ctx context.Context, c *execService, pick func(r *execRecord) (T, bool), fn func(key string, v T, rev uint64)) error {
 	w, err := c.kv.Execs.WatchAll(ctx)
 	if err != nil {
 		return fmt.Errorf("scan executions: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
 	var (
-		batches []*scanBatchOf
-		cur     = &scanBatchOf{}
-		work    = make(chan *scanBatchOf, runtime.GOMAXPROCS(0))
+		batches []*scanBatchOf[T]
+		cur     = &scanBatchOf[T]{}
+		work    = make(chan *scanBatchOf[T], runtime.GOMAXPROCS(0))
 		wg      sync.WaitGroup
 	)
 	for range cap(work) {
@@ -42,7 +62,7 @@ func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev 
 		go func() {
 			defer wg.Done()
 			for b := range work {
-				b.decode()
+				b.decode(pick)
 			}
 		}()
 	}
@@ -50,7 +70,7 @@ func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev 
 		if len(cur.entries) > 0 {
 			batches = append(batches, cur)
 			work <- cur
-			cur = &scanBatchOf{}
+			cur = &scanBatchOf[T]{}
 		}
 	}
 	err = c.readExecs(ctx, w, func(e jetstream.KeyValueEntry) {
@@ -67,8 +87,8 @@ func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev 
 	}
 	// The latest entry of each key wins (a later revision, or a delete).
 	type latest struct {
-		b *scanBatchOf
-		i int
+		b *scanBatchOf[T]
+		i int32
 	}
 	total := 0
 	for _, b := range batches {
@@ -81,19 +101,19 @@ func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev 
 			if _, ok := last[k]; !ok {
 				order = append(order, k)
 			}
-			last[k] = latest{b, i}
+			last[k] = latest{b, int32(i)}
 		}
 	}
 	for _, k := range order {
 		l := last[k]
-		if l.b.recs[l.i] == nil && l.b.errs[l.i] == nil {
-			continue // deleted during the scan
-		}
-		if err := l.b.errs[l.i]; err != nil {
+		if err := l.b.errs[int(l.i)]; err != nil {
 			c.log.Error("bad execution record in KV", "key", k, "err", err)
 			continue
 		}
-		fn(l.b.recs[l.i], l.b.revs[l.i])
+		if !l.b.picked[l.i] {
+			continue // deleted, or left out by pick
+		}
+		fn(k, l.b.vals[l.i], l.b.revs[l.i])
 	}
 	return nil
 }
@@ -102,26 +122,39 @@ func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev 
 const scanBatch = 1024
 
 // scanBatchOf is a batch of entries of a scan and, once decoded, their
-// keys, revisions and records (nil record and error: a delete).
-type scanBatchOf struct {
+// keys, revisions and what pick made of their records (picked false: a
+// delete, a record left out, or one that did not decode, its error in
+// errs).
+type scanBatchOf[T any] struct {
 	entries []jetstream.KeyValueEntry
 	keys    []string
 	revs    []uint64
-	recs    []*execRecord
-	errs    []error
+	vals    []T
+	picked  []bool
+	errs    map[int]error
 }
 
-// decode decodes the batch's puts and drops the entries, so that a scan
-// of 300,000 records does not hold their messages until it ends.
-func (b *scanBatchOf) decode() {
+// decode decodes the batch's puts, keeps what pick makes of each, and
+// drops the entries and the records, so that a scan of 300,000 records
+// does not hold their messages until it ends.
+func (b *scanBatchOf[T]) decode(pick func(r *execRecord) (T, bool)) {
 	n := len(b.entries)
 	b.keys, b.revs = make([]string, n), make([]uint64, n)
-	b.recs, b.errs = make([]*execRecord, n), make([]error, n)
+	b.vals, b.picked = make([]T, n), make([]bool, n)
 	for i, e := range b.entries {
 		b.keys[i], b.revs[i] = e.Key(), e.Revision()
-		if e.Operation() == jetstream.KeyValuePut {
-			b.recs[i], b.errs[i] = decodeExec(e.Value())
+		if e.Operation() != jetstream.KeyValuePut {
+			continue
 		}
+		r, err := decodeExec(e.Value())
+		if err != nil {
+			if b.errs == nil {
+				b.errs = map[int]error{}
+			}
+			b.errs[i] = err
+			continue
+		}
+		b.vals[i], b.picked[i] = pick(r)
 	}
 	b.entries = nil
 }

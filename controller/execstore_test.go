@@ -62,3 +62,83 @@ func TestScanExecsSeesKeysUpdatedDuringTheScan(t *testing.T) {
 		}
 	}
 }
+
+// TestScanExecsOfLatestRevisionDecides: a record pick leaves out still
+// counts as its key's latest; fn never gets an older revision of a key
+// that pick took while a newer one it left out was read. Every key is
+// rewritten during the scans with an attempt that only grows, picked when
+// odd: the attempt fn gets for a key is the highest pick saw for it.
+func TestScanExecsOfLatestRevisionDecides(t *testing.T) {
+	c := newTestController(t)
+	ctx := tctx(t)
+	const n = 300
+	put := func(i, gen int) {
+		rec := execRecord{Execution: protocol.Execution{ExecID: fmt.Sprintf("exec-%03d", i), JobID: "job", Attempt: gen, State: protocol.StateRunning}}
+		data, err := json.Marshal(rec)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := c.kv.Execs.Put(ctx, rec.ExecID, data); err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range n {
+		put(i, 1)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for gen := 2; ; gen++ {
+			for i := range n {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				put(i, gen)
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	left := 0
+	for scan := range 40 {
+		var mu sync.Mutex
+		highest := map[string]int{}
+		pick := func(r *execRecord) (int, bool) {
+			mu.Lock()
+			highest[r.ExecID] = max(highest[r.ExecID], r.Attempt)
+			mu.Unlock()
+			return r.Attempt, r.Attempt%2 == 1
+		}
+		got := map[string]int{}
+		err := scanExecsOf(ctx, c.ex, pick, func(key string, attempt int, _ uint64) {
+			if _, dup := got[key]; dup {
+				t.Fatalf("scan %d gave %s twice", scan, key)
+			}
+			got[key] = attempt
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for key, h := range highest {
+			a, ok := got[key]
+			switch {
+			case ok && a != h:
+				t.Fatalf("scan %d gave %s at attempt %d; it read attempt %d after it", scan, key, a, h)
+			case !ok && h%2 == 1:
+				t.Fatalf("scan %d left out %s, whose latest attempt %d it picks", scan, key, h)
+			case !ok:
+				left++
+			}
+		}
+		if len(highest) != n {
+			t.Fatalf("scan %d read %d of %d executions", scan, len(highest), n)
+		}
+	}
+	if left == 0 {
+		t.Fatal("no scan read a key whose latest attempt pick left out; the test proves nothing")
+	}
+}

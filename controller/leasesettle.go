@@ -37,11 +37,10 @@ func (c *agentService) settleEpochs(ctx context.Context, lost []lease.Lost) {
 	}
 	type open struct{ id, job string }
 	var ids []open
-	err := c.ex.scanExecs(ctx, func(r *execRecord, _ uint64) {
-		if l, ok := byJob[r.JobID]; ok && r.Epoch > 0 && r.Epoch < l.Epoch && !r.State.Terminal() {
-			ids = append(ids, open{r.ExecID, r.JobID})
-		}
-	})
+	err := scanExecsOf(ctx, c.ex, func(r *execRecord) (open, bool) {
+		l, ok := byJob[r.JobID]
+		return open{r.ExecID, r.JobID}, ok && r.Epoch > 0 && r.Epoch < l.Epoch && !r.State.Terminal()
+	}, func(_ string, o open, _ uint64) { ids = append(ids, o) })
 	if err != nil {
 		c.log.Error("settle earlier epochs: scan executions", "err", err)
 		return

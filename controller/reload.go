@@ -66,11 +66,10 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		return merr != nil || !hasFloor || !r.UpdatedAt.Before(floor)
 	}
 	scanned := c.now()
-	s, err := c.reloadScan(ctx, in)
+	s, err := c.reloadScan(ctx, in, mayLack)
 	if err != nil {
 		return err
 	}
-	s.keepMayLack(mayLack)
 	var (
 		sent    map[string]bool
 		sentErr error
@@ -219,27 +218,6 @@ func (c *reloader) reassignChanged(ctx context.Context, in func(jobID string) bo
 	return c.place.Reassign(ctx, js, "reload: changed after the write marks")
 }
 
-// keepMayLack narrows the scan to the records that may lack a command or
-// an event (mayLack): the others were written with their effects. The
-// retry timers and the unplaced executions stay as the scan set them.
-func (s *reloadScanned) keepMayLack(mayLack func(*execRecord) bool) {
-	s.pendingAll = len(s.pending)
-	keep := func(rs []*execRecord) []*execRecord {
-		out := rs[:0]
-		for _, r := range rs {
-			if mayLack(r) {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
-	n := len(s.live)
-	s.live = keep(s.live)
-	s.unchecked = n - len(s.live)
-	s.pending = keep(s.pending)
-	s.jobless = keep(s.jobless)
-}
-
 // cancelUnsentOfDeleted cancels the PENDING executions of deleted jobs
 // (among jobless) whose run AX_CMD does not hold (sent): the run was lost
 // in a crash before it went out, and the job's spec went with the delete,
@@ -273,13 +251,13 @@ func (c *reloader) cancelUnsentOfDeleted(ctx context.Context, jobless []*execRec
 
 // reloadScanned is what the scan of a reload found in its shards.
 type reloadScanned struct {
-	pendingAll int               // PENDING with an agent, before keepMayLack
-	unchecked  int               // records keepMayLack dropped
-	live       []*execRecord     // every execution of the shards
-	pending    []*execRecord     // PENDING with an agent
-	jobless    []*execRecord     // PENDING whose job the cache does not hold
+	pendingAll int               // PENDING with an agent
+	unchecked  int               // records not checked (mayLack false)
+	live       []*execRecord     // the executions of the shards that may lack a command or an event
+	pending    []*execRecord     // those PENDING with an agent
+	jobless    []*execRecord     // those PENDING whose job the cache does not hold
 	joblessRev map[string]uint64 // their revisions, by exec id
-	seen       map[string]bool   // exec ids of live
+	seen       map[string]bool   // exec ids of every execution of the shards
 	retries    int               // RETRY_WAITING, timers re-armed or held (retrySent)
 	// retrySent are the RETRY_WAITING executions whose next attempt's run
 	// was sent (Sent): armSentRetries re-arms their timers once the
@@ -287,24 +265,56 @@ type reloadScanned struct {
 	retrySent []*execRecord
 }
 
-// reloadScan reads ax_execs once, re-arms the retry timers and records
-// the PENDING executions waiting for an agent of the jobs for which in
-// holds.
-func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (reloadScanned, error) {
+// reloadItem is what a reload's scan keeps of an execution of its shards:
+// the record when the reload looks at it again (it may lack a command or
+// an event, its retry timer is re-armed, or it waits to be placed), else
+// only whether it is PENDING on an agent (for the count).
+type reloadItem struct {
+	rec     *execRecord
+	check   bool // mayLack held
+	pending bool
+}
+
+// reloadScan reads ax_execs once, re-arms the retry timers, records the
+// PENDING executions waiting for an agent of the jobs for which in holds,
+// and keeps whole only the records a reload looks at again: those that
+// may lack a command or an event (mayLack; the others were written with
+// their effects), the RETRY_WAITING ones and those waiting to be placed.
+// in and mayLack run on the scan's decoding goroutines (scanExecsOf).
+func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool, mayLack func(*execRecord) bool) (reloadScanned, error) {
 	n := 0
 	if st, err := c.kv.Execs.Status(ctx); err == nil {
-		n = int(st.Values()) // a size hint for the maps below
+		n = int(st.Values()) // a size hint for the map below
 	}
-	s := reloadScanned{joblessRev: map[string]uint64{}, seen: make(map[string]bool, n), live: make([]*execRecord, 0, n)}
-	err := c.ex.scanExecs(ctx, func(r *execRecord, rev uint64) {
+	s := reloadScanned{joblessRev: map[string]uint64{}, seen: make(map[string]bool, n)}
+	pick := func(r *execRecord) (reloadItem, bool) {
 		if !in(r.JobID) {
+			return reloadItem{}, false
+		}
+		it := reloadItem{check: mayLack(r), pending: r.State == protocol.StatePending && r.Agent != ""}
+		if it.check || r.State == protocol.StateRetryWaiting || (r.State == protocol.StatePending && r.Agent == "") {
+			it.rec = r
+		}
+		return it, true
+	}
+	err := scanExecsOf(ctx, c.ex, pick, func(key string, it reloadItem, rev uint64) {
+		s.seen[key] = true
+		if it.pending {
+			s.pendingAll++
+		}
+		if !it.check {
+			s.unchecked++
+		}
+		r := it.rec
+		if r == nil {
 			return
 		}
-		s.seen[r.ExecID] = true
-		s.live = append(s.live, r)
-		if !c.jobs.Has(r.JobID) && r.State == protocol.StatePending {
-			s.jobless = append(s.jobless, r)
-			s.joblessRev[r.ExecID] = rev
+		if it.check {
+			s.live = append(s.live, r)
+			if r.State == protocol.StatePending && !c.jobs.Has(r.JobID) {
+				s.jobless = append(s.jobless, r)
+				s.joblessRev[r.ExecID] = rev
+			}
 		}
 		switch {
 		case r.State == protocol.StateRetryWaiting && r.Sent == r.Attempt+1 && r.Agent != "":
@@ -315,7 +325,7 @@ func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool) (
 			s.retries++
 		case r.State == protocol.StatePending && r.Agent == "":
 			c.place.NoteWaiting(r.ExecID, r.JobID)
-		case r.State == protocol.StatePending:
+		case r.State == protocol.StatePending && it.check:
 			s.pending = append(s.pending, r)
 		}
 	})

@@ -60,10 +60,7 @@ func (c *agentService) resendRuns(ctx context.Context, agent string, after uint6
 	c.ex.publishHeld(ctx, true) // the records creates hold (createheld.go) are in the scan
 	var again []*execRecord
 	var lost []string
-	err := c.ex.scanExecs(ctx, func(r *execRecord, _ uint64) {
-		if r.Agent != agent {
-			return
-		}
+	err := scanExecsOf(ctx, c.ex, func(r *execRecord) (*execRecord, bool) { return r, r.Agent == agent }, func(_ string, r *execRecord, _ uint64) {
 		switch {
 		case r.State == protocol.StatePending:
 			again = append(again, r)
