@@ -22,7 +22,9 @@ import (
 // (reassignChanged).
 //
 // Its cost follows the live executions of the shards: one scan of
-// ax_execs (execscan.go), then the read of AX_CMD's run ids and the check
+// ax_execs (execscan.go; reloadScan keeps whole only the records it looks
+// at again, so 300,000 PENDING ones older than the write marks leave a
+// key each), then the read of AX_CMD's run ids and the check
 // of the one-shot jobs on two more goroutines while this one checks the
 // history (the three are independent; with 300,000 PENDING one-shots each
 // takes about a second); the re-sends and the orphan check wait for the
