@@ -16,37 +16,7 @@ func TestScanExecsSeesKeysUpdatedDuringTheScan(t *testing.T) {
 	c := newTestController(t)
 	ctx := tctx(t)
 	const n = 300
-	put := func(i, gen int) {
-		rec := execRecord{Execution: protocol.Execution{ExecID: fmt.Sprintf("exec-%03d", i), JobID: "job", Attempt: gen, State: protocol.StateRunning}}
-		data, err := json.Marshal(rec)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if _, err := c.kv.Execs.Put(ctx, rec.ExecID, data); err != nil {
-			t.Error(err)
-		}
-	}
-	for i := range n {
-		put(i, 1)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for gen := 2; ; gen++ {
-			for i := range n {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				put(i, gen)
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	defer rewriteExecs(t, c, n)()
 	for scan := range 40 {
 		got := map[string]int{}
 		if err := c.ex.scanExecs(ctx, func(r *execRecord, _ uint64) { got[r.ExecID]++ }); err != nil {
@@ -72,37 +42,7 @@ func TestScanExecsOfLatestRevisionDecides(t *testing.T) {
 	c := newTestController(t)
 	ctx := tctx(t)
 	const n = 300
-	put := func(i, gen int) {
-		rec := execRecord{Execution: protocol.Execution{ExecID: fmt.Sprintf("exec-%03d", i), JobID: "job", Attempt: gen, State: protocol.StateRunning}}
-		data, err := json.Marshal(rec)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if _, err := c.kv.Execs.Put(ctx, rec.ExecID, data); err != nil {
-			t.Error(err)
-		}
-	}
-	for i := range n {
-		put(i, 1)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for gen := 2; ; gen++ {
-			for i := range n {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				put(i, gen)
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	defer rewriteExecs(t, c, n)()
 	left := 0
 	for scan := range 40 {
 		var mu sync.Mutex
@@ -141,4 +81,43 @@ func TestScanExecsOfLatestRevisionDecides(t *testing.T) {
 	if left == 0 {
 		t.Fatal("no scan read a key whose latest attempt pick left out; the test proves nothing")
 	}
+}
+
+// rewriteExecs puts n RUNNING executions (exec-000…) at attempt 1, then
+// rewrites them all, over and over, with an attempt one higher each round,
+// until the returned stop is called.
+func rewriteExecs(t *testing.T, c *Controller, n int) (stop func()) {
+	t.Helper()
+	ctx := tctx(t)
+	put := func(i, gen int) {
+		rec := execRecord{Execution: protocol.Execution{ExecID: fmt.Sprintf("exec-%03d", i), JobID: "job", Attempt: gen, State: protocol.StateRunning}}
+		data, err := json.Marshal(rec)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := c.kv.Execs.Put(ctx, rec.ExecID, data); err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range n {
+		put(i, 1)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for gen := 2; ; gen++ {
+			for i := range n {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				put(i, gen)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
