@@ -10,19 +10,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// scanExecs calls fn once for every execution in the bucket, with its
-// latest value as of the end of the scan (one ordered consumer pass, not
-// one request per key), in the order the keys were first read. It holds
-// every record until the scan ends; a caller that needs a few of them, or
-// a part of each, uses scanExecsOf.
-func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev uint64)) error {
-	return scanExecsOf(ctx, c, func(r *execRecord) (*execRecord, bool) { return r, true },
-		func(_ string, r *execRecord, rev uint64) { fn(r, rev) })
-}
-
-// scanExecsOf reads every execution in the bucket once and calls fn, on
-// the caller's goroutine once the scan has ended, with what pick made of
-// each key's latest record, in the order the keys were first read.
+// scanExecsOf reads every execution in the bucket once (one ordered
+// consumer pass, not one request per key) and calls fn, on the caller's
+// goroutine once the scan has ended, with what pick made of each key's
+// latest record as of the end of the scan, in the order the keys were
+// first read.
 //
 // pick runs on the decoding goroutines right after a record is decoded,
 // so it must be safe for concurrent use and read nothing that changes
@@ -161,7 +153,7 @@ func (b *scanBatchOf[T]) decode(pick func(r *execRecord) (T, bool)) {
 
 // readExecs passes every entry of the watcher w of ax_execs to add, until
 // the stream position taken at its initial-values marker is read (see
-// scanExecs).
+// scanExecsOf).
 func (c *execService) readExecs(ctx context.Context, w jetstream.KeyWatcher, add func(jetstream.KeyValueEntry)) error {
 	var maxRev, until uint64
 	initial := true

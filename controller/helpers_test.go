@@ -463,3 +463,10 @@ func storedEvent(t testing.TB, js jetstream.JetStream, state protocol.State, job
 	}
 	return false
 }
+
+// scanExecs calls fn with every execution in the bucket, each key's latest
+// record (scanExecsOf picking every record whole).
+func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev uint64)) error {
+	return scanExecsOf(ctx, c, func(r *execRecord) (*execRecord, bool) { return r, true },
+		func(_ string, r *execRecord, rev uint64) { fn(r, rev) })
+}
