@@ -93,6 +93,13 @@ type NATSConfig struct {
 	RequestTimeout time.Duration `config:"request_timeout"`
 	// Heartbeat is used until the controller names its interval.
 	Heartbeat time.Duration `config:"heartbeat"`
+	// ReportCursor sends the command cursor the store holds with every
+	// heartbeat (protocol.Heartbeat.Cursor), so that the controller
+	// removes the commands this agent applied from AX_CMD instead of
+	// keeping them for the stream's seven days. Controllers built before
+	// 2026-12-06 refuse such heartbeats: upgrade them first, or set it
+	// false.
+	ReportCursor bool `config:"report_cursor"`
 	// TLS configures TLS to the NATS server (paths, not secrets: shown
 	// when printed).
 	TLS TLSConfig `config:"tls"`
@@ -242,7 +249,8 @@ func DefaultConfig() Config {
 		Workers:        2 * runtime.NumCPU(),
 		MemoryLimitMiB: DefaultMemoryLimitMiB,
 		NATS: NATSConfig{URL: DefaultNATSURL, PingInterval: DefaultPingInterval, MaxPingsOut: DefaultMaxPingsOut,
-			ReconnectWait: DefaultReconnectWait, RequestTimeout: DefaultRequestTimeout, Heartbeat: DefaultHeartbeat},
+			ReconnectWait: DefaultReconnectWait, RequestTimeout: DefaultRequestTimeout, Heartbeat: DefaultHeartbeat,
+			ReportCursor: true},
 		Queue: QueueConfig{Size: DefaultQueueSize, AgingStep: DefaultAgingStep},
 		Store: StoreConfig{Synchronous: DefaultStoreSynchronous, MaxBatch: DefaultStoreMaxBatch, Retention: DefaultRetention,
 			PruneInterval: DefaultPruneInterval},

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/axsched/ax/pkg/protocol"
 )
@@ -20,8 +21,17 @@ func (l *link) heartbeat(ctx context.Context) error {
 		// From SQLite: the queue includes executions spilled out of memory.
 		st.OutboxDepth, st.QueueDepth, st.Pending = c.Outbox, c.Triggered, c.Pending
 	}
+	var cursor uint64
+	if a.cfg.NATS.ReportCursor {
+		// As committed: the controller removes the commands up to it.
+		c, err := l.cursor(ctx)
+		if err != nil {
+			return fmt.Errorf("heartbeat: read the command cursor: %w", err)
+		}
+		cursor = c
+	}
 	t0 := a.clk.Now()
-	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.cfg.ID, SentAt: t0.Round(0).UTC(), Stats: st, Leases: leases, Boot: a.boot})
+	data, err := protocol.Encode(protocol.Heartbeat{V: protocol.Version, Agent: a.cfg.ID, SentAt: t0.Round(0).UTC(), Stats: st, Leases: leases, Boot: a.boot, Cursor: cursor})
 	if err != nil {
 		return err
 	}

@@ -103,3 +103,45 @@ func TestHeartbeatNotBehindBacklog(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatCarriesStoredCursor: with nats.report_cursor (the default)
+// every heartbeat carries the command cursor the store holds, which the
+// controller removes applied commands up to; with it false, none (a
+// controller built before the field refuses it).
+func TestHeartbeatCarriesStoredCursor(t *testing.T) {
+	for _, report := range []bool{true, false} {
+		t.Run(fmt.Sprintf("report_cursor=%v", report), func(t *testing.T) {
+			c := startCtl(t)
+			id := fmt.Sprintf("edge-cur-%v", report)
+			cfg := testConfig(t, id, c.srv.URL())
+			cfg.NATS.ReportCursor = report
+			a := startAgent(t, cfg, WithHandler("noop", func(context.Context, Task) Result { return Result{} }))
+			var last uint64
+			for range 3 {
+				run := runCmd(newJob(id, "noop", schedule.Spec{Asap: true}, nil), 1, time.Now())
+				last = c.send(id, run)
+				waitFinished(t, c, 10*time.Second, run.Run.ExecID)
+			}
+			stored := func() uint64 {
+				v, ok, err := a.st.Meta(context.Background(), store.MetaCursor)
+				if err != nil || !ok {
+					return 0
+				}
+				var n uint64
+				_, _ = fmt.Sscan(v, &n)
+				return n
+			}
+			waitFor(t, 10*time.Second, "the store's cursor at the last command", func() bool { return stored() == last })
+			n0, _ := c.heartbeats()
+			waitFor(t, 10*time.Second, "two more heartbeats", func() bool { n, _ := c.heartbeats(); return n >= n0+2 })
+			_, hb := c.heartbeats()
+			want := uint64(0)
+			if report {
+				want = last
+			}
+			if hb.Cursor != want {
+				t.Fatalf("heartbeat cursor %d, want %d (store holds %d)", hb.Cursor, want, stored())
+			}
+		})
+	}
+}

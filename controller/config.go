@@ -81,6 +81,11 @@ type Config struct {
 	// room for a step of the wall clock between an op's begin and its
 	// record's updated_at. Default marksMargin; tests set a tiny one.
 	marksMargin time.Duration
+	// cmdPruneEvery is how often applied commands are removed from
+	// AX_CMD, cmdPruneLag how far before the oldest write mark the
+	// commands removed were stored (cmdprune.go). Defaults
+	// cmdPruneInterval and sentRunsSkew; tests shorten both.
+	cmdPruneEvery, cmdPruneLag time.Duration
 	// historyHold is how long the history follower holds a live snapshot.
 	// Default historyHold; tests that must not see a held snapshot written
 	// because the test ran long set an hour.
@@ -269,6 +274,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.historyHold <= 0 {
 		c.historyHold = historyHold
+	}
+	if c.cmdPruneEvery <= 0 {
+		c.cmdPruneEvery = cmdPruneInterval
+	}
+	if c.cmdPruneLag <= 0 {
+		c.cmdPruneLag = sentRunsSkew
 	}
 	if c.historyIdleRelease <= 0 {
 		c.historyIdleRelease = historyIdleRelease

@@ -427,6 +427,7 @@ func (c *core) start(ctx context.Context) error {
 	c.ret.Attach(c.js, c.kv.Idem, c.ex.execs(), c.hist.idx)
 	c.goRun(c.ret.Loop)
 	c.goRun(c.reloader.marksSweepLoop)
+	c.goRun(newCommandPruner(c).loop)
 	return nil
 }
 

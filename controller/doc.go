@@ -116,7 +116,11 @@
 // placement's: ReconcileAgent, PlaceUnplaced), the last command
 // sent to it and the re-send of its runs after a store loss
 // (storeloss.go), and the renewal and release of its group leases in a
-// heartbeat. Everything else it gets at construction (fleet.New:
+// heartbeat. The command cursor an agent's heartbeats report reaches its
+// record in ax_agents with the record's next write; the controller's
+// pruner (cmdprune.go) reads it from the registry (StoredCursors) and
+// removes the commands the agent applied from AX_CMD.
+// Everything else it gets at construction (fleet.New:
 // fleet.Env with fleet.Config, fleet.Metrics, the logger, clocks,
 // goroutine and loop runners, the assignment lock) and at start (Attach:
 // context, connection, buckets). The rest of the controller reads the
@@ -431,6 +435,10 @@
 //	                                  counter   report consumers a shard worker made again
 //	                                            because they were gone (deleted, or lost by
 //	                                            the NATS cluster)
+//	ax_command_stream_bytes           gauge     bytes of commands in AX_CMD (every minute)
+//	ax_command_stream_messages        gauge     commands in AX_CMD (every minute)
+//	ax_command_prunes_total           counter   removals of an agent's applied commands from
+//	                                            AX_CMD (cmdprune.go)
 //	ax_agent_requests_refused_total{endpoint,reason}
 //	                                  counter   agent requests not served (endpoint register,
 //	                                            heartbeat or consumer_gateway): reason reply

@@ -45,6 +45,9 @@ const (
 	metricRptAckedRemoved = "ax_report_stream_acked_removed_total"
 	metricAgentRefused    = "ax_agent_requests_refused_total"
 	metricRptRemade       = "ax_report_consumers_remade_total"
+	metricCmdBytes        = "ax_command_stream_bytes"
+	metricCmdMsgs         = "ax_command_stream_messages"
+	metricCmdPrunes       = "ax_command_prunes_total"
 )
 
 type metrics struct {
@@ -92,6 +95,10 @@ type metrics struct {
 	rptAckedRemoved prometheus.Counter
 	// Report consumers a shard worker made again after they were gone.
 	rptRemade prometheus.Counter
+	// AX_CMD as of the pruner's last pass (cmdprune.go), and the removals
+	// of an agent's applied commands it made.
+	cmdBytes, cmdMsgs prometheus.Gauge
+	cmdPrunes         prometheus.Counter
 	// Agent requests not served: registrations, heartbeats and consumer
 	// gateway requests dropped for their reply subject, gateway requests
 	// refused (gateway.go).
@@ -173,6 +180,12 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Reports removed from AX_RPT at or below their consumer's ack floor: applied and acknowledged, but left stored (a kill -9 of the server lost their removal)."}),
 		rptRemade: prometheus.NewCounter(prometheus.CounterOpts{Name: metricRptRemade,
 			Help: "Report consumers on AX_RPT a shard worker made again because they were gone (deleted, or lost by the NATS cluster); their unacknowledged reports were delivered again."}),
+		cmdBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricCmdBytes,
+			Help: "Bytes of commands in AX_CMD, as of the last pass of the removal of applied commands (every minute)."}),
+		cmdMsgs: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricCmdMsgs,
+			Help: "Commands in AX_CMD, as of the last pass of the removal of applied commands."}),
+		cmdPrunes: prometheus.NewCounter(prometheus.CounterOpts{Name: metricCmdPrunes,
+			Help: "Removals from AX_CMD of the commands an agent applied (up to the cursor it reported, keeping its last command), made by this replica."}),
 		agentRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricAgentRefused,
 			Help: "Agent requests not served, by endpoint (register, heartbeat, consumer_gateway) and reason: reply (dropped: the reply subject is not the agent's inbox), subject (dropped), consumer (a consumer beyond the agent's own pull consumer, refused)."},
 			[]string{"endpoint", "reason"}),
@@ -187,7 +200,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
 		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.rptRemade, m.agentRefused,
-		m.marksOpen, m.marksFailed} {
+		m.marksOpen, m.marksFailed, m.cmdBytes, m.cmdMsgs, m.cmdPrunes} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

@@ -161,7 +161,7 @@ func (s *sim) loop(ctx context.Context, a *agent) {
 			continue // reconnected meanwhile: register first
 		}
 		m, d, wake, err := s.do(ctx, a, protocol.HeartbeatSubject(a.id), protocol.Heartbeat{V: protocol.Version, Agent: a.id,
-			SentAt: time.Now().UTC(), Boot: "sim"})
+			SentAt: time.Now().UTC(), Boot: "sim", Cursor: a.cursor.Load()})
 		if err != nil { // no answer: back off, heartbeat again
 			s.hbErr.Add(1)
 			hbFails++

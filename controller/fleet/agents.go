@@ -253,6 +253,10 @@ func (f *Fleet) handleHeartbeat(msg *nats.Msg) {
 	}
 	now := f.now()
 	info.LastSeen, info.HeartbeatAt, info.Stats, info.Online, info.Leases = now, now, hb.Stats, true, hb.Leases
+	// The cursor only goes up here; it reaches ax_agents with the next
+	// write of the record (no write of its own), and the removal of
+	// applied commands follows the stored one (controller/cmdprune.go).
+	info.Cursor = max(info.Cursor, hb.Cursor)
 	info.StoppedAt = time.Time{}
 	if hb.Stopping {
 		info.StoppedAt, info.Online = now, false

@@ -81,7 +81,8 @@ func sameHeld(a, b []protocol.HeldLease) bool {
 // storeLiveness writes info to ax_agents if the record is still at
 // revision rev. When another write came between, it reads that record,
 // carries the liveness of info over (last seen, heartbeat time, stats,
-// leases, stop time, clock offset) and tries again. It returns the record
+// leases, stop time, clock offset, and the command cursor when higher)
+// and tries again. It returns the record
 // written and its revision.
 func (s *agentStore) storeLiveness(ctx context.Context, info protocol.AgentInfo, rev uint64) (protocol.AgentInfo, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -111,6 +112,7 @@ func (s *agentStore) storeLiveness(ctx context.Context, info protocol.AgentInfo,
 		}
 		cur.LastSeen, cur.HeartbeatAt, cur.Stats, cur.Online = info.LastSeen, info.HeartbeatAt, info.Stats, info.Online
 		cur.Leases, cur.StoppedAt, cur.ClockOffset = info.Leases, info.StoppedAt, info.ClockOffset
+		cur.Cursor = max(cur.Cursor, info.Cursor)
 		info, rev = cur, e.Revision()
 	}
 }

@@ -24,7 +24,11 @@
 //     in ax_liveness. The liveness
 //     loop marks agents offline after Config.AgentOfflineAfter and sets
 //     ax_agents_online and ax_agents_known, kept current in O(1) between
-//     sweeps (agentcounts.go).
+//     sweeps (agentcounts.go). A heartbeat's command cursor (the one the
+//     agent's store holds) only raises the record's Cursor and is written
+//     with it; Registry.StoredCursors gives the stored ones, which the
+//     controller removes applied commands from AX_CMD up to, and a
+//     registration below the stored cursor is a lost store (storeLost).
 //   - The registry (registry.go): the agents as this replica knows them,
 //     loaded from ax_agents at start (LoadAgents) and kept current by its
 //     own writes and a watch of the bucket. Every write of an agent record

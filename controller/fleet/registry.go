@@ -36,6 +36,10 @@ type agentEntry struct {
 	// kvSeen is LastSeen as stored at rev; info.LastSeen may be later (a
 	// heartbeat answered here and not written, agentstore.go).
 	kvSeen time.Time
+	// kvCursor is the command cursor stored at rev (info.Cursor may be
+	// later: a heartbeat's, not written yet); the removal of applied
+	// commands goes no further (StoredCursors).
+	kvCursor uint64
 	// heard is when this replica last answered a heartbeat of the agent
 	// from memory (its liveness digest carries it, livedigest.go).
 	heard time.Time
@@ -105,14 +109,16 @@ func (r *Registry) putRev(info protocol.AgentInfo, rev uint64) (wasOnline, appli
 	r.n.add(e, -1)
 	defer r.n.add(e, 1)
 	kvSeen := info.LastSeen
+	kvCursor := info.Cursor
 	if rev != 0 && e.info.Boot == info.Boot && e.info.LastSeen.After(info.LastSeen) && info.StoppedAt.IsZero() {
 		// A heartbeat answered here since, not written (agentstore.go).
 		info.LastSeen, info.HeartbeatAt, info.Online, info.Stats = e.info.LastSeen, e.info.HeartbeatAt, e.info.Online, e.info.Stats
+		info.Cursor = max(info.Cursor, e.info.Cursor)
 	}
 	e.info = cloneAgent(info)
 	e.online = info.Online
 	if rev != 0 {
-		e.rev, e.kvSeen = rev, kvSeen
+		e.rev, e.kvSeen, e.kvCursor = rev, kvSeen, kvCursor
 	}
 	return wasOnline, true
 }
@@ -134,10 +140,26 @@ func (r *Registry) putLive(info protocol.AgentInfo) (wasOnline, ok bool) {
 	r.n.add(e, -1)
 	e.info.LastSeen, e.info.HeartbeatAt, e.info.Stats, e.info.ClockOffset = info.LastSeen, info.HeartbeatAt, info.Stats, info.ClockOffset
 	e.info.Online, e.info.StoppedAt = info.Online, info.StoppedAt
+	e.info.Cursor = max(e.info.Cursor, info.Cursor)
 	e.online = info.Online
 	e.heard = info.LastSeen
 	r.n.add(e, 1)
 	return wasOnline, true
+}
+
+// StoredCursors calls fn with each agent whose record in ax_agents, as
+// this replica last read or wrote it, holds a command cursor above 0 (the
+// highest the agent reported, at registration or in a heartbeat), with
+// that cursor. fn runs under the registry's read lock: it must not call
+// the registry.
+func (r *Registry) StoredCursors(fn func(agent string, cursor uint64)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for id, e := range r.agents {
+		if e.kvCursor > 0 && !e.info.Revoked {
+			fn(id, e.kvCursor)
+		}
+	}
 }
 
 // Snapshot returns every agent sorted by id (O(agents)).

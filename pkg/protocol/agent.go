@@ -96,6 +96,13 @@ type Heartbeat struct {
 	Stopping bool `json:"stopping,omitempty"`
 	// Boot is the Register.Boot of the process sending the heartbeat.
 	Boot string `json:"boot,omitempty"`
+	// Cursor is the last command stream sequence the agent applied, as
+	// its store holds it (committed, so a restart resumes after it); 0
+	// when the agent does not say. Once the controller has stored it in
+	// the agent's record it removes the agent's commands up to it from
+	// AX_CMD, keeping the last (controller/cmdprune.go); an agent store
+	// that comes back below it is taken as one that lost its state.
+	Cursor uint64 `json:"cursor,omitempty"`
 }
 
 // HeartbeatReply is the controller's answer to Heartbeat. It carries

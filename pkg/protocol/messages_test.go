@@ -32,7 +32,7 @@ func sampleMessages() map[string]interface{ Validate() error } {
 		"register": Register{V: Version, Agent: "edge-7", Labels: map[string]string{"site": "plant-3"}, Handlers: []string{"exec", "http"},
 			Version: "1.0.0", OS: "linux", Arch: "arm64", Cursor: 42, SentAt: t0, Leases: []HeldLease{{JobID: jobID, Epoch: 1}}},
 		"register_reply":  RegisterReply{V: Version, ControllerTime: t0, Shards: 16, HeartbeatInterval: Duration(5 * time.Second)},
-		"heartbeat":       Heartbeat{V: Version, Agent: "edge-7", SentAt: t0, Stats: Stats{Pending: 3, LagP99: Duration(time.Millisecond)}},
+		"heartbeat":       Heartbeat{V: Version, Agent: "edge-7", SentAt: t0, Stats: Stats{Pending: 3, LagP99: Duration(time.Millisecond)}, Cursor: 42},
 		"heartbeat_reply": HeartbeatReply{V: Version, ControllerTime: t0, Renewed: []Lease{{JobID: jobID, Epoch: 1, TTL: Duration(time.Second)}}},
 		"event": Event{V: Version, JobID: jobID, ExecID: execID, Attempt: 1, From: StatePending, Via: []State{StateTriggered, StateRunning}, To: StateRetryWaiting,
 			Reason: "retryable", At: t0, Agent: "edge-7", NextAttemptAt: t0.Add(time.Second),

@@ -42,6 +42,11 @@ package protocol
 //	  consumer of AX_EVT that filtered one job's subject filters its
 //	  partition and the job_id (ax exec watch --job); core subscribers
 //	  see what was published, as before.
+//	  2026-12-06, within version 2: optional Heartbeat.Cursor (the
+//	  command cursor the agent's store holds), from which the controller
+//	  removes the commands an agent applied from AX_CMD. A controller
+//	  built before it refuses such heartbeats (unknown field): agents
+//	  send it only with nats.report_cursor (README, upgrade notes).
 const Version = 2
 
 // MinVersion is the oldest protocol version this build still accepts.
