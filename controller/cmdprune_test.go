@@ -1,11 +1,15 @@
 package controller
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -14,7 +18,7 @@ import (
 // heartbeats are all written to ax_agents (agent_offline_after at the
 // heartbeat interval leaves no room for a liveness digest), so that a
 // heartbeat's cursor is stored at once.
-func pruneTestConfig(t *testing.T) Config {
+func pruneTestConfig(t testing.TB) Config {
 	cfg := testConfig(t, t.TempDir())
 	cfg.cmdPruneEvery = time.Hour
 	cfg.cmdPruneLag = time.Nanosecond
@@ -252,4 +256,96 @@ func TestCommandPruneSamples(t *testing.T) {
 	if len(p.samples) != cmdSeqSamplesMax {
 		t.Errorf("%d samples kept, want at most %d", len(p.samples), cmdSeqSamplesMax)
 	}
+}
+
+// BenchmarkCommandPrunePass10k: one pass of the pruner over 10,000 agents
+// whose cursors all moved, each purge removing one command and keeping
+// the agent's last (go test -run '^$' -bench CommandPrunePass10k
+// -benchtime 3x ./controller/). Between passes, untimed: two more
+// commands per agent and the agents' records with their new cursors. The
+// lag bound is given as a sample (the pass's cost, not its wait).
+func BenchmarkCommandPrunePass10k(b *testing.B) {
+	const agents = 10_000
+	c := startController(b, pruneTestConfig(b))
+	_, js := natstest.JetStream(b, c.NATSURL())
+	ctx := tctx(b)
+	now := c.now()
+	infos := make([]protocol.AgentInfo, agents)
+	for i := range infos {
+		infos[i] = protocol.AgentInfo{Agent: fmt.Sprintf("edge-%05d", i), Online: true, RegisteredAt: now, LastSeen: now}
+	}
+	putAgents(b, c, infos)
+	st, err := js.Stream(ctx, protocol.StreamCommands)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := newCommandPruner(c.core)
+	cmd := []byte(`{"v":2}`) // never read: the pruner reads sequences only
+	wait := func() {
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			b.Fatal("publishes did not complete")
+		}
+	}
+	pruned := 0
+	for b.Loop() {
+		b.StopTimer()
+		first := make([]uint64, agents) // the first of each agent's two new commands
+		futs := make([]jetstream.PubAckFuture, agents)
+		for round := range 2 {
+			for i, a := range infos {
+				f, err := js.PublishAsync(protocol.CommandSubject(a.Agent), cmd)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if round == 0 {
+					futs[i] = f
+				}
+			}
+			wait()
+		}
+		for i, f := range futs {
+			select {
+			case ack := <-f.Ok():
+				first[i] = ack.Sequence
+			case err := <-f.Err():
+				b.Fatal(err)
+			}
+		}
+		for i := range infos {
+			infos[i].Cursor = first[i] + 1 // applied both: the first is removed, the second (last) stays
+			data, err := json.Marshal(infos[i])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := js.PublishAsync(streams.KVSubject(protocol.BucketAgents, infos[i].Agent), data); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wait()
+		eventually(b, 60*time.Second, "every cursor stored", func() bool {
+			n := 0
+			c.fleet.Registry().StoredCursors(func(a string, cur uint64) {
+				var i int
+				if _, err := fmt.Sscanf(a, "edge-%05d", &i); err == nil && cur == infos[i].Cursor {
+					n++
+				}
+			})
+			return n == agents
+		})
+		info, err := st.Info(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.samples = append(p.samples[:0], cmdSeqSample{seq: info.State.LastSeq}) // the zero time: before any lag
+		b.StartTimer()
+		n, err := p.pass(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pruned += n
+	}
+	b.ReportMetric(float64(pruned)/float64(b.N), "agents_pruned/pass")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(pruned), "µs/agent")
 }

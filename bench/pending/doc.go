@@ -48,7 +48,9 @@
 // -sample (30s) it prints elapsed time, controller RSS, the messages of
 // KV_ax_jobs and KV_ax_execs (the keys of buckets ax_jobs and ax_execs) and
 // of AX_EVT, the controller data dir size, executions done/s (SUCCESS,
-// FAILED and SKIPPED of ax_executions_total) and sink hits/s in the window.
+// FAILED and SKIPPED of ax_executions_total) and sink hits/s in the window;
+// with -parts, under each sample, the size of each stream's directory and
+// of each file of the history index (du).
 //
 // Build and run from the repository root:
 //

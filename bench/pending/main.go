@@ -34,6 +34,7 @@ func main() {
 	retention := flag.String("retention", "10m", "soak: history.retention of the controller")
 	dedupWindow := flag.String("dedup-window", "", "reports.dedup_window of the controller (the live grace, and the streams' Msg-Id window); empty for its default (10m)")
 	sample := flag.Duration("sample", 30*time.Second, "soak: sampling interval")
+	parts := flag.Bool("parts", false, "soak: with each sample, the size of each stream and of the history index in the controller's data dir (du)")
 	pprofAddr := flag.String("pprof", "", "controller --pprof-listen address (e.g. 127.0.0.1:6060), for go tool pprof")
 	flag.Parse()
 
@@ -58,7 +59,7 @@ func main() {
 			gets: *gets, restarts: rs, holdTimeout: *holdTimeout, after: *after, steady: *steady, settle: *settle, pprof: *pprofAddr, dedupWindow: *dedupWindow})
 	case "soak":
 		ok, err = runSoak(ctx, dir, *ctlBin, *agentBin, soakConfig{rate: *rate, periodic: *periodic, duration: *duration,
-			retention: *retention, dedupWindow: *dedupWindow, sample: *sample, batch: *batch, pprof: *pprofAddr})
+			retention: *retention, dedupWindow: *dedupWindow, sample: *sample, batch: *batch, pprof: *pprofAddr, parts: *parts})
 	default:
 		err = fmt.Errorf("unknown -mode %q (pending or soak)", *mode)
 	}

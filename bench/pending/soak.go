@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +26,7 @@ type soakConfig struct {
 	retention             string
 	dedupWindow           string // reports.dedup_window ("": the controller's default)
 	pprof                 string // the controller's --pprof-listen address ("": off)
+	parts                 bool   // print the size of each stream and of the history index with each sample
 }
 
 // sink is the HTTP endpoint the soak's jobs GET (cheaper than a fork per run).
@@ -121,6 +125,14 @@ func runSoak(ctx context.Context, dir, ctlBin, agentBin string, c soakConfig) (b
 		fmt.Printf("%8s %8.0fM %10d %10d %10d %10.0f %9.0f %9.0f %10d %7d %7d\n",
 			cur.at.Round(time.Second), cur.rss, cur.jobs, cur.execs, cur.evts, cur.disk,
 			(cur.done-prev.done)/w, (cur.hits-prev.hits)/w, submitted.Load(), failed.Load(), behind.Load())
+		if c.parts {
+			line, err := partsMiB(context.WithoutCancel(ctx), s.ctlDir())
+			if err != nil {
+				fmt.Printf("  parts: %v\n", err)
+			} else {
+				fmt.Printf("  parts MiB: %s\n", line)
+			}
+		}
 		prev = cur
 	}
 	fmt.Printf("soak: %d one-shots submitted, %d failed\n", submitted.Load(), failed.Load())
@@ -200,4 +212,32 @@ func (s *system) submitOneShots(ctx context.Context, perSec int, sinkURL string,
 			}
 		}
 	}
+}
+
+// partsMiB returns the size of each stream's directory and of each file
+// of the history index under the controller's data dir ctlDir, as
+// "NAME SIZE" pairs in name order.
+func partsMiB(ctx context.Context, ctlDir string) (string, error) {
+	streamDirs, err := filepath.Glob(filepath.Join(ctlDir, "jetstream", "*", "streams", "*"))
+	if err != nil {
+		return "", fmt.Errorf("parts: %w", err)
+	}
+	index, err := filepath.Glob(filepath.Join(ctlDir, "history.db*"))
+	if err != nil {
+		return "", fmt.Errorf("parts: %w", err)
+	}
+	paths := append(streamDirs, index...)
+	sort.Slice(paths, func(i, j int) bool { return filepath.Base(paths[i]) < filepath.Base(paths[j]) })
+	var b strings.Builder
+	for _, p := range paths {
+		mib, err := duMiB(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.0f", filepath.Base(p), mib)
+	}
+	return b.String(), nil
 }
