@@ -200,29 +200,29 @@ func (p *commandPruner) pass(ctx context.Context) (int, error) {
 func (p *commandPruner) pruneAgent(ctx context.Context, st jetstream.Stream, agent string, cursor, lagSeq uint64) (bool, error) {
 	bound := min(cursor+1, lagSeq+1)
 	mark := p.done[agent]
-	subject := protocol.CommandSubject(agent)
-	last, err := p.kvGuard.lastMsg(ctx, st, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		p.done[agent] = pruneMark{bound: bound, below: mark.below} // nothing stored for it
+	last, err := p.lastCommandIn(ctx, st, agent)
+	if err != nil {
+		return false, err
+	}
+	if last == 0 { // nothing stored for it
+		p.done[agent] = pruneMark{bound: bound, below: mark.below}
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("last command of %s: %w", agent, err)
-	}
-	if cursor > last.Sequence {
+	if cursor > last {
 		if !p.warned[agent] {
 			p.warned[agent] = true
 			p.log.Warn("agent reported a command cursor past its last command; its commands are kept",
-				"agent", agent, "cursor", cursor, "last_command", last.Sequence)
+				"agent", agent, "cursor", cursor, "last_command", last)
 		}
 		return false, nil
 	}
 	delete(p.warned, agent)
-	below := min(bound, last.Sequence)
+	below := min(bound, last)
 	if below <= mark.below || below <= 1 {
 		p.done[agent] = pruneMark{bound: bound, below: mark.below}
 		return false, nil
 	}
+	subject := protocol.CommandSubject(agent)
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(below)); err != nil {
 		return false, fmt.Errorf("remove applied commands of %s below %d: %w", agent, below, err)
 	}

@@ -99,14 +99,8 @@ func TestCommandPruneFollowsStoredCursor(t *testing.T) {
 	b := newTestAgent(t, c.NATSURL(), "edge-keep", nil).start()
 	ctx := tctx(t)
 	const runs = 5
-	for range runs {
-		if _, err := c.CreateJob(ctx, asapJob(a.id)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.CreateJob(ctx, asapJob(b.id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mustCreateJobs(t, ctx, c, asapJobs(a.id, runs))
+	mustCreateJobs(t, ctx, c, asapJobs(b.id, runs))
 	eventually(t, 20*time.Second, "every run command received", func() bool {
 		return len(a.commandSeqs()) == runs && len(b.commandSeqs()) == runs
 	})
@@ -162,14 +156,8 @@ func TestCommandPruneRefusesCursorPastOwnCommands(t *testing.T) {
 	a := newTestAgent(t, c.NATSURL(), "edge-liar", nil).start()
 	b := newTestAgent(t, c.NATSURL(), "edge-other", nil).start()
 	ctx := tctx(t)
-	for range 3 {
-		if _, err := c.CreateJob(ctx, asapJob(a.id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.CreateJob(ctx, asapJob(b.id)); err != nil {
-		t.Fatal(err)
-	}
+	mustCreateJobs(t, ctx, c, asapJobs(a.id, 3))
+	mustCreateJobs(t, ctx, c, asapJobs(b.id, 1))
 	eventually(t, 20*time.Second, "every run command received", func() bool {
 		return len(a.commandSeqs()) == 3 && len(b.commandSeqs()) == 1
 	})
@@ -204,11 +192,7 @@ func TestCommandPruneKeepsWhatAReloadReads(t *testing.T) {
 	js := clientJS(t, c.NATSURL())
 	a := newTestAgent(t, c.NATSURL(), "edge-lag", nil).start()
 	ctx := tctx(t)
-	for range 3 {
-		if _, err := c.CreateJob(ctx, asapJob(a.id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mustCreateJobs(t, ctx, c, asapJobs(a.id, 3))
 	eventually(t, 20*time.Second, "every run command received", func() bool { return len(a.commandSeqs()) == 3 })
 	seqs := a.commandSeqs()
 	a.sendHeartbeat(protocol.Heartbeat{Cursor: seqs[2]})
@@ -269,11 +253,7 @@ func BenchmarkCommandPrunePass10k(b *testing.B) {
 	c := startController(b, pruneTestConfig(b))
 	_, js := natstest.JetStream(b, c.NATSURL())
 	ctx := tctx(b)
-	now := c.now()
-	infos := make([]protocol.AgentInfo, agents)
-	for i := range infos {
-		infos[i] = protocol.AgentInfo{Agent: fmt.Sprintf("edge-%05d", i), Online: true, RegisteredAt: now, LastSeen: now}
-	}
+	infos := onlineAgents("edge", agents, c.now())
 	putAgents(b, c, infos)
 	st, err := js.Stream(ctx, protocol.StreamCommands)
 	if err != nil {

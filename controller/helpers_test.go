@@ -126,6 +126,25 @@ func asapJob(agent string) protocol.Job {
 	return protocol.Job{Name: "asap", Handler: "noop", Schedule: schedule.Spec{Asap: true}, Target: protocol.Target{Agent: agent}}
 }
 
+// asapJobs returns n pinned one-shot job specs.
+func asapJobs(agent string, n int) []protocol.Job {
+	js := make([]protocol.Job, n)
+	for i := range js {
+		js[i] = asapJob(agent)
+	}
+	return js
+}
+
+// onlineAgents returns n records of registered agents online at now,
+// named prefix-00000 on.
+func onlineAgents(prefix string, n int, now time.Time) []protocol.AgentInfo {
+	out := make([]protocol.AgentInfo, n)
+	for i := range out {
+		out[i] = protocol.AgentInfo{Agent: fmt.Sprintf("%s-%05d", prefix, i), Online: true, RegisteredAt: now, LastSeen: now}
+	}
+	return out
+}
+
 // testAgent is a test double of ax-agent: it registers, reads its commands
 // from AX_CMD with an ordered consumer from cursor+1, and publishes reports
 // to AX_RPT with their Msg-Ids. It never fires on its own: tests drive it.

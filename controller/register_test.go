@@ -94,12 +94,7 @@ func BenchmarkRegisterInFleet(b *testing.B) {
 	for _, n := range []int{0, 10_000} {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
 			c := newTestController(b)
-			now := c.now()
-			agents := make([]protocol.AgentInfo, n)
-			for i := range agents {
-				agents[i] = protocol.AgentInfo{Agent: fmt.Sprintf("fleet-%05d", i), Online: true, RegisteredAt: now, LastSeen: now}
-			}
-			putAgents(b, c, agents)
+			putAgents(b, c, onlineAgents("fleet", n, c.now()))
 			benchRegistrations(b, c)
 		})
 	}

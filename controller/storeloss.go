@@ -41,7 +41,13 @@ func (c *agentService) lastCommandSeq(ctx context.Context, agent string) (uint64
 	if err != nil {
 		return 0, fmt.Errorf("last command of %s: %w", agent, err)
 	}
-	m, err := c.kvGuard.lastMsg(ctx, s, protocol.CommandSubject(agent))
+	return c.lastCommandIn(ctx, s, agent)
+}
+
+// lastCommandIn returns the sequence of the last command of agent in st
+// (AX_CMD), 0 when there is none.
+func (c *core) lastCommandIn(ctx context.Context, st jetstream.Stream, agent string) (uint64, error) {
+	m, err := c.kvGuard.lastMsg(ctx, st, protocol.CommandSubject(agent))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
