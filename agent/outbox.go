@@ -23,9 +23,10 @@ const maxWindows = 2
 const memWindows = 8
 
 // deleteWindows is how many windows of acknowledged rows may wait before
-// they are deleted (one DELETE for all of them); they are also deleted
-// whenever the flusher has nothing left to publish. A crash republishes
-// them with their Msg-Ids (de-duplicated by the stream).
+// they are deleted (one DELETE for all of them, a write of its own);
+// whenever the flusher has nothing left to publish they are handed to the
+// store's next commit instead (store.AckLater). A crash republishes them
+// with their Msg-Ids (de-duplicated by the stream).
 const deleteWindows = 4
 
 // flusher publishes the outbox in order, in windows of Outbox.Window rows
@@ -96,7 +97,7 @@ func (f *flusher) run(ctx context.Context) {
 				break
 			}
 		}
-		f.deleteAcked()
+		f.ackLater()
 		t.Reset(f.wait())
 	}
 }
@@ -135,15 +136,33 @@ func (f *flusher) drain(ctx context.Context) {
 // deleteAcked deletes the acknowledged rows not deleted yet, in one write:
 // those below the oldest held row (store.Tx.Ack deletes by seq).
 func (f *flusher) deleteAcked() {
+	if last, ok := f.toDelete(); ok {
+		f.a.st.Submit(func(tx *store.Tx) error { return tx.Ack(last) }, nil)
+	}
+}
+
+// ackLater has the same rows deleted by the store's next commit
+// (store.AckLater) instead of a write of their own: at a few attempts a
+// second, a write of its own was a fourth commit per attempt.
+func (f *flusher) ackLater() {
+	if last, ok := f.toDelete(); ok {
+		f.a.st.AckLater(last)
+	}
+}
+
+// toDelete returns the last row to delete (the last acknowledged one
+// below the oldest held row) and whether it is past the rows already
+// deleted, which it then counts as deleted.
+func (f *flusher) toDelete() (int64, bool) {
 	last := f.acked
 	if seq, ok := f.holds.minSeq(); ok {
 		last = min(last, seq-1)
 	}
 	if last <= f.deleted {
-		return
+		return 0, false
 	}
 	f.deleted, f.undel = last, 0
-	f.a.st.Submit(func(tx *store.Tx) error { return tx.Ack(last) }, nil)
+	return last, true
 }
 
 var errLinkDown = errors.New("link down")

@@ -198,17 +198,21 @@ func (s *Store) Outbox(ctx context.Context, after int64, limit int) ([]OutboxMsg
 // the outbox can hold many rows during a partition): its rows are
 // deleted only as a prefix (Ack) and the writer gives them consecutive
 // seqs, so the two agree (a file written before schema 3 may have gaps,
-// which count as rows until they are acknowledged).
+// which count as rows until they are acknowledged). Rows acknowledged
+// with AckLater whose delete has not committed yet are not counted.
 func (s *Store) Counts(ctx context.Context) (Counts, error) {
 	var c Counts
+	var first, last int64
 	err := s.rdb.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM execs WHERE state = 'PENDING'),
 		(SELECT count(*) FROM execs WHERE state = 'TRIGGERED'),
 		(SELECT count(*) FROM execs WHERE state = 'RUNNING'),
-		COALESCE((SELECT MAX(seq) FROM outbox) - (SELECT MIN(seq) FROM outbox) + 1, 0)`).Scan(&c.Pending, &c.Triggered, &c.Running, &c.Outbox)
+		COALESCE((SELECT MIN(seq) FROM outbox), 0), COALESCE((SELECT MAX(seq) FROM outbox), -1)`).Scan(&c.Pending, &c.Triggered, &c.Running, &first, &last)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count rows: %w", classify(err))
 	}
+	first = max(first, s.w.ackFloor.Load()+1)
+	c.Outbox = max(0, int(last-first+1))
 	return c, nil
 }
 

@@ -60,6 +60,10 @@ type Options struct {
 	// before it starts a batch while writes keep coming (see writer);
 	// negative: never wait.
 	Linger time.Duration
+	// AckDelay bounds how long outbox rows acknowledged with AckLater wait
+	// for another write's commit to delete them before the writer commits
+	// their delete alone.
+	AckDelay time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -86,6 +90,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Linger == 0 {
 		o.Linger = DefaultLinger
+	}
+	if o.AckDelay <= 0 {
+		o.AckDelay = DefaultAckDelay
 	}
 	return o
 }
@@ -166,7 +173,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	s.w = &writer{db: s.wdb, st: s.st, opts: s.opts, path: s.path, stats: &s.stats, reqs: s.reqs, done: s.done,
-		err: s.Err, fail: s.fail, outboxSeq: outboxSeq}
+		err: s.Err, fail: s.fail, outboxSeq: outboxSeq, ackKick: make(chan struct{}, 1)}
 	go s.w.run()
 	return s, nil
 }

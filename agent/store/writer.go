@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,13 @@ type writer struct {
 	// outboxSeq is the highest outbox seq ever used: the next batch's rows
 	// get the seqs after it.
 	outboxSeq int64
+
+	// ackFloor is the highest outbox seq acknowledged (AckLater, any
+	// goroutine); ackDone the highest a committed transaction deleted up
+	// to (writer only); ackKick wakes the writer to time the delete.
+	ackFloor atomic.Int64
+	ackDone  int64
+	ackKick  chan struct{}
 }
 
 // run runs the queued write functions in batches. While writes keep
@@ -40,7 +48,9 @@ type writer struct {
 // executions then share one commit (one fsync) instead of the first
 // write of a burst taking a commit of its own while the rest queue behind
 // it. A write after a quiet spell, or from a lone caller writing one
-// after the other, is committed at once.
+// after the other, is committed at once. Every commit also deletes the
+// outbox rows acknowledged with AckLater; when they wait Options.AckDelay
+// with no write to join, or the store closes, they are committed alone.
 func (w *writer) run() {
 	defer close(w.done)
 	batch := make([]req, 0, w.opts.MaxBatch)
@@ -50,7 +60,30 @@ func (w *writer) run() {
 	lastEnd := time.Now()
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
-	for r := range w.reqs {
+	// ackWait runs while acknowledged rows wait for a commit (AckLater).
+	ackWait := time.NewTimer(time.Hour)
+	ackWait.Stop()
+	ackArmed := false
+	for {
+		var r req
+		select {
+		case next, ok := <-w.reqs:
+			if !ok {
+				w.commitAcks()
+				return
+			}
+			r = next
+		case <-w.ackKick:
+			if !ackArmed && w.acksPending() {
+				ackWait.Reset(w.opts.AckDelay)
+				ackArmed = true
+			}
+			continue
+		case <-ackWait.C:
+			ackArmed = false
+			w.commitAcks()
+			continue
+		}
 		start := time.Now()
 		batch = append(batch[:0], r)
 		w.fill(&batch)
@@ -85,6 +118,10 @@ func (w *writer) run() {
 		w.deliver(rows)
 		lastEnd = time.Now()
 		last = lastEnd.Sub(start)
+		if ackArmed && !w.acksPending() {
+			ackWait.Stop()
+			ackArmed = false
+		}
 	}
 }
 
@@ -185,6 +222,11 @@ func (w *writer) runBatch(batch []req, errs []error, savepoints bool) (ok bool, 
 		_ = sqlTx.Rollback()
 		return false, nil, classify(err)
 	}
+	acked, err := w.ackInTx(tx)
+	if err != nil {
+		_ = sqlTx.Rollback()
+		return false, nil, classify(err)
+	}
 	if err := tx.flushMeta(); err != nil {
 		_ = sqlTx.Rollback()
 		return false, nil, classify(err)
@@ -193,6 +235,7 @@ func (w *writer) runBatch(batch []req, errs []error, savepoints bool) (ok bool, 
 		return false, nil, fmt.Errorf("commit: %w", err)
 	}
 	w.outboxSeq = seq
+	w.ackDone = acked
 	w.stats.commits.Add(1)
 	w.stats.writes.Add(int64(len(batch)))
 	w.stats.statements.Add(tx.n)
