@@ -29,7 +29,11 @@
 //     batch issued together (execstore.Store.PutAsync, compare-and-set),
 //     a lost compare-and-set redone for that execution alone, then the
 //     effects (Host.StartEffects) and the acknowledgements once the write
-//     and its events are stored. A lane caches the records it read or
+//     and its events are stored, one behind: the ack keeper (ackkeep.go)
+//     holds the acknowledgement of the report applied last until the
+//     next is applied, for at most 250 ms, or until a shard worker stops,
+//     so that AX_RPT's last block is not emptied, and replaced by a new
+//     file, after every report. A lane caches the records it read or
 //     wrote; the triggered and running reports of a one-shot job's
 //     execution wait up to reportLinger for its later reports.
 //   - Report authorization (reportauth.go): the subject's agent and shard
@@ -78,7 +82,9 @@
 // Host.StartEffects once per report and Host.ReadJob only for a report
 // whose job the cache does not have; the host's methods must be safe for
 // concurrent use (lanes of all shards call them at once). NoteCreated is
-// safe for concurrent use. ReportStreamLoop runs on one goroutine (the
+// safe for concurrent use, and so is the ack keeper the lanes of every
+// shard share (a mutex; its hold timer acknowledges from a timer
+// goroutine). ReportStreamLoop runs on one goroutine (the
 // controller's); EnsureConsumers and Attach are called once, at start,
 // before the ownership starts a worker.
 //

@@ -124,6 +124,7 @@ type Ingest struct {
 	host   Host
 
 	created createdExecs // records CreateJob wrote (createdcache.go)
+	acks    *ackKeeper   // applied reports acknowledged one behind (ackkeep.go)
 	strays  strays       // the stray unassigns of the window (stray.go)
 	// decode decodes reports, strictjson first (protocol.Decoder).
 	decode protocol.Decoder
@@ -141,6 +142,7 @@ func New(e Env, host Host) *Ingest {
 		cfg: e.Config, log: e.Log, m: e.Metrics, now: e.Now, mono: e.Mono, every: e.Every,
 		jobs: e.Jobs, groups: e.Groups, own: e.Own, host: host,
 		decode: protocol.Decoder{Fast: strictjson.Unmarshal},
+		acks:   newAckKeeper(e.Config.AckWait),
 	}
 }
 

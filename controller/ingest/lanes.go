@@ -24,7 +24,7 @@ const laneBatch = 256
 // executions at once through the execution store (execstore.Store.PutAsync:
 // pipelined compare-and-set on the KV revision), publishes the events of
 // the writes that succeeded, and acknowledges each message only after its
-// write and its events are stored. A lost compare-and-set or a failed
+// write and its events are stored (one behind: ackkeep.go). A lost compare-and-set or a failed
 // write is redone for that execution alone, reading the record again.
 // Reports that only move an execution of a one-shot job to TRIGGERED or
 // RUNNING wait up to reportLinger for its later reports, so that a fast
@@ -450,7 +450,7 @@ func (l *lane) finish(g *group) {
 			c.log.Warn("event of an applied report not stored, redelivering the report", "exec", p.r.ExecID, "attempt", p.r.Attempt, "kind", p.r.Kind)
 			_ = p.msg.NakWithDelay(time.Second)
 		default:
-			_ = p.msg.Ack()
+			c.acks.ack(p.msg)
 		}
 	}
 	g.items, g.evs = nil, nil

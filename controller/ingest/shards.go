@@ -204,6 +204,9 @@ func (w *shardWorker) Stop(drain bool, drainMax time.Duration) {
 	}
 	w.cancel()
 	<-done
+	// The report acknowledged last was applied: its acknowledgement goes
+	// now, not with a report of another shard (ackkeep.go).
+	w.c.acks.flush()
 }
 
 // laneOf hashes the exec_id of a report body to a lane. Encoders write
