@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -117,7 +116,7 @@ const jobIDTries = 4
 // error wrapping errJobIDTaken and jetstream.ErrKeyExists, having written
 // nothing that stays, when that id is taken.
 func (c *jobService) createJobAs(ctx context.Context, j protocol.Job) (protocol.Job, error) {
-	data, err := json.Marshal(j)
+	data, err := j.AppendJSON(make([]byte, 0, 256+len(j.Payload))) // json.Marshal's bytes, by hand
 	if err != nil {
 		return protocol.Job{}, fmt.Errorf("create job: encode: %w", err)
 	}
@@ -375,7 +374,7 @@ func (c *jobService) mutateJob(ctx context.Context, id string, fn func(cur proto
 			c.ex.storeHeldRecord(ctx, x)
 		}
 		next.Generation = cur.Generation + 1
-		data, err := json.Marshal(next)
+		data, err := next.AppendJSON(make([]byte, 0, 256+len(next.Payload)))
 		if err != nil {
 			return protocol.Job{}, fmt.Errorf("update job %s: encode: %w", id, err)
 		}
