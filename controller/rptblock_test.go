@@ -36,9 +36,13 @@ func lastBlockIndex(t *testing.T, dataDir, stream string) int {
 // the work queue after each attempt's reports, so the block index rose
 // with every attempt (20 new blocks here). The ack keeper
 // (ingest/ackkeep.go) holds back the acknowledgement of the report
-// applied last until the next is applied.
+// applied last until the next is applied; with none after it, until its
+// hold ends, so the queue still drains.
 func TestReportAcksKeepTheLastBlock(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
+	// No redelivery within the test: only the hold's end acknowledges the
+	// last report.
+	cfg.AckWait = time.Minute
 	c := startController(t, cfg)
 	a := newTestAgent(t, c.NATSURL(), "edge-blk", nil).start()
 	ctx := tctx(t)
@@ -63,4 +67,14 @@ func TestReportAcksKeepTheLastBlock(t *testing.T) {
 	if made > runs/4 {
 		t.Fatalf("AX_RPT made %d new blocks for %d attempts applied one at a time, want at most %d", made, runs, runs/4)
 	}
+	// With no report after it, the last one's acknowledgement goes once
+	// its hold (at most 250 ms) has passed: the work queue drains.
+	st, err := a.js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "AX_RPT empty after the last report's hold", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
 }
