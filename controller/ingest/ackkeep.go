@@ -8,7 +8,7 @@ import (
 )
 
 // ackHoldMax bounds how long the ack keeper holds an applied report's
-// acknowledgement when no other report is applied (ackHold takes the
+// acknowledgement when no other report is applied (newAckKeeper takes the
 // smaller of it and a quarter of the ack wait).
 const ackHoldMax = 250 * time.Millisecond
 
@@ -22,8 +22,8 @@ const ackHoldMax = 250 * time.Millisecond
 // whenever a removal leaves that block empty (removeMsgBlock: a new block,
 // a tombstone, the old file unlinked). Below a few hundred reports a
 // second every report was applied before the next arrived, so each one
-// emptied the stream and cost a block file; at 400 reports a second that
-// was 9 % of the controller's CPU. The report held back is the newest
+// emptied the stream and cost a block file; at 400 executions a second
+// that was 9 % of the controller's CPU. The report held back is the newest
 // applied, so the last block keeps a message while reports keep coming.
 //
 // It changes what a crash redelivers by at most that one report, which

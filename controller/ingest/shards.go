@@ -204,8 +204,9 @@ func (w *shardWorker) Stop(drain bool, drainMax time.Duration) {
 	}
 	w.cancel()
 	<-done
-	// The report acknowledged last was applied: its acknowledgement goes
-	// now, not with a report of another shard (ackkeep.go).
+	// The report applied last (of this shard or another) may still hold
+	// its acknowledgement back: it goes now, not with a later report
+	// (ackkeep.go).
 	w.c.acks.flush()
 }
 
