@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -20,28 +19,15 @@ const (
 
 // TestHelperPruneControllerProcess is not a test: TestKill9AfterCommandPrune
 // runs the test binary again with it to get, in a process it can SIGKILL,
-// a controller whose pruner runs every 100 ms with no lag (pruneTestConfig)
-// and which creates AX_CTL_PRUNE_CREATE one-shot jobs for pruneKillAgent.
+// a controller whose pruner runs every 100 ms with no lag (as
+// pruneTestConfig's, whose pass a test calls) and which creates
+// AX_CTL_PRUNE_CREATE one-shot jobs for pruneKillAgent.
 func TestHelperPruneControllerProcess(t *testing.T) {
 	cfg := childConfig(t, envPruneDir, envPrunePort, "TestKill9AfterCommandPrune")
 	cfg.cmdPruneEvery, cfg.cmdPruneLag, cfg.marksMargin = 100*time.Millisecond, time.Nanosecond, time.Nanosecond
 	cfg.AgentOfflineAfter = cfg.HeartbeatInterval // every heartbeat stored: its cursor at once
-	testutil.RunChild(func(ctx context.Context) error {
-		c, err := New(cfg)
-		if err != nil {
-			return err
-		}
-		if err := c.Start(ctx); err != nil {
-			return err
-		}
-		n, _ := strconv.Atoi(testutil.ChildEnv(t, envPruneCreate, "TestKill9AfterCommandPrune"))
-		for range n {
-			if _, err := c.CreateJob(ctx, asapJob(pruneKillAgent)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	n, _ := strconv.Atoi(testutil.ChildEnv(t, envPruneCreate, "TestKill9AfterCommandPrune"))
+	runChildController(cfg, n, func() protocol.Job { return asapJob(pruneKillAgent) })
 }
 
 // TestKill9AfterCommandPrune kills a controller process (embedded server
@@ -83,15 +69,6 @@ func TestKill9AfterCommandPrune(t *testing.T) {
 			})
 		}
 	}
-	runsSeen := func() map[string]int {
-		seen := map[string]int{}
-		for _, c := range a.commands() {
-			if c.Kind == protocol.CmdRun {
-				seen[c.Run.ExecID]++
-			}
-		}
-		return seen
-	}
 	runs := func() []*protocol.Run {
 		var out []*protocol.Run
 		for _, c := range a.commands() {
@@ -128,10 +105,12 @@ func TestKill9AfterCommandPrune(t *testing.T) {
 		t.Fatalf("AX_CMD holds %d commands of %s after the restart, want at least its last", got, a.id)
 	}
 	eventually(t, 30*time.Second, "the new process's 2 runs", func() bool { return len(runs()) == 6 })
-	for id, n := range runsSeen() {
-		if n != 1 {
-			t.Fatalf("run of %s received %d times, want once", id, n)
+	seen := map[string]bool{}
+	for _, r := range runs() {
+		if seen[r.ExecID] {
+			t.Fatalf("run of %s received twice, want once", r.ExecID)
 		}
+		seen[r.ExecID] = true
 	}
 	runAll(runs()[4:])
 }

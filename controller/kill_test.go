@@ -37,6 +37,14 @@ func childConfig(t *testing.T, dirEnv, portEnv, parent string) Config {
 // binary again with it to get a controller in a process it can SIGKILL.
 func TestHelperControllerProcess(t *testing.T) {
 	cfg := childConfig(t, envChildDir, envChildPort, "TestKill9Restart")
+	n, _ := strconv.Atoi(os.Getenv(envChildCreate))
+	runChildController(cfg, n, func() protocol.Job { return retryJob("edge-1", 300*time.Millisecond) })
+}
+
+// runChildController runs a helper process's controller with cfg and,
+// once it started, creates n jobs made by job; it then reports READY
+// (testutil.RunChild).
+func runChildController(cfg Config, n int, job func() protocol.Job) {
 	testutil.RunChild(func(ctx context.Context) error {
 		c, err := New(cfg)
 		if err != nil {
@@ -45,9 +53,8 @@ func TestHelperControllerProcess(t *testing.T) {
 		if err := c.Start(ctx); err != nil {
 			return err
 		}
-		n, _ := strconv.Atoi(os.Getenv(envChildCreate))
 		for range n {
-			if _, err := c.CreateJob(ctx, retryJob("edge-1", 300*time.Millisecond)); err != nil {
+			if _, err := c.CreateJob(ctx, job()); err != nil {
 				return err
 			}
 		}
