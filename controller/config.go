@@ -86,6 +86,14 @@ type Config struct {
 	// commands removed were stored (cmdprune.go). Defaults
 	// cmdPruneInterval and sentRunsSkew; tests shorten both.
 	cmdPruneEvery, cmdPruneLag time.Duration
+	// reloadSkew is how much earlier than the oldest write mark a reload
+	// that leans on the history index reads every record written, and how
+	// far ahead it reads the PENDING ones due (reloadindex.go). Default
+	// sentRunsSkew; tests shorten it, so that records they wrote a moment
+	// ago are left to the index. reloadScanOnly makes every reload scan
+	// ax_execs (tests that compare the two).
+	reloadSkew     time.Duration
+	reloadScanOnly bool
 	// historyHold is how long the history follower holds a live snapshot.
 	// Default historyHold; tests that must not see a held snapshot written
 	// because the test ran long set an hour.

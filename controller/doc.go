@@ -235,7 +235,9 @@
 // next_attempt_at; the retry wheel (pkg/wheel) then sends the run command of
 // the next attempt, and the execution moves to TRIGGERED when the agent
 // reports it. Retry timers are reloaded from KV when a replica acquires a
-// shard (at start, or when it takes the shard over), except those of
+// shard (at start, or when it takes the shard over; read by key from the
+// executions the history index holds RETRY_WAITING when the index stands
+// in for the scan of ax_execs, reloadindex.go), except those of
 // executions whose next attempt's run was sent (Sent) and is in AX_CMD
 // (reload.go's armSentRetries, from the commands sentruns.go reads): AX_CMD
 // keeps the server's least duplicate window (streams.CommandDuplicates),

@@ -37,8 +37,15 @@ import (
 // to read and 2 s to decode on one core), so the values are decoded while
 // the scan reads on, in batches of scanBatch on up to GOMAXPROCS
 // goroutines.
-func scanExecsOf[T any](ctx context.Context, c *execService, pick func(r *execRecord) (T, bool), fn func(key string, v T, rev uint64)) error {
-	w, err := c.kv.Execs.WatchAll(ctx)
+//
+// from > 0 reads only the messages from that sequence on (every record
+// written since, not each key's latest; reloadindex.go).
+func scanExecsOf[T any](ctx context.Context, c *execService, pick func(r *execRecord) (T, bool), fn func(key string, v T, rev uint64), from uint64) error {
+	var opts []jetstream.WatchOpt
+	if from > 0 {
+		opts = append(opts, jetstream.ResumeFromRevision(from))
+	}
+	w, err := c.kv.Execs.WatchAll(ctx, opts...)
 	if err != nil {
 		return fmt.Errorf("scan executions: %w", err)
 	}
@@ -65,7 +72,7 @@ func scanExecsOf[T any](ctx context.Context, c *execService, pick func(r *execRe
 			cur = &scanBatchOf[T]{}
 		}
 	}
-	err = c.readExecs(ctx, w, func(e jetstream.KeyValueEntry) {
+	err = c.readExecs(ctx, w, from, func(e jetstream.KeyValueEntry) {
 		cur.entries = append(cur.entries, e)
 		if len(cur.entries) == scanBatch {
 			flush()
@@ -151,11 +158,14 @@ func (b *scanBatchOf[T]) decode(pick func(r *execRecord) (T, bool)) {
 	b.entries = nil
 }
 
-// readExecs passes every entry of the watcher w of ax_execs to add, until
-// the stream position taken at its initial-values marker is read (see
-// scanExecsOf).
-func (c *execService) readExecs(ctx context.Context, w jetstream.KeyWatcher, add func(jetstream.KeyValueEntry)) error {
+// readExecs passes every entry of the watcher w of ax_execs, made to
+// start at sequence from (0: each key's latest), to add, until the stream
+// position taken at its initial-values marker is read (see scanExecsOf).
+func (c *execService) readExecs(ctx context.Context, w jetstream.KeyWatcher, from uint64, add func(jetstream.KeyValueEntry)) error {
 	var maxRev, until uint64
+	if from > 0 {
+		maxRev = from - 1 // nothing before it is to come
+	}
 	initial := true
 	// After the marker, the updates up to `until` follow at once; a stream
 	// whose last message was removed outside KV never gets there, so the

@@ -59,7 +59,7 @@ func TestScanExecsOfLatestRevisionDecides(t *testing.T) {
 				t.Fatalf("scan %d gave %s twice", scan, key)
 			}
 			got[key] = attempt
-		})
+		}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -487,5 +487,5 @@ func storedEvent(t testing.TB, js jetstream.JetStream, state protocol.State, job
 // record (scanExecsOf picking every record whole).
 func (c *execService) scanExecs(ctx context.Context, fn func(r *execRecord, rev uint64)) error {
 	return scanExecsOf(ctx, c, func(r *execRecord) (*execRecord, bool) { return r, true },
-		func(_ string, r *execRecord, rev uint64) { fn(r, rev) })
+		func(_ string, r *execRecord, rev uint64) { fn(r, rev) }, 0)
 }

@@ -40,7 +40,7 @@ func (c *agentService) settleEpochs(ctx context.Context, lost []lease.Lost) {
 	err := scanExecsOf(ctx, c.ex, func(r *execRecord) (open, bool) {
 		l, ok := byJob[r.JobID]
 		return open{r.ExecID, r.JobID}, ok && r.Epoch > 0 && r.Epoch < l.Epoch && !r.State.Terminal()
-	}, func(_ string, o open, _ uint64) { ids = append(ids, o) })
+	}, func(_ string, o open, _ uint64) { ids = append(ids, o) }, 0)
 	if err != nil {
 		c.log.Error("settle earlier epochs: scan executions", "err", err)
 		return

@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/jobcache"
 	"github.com/axsched/ax/internal/streams"
@@ -24,8 +27,11 @@ import (
 // Its cost follows the live executions of the shards: one scan of
 // ax_execs (execscan.go; reloadScan keeps whole only the records it looks
 // at again, so 300,000 PENDING ones older than the write marks leave a
-// key each), then the read of AX_CMD's run ids and the check
-// of the one-shot jobs on two more goroutines while this one checks the
+// key each), or none when the history index stands in for the records
+// written long before the marks (reloadindex.go: those are then not read
+// at all, and the log's pending counts only the runs read), then the read
+// of AX_CMD's run ids and the check of the one-shot jobs on two more
+// goroutines while this one checks the
 // history (the three are independent; with 300,000 PENDING one-shots each
 // takes about a second); the re-sends and the orphan check wait for the
 // run ids. Only the records written at or after the oldest write mark of
@@ -68,9 +74,25 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		return merr != nil || !hasFloor || !r.UpdatedAt.Before(floor)
 	}
 	scanned := c.now()
-	s, err := c.reloadScan(ctx, in, mayLack)
-	if err != nil {
-		return err
+	var s reloadScanned
+	if since, ok := c.indexReloadSince(merr, floor, hasFloor, verified, verr, scanned); ok {
+		var err error
+		if s, ok, err = c.reloadFromIndex(ctx, in, mayLack, since); err != nil {
+			return err
+		}
+		if !ok {
+			s = reloadScanned{}
+		}
+	}
+	if !s.indexed {
+		var err error
+		if s, err = c.reloadScan(ctx, in, mayLack); err != nil {
+			return err
+		}
+	}
+	liveN := len(s.live) + s.unchecked
+	if s.indexed {
+		liveN = indexedLive
 	}
 	var (
 		sent    map[string]bool
@@ -111,7 +133,7 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 			withJob = append(withJob, r)
 		}
 	}
-	restored, herr := c.repairHistory(ctx, shards, withJob, len(s.live)+s.unchecked)
+	restored, herr := c.repairHistory(ctx, shards, withJob, liveN)
 	<-missingCh
 	<-sentCh
 	sentKnown := sentErr == nil
@@ -160,7 +182,7 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		jobless = kept
 	}
 	if herr == nil && len(jobless) > 0 {
-		n, err := c.repairHistory(ctx, shards, jobless, len(s.live)+s.unchecked)
+		n, err := c.repairHistory(ctx, shards, jobless, liveN)
 		restored, herr = restored+n, err
 	}
 	if herr != nil {
@@ -180,13 +202,16 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 	if checkedAll && missingOK && merr == nil && sentKnown && herr == nil {
 		dropped = c.coverMarks(ctx, marks, shards)
 		if verr == nil && len(shards) == c.cfg.Shards {
-			verifiedNow = c.storeVerified(ctx, verified, verifiedRev, scanned)
+			// None: no record of an earlier version in the scan, or in
+			// the records read since the marks when the index stood in
+			// (which it does only after a scan that found none).
+			verifiedNow = c.storeVerified(ctx, verified, verifiedRev, scanned, s.untracked == 0)
 		}
 	}
 	c.log.Info("executions reloaded", "shards", len(shards), "retry_waiting", s.retries, "pending", s.pendingAll, "pending_resent", resent,
 		"retries_sent_held", retriesHeld, "one_shot_recreated", missing, "orphans_removed", orphans, "events_restored", restored, "deleted_jobs_runs_cancelled", cancelled, "assignments_resent", reassigned,
 		"checked", len(s.live), "unchecked", s.unchecked, "write_marks", len(marks), "dead_marks_removed", dropped,
-		"untracked_verified", verifiedNow)
+		"untracked_verified", verifiedNow, "from_index", s.indexed)
 	return nil
 }
 
@@ -249,89 +274,6 @@ func (c *reloader) cancelUnsentOfDeleted(ctx context.Context, jobless []*execRec
 		}
 	}
 	return n, ok
-}
-
-// reloadScanned is what the scan of a reload found in its shards.
-type reloadScanned struct {
-	pendingAll int               // PENDING with an agent
-	unchecked  int               // records not checked (mayLack false)
-	live       []*execRecord     // the executions of the shards that may lack a command or an event
-	pending    []*execRecord     // those PENDING with an agent
-	jobless    []*execRecord     // those PENDING whose job the cache does not hold
-	joblessRev map[string]uint64 // their revisions, by exec id
-	seen       map[string]bool   // exec ids of every execution of the shards
-	retries    int               // RETRY_WAITING, timers re-armed or held (retrySent)
-	// retrySent are the RETRY_WAITING executions whose next attempt's run
-	// was sent (Sent): armSentRetries re-arms their timers once the
-	// commands AX_CMD holds are known.
-	retrySent []*execRecord
-}
-
-// reloadItem is what a reload's scan keeps of an execution of its shards:
-// the record when the reload looks at it again (it may lack a command or
-// an event, its retry timer is re-armed, or it waits to be placed), else
-// only whether it is PENDING on an agent (for the count).
-type reloadItem struct {
-	rec     *execRecord
-	check   bool // mayLack held
-	pending bool
-}
-
-// reloadScan reads ax_execs once, re-arms the retry timers, records the
-// PENDING executions waiting for an agent of the jobs for which in holds,
-// and keeps whole only the records a reload looks at again: those that
-// may lack a command or an event (mayLack; the others were written with
-// their effects), the RETRY_WAITING ones and those waiting to be placed.
-// in and mayLack run on the scan's decoding goroutines (scanExecsOf).
-func (c *reloader) reloadScan(ctx context.Context, in func(jobID string) bool, mayLack func(*execRecord) bool) (reloadScanned, error) {
-	n := 0
-	if st, err := c.kv.Execs.Status(ctx); err == nil {
-		n = int(st.Values()) // a size hint for the map below
-	}
-	s := reloadScanned{joblessRev: map[string]uint64{}, seen: make(map[string]bool, n)}
-	pick := func(r *execRecord) (reloadItem, bool) {
-		if !in(r.JobID) {
-			return reloadItem{}, false
-		}
-		it := reloadItem{check: mayLack(r), pending: r.State == protocol.StatePending && r.Agent != ""}
-		if it.check || r.State == protocol.StateRetryWaiting || (r.State == protocol.StatePending && r.Agent == "") {
-			it.rec = r
-		}
-		return it, true
-	}
-	err := scanExecsOf(ctx, c.ex, pick, func(key string, it reloadItem, rev uint64) {
-		s.seen[key] = true
-		if it.pending {
-			s.pendingAll++
-		}
-		if !it.check {
-			s.unchecked++
-		}
-		r := it.rec
-		if r == nil {
-			return
-		}
-		if it.check {
-			s.live = append(s.live, r)
-			if r.State == protocol.StatePending && !c.jobs.Has(r.JobID) {
-				s.jobless = append(s.jobless, r)
-				s.joblessRev[r.ExecID] = rev
-			}
-		}
-		switch {
-		case r.State == protocol.StateRetryWaiting && r.Sent == r.Attempt+1 && r.Agent != "":
-			s.retrySent = append(s.retrySent, r)
-			s.retries++
-		case r.State == protocol.StateRetryWaiting:
-			c.retries.schedule(r.ExecID, r.JobID, r.Attempt, r.NextAttemptAt)
-			s.retries++
-		case r.State == protocol.StatePending && r.Agent == "":
-			c.place.NoteWaiting(r.ExecID, r.JobID)
-		case r.State == protocol.StatePending && it.check:
-			s.pending = append(s.pending, r)
-		}
-	})
-	return s, err
 }
 
 // armSentRetries re-arms the retry timers of rs, RETRY_WAITING executions
@@ -403,6 +345,12 @@ func (c *reloader) createMissingOneShots(ctx context.Context, in func(jobID stri
 		// the index is still being rebuilt and the job is older than the
 		// grace: then it is left alone rather than run twice.
 		if _, inHist, err := c.hist.idx.Get(ctx, id); err != nil || inHist {
+			ok = ok && err == nil
+			continue
+		}
+		// seen holds only the records a reload that leaned on the index
+		// read (reloadindex.go): one written long before is looked up.
+		if _, err := c.kv.Execs.Get(ctx, id); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			ok = ok && err == nil
 			continue
 		}

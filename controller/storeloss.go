@@ -75,7 +75,7 @@ func (c *agentService) resendRuns(ctx context.Context, agent string, after uint6
 		case r.State == protocol.StateTriggered || r.State == protocol.StateRunning:
 			lost = append(lost, r.ExecID)
 		}
-	})
+	}, 0)
 	if err != nil {
 		c.log.Error("agent store lost its state: scan executions to send its runs again", "agent", agent, "err", err)
 		return

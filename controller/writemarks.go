@@ -134,14 +134,15 @@ func (c *core) readVerified(ctx context.Context) (writemark.Verified, uint64, er
 }
 
 // storeVerified records, after a reload of every shard whose scan began
-// at scanned, that the untracked records written before it are checked:
-// compare-and-set on rev (0: the key was absent), and only forward. It
-// returns whether it stored it.
-func (c *core) storeVerified(ctx context.Context, prev writemark.Verified, rev uint64, scanned time.Time) bool {
+// at scanned, that the untracked records written before it are checked,
+// and whether there were none (writemark.Verified.None): compare-and-set
+// on rev (0: the key was absent), and only forward. It returns whether it
+// stored it.
+func (c *core) storeVerified(ctx context.Context, prev writemark.Verified, rev uint64, scanned time.Time, none bool) bool {
 	if !scanned.After(prev.Through) {
 		return false
 	}
-	data, err := writemark.EncodeVerified(writemark.Verified{Through: scanned})
+	data, err := writemark.EncodeVerified(writemark.Verified{Through: scanned, None: none})
 	if err == nil {
 		if rev == 0 {
 			_, err = c.kv.Marks.Create(ctx, writemark.VerifiedKey, data)

@@ -54,11 +54,18 @@ func marksKV(t testing.TB, url string) jetstream.KeyValue {
 // "executions reloaded" line.
 func restartForReload(t testing.TB, cfg Config) (*Controller, map[string]any) {
 	t.Helper()
+	c, r, _ := restartForReloadLogs(t, cfg)
+	return c, r
+}
+
+// restartForReloadLogs is restartForReload, also returning the log.
+func restartForReloadLogs(t testing.TB, cfg Config) (*Controller, map[string]any, *testutil.Buffer) {
+	t.Helper()
 	logs := &testutil.Buffer{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	cfg.Registry = nil
 	c := startController(t, cfg)
-	return c, waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil)
+	return c, waitLogRecord(t, 20*time.Second, logs, "executions reloaded", nil), logs
 }
 
 // pendingRecord is the PENDING record of execution (jobID, at) on agent
@@ -69,6 +76,25 @@ func pendingRecord(t testing.TB, jobID string, at time.Time) *execRecord {
 	rec, _, err := execution.Apply(nil, execution.Create{ExecID: protocol.ExecID(jobID, at), JobID: jobID, Agent: "edge-1",
 		ScheduledAt: at, Reason: "scheduled"}, execution.Env{Now: at})
 	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// putUntrackedRecord stores the PENDING record of execution (jobID, at)
+// on edge-1 as an earlier version stored it (no "tracked"), whose run
+// never went out, and returns it.
+func putUntrackedRecord(t testing.TB, c *Controller, jobID string, at time.Time) *execRecord {
+	t.Helper()
+	rec := pendingRecord(t, jobID, at)
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "tracked") {
+		t.Fatalf("hand-made record %s is tracked", data)
+	}
+	if _, err := c.kv.Execs.Create(tctx(t), rec.ExecID, data); err != nil {
 		t.Fatal(err)
 	}
 	return rec
@@ -322,7 +348,8 @@ func TestReloadCreatesMissingOneShotAfterMark(t *testing.T) {
 // TestUntrackedRecordsCheckedOnce: the records an earlier version wrote
 // (no "tracked") are checked by the first reload of every shard, which
 // re-sends a lost run and stores how far they are checked; the next
-// restart checks none of them.
+// restart checks none of them, and scans: with such a record stored the
+// history index does not stand in for the scan.
 func TestUntrackedRecordsCheckedOnce(t *testing.T) {
 	cfg, c1, a := onExternalServer(t, func(cfg *Config) { cfg.marksMargin = time.Nanosecond })
 	ctx := tctx(t)
@@ -335,18 +362,7 @@ func TestUntrackedRecordsCheckedOnce(t *testing.T) {
 	a.waitCommand("the job's own run", func(c protocol.Command) bool { return c.Kind == protocol.CmdRun && c.Run.Job.ID == j.ID })
 	// A second execution of the job as an earlier version stored it (no
 	// "tracked"), whose run never went out.
-	at := c1.now().Add(-time.Minute)
-	rec := pendingRecord(t, j.ID, at)
-	data, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(data), "tracked") {
-		t.Fatalf("hand-made record %s is tracked", data)
-	}
-	if _, err := c1.kv.Execs.Create(ctx, rec.ExecID, data); err != nil {
-		t.Fatal(err)
-	}
+	rec := putUntrackedRecord(t, c1, j.ID, c1.now().Add(-time.Minute))
 	if err := c1.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -367,5 +383,17 @@ func TestUntrackedRecordsCheckedOnce(t *testing.T) {
 	_, r = restartForReload(t, cfg)
 	if r["checked"] != float64(0) || r["unchecked"] != float64(2) || r["pending_resent"] != float64(0) {
 		t.Errorf("second reload %v: want nothing checked (the untracked record checked by the first)", r)
+	}
+	// A store holding a record of an earlier version is scanned: the
+	// history index never stands in for it (reloadindex.go).
+	if r["from_index"] != false {
+		t.Errorf("second reload %v: want a scan (an untracked record is stored)", r)
+	}
+	v, err := marksKV(t, cfg.NATS.URL).Get(ctx, writemark.VerifiedKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := writemark.DecodeVerified(v.Value()); err != nil || got.None {
+		t.Errorf("%s = %+v, %v; want None false", writemark.VerifiedKey, got, err)
 	}
 }

@@ -9,7 +9,10 @@
 // MarkGone, JobDone and Prune; the reload of a shard compares its live
 // records with Stamps (every live row of its shards) or StampsOf (the
 // rows of the records it checks, by exec id: after a crash, often a few
-// among many).
+// among many), and asks Attention for the executions it must read whole
+// when the index stands in for its scan of ax_execs (those a timer, a
+// placement or an agent may move; not the delayed runs PENDING on their
+// agents, which a partial index by scheduled time leaves out).
 //
 // # Shape
 //

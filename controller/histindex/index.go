@@ -69,6 +69,7 @@ CREATE INDEX IF NOT EXISTS execs_state ON execs (state, exec_id);
 CREATE INDEX IF NOT EXISTS execs_sched ON execs (scheduled_at);
 CREATE INDEX IF NOT EXISTS execs_ended ON execs (terminal, live, updated_at);
 CREATE INDEX IF NOT EXISTS execs_live ON execs (shard, id) WHERE live = 1;
+CREATE INDEX IF NOT EXISTS execs_pending ON execs (scheduled_at) WHERE state = 'PENDING';
 CREATE TABLE IF NOT EXISTS jobs (
 	job_id     TEXT PRIMARY KEY,
 	retired_at INTEGER NOT NULL,

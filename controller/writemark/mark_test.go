@@ -195,6 +195,7 @@ func TestCover(t *testing.T) {
 }
 
 // TestVerifiedRoundTrip: EncodeVerified and DecodeVerified keep a value
+// (with and without None; a value stored before None decodes as false)
 // and refuse bad ones.
 func TestVerifiedRoundTrip(t *testing.T) {
 	data, err := writemark.EncodeVerified(writemark.Verified{Through: t0})
@@ -204,6 +205,15 @@ func TestVerifiedRoundTrip(t *testing.T) {
 	got, err := writemark.DecodeVerified(data)
 	if err != nil || !got.Through.Equal(t0) || got.V != writemark.Version {
 		t.Fatalf("DecodeVerified = %+v, %v; want through %v", got, err, t0)
+	}
+	for _, none := range []bool{false, true} {
+		data, err := writemark.EncodeVerified(writemark.Verified{Through: t0, None: none})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := writemark.DecodeVerified(data); err != nil || got.None != none {
+			t.Fatalf("DecodeVerified(%s) = %+v, %v; want none %v", data, got, err, none)
+		}
 	}
 	if _, err := writemark.EncodeVerified(writemark.Verified{}); err == nil {
 		t.Error("EncodeVerified of a zero through: nil error")

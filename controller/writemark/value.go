@@ -113,9 +113,18 @@ const VerifiedKey = "untracked-verified"
 // Verified says how far the records of earlier versions (not Tracked) are
 // checked: a reload of every shard that checked them stores the time its
 // scan began, and later reloads check only those written after it.
+//
+// None is set when that reload found no such record at all: a store made
+// or emptied of them by this version. A reload may then leave out of
+// its read the records written long before the write marks (the history
+// index stands in for them, controller/reloadindex.go) as long as it
+// finds no untracked record among those it reads (an earlier version
+// writing again, as in a rollback, clears it at the next reload of
+// every shard).
 type Verified struct {
 	V       int       `json:"v"`
 	Through time.Time `json:"through"`
+	None    bool      `json:"none,omitempty"`
 }
 
 // EncodeVerified returns v as stored.
