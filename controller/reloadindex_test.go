@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,103 @@ func TestIndexReloadFallsBackOnUntrackedRecord(t *testing.T) {
 	_, r = restartForReload(t, cfg)
 	if r["from_index"] != false {
 		t.Fatalf("next reload %v: want a scan (the store holds an untracked record)", r)
+	}
+}
+
+// TestIndexReloadMatchesScan: on one store holding executions in every
+// state a reload acts on (delayed PENDING, PENDING due, TRIGGERED, RUNNING,
+// RETRY_WAITING, SUCCESS, unplaced), some of each written after a killed
+// process's mark, a reload that leans on the index and one that scans arm
+// the same retry timers, leave the same executions waiting for an agent,
+// check the same records, and re-send and make again nothing.
+func TestIndexReloadMatchesScan(t *testing.T) {
+	cfg, c1, a := onExternalServer(t, func(cfg *Config) {
+		cfg.marksMargin = time.Nanosecond
+		cfg.reloadSkew = time.Millisecond
+	})
+	ctx := tctx(t)
+	a.register()
+	var mark time.Time
+	for phase := range 2 {
+		if phase == 1 {
+			mark = c1.now()
+		}
+		// Most records before the mark, as after a crash long after the
+		// bulk was made (else the reload scans: most of the bucket since).
+		delayed := []int{30, 2}[phase]
+		for range delayed {
+			if _, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
+				Target: protocol.Target{Agent: "edge-1"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 2 {
+			if _, err := c1.CreateJob(ctx, protocol.Job{Name: "nowhere", Handler: "noop", Schedule: schedule.Spec{Asap: true},
+				Target: protocol.Target{Group: "site=nowhere"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// One asap run left in each state an agent's reports give it.
+		for step := range 5 {
+			job, err := c1.CreateJob(ctx, retryJob("edge-1", time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := a.waitCommand("run 1", func(c protocol.Command) bool { return isRun("", 1)(c) && c.Run.Job.ID == job.ID }).Run
+			want := protocol.StatePending
+			switch step {
+			case 1:
+				a.publish(a.rep(job.ID, run.ExecID, 1, protocol.ReportTriggered, run.RunAt), "")
+				want = protocol.StateTriggered
+			case 2:
+				a.publish(a.rep(job.ID, run.ExecID, 1, protocol.ReportTriggered, run.RunAt), "")
+				a.publish(a.rep(job.ID, run.ExecID, 1, protocol.ReportRunning, run.RunAt), "")
+				want = protocol.StateRunning
+			case 3:
+				a.runAttempt(job.ID, run.ExecID, 1, run.RunAt, retry.OutcomeFailure, transient)
+				want = protocol.StateRetryWaiting
+			case 4:
+				a.runAttempt(job.ID, run.ExecID, 1, run.RunAt, retry.OutcomeSuccess, ok)
+				want = protocol.StateSuccess
+			}
+			waitExec(t, c1, run.ExecID, string(want), inState(want))
+		}
+	}
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.close()
+
+	type outcome struct {
+		retries                      map[string]int
+		waiting                      int
+		checked, resent, made, index any
+	}
+	reload := func(scanOnly bool) outcome {
+		t.Helper()
+		leaveDeadMark(t, cfg, mark) // removed by each reload: stored again
+		cfg := cfg
+		cfg.reloadScanOnly = scanOnly
+		c, r := restartForReload(t, cfg)
+		defer func() { _ = c.Close() }()
+		o := outcome{retries: map[string]int{}, waiting: c.place.Waiting(), checked: r["checked"], resent: r["pending_resent"],
+			made: r["one_shot_recreated"], index: r["from_index"]}
+		c.retries.mu.Lock()
+		for id, e := range c.retries.handles {
+			o.retries[id] = e.attempt
+		}
+		c.retries.mu.Unlock()
+		return o
+	}
+	idx, scan := reload(false), reload(true)
+	if idx.index != true || scan.index != false {
+		t.Fatalf("from_index: %v and %v; want true, then false", idx.index, scan.index)
+	}
+	if len(scan.retries) != 2 || scan.waiting != 4 {
+		t.Fatalf("scan: %d retry timers, %d waiting; want 2 and 4", len(scan.retries), scan.waiting)
+	}
+	if !maps.Equal(idx.retries, scan.retries) || idx.waiting != scan.waiting || idx.checked != scan.checked ||
+		idx.resent != float64(0) || scan.resent != float64(0) || idx.made != float64(0) || scan.made != float64(0) {
+		t.Fatalf("index reload %+v\nscan %+v\nwant the same timers, waiting and checked, nothing re-sent or made", idx, scan)
 	}
 }
