@@ -289,6 +289,9 @@ func (c Config) withDefaults() Config {
 	if c.cmdPruneLag <= 0 {
 		c.cmdPruneLag = sentRunsSkew
 	}
+	if c.reloadSkew <= 0 {
+		c.reloadSkew = sentRunsSkew
+	}
 	if c.historyIdleRelease <= 0 {
 		c.historyIdleRelease = historyIdleRelease
 	}

@@ -74,14 +74,11 @@ func (c *reloader) reloadShards(ctx context.Context, shards map[int]bool) error 
 		return merr != nil || !hasFloor || !r.UpdatedAt.Before(floor)
 	}
 	scanned := c.now()
-	var s reloadScanned
+	var s reloadScanned // s.indexed when the history index stood in
 	if since, ok := c.indexReloadSince(merr, floor, hasFloor, verified, verr, scanned); ok {
 		var err error
-		if s, ok, err = c.reloadFromIndex(ctx, in, mayLack, since); err != nil {
+		if s, err = c.reloadFromIndex(ctx, in, mayLack, since); err != nil {
 			return err
-		}
-		if !ok {
-			s = reloadScanned{}
 		}
 	}
 	if !s.indexed {

@@ -80,55 +80,48 @@ func (c *reloader) indexReloadSince(merr error, floor time.Time, hasFloor bool, 
 	if floor.Before(since) {
 		since = floor
 	}
-	skew := c.cfg.reloadSkew
-	if skew <= 0 {
-		skew = sentRunsSkew
-	}
-	return since.Add(-skew), true
+	return since.Add(-c.cfg.reloadSkew), true
 }
 
 // reloadFromIndex gathers what reloadScan gathers, reading only what is
-// described above. It returns false (having done nothing the scan does
-// not do again: timers and waits it set are set again alike) when the
-// index cannot stand in: the records since are most of the bucket, the
-// index is behind AX_EVT, more than reloadIndexMax executions need a
-// read, or a record of an earlier version was read.
-func (c *reloader) reloadFromIndex(ctx context.Context, in func(jobID string) bool, mayLack func(*execRecord) bool, since time.Time) (reloadScanned, bool, error) {
+// described above, and sets indexed. It returns nothing gathered (having
+// done nothing the scan does not do again: timers and waits it set are
+// set again alike) when the index cannot stand in: the records since are
+// most of the bucket, the index is behind AX_EVT, more than
+// reloadIndexMax executions need a read, or a record of an earlier
+// version was read.
+func (c *reloader) reloadFromIndex(ctx context.Context, in func(jobID string) bool, mayLack func(*execRecord) bool, since time.Time) (reloadScanned, error) {
 	from, span, msgs, err := c.firstExecSeqSince(ctx, since)
 	if err != nil {
 		c.log.Warn("the reload scans ax_execs", "err", err)
-		return reloadScanned{}, false, nil
+		return reloadScanned{}, nil
 	}
 	if 2*span > msgs {
 		// Most records were written since (a kill -9 right after a burst
 		// of creates): the read from the stream is most of a scan, and
 		// the index would first have to catch up on their events.
-		return reloadScanned{}, false, nil
+		return reloadScanned{}, nil
 	}
 	if !c.hist.upToDate(ctx) {
 		c.log.Info("history index behind AX_EVT; the reload scans ax_execs")
-		return reloadScanned{}, false, nil
+		return reloadScanned{}, nil
 	}
-	skew := c.cfg.reloadSkew
-	if skew <= 0 {
-		skew = sentRunsSkew
-	}
-	ids, ok, err := c.hist.idx.Attention(ctx, c.now().Add(skew), reloadIndexMax)
+	ids, ok, err := c.hist.idx.Attention(ctx, c.now().Add(c.cfg.reloadSkew), reloadIndexMax)
 	if err != nil {
 		c.log.Warn("the reload scans ax_execs", "err", err)
-		return reloadScanned{}, false, nil
+		return reloadScanned{}, nil
 	}
 	if !ok {
 		c.log.Info("more executions than an index reload reads by key; the reload scans ax_execs", "max", reloadIndexMax)
-		return reloadScanned{}, false, nil
+		return reloadScanned{}, nil
 	}
 	a := c.newReloadAcc(in, mayLack, len(ids))
 	if err := a.scan(ctx, from); err != nil {
-		return reloadScanned{}, false, err
+		return reloadScanned{}, err
 	}
 	if n := a.untracked.Load(); n > 0 {
 		c.log.Info("records of an earlier version among those written since the write marks; the reload scans ax_execs", "untracked", n)
-		return reloadScanned{}, false, nil
+		return reloadScanned{}, nil
 	}
 	var keys []string
 	for _, id := range ids {
@@ -142,7 +135,7 @@ func (c *reloader) reloadFromIndex(ctx context.Context, in func(jobID string) bo
 	}
 	recs, err := c.readExecsByKey(ctx, keys)
 	if err != nil {
-		return reloadScanned{}, false, err
+		return reloadScanned{}, err
 	}
 	for _, v := range recs {
 		if it, ok := a.pick(v.rec); ok {
@@ -151,7 +144,7 @@ func (c *reloader) reloadFromIndex(ctx context.Context, in func(jobID string) bo
 	}
 	s := a.result()
 	s.indexed = true
-	return s, true, nil
+	return s, nil
 }
 
 // keyedExec is a record read by key.

@@ -11,6 +11,24 @@ import (
 	"github.com/axsched/ax/pkg/schedule"
 )
 
+// indexReloadConfig has reloads lean on the history index for the
+// records written a moment ago: the write marks' margin and the reload's
+// skew are tiny.
+func indexReloadConfig(cfg *Config) {
+	cfg.marksMargin = time.Nanosecond
+	cfg.reloadSkew = time.Millisecond
+}
+
+// laterJob is a one-shot job pinned to agent, due in an hour.
+func laterJob(agent string) protocol.Job {
+	return protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"}, Target: protocol.Target{Agent: agent}}
+}
+
+// isRunOf matches the run command of attempt (0: any) of job jobID.
+func isRunOf(jobID string, attempt int) func(protocol.Command) bool {
+	return func(c protocol.Command) bool { return isRun("", attempt)(c) && c.Run.Job.ID == jobID }
+}
+
 // TestReloadLeansOnTheIndex: a restart whose reload leans on the history
 // index (the store's first reload, a scan, found no record of an earlier
 // version) reads no delayed PENDING run written before the write marks
@@ -21,16 +39,12 @@ import (
 // since a killed process's mark. A mark older than most records, and
 // reloadScanOnly, have the store scanned: every PENDING run counted.
 func TestReloadLeansOnTheIndex(t *testing.T) {
-	cfg, c1, a := onExternalServer(t, func(cfg *Config) {
-		cfg.marksMargin = time.Nanosecond
-		cfg.reloadSkew = time.Millisecond
-	})
+	cfg, c1, a := onExternalServer(t, indexReloadConfig)
 	ctx := tctx(t)
 	a.register()
 	const delayed = 5
 	for range delayed {
-		if _, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
-			Target: protocol.Target{Agent: "edge-1"}}); err != nil {
+		if _, err := c1.CreateJob(ctx, laterJob("edge-1")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,7 +52,7 @@ func TestReloadLeansOnTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := a.waitCommand("run 1", func(c protocol.Command) bool { return isRun("", 1)(c) && c.Run.Job.ID == job.ID }).Run
+	run := a.waitCommand("run 1", isRunOf(job.ID, 1)).Run
 	a.runAttempt(job.ID, run.ExecID, 1, run.RunAt, retry.OutcomeFailure, transient)
 	waitExec(t, c1, run.ExecID, "RETRY_WAITING", inState(protocol.StateRetryWaiting))
 	unplaced, err := c1.CreateJob(ctx, protocol.Job{Name: "nowhere", Handler: "noop", Schedule: schedule.Spec{Asap: true},
@@ -84,8 +98,7 @@ func TestReloadLeansOnTheIndex(t *testing.T) {
 	// reload scans.)
 	c4 := startController(t, cfg)
 	mark := c4.now()
-	if _, err := c4.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
-		Target: protocol.Target{Agent: "edge-1"}}); err != nil {
+	if _, err := c4.CreateJob(ctx, laterJob("edge-1")); err != nil {
 		t.Fatal(err)
 	}
 	if err := c4.Close(); err != nil {
@@ -126,18 +139,14 @@ func TestReloadLeansOnTheIndex(t *testing.T) {
 // to the scan, which checks it (its lost run is sent) and stores that the
 // store holds such records; the next reload scans too.
 func TestIndexReloadFallsBackOnUntrackedRecord(t *testing.T) {
-	cfg, c1, a := onExternalServer(t, func(cfg *Config) {
-		cfg.marksMargin = time.Nanosecond
-		cfg.reloadSkew = time.Millisecond
-	})
+	cfg, c1, a := onExternalServer(t, indexReloadConfig)
 	ctx := tctx(t)
 	a.register()
-	j, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
-		Target: protocol.Target{Agent: "edge-1"}})
+	j, err := c1.CreateJob(ctx, laterJob("edge-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.waitCommand("the job's own run", func(c protocol.Command) bool { return c.Kind == protocol.CmdRun && c.Run.Job.ID == j.ID })
+	a.waitCommand("the job's own run", isRunOf(j.ID, 0))
 	before := c1.now()
 	// A second execution of the job as an earlier version stores it (no
 	// "tracked"), whose run never went out, after a killed process's mark.
@@ -167,10 +176,7 @@ func TestIndexReloadFallsBackOnUntrackedRecord(t *testing.T) {
 // the same retry timers, leave the same executions waiting for an agent,
 // check the same records, and re-send and make again nothing.
 func TestIndexReloadMatchesScan(t *testing.T) {
-	cfg, c1, a := onExternalServer(t, func(cfg *Config) {
-		cfg.marksMargin = time.Nanosecond
-		cfg.reloadSkew = time.Millisecond
-	})
+	cfg, c1, a := onExternalServer(t, indexReloadConfig)
 	ctx := tctx(t)
 	a.register()
 	var mark time.Time
@@ -182,8 +188,7 @@ func TestIndexReloadMatchesScan(t *testing.T) {
 		// bulk was made (else the reload scans: most of the bucket since).
 		delayed := []int{30, 2}[phase]
 		for range delayed {
-			if _, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
-				Target: protocol.Target{Agent: "edge-1"}}); err != nil {
+			if _, err := c1.CreateJob(ctx, laterJob("edge-1")); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -199,7 +204,7 @@ func TestIndexReloadMatchesScan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run := a.waitCommand("run 1", func(c protocol.Command) bool { return isRun("", 1)(c) && c.Run.Job.ID == job.ID }).Run
+			run := a.waitCommand("run 1", isRunOf(job.ID, 1)).Run
 			want := protocol.StatePending
 			switch step {
 			case 1:

@@ -354,12 +354,11 @@ func TestUntrackedRecordsCheckedOnce(t *testing.T) {
 	cfg, c1, a := onExternalServer(t, func(cfg *Config) { cfg.marksMargin = time.Nanosecond })
 	ctx := tctx(t)
 	a.register()
-	j, err := c1.CreateJob(ctx, protocol.Job{Name: "later", Handler: "noop", Schedule: schedule.Spec{Delay: "1h"},
-		Target: protocol.Target{Agent: "edge-1"}})
+	j, err := c1.CreateJob(ctx, laterJob("edge-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.waitCommand("the job's own run", func(c protocol.Command) bool { return c.Kind == protocol.CmdRun && c.Run.Job.ID == j.ID })
+	a.waitCommand("the job's own run", isRunOf(j.ID, 0))
 	// A second execution of the job as an earlier version stored it (no
 	// "tracked"), whose run never went out.
 	rec := putUntrackedRecord(t, c1, j.ID, c1.now().Add(-time.Minute))
