@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -59,5 +60,31 @@ func TestHeldPendingEvent(t *testing.T) {
 	}
 	if e := ev.Of(laterID)[0]; e.To != protocol.StatePending || e.Execution == nil || e.Execution.State != protocol.StatePending {
 		t.Errorf("event of %s: %+v, want its PENDING event with the snapshot", laterID, e)
+	}
+}
+
+// TestEventHoldLetsGoOfItsMapWhenDrained: once take has removed every
+// held event, the hold holds no map (the buckets a burst grew are freed),
+// and holds again after.
+func TestEventHoldLetsGoOfItsMapWhenDrained(t *testing.T) {
+	var h eventHold
+	for i := range 1000 {
+		rec := &execRecord{Execution: protocol.Execution{ExecID: fmt.Sprintf("e%d", i)}}
+		h.hold(rec, transition{}, false, func(bool) {})
+	}
+	h.tick()
+	if got := h.take(false); len(got) != 0 || h.held == nil {
+		t.Fatalf("one tick after: took %d, map %v; want none taken, the map kept", len(got), h.held != nil)
+	}
+	h.tick()
+	if got := h.take(false); len(got) != 1000 {
+		t.Fatalf("two ticks after: took %d, want 1000", len(got))
+	}
+	if h.held != nil || h.n.Load() != 0 {
+		t.Fatalf("drained: map kept (%d entries), n %d; want no map, n 0", len(h.held), h.n.Load())
+	}
+	h.hold(&execRecord{Execution: protocol.Execution{ExecID: "again"}}, transition{}, false, func(bool) {})
+	if h.n.Load() != 1 || len(h.take(true)) != 1 {
+		t.Fatal("the hold does not hold again after it was drained")
 	}
 }
