@@ -122,6 +122,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Error("close controller", "err", err)
 		}
 	}()
+	if gcPaceOn() {
+		go newGCPace(clock.Real{}).run(ctx)
+	}
 	if err := startController(ctx, ctrl); err != nil {
 		if ctx.Err() != nil {
 			// Stopped (SIGTERM, SIGINT) before it was ready: an orderly

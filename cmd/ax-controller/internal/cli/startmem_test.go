@@ -11,8 +11,8 @@ import (
 	"github.com/axsched/ax/controller"
 )
 
-// gcPercent reads the collector's target without changing it.
-func gcPercent() int {
+// currentGCPercent reads the collector's target without changing it.
+func currentGCPercent() int {
 	p := debug.SetGCPercent(100)
 	debug.SetGCPercent(p)
 	return p
@@ -35,7 +35,7 @@ func TestStartControllerLeavesGCPercent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := gcPercent(); got != before {
+		if got := currentGCPercent(); got != before {
 			t.Errorf("GC percent after the start: %d, want %d (as before it)", got, before)
 		}
 		if err := ctrl.Close(); err != nil {
