@@ -197,6 +197,10 @@ func (c *execService) listExecutionsScan(ctx context.Context, f ExecFilter) ([]p
 // the running controller.
 // AX_BENCH_RESTART_ARMS (default "empty,kept,swept") picks the arms;
 // they restart in alternating rounds (AX_BENCH_RESTART_ROUNDS, default 3).
+// AX_BENCH_RESTART_SETTLE (a duration, default none) waits that long after
+// the arms are populated before the first restart: past AX_EVT's Msg-Id
+// window (2 minutes), so that a restart does not read the populating
+// events' Msg-Ids back, as a restart long after them does not.
 func BenchmarkRestartWithHistory(b *testing.B) {
 	n := 20_000
 	if v, err := strconv.Atoi(os.Getenv("AX_BENCH_RESTART")); err == nil && v > 0 {
@@ -232,6 +236,14 @@ func BenchmarkRestartWithHistory(b *testing.B) {
 			b.Fatalf("AX_BENCH_RESTART_ARMS: unknown arm %q (empty, kept, swept)", name)
 		}
 		started = append(started, a)
+	}
+	if v := os.Getenv("AX_BENCH_RESTART_SETTLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			b.Fatalf("AX_BENCH_RESTART_SETTLE: %q is not a duration of 0 or more", v)
+		}
+		b.Logf("waiting %s (AX_BENCH_RESTART_SETTLE) before the first restart", d)
+		<-time.After(d)
 	}
 	all := make(map[int]bool)
 	for i := range started[0].cfg.Shards {
