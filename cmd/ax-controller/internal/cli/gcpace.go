@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"runtime/debug"
-	"runtime/metrics"
 	"time"
 
 	"github.com/axsched/ax/pkg/clock"
@@ -65,7 +64,7 @@ type gcPace struct {
 func gcPaceOn() bool { return os.Getenv("GOGC") == "" }
 
 func newGCPace(clk clock.Clock) *gcPace {
-	return &gcPace{clk: clk, live: readLiveHeap, set: debug.SetGCPercent}
+	return &gcPace{clk: clk, live: func() uint64 { return readMemSample().live }, set: debug.SetGCPercent}
 }
 
 // run reads the live heap every gcPaceEvery and sets the percent when it
@@ -86,14 +85,4 @@ func (g *gcPace) run(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// readLiveHeap reads the heap the last collection kept (runtime/metrics).
-func readLiveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
 }
