@@ -2,6 +2,9 @@ package streams
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -316,17 +319,31 @@ func (c Config) KVConfigs() []jetstream.KeyValueConfig {
 }
 
 // Ensure creates or updates the streams and buckets; calling it again with
-// the same config changes nothing.
+// the same config changes nothing. A stream or bucket whose stored config
+// is the one Ensure last applied with these settings (ConfigKey) is left
+// as it is: a start of a controller after its first asks the server for no
+// update (each rewrites the stream's meta file, and one of a stream with a
+// MaxAge reads its first message block: with a long history, megabytes).
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, error) {
 	if err := cfg.Validate(); err != nil {
 		return Buckets{}, err
 	}
 	for _, sc := range cfg.StreamConfigs() {
-		if sc.Name == protocol.StreamReports {
-			if err := keepMetadata(ctx, js, &sc, ReportShardsKey); err != nil {
-				return Buckets{}, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
-			}
+		digest, err := configDigest(sc)
+		if err != nil {
+			return Buckets{}, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
+		have, err := storedConfig(ctx, js, sc.Name)
+		if err != nil {
+			return Buckets{}, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+		}
+		if have != nil && have.Metadata[ConfigKey] == digest {
+			continue
+		}
+		if have != nil && sc.Name == protocol.StreamReports {
+			keepMetadata(have, &sc, ReportShardsKey)
+		}
+		setMetadata(&sc.Metadata, ConfigKey, digest)
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return Buckets{}, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
@@ -334,16 +351,79 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 	var b Buckets
 	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases, &b.Epochs, &b.Liveness, &b.Marks}
 	for i, kc := range cfg.KVConfigs() {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
+		kv, err := ensureBucket(ctx, js, kc)
 		if err != nil {
-			return Buckets{}, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
-		}
-		if err := shortenDuplicates(ctx, js, KVStream(kc.Bucket)); err != nil {
 			return Buckets{}, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
 		}
 		*dst[i] = kv
 	}
 	return b, nil
+}
+
+// ensureBucket binds bucket kc when its stream has the config Ensure last
+// applied (ConfigKey, and KVDuplicates), and creates or updates it
+// otherwise.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	digest, err := configDigest(kc)
+	if err != nil {
+		return nil, err
+	}
+	have, err := storedConfig(ctx, js, KVStream(kc.Bucket))
+	if err != nil {
+		return nil, err
+	}
+	if have != nil && have.Metadata[ConfigKey] == digest && have.Duplicates == KVDuplicates {
+		return js.KeyValue(ctx, kc.Bucket)
+	}
+	setMetadata(&kc.Metadata, ConfigKey, digest)
+	kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
+	if err != nil {
+		return nil, err
+	}
+	if err := shortenDuplicates(ctx, js, KVStream(kc.Bucket)); err != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// ConfigKey is the key of a stream's metadata where Ensure records a digest
+// of the config it applied (the stream's, or the bucket's), so that a
+// later Ensure with the same settings leaves the stream alone. A config of
+// another version of ax, or with other settings, has another digest and is
+// applied.
+const ConfigKey = "ax_config"
+
+// configDigest returns the digest of cfg that Ensure records under
+// ConfigKey: SHA-256 of its JSON, the first 16 bytes in hex.
+func configDigest(cfg any) (string, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("config digest: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// storedConfig returns the config the server holds for stream name, nil
+// when there is no such stream.
+func storedConfig(ctx context.Context, js jetstream.JetStream, name string) (*jetstream.StreamConfig, error) {
+	st, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg := st.CachedInfo().Config
+	return &cfg, nil
+}
+
+// setMetadata sets key k of *m to v, making the map when there is none.
+func setMetadata(m *map[string]string, k, v string) {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	(*m)[k] = v
 }
 
 // ReportShardsKey is the key of AX_RPT's metadata that records the shard
@@ -353,28 +433,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 // has to remember it across a restart of the server.
 const ReportShardsKey = "ax_shards"
 
-// keepMetadata copies the keys of the stream's stored metadata into sc,
-// so that Ensure's update keeps what another part of ax recorded there
-// instead of dropping it. A stream that does not exist yet has none.
-func keepMetadata(ctx context.Context, js jetstream.JetStream, sc *jetstream.StreamConfig, keys ...string) error {
-	st, err := js.Stream(ctx, sc.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read metadata: %w", err)
-	}
+// keepMetadata copies the keys of the stream's stored metadata (have) into
+// sc, so that Ensure's update keeps what another part of ax recorded there
+// instead of dropping it.
+func keepMetadata(have *jetstream.StreamConfig, sc *jetstream.StreamConfig, keys ...string) {
 	for _, k := range keys {
-		v, ok := st.CachedInfo().Config.Metadata[k]
-		if !ok {
-			continue
+		if v, ok := have.Metadata[k]; ok {
+			setMetadata(&sc.Metadata, k, v)
 		}
-		if sc.Metadata == nil {
-			sc.Metadata = map[string]string{}
-		}
-		sc.Metadata[k] = v
 	}
-	return nil
 }
 
 // shortenDuplicates sets the de-duplication window of the bucket stream

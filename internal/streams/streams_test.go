@@ -364,3 +364,76 @@ func streamConfig(tb testing.TB, c Config, name string) jetstream.StreamConfig {
 	tb.Fatalf("no stream %s in StreamConfigs", name)
 	return jetstream.StreamConfig{}
 }
+
+// TestEnsureLeavesAppliedConfigAlone: an Ensure with the settings the last
+// one applied asks the server for no update; one with other settings
+// updates the streams they change, and only those; a stream an earlier
+// version of ax made (no ConfigKey) is updated once, keeping AX_RPT's
+// shard count.
+func TestEnsureLeavesAppliedConfigAlone(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.JetStream(t, srv.URL())
+	ctx := testutil.Context(t, 30*time.Second)
+	// AX_RPT as an earlier version left it: no digest, a shard count.
+	old := streamConfig(t, Config{}, protocol.StreamReports)
+	old.Metadata = map[string]string{ReportShardsKey: "16"}
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	updates := countUpdates(t, srv)
+	if _, err := Ensure(ctx, js, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := updates(); n != 9 {
+		// AX_RPT once; the 8 buckets once each (created, then given the
+		// least window); AX_CMD and AX_EVT are created, not updated.
+		t.Fatalf("first Ensure made %d stream updates, want 9", n)
+	}
+	rpt, err := js.Stream(ctx, protocol.StreamReports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md := rpt.CachedInfo().Config.Metadata; md[ReportShardsKey] != "16" || md[ConfigKey] == "" {
+		t.Fatalf("AX_RPT metadata after Ensure %v, want the shard count kept and %s set", md, ConfigKey)
+	}
+
+	updates = countUpdates(t, srv)
+	b, err := Ensure(ctx, js, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := updates(); n != 0 {
+		t.Fatalf("Ensure with the settings applied made %d stream updates, want 0", n)
+	}
+	if _, err := b.Execs.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatalf("bucket bound without an update does not take a write: %v", err)
+	}
+
+	// Other settings: the history's age (AX_EVT) and the lease TTL
+	// (ax_leases) change, nothing else.
+	changed := Config{EventMaxAge: time.Hour, LeaseTTL: 7 * time.Second}
+	updates = countUpdates(t, srv)
+	if _, err := Ensure(ctx, js, changed); err != nil {
+		t.Fatal(err)
+	}
+	if n := updates(); n != 3 {
+		t.Fatalf("Ensure with a new event age and lease TTL made %d stream updates, want 3 (AX_EVT once, ax_leases twice)", n)
+	}
+	if sc := streamConfig(t, changed, protocol.StreamEvents); sc.MaxAge != time.Hour {
+		t.Fatalf("config of the test: AX_EVT MaxAge %v", sc.MaxAge)
+	}
+	evt, err := js.Stream(ctx, protocol.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := evt.CachedInfo().Config.MaxAge; got != time.Hour {
+		t.Fatalf("AX_EVT MaxAge %v after Ensure with EventMaxAge 1h", got)
+	}
+	leases, err := js.Stream(ctx, KVStream(protocol.BucketLeases))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := leases.CachedInfo().Config.MaxAge; got != 7*time.Second {
+		t.Fatalf("ax_leases MaxAge %v after Ensure with LeaseTTL 7s", got)
+	}
+}
