@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/internal/natstest"
@@ -132,30 +130,4 @@ func BenchmarkEnsureExisting(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(updates())/float64(b.N), "updates/op")
-}
-
-// countUpdates counts the stream-updated advisories srv sends from now
-// on; the returned func flushes and returns the count.
-func countUpdates(tb testing.TB, srv *natstest.Server) func() int {
-	tb.Helper()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
-	var n atomic.Int64
-	if _, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(*nats.Msg) { n.Add(1) }); err != nil {
-		tb.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		tb.Fatal(err)
-	}
-	return func() int {
-		// A round trip through the server after the last update: its
-		// advisory was sent before the reply to the flush's ping.
-		if err := nc.Flush(); err != nil {
-			tb.Fatal(err)
-		}
-		return int(n.Load())
-	}
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/internal/natstest"
@@ -435,5 +437,31 @@ func TestEnsureLeavesAppliedConfigAlone(t *testing.T) {
 	}
 	if got := leases.CachedInfo().Config.MaxAge; got != 7*time.Second {
 		t.Fatalf("ax_leases MaxAge %v after Ensure with LeaseTTL 7s", got)
+	}
+}
+
+// countUpdates counts the stream-updated advisories srv sends from now
+// on; the returned func flushes and returns the count.
+func countUpdates(tb testing.TB, srv *natstest.Server) func() int {
+	tb.Helper()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	var n atomic.Int64
+	if _, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(*nats.Msg) { n.Add(1) }); err != nil {
+		tb.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	return func() int {
+		// A round trip through the server after the last update: its
+		// advisory was sent before the reply to the flush's ping.
+		if err := nc.Flush(); err != nil {
+			tb.Fatal(err)
+		}
+		return int(n.Load())
 	}
 }

@@ -46,6 +46,7 @@ func TestGCPaceRun(t *testing.T) {
 		live: func() uint64 { mu.Lock(); defer mu.Unlock(); return live },
 		set:  func(p int) int { mu.Lock(); defer mu.Unlock(); sets = append(sets, p); return 0 }}
 	got := func() []int { mu.Lock(); defer mu.Unlock(); return append([]int(nil), sets...) }
+	setLive := func(v uint64) { mu.Lock(); defer mu.Unlock(); live = v }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); g.run(ctx) }()
@@ -55,19 +56,13 @@ func TestGCPaceRun(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, "the first percent", func() bool { return len(got()) == 1 })
 	look() // same live heap: nothing set
-	mu.Lock()
-	live = 150 * mib
-	mu.Unlock()
+	setLive(150 * mib)
 	look()
 	testutil.Eventually(t, 10*time.Second, "the second percent", func() bool { return len(got()) == 2 })
-	mu.Lock()
-	live = 10 * mib
-	mu.Unlock()
+	setLive(10 * mib)
 	look()
 	testutil.Eventually(t, 10*time.Second, "the default again", func() bool { return len(got()) == 3 })
-	mu.Lock()
-	live = 300 * mib
-	mu.Unlock()
+	setLive(300 * mib)
 	look()
 	testutil.Eventually(t, 10*time.Second, "the floor", func() bool { return len(got()) == 4 })
 	cancel()
