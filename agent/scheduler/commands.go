@@ -78,11 +78,20 @@ func (a *applier) apply(seq uint64, data []byte, done func(error)) {
 // returns, if any, to the scheduler (then runs after the write: the
 // message may hold what the write found).
 func (a *applier) submit(c command, fn func(*store.Tx) error, then func() message) {
+	a.submitOr(c, fn, then, nil)
+}
+
+// submitOr is submit, and posts the message failed returns, if any, when
+// the write failed.
+func (a *applier) submitOr(c command, fn func(*store.Tx) error, then, failed func() message) {
 	a.env.cfg.Store.Submit(fn, func(err error) {
+		next := then
 		if err != nil {
 			a.env.cfg.Log.Error("apply command", "seq", c.seq, "err", err)
-		} else if then != nil {
-			if m := then(); m != nil {
+			next = failed
+		}
+		if next != nil {
+			if m := next(); m != nil {
 				a.env.mail.post(m)
 			}
 		}
@@ -157,9 +166,11 @@ func (a *applier) unassign(c command, u *protocol.Unassign) {
 // run stores an attempt of a run command: PENDING on its wheel, or, when
 // it is due already (asap, manual trigger, a retry whose time has come),
 // TRIGGERED at once with its triggered report: one write instead of
-// PENDING, then TRIGGERED. A run under a group lease (epoch > 0) always
-// goes through the wheel, where it fires only while the lease is held
-// (fenceRun).
+// PENDING, then TRIGGERED. A due run of a one-shot job that takes a free
+// worker's slot is stored RUNNING with its running report instead and
+// goes to that worker (directstart.go). A run under a group lease (epoch
+// > 0) always goes through the wheel, where it fires only while the lease
+// is held (fenceRun).
 func (a *applier) run(c command, r *protocol.Run) error {
 	job := r.Job.WithDefaults()
 	spec, err := json.Marshal(job)
@@ -174,15 +185,24 @@ func (a *applier) run(c command, r *protocol.Run) error {
 	}
 	due := !e.RunAt.After(c.recv) && !a.refusing.Load() && r.Epoch == 0
 	var rep Report
+	started := false
 	if due {
 		e.State, e.TriggeredAt = store.StateTriggered, c.recv.Round(0)
-		if rep, err = a.env.host.EncodeReport(rowReport(e, protocol.ReportTriggered)); err != nil {
+		rr := rowReport(e, protocol.ReportTriggered)
+		if started = !job.Periodic() && a.env.slots.take(); started {
+			e.State, e.StartedAt = store.StateRunning, c.recv.Round(0)
+			rr = a.env.runningReport(&item{row: &e, started: c.recv})
+		}
+		if rep, err = a.env.host.EncodeReport(rr); err != nil {
+			if started {
+				a.env.mail.post(slotBack{})
+			}
 			return err
 		}
 		rep.Hold = true // a run the controller sent: its record exists
 	}
 	var inserted bool
-	a.submit(c, func(tx *store.Tx) error {
+	a.submitOr(c, func(tx *store.Tx) error {
 		var err error
 		if e.ID, inserted, err = tx.InsertExec(e); err != nil {
 			return err
@@ -195,13 +215,21 @@ func (a *applier) run(c command, r *protocol.Run) error {
 		return c.setCursor(tx)
 	}, func() message {
 		if !inserted {
+			if started {
+				return slotBack{}
+			}
 			return nil
 		}
 		if due {
 			a.env.host.KickOutbox()
 		}
 		spec := specOf(job)
-		return runStored{e: e, due: due, spec: &spec}
+		return runStored{e: e, due: due, spec: &spec, started: started}
+	}, func() message {
+		if started {
+			return slotBack{}
+		}
+		return nil
 	})
 	return nil
 }

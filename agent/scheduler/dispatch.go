@@ -52,6 +52,7 @@ func (r *runQueue) accept(it *item) bool {
 // The items dispatched together are marked RUNNING in one write; each
 // goes to a worker once that write is durable.
 func (r *runQueue) pump() {
+	r.reclaimSlots()
 	if r.stopped {
 		return
 	}
@@ -70,7 +71,7 @@ func (r *runQueue) pump() {
 	limit += r.prefetch()
 	now := r.env.now()
 	var batch []*item
-	for r.busy < limit {
+	for r.busy+r.claimsOut < limit { // the slots commands took are theirs (directstart.go)
 		it, ok := r.ready.pop(now)
 		if !ok {
 			break
@@ -98,6 +99,7 @@ func (r *runQueue) pump() {
 	if len(batch) > 0 {
 		r.start(batch)
 	}
+	r.offerSlots()
 }
 
 // start marks a batch of dispatched items RUNNING (with their running

@@ -61,7 +61,13 @@ type (
 		e    store.Exec
 		due  bool
 		spec *runSpec // of the command's job
+		// started: stored RUNNING on a slot the applier took
+		// (directstart.go), for a worker at once.
+		started bool
 	}
+	// slotBack: the applier took a worker slot and did not use it
+	// (directstart.go).
+	slotBack         struct{}
 	attemptCancelled struct{ rowID int64 }
 	leaseEpochSet    struct {
 		jobID string
@@ -94,6 +100,7 @@ func (fenceDropped) message()     {}
 func (jobAssigned) message()      {}
 func (jobUnassigned) message()    {}
 func (runStored) message()        {}
+func (slotBack) message()         {}
 func (attemptCancelled) message() {}
 func (leaseEpochSet) message()    {}
 func (leaseLost) message()        {}

@@ -35,8 +35,12 @@ type runQueue struct {
 
 	work     chan workUnit
 	starting int // dispatched batches whose RUNNING write is not durable yet
-	workers  int
-	busy     int // dispatched attempts whose handler has not returned
+	// offered is the worker slots offered to due runs at the last pump
+	// (counted in busy); claimsOut those taken whose runs have not come
+	// in or back yet (directstart.go).
+	offered, claimsOut int
+	workers            int
+	busy               int // dispatched attempts whose handler has not returned
 	// handlerAvg is a moving average of the handlers' run times
 	// (noteHandler), writeAvg one of the RUNNING writes' round trips
 	// (noteStartWrite); they decide the prefetch (prefetch.go).

@@ -16,6 +16,9 @@ type env struct {
 	cfg  Config
 	host Host
 	mail *mailbox
+	// slots is the free workers the scheduler offers to due runs, which
+	// the applier stores RUNNING at once (directstart.go).
+	slots slotOffer
 }
 
 // now reads the agent's clock.
@@ -145,6 +148,7 @@ loop:
 	s.trig.flushSkips(s.env.now(), 0)
 	s.trig.flushFires()
 	s.trig.stopped, s.runs.stopped = true, true
+	s.runs.reclaimSlots() // no command takes a worker from here on
 	stopWheels()
 	s.shutdown()
 }
@@ -178,7 +182,13 @@ func (s *Scheduler) handle(m message) {
 	case jobUnassigned:
 		s.unassigned(m.id)
 	case runStored:
-		s.runs.stored(m.e, m.due, m.spec, s.trig)
+		if m.started {
+			s.runs.runStarted(m.e, m.spec)
+		} else {
+			s.runs.stored(m.e, m.due, m.spec, s.trig)
+		}
+	case slotBack:
+		s.runs.slotReturned()
 	case attemptCancelled:
 		s.runs.cancelled(m.rowID)
 	case leaseEpochSet:
@@ -245,9 +255,11 @@ func (s *Scheduler) drainAll() {
 // shutdown gives running handlers the grace period, then cancels them.
 func (s *Scheduler) shutdown() {
 	mail := s.env.mail
-	// Batches being marked RUNNING still hand their items to workers.
-	// What is queued now is handled first: its notify token may be spent.
-	for s.drainAll(); s.runs.starting > 0; s.drainAll() {
+	// Batches being marked RUNNING, and runs stored RUNNING on a slot
+	// taken before the stop (directstart.go), still hand their items to
+	// workers. What is queued now is handled first: its notify token may
+	// be spent.
+	for s.drainAll(); s.runs.starting > 0 || s.runs.claimsOut > 0; s.drainAll() {
 		<-mail.notify
 	}
 	close(s.runs.work)

@@ -60,8 +60,8 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.setSkips, `UPDATE jobs SET skip_n = ?, skip_first = ?, skip_last = ?, skip_epoch = ? WHERE ref = ?`},
 		{&s.setEpoch, `UPDATE jobs SET epoch = ?, lease_expiry = ? WHERE id = ? AND epoch <= ?`},
 		{&s.insertExec, `INSERT INTO execs(exec_id, attempt, job_id, state, priority, fine, concurrency, periodic, scheduled_at, run_at, epoch,
-			shard_index, shard_total, spec, triggered_at, finished_at, outcome, result)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			shard_index, shard_total, spec, triggered_at, started_at, finished_at, outcome, result)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(exec_id, attempt) DO NOTHING`},
 		{&s.trigger, `UPDATE execs SET state = 'TRIGGERED', triggered_at = ? WHERE id = ? AND state = 'PENDING' AND scheduled_at <= ?
 			RETURNING exec_id, attempt, job_id, priority, concurrency, scheduled_at, epoch, shard_index, shard_total, spec`},
@@ -290,7 +290,7 @@ func (t *Tx) InsertExec(e Exec) (id int64, inserted bool, err error) {
 	// new row's id is the last insert rowid.
 	r, err := t.exec(t.st.insertExec, e.ExecID, e.Attempt, e.JobID, e.State,
 		e.Priority, e.Fine, e.Concurrency, b2i(e.Periodic), ns(e.ScheduledAt), ns(e.RunAt), int64(e.Epoch), e.ShardIndex, e.ShardTotal, spec,
-		ns(e.TriggeredAt), ns(e.FinishedAt), e.Outcome, result)
+		ns(e.TriggeredAt), ns(e.StartedAt), ns(e.FinishedAt), e.Outcome, result)
 	if err != nil {
 		return 0, false, err
 	}

@@ -1,0 +1,187 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax/agent/store"
+	"github.com/axsched/ax/internal/protocoltest"
+	"github.com/axsched/ax/pkg/protocol"
+	"github.com/axsched/ax/pkg/schedule"
+)
+
+// takeUnits takes the units handed to workers so far (the offline
+// scheduler runs none).
+func takeUnits(r *runQueue) []workUnit {
+	var us []workUnit
+	for {
+		select {
+		case u := <-r.work:
+			us = append(us, u)
+		default:
+			return us
+		}
+	}
+}
+
+// runOf is an asap run command of one-shot job j, due at start.
+func runOf(j protocol.Job, start time.Time) protocol.Command {
+	return protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: protocol.ExecID(j.ID, start), Attempt: 1, RunAt: start}}
+}
+
+// reportKinds returns the kinds of the reports in the outbox for execID.
+func reportKinds(t *testing.T, o *offline, execID string) []protocol.ReportKind {
+	t.Helper()
+	msgs, err := o.st.Outbox(context.Background(), 0, 1000)
+	must(t, err)
+	var out []protocol.ReportKind
+	for _, m := range msgs {
+		r, err := protocol.DecodeReport(m.Data)
+		must(t, err)
+		if r.ExecID == execID {
+			out = append(out, r.Kind)
+		}
+	}
+	return out
+}
+
+// TestDueRunStartsOnFreeWorker (directstart.go): a due run of a one-shot
+// job that arrives while workers are free is stored RUNNING, with its
+// running report, in the command's own commit, and handed to a worker
+// with no write of the scheduler's: one commit from command to handler
+// instead of two. Once the free workers are taken, a run is stored
+// TRIGGERED and waits in the queue, and nothing is offered while it waits.
+func TestDueRunStartsOnFreeWorker(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cfg := offlineConfig(t, "edge-d") // 4 workers
+	o := newOffline(t, cfg, start)
+	r := o.s.runs
+	r.pump() // as the scheduler's loop does: the idle workers are offered
+
+	var execs []string
+	for i := range cfg.Workers {
+		j := protocoltest.NewJob("edge-d", "noop", schedule.Spec{Asap: true}, nil)
+		x := protocol.ExecID(j.ID, start)
+		execs = append(execs, x)
+		before := o.st.Stats().Commits
+		o.apply(runOf(j, start))
+		if got := o.st.Stats().Commits - before; got != 1 {
+			t.Fatalf("run %d: %d commits from command to worker, want 1", i, got)
+		}
+		e, ok := o.row(x)
+		if !ok || e.State != store.StateRunning || !e.StartedAt.Equal(start) || !e.TriggeredAt.Equal(start) {
+			t.Fatalf("run %d: row %+v (found %v), want RUNNING, triggered and started at %s", i, e, ok, start)
+		}
+		if got := reportKinds(t, o, x); len(got) != 1 || got[0] != protocol.ReportRunning {
+			t.Fatalf("run %d: reports %v, want one running report", i, got)
+		}
+		us := takeUnits(r)
+		if len(us) != 1 || us[0].it.row.ExecID != x || us[0].it.spec == nil {
+			t.Fatalf("run %d: %d units handed to workers, want its own with its spec", i, len(us))
+		}
+	}
+	if r.busy != cfg.Workers {
+		t.Fatalf("busy %d, want %d", r.busy, cfg.Workers)
+	}
+
+	// Every worker taken: the next run takes the queue.
+	j := protocoltest.NewJob("edge-d", "noop", schedule.Spec{Asap: true}, nil)
+	x := protocol.ExecID(j.ID, start)
+	o.apply(runOf(j, start))
+	r.pump()
+	o.sync()
+	if e, _ := o.row(x); e.State != store.StateTriggered {
+		t.Fatalf("run with every worker busy: %s, want TRIGGERED", e.State)
+	}
+	if r.ready.len() != 1 || r.claimsOut != 0 || r.offered != 0 || o.s.env.slots.n.Load() != 0 {
+		t.Fatalf("ready %d, claimsOut %d, offered %d, offer %d; want 1, 0, 0, 0",
+			r.ready.len(), r.claimsOut, r.offered, o.s.env.slots.n.Load())
+	}
+
+	// A worker frees: the queued attempt goes first, through the RUNNING
+	// write, and nothing is offered while it waits for that write.
+	o.s.handle(slotFreed{dur: 50 * time.Millisecond}) // long: no prefetch
+	r.pump()
+	if r.offered != 0 {
+		t.Fatalf("offered %d while the queued attempt's RUNNING write is in flight", r.offered)
+	}
+	o.sync()
+	if e, _ := o.row(x); e.State != store.StateRunning {
+		t.Fatalf("queued run after a worker freed: %s, want RUNNING", e.State)
+	}
+	if us := takeUnits(r); len(us) != 1 || us[0].it.row.ExecID != x {
+		t.Fatalf("%d units, want the queued run's", len(us))
+	}
+}
+
+// TestDirectStartGivesBackUnusedSlot: a slot taken by a command that does
+// not use it (the same run again, already stored) is given back, and a
+// periodic job's run never takes one (its job's concurrency is the
+// queue's to apply).
+func TestDirectStartGivesBackUnusedSlot(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cfg := offlineConfig(t, "edge-g")
+	o := newOffline(t, cfg, start)
+	r := o.s.runs
+	r.pump()
+
+	j := protocoltest.NewJob("edge-g", "noop", schedule.Spec{Asap: true}, nil)
+	o.apply(runOf(j, start))
+	o.apply(runOf(j, start)) // a command stored twice: the attempt is stored once
+	r.pump()
+	if us := takeUnits(r); len(us) != 1 {
+		t.Fatalf("%d units for one attempt sent twice, want 1", len(us))
+	}
+	if r.busy != 1 || r.claimsOut != 0 || r.offered != cfg.Workers-1 {
+		t.Fatalf("busy %d, claimsOut %d, offered %d; want 1, 0, %d", r.busy, r.claimsOut, r.offered, cfg.Workers-1)
+	}
+
+	p := protocoltest.NewJob("edge-g", "noop", schedule.Spec{Every: "1h"}, nil)
+	px := protocol.ExecID(p.ID, start)
+	o.apply(protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: p, ExecID: px, Attempt: 2, RunAt: start}})
+	if e, err := o.st.ExecByID(context.Background(), px, 2); err != nil || e.State != store.StateTriggered {
+		t.Fatalf("periodic job's run: %+v, %v; want TRIGGERED (through the queue)", e, err)
+	}
+}
+
+// TestDirectStartCancelledBeforeWorker: a cancel that comes after a run
+// stored RUNNING on a slot, before a worker took it, cancels the unit's
+// context, so the worker does not run it (worker.runOne).
+func TestDirectStartCancelledBeforeWorker(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, offlineConfig(t, "edge-c"), start)
+	r := o.s.runs
+	r.pump()
+	j := protocoltest.NewJob("edge-c", "noop", schedule.Spec{Asap: true}, nil)
+	o.apply(runOf(j, start))
+	o.apply(protocol.Command{Kind: protocol.CmdCancel, Cancel: &protocol.Cancel{ExecID: protocol.ExecID(j.ID, start)}})
+	us := takeUnits(r)
+	if len(us) != 1 {
+		t.Fatalf("%d units, want 1", len(us))
+	}
+	if us[0].ctx.Err() == nil {
+		t.Fatal("the unit's context is not cancelled after the cancel command")
+	}
+}
+
+// TestStopWaitsForDirectStarts: a stop reclaims the slots offered, so no
+// command takes a worker after it, and counts out those taken before it.
+func TestStopWaitsForDirectStarts(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cfg := offlineConfig(t, "edge-s")
+	o := newOffline(t, cfg, start)
+	r := o.s.runs
+	r.pump()
+	if !o.s.env.slots.take() {
+		t.Fatal("no slot offered to take")
+	}
+	r.stopped = true
+	r.reclaimSlots()
+	if o.s.env.slots.take() {
+		t.Fatal("a slot was taken after the stop")
+	}
+	if r.claimsOut != 1 {
+		t.Fatalf("claimsOut %d after the stop, want the one taken before it", r.claimsOut)
+	}
+}
