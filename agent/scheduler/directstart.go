@@ -97,13 +97,7 @@ func (r *runQueue) runStarted(e store.Exec, spec *runSpec) {
 	}
 	j.active++
 	j.running++
-	r.handOver(j, &e, spec)
-}
-
-// handOver hands attempt e, RUNNING and counted in busy and its job's
-// running, to a worker.
-func (r *runQueue) handOver(j *jobRef, e *store.Exec, spec *runSpec) {
-	it := &item{id: e.ID, job: j, prio: uint8(e.Priority), runAt: e.ScheduledAt, row: e, spec: spec, started: e.StartedAt}
+	it := &item{id: e.ID, job: j, prio: uint8(e.Priority), runAt: e.ScheduledAt, row: &e, spec: spec, started: e.StartedAt}
 	lag := startLag(e.StartedAt, e.ScheduledAt)
 	r.lags[r.lagN%len(r.lags)] = lag
 	r.lagN++

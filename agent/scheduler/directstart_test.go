@@ -25,6 +25,16 @@ func takeUnits(r *runQueue) []workUnit {
 	}
 }
 
+// idleOffline is an offline scheduler (4 workers) that has pumped once,
+// as its loop does, so its idle workers are offered.
+func idleOffline(t *testing.T, id string) (*offline, *runQueue, time.Time) {
+	t.Helper()
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	o := newOffline(t, offlineConfig(t, id), start)
+	o.s.runs.pump()
+	return o, o.s.runs, start
+}
+
 // runOf is an asap run command of one-shot job j, due at start.
 func runOf(j protocol.Job, start time.Time) protocol.Command {
 	return protocol.Command{Kind: protocol.CmdRun, Run: &protocol.Run{Job: j, ExecID: protocol.ExecID(j.ID, start), Attempt: 1, RunAt: start}}
@@ -53,11 +63,8 @@ func reportKinds(t *testing.T, o *offline, execID string) []protocol.ReportKind 
 // instead of two. Once the free workers are taken, a run is stored
 // TRIGGERED and waits in the queue, and nothing is offered while it waits.
 func TestDueRunStartsOnFreeWorker(t *testing.T) {
-	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	cfg := offlineConfig(t, "edge-d") // 4 workers
-	o := newOffline(t, cfg, start)
-	r := o.s.runs
-	r.pump() // as the scheduler's loop does: the idle workers are offered
+	o, r, start := idleOffline(t, "edge-d")
+	cfg := o.cfg
 
 	var execs []string
 	for i := range cfg.Workers {
@@ -120,11 +127,8 @@ func TestDueRunStartsOnFreeWorker(t *testing.T) {
 // periodic job's run never takes one (its job's concurrency is the
 // queue's to apply).
 func TestDirectStartGivesBackUnusedSlot(t *testing.T) {
-	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	cfg := offlineConfig(t, "edge-g")
-	o := newOffline(t, cfg, start)
-	r := o.s.runs
-	r.pump()
+	o, r, start := idleOffline(t, "edge-g")
+	cfg := o.cfg
 
 	j := protocoltest.NewJob("edge-g", "noop", schedule.Spec{Asap: true}, nil)
 	o.apply(runOf(j, start))
@@ -149,10 +153,7 @@ func TestDirectStartGivesBackUnusedSlot(t *testing.T) {
 // stored RUNNING on a slot, before a worker took it, cancels the unit's
 // context, so the worker does not run it (worker.runOne).
 func TestDirectStartCancelledBeforeWorker(t *testing.T) {
-	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	o := newOffline(t, offlineConfig(t, "edge-c"), start)
-	r := o.s.runs
-	r.pump()
+	o, r, start := idleOffline(t, "edge-c")
 	j := protocoltest.NewJob("edge-c", "noop", schedule.Spec{Asap: true}, nil)
 	o.apply(runOf(j, start))
 	o.apply(protocol.Command{Kind: protocol.CmdCancel, Cancel: &protocol.Cancel{ExecID: protocol.ExecID(j.ID, start)}})
@@ -168,11 +169,7 @@ func TestDirectStartCancelledBeforeWorker(t *testing.T) {
 // TestStopWaitsForDirectStarts: a stop reclaims the slots offered, so no
 // command takes a worker after it, and counts out those taken before it.
 func TestStopWaitsForDirectStarts(t *testing.T) {
-	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	cfg := offlineConfig(t, "edge-s")
-	o := newOffline(t, cfg, start)
-	r := o.s.runs
-	r.pump()
+	o, r, _ := idleOffline(t, "edge-s")
 	if !o.s.env.slots.take() {
 		t.Fatal("no slot offered to take")
 	}

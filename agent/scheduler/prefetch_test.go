@@ -42,19 +42,6 @@ func TestPrefetchWhileHandlersAreShort(t *testing.T) {
 		}
 		return n
 	}
-	// take is a worker taking the units handed to workers (the offline
-	// scheduler runs none).
-	take := func() []workUnit {
-		var us []workUnit
-		for {
-			select {
-			case u := <-r.work:
-				us = append(us, u)
-			default:
-				return us
-			}
-		}
-	}
 	// finish is that many handlers returning after d, then a pump.
 	finish := func(n int, d time.Duration) {
 		for range n {
@@ -68,7 +55,7 @@ func TestPrefetchWhileHandlersAreShort(t *testing.T) {
 	if got := runningRows(); got != cfg.Workers || r.busy != cfg.Workers {
 		t.Fatalf("before any handler ran: %d RUNNING, busy %d; want %d (no prefetch)", got, r.busy, cfg.Workers)
 	}
-	if us := take(); len(us) != cfg.Workers {
+	if us := takeUnits(r); len(us) != cfg.Workers {
 		t.Fatalf("%d units handed to workers, want %d", len(us), cfg.Workers)
 	}
 	finish(cfg.Workers, time.Millisecond)
@@ -78,7 +65,7 @@ func TestPrefetchWhileHandlersAreShort(t *testing.T) {
 	if got, want := runningRows(), 3*cfg.Workers; got != want { // the first 4 have not finished their writes here
 		t.Fatalf("short handlers: %d RUNNING rows, want %d", got, want)
 	}
-	us := take()
+	us := takeUnits(r)
 	if len(us) != 2*cfg.Workers {
 		t.Fatalf("%d units handed to workers, want %d", len(us), 2*cfg.Workers)
 	}
@@ -160,19 +147,8 @@ func TestPrefetchCoversSlowWrites(t *testing.T) {
 		o.clk.Advance(3 * time.Millisecond)
 		o.sync()
 	}
-	take := func() int {
-		n := 0
-		for {
-			select {
-			case <-r.work:
-				n++
-			default:
-				return n
-			}
-		}
-	}
 	pumpSlow()
-	if n := take(); n != cfg.Workers {
+	if n := len(takeUnits(r)); n != cfg.Workers {
 		t.Fatalf("before any handler ran: %d units, want %d (no prefetch)", n, cfg.Workers)
 	}
 	if r.writeAvg != 3*time.Millisecond {
@@ -186,7 +162,7 @@ func TestPrefetchCoversSlowWrites(t *testing.T) {
 	if r.busy != want {
 		t.Fatalf("handlers of 1ms, writes of 3ms: busy %d, want %d", r.busy, want)
 	}
-	if n := take(); n != want {
+	if n := len(takeUnits(r)); n != want {
 		t.Fatalf("%d units handed to workers, want %d", n, want)
 	}
 }
