@@ -99,10 +99,7 @@ func (r *runQueue) runStarted(e store.Exec, spec *runSpec) {
 	j.running++
 	it := &item{id: e.ID, job: j, prio: uint8(e.Priority), runAt: e.ScheduledAt, row: &e, spec: spec, started: e.StartedAt}
 	lag := startLag(e.StartedAt, e.ScheduledAt)
-	r.lags[r.lagN%len(r.lags)] = lag
-	r.lagN++
-	ctx, cancel := context.WithCancelCause(context.Background())
-	r.running[it.id] = running{it: it, cancel: cancel, ctx: ctx}
+	ctx := r.track(it, lag)
 	if r.env.cfg.Log.Enabled(context.Background(), slog.LevelDebug) {
 		r.env.cfg.Log.Debug("started at once", "job_id", j.id, "exec_row", it.id, "lag", lag)
 	}

@@ -43,15 +43,9 @@ func runOf(j protocol.Job, start time.Time) protocol.Command {
 // reportKinds returns the kinds of the reports in the outbox for execID.
 func reportKinds(t *testing.T, o *offline, execID string) []protocol.ReportKind {
 	t.Helper()
-	msgs, err := o.st.Outbox(context.Background(), 0, 1000)
-	must(t, err)
 	var out []protocol.ReportKind
-	for _, m := range msgs {
-		r, err := protocol.DecodeReport(m.Data)
-		must(t, err)
-		if r.ExecID == execID {
-			out = append(out, r.Kind)
-		}
+	for _, r := range outboxReports(t, o, func(r protocol.Report) bool { return r.ExecID == execID }) {
+		out = append(out, r.Kind)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"time"
 
 	"github.com/axsched/ax/agent/store"
 	"github.com/axsched/ax/pkg/protocol"
@@ -85,10 +86,7 @@ func (r *runQueue) pump() {
 		}
 		r.busy++
 		lag := now.Round(0).Sub(it.runAt)
-		r.lags[r.lagN%len(r.lags)] = lag
-		r.lagN++
-		ctx, cancel := context.WithCancelCause(context.Background())
-		r.running[it.id] = running{it: it, cancel: cancel, ctx: ctx}
+		r.track(it, lag)
 		if r.env.cfg.Log.Enabled(context.Background(), slog.LevelDebug) {
 			r.env.cfg.Log.Debug("dispatched", "job_id", j.id, "exec_row", it.id, "dequeued_at", now.Round(0), "lag", lag,
 				"waited", now.Sub(it.enqueued))
@@ -100,6 +98,16 @@ func (r *runQueue) pump() {
 		r.start(batch)
 	}
 	r.offerSlots()
+}
+
+// track counts a dispatched attempt's start lag and registers it running,
+// with the context a cancel or a stop cancels; it returns that context.
+func (r *runQueue) track(it *item, lag time.Duration) context.Context {
+	r.lags[r.lagN%len(r.lags)] = lag
+	r.lagN++
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r.running[it.id] = running{it: it, cancel: cancel, ctx: ctx}
+	return ctx
 }
 
 // start marks a batch of dispatched items RUNNING (with their running

@@ -9,8 +9,8 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// fencedReports returns the fenced reports in the outbox.
-func fencedReports(t *testing.T, o *offline) []protocol.Report {
+// outboxReports returns the reports in the outbox that keep says to.
+func outboxReports(t *testing.T, o *offline, keep func(protocol.Report) bool) []protocol.Report {
 	t.Helper()
 	msgs, err := o.st.Outbox(context.Background(), 0, 1000)
 	must(t, err)
@@ -18,11 +18,17 @@ func fencedReports(t *testing.T, o *offline) []protocol.Report {
 	for _, m := range msgs {
 		r, err := protocol.DecodeReport(m.Data)
 		must(t, err)
-		if r.Kind == protocol.ReportFenced {
+		if keep(r) {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// fencedReports returns the fenced reports in the outbox.
+func fencedReports(t *testing.T, o *offline) []protocol.Report {
+	t.Helper()
+	return outboxReports(t, o, func(r protocol.Report) bool { return r.Kind == protocol.ReportFenced })
 }
 
 // heldGroupJob starts an offline scheduler for agent at start with a group

@@ -36,8 +36,9 @@ type runQueue struct {
 	work     chan workUnit
 	starting int // dispatched batches whose RUNNING write is not durable yet
 	// offered is the worker slots offered to due runs at the last pump
-	// (counted in busy); claimsOut those taken whose runs have not come
-	// in or back yet (directstart.go).
+	// (not in busy: pump takes back those not taken before it reads busy);
+	// claimsOut those taken whose runs have not come in or back yet
+	// (directstart.go).
 	offered, claimsOut int
 	workers            int
 	busy               int // dispatched attempts whose handler has not returned
