@@ -116,6 +116,49 @@ func TestDueRunStartsOnFreeWorker(t *testing.T) {
 	}
 }
 
+// TestDirectStartUsesPrefetchRoom: while handlers are short, the room the
+// prefetch gives pump counts for direct starts too, so a run arriving
+// with every worker busy is still stored RUNNING in its command's commit
+// and waits in the work channel for the first worker that frees, as a
+// prefetched attempt does; once that room is taken, runs take the queue.
+func TestDirectStartUsesPrefetchRoom(t *testing.T) {
+	o, r, start := idleOffline(t, "edge-p")
+	workers := o.cfg.Workers
+	r.handlerAvg = time.Millisecond // short handlers, no write measured: k = 1
+	room := workers + r.prefetch()
+	if room != 2*workers {
+		t.Fatalf("limit %d with short handlers, want %d", room, 2*workers)
+	}
+	r.pump()
+	if r.offered != room {
+		t.Fatalf("offered %d, want the workers and the prefetch, %d", r.offered, room)
+	}
+	for i := range room {
+		j := protocoltest.NewJob("edge-p", "noop", schedule.Spec{Asap: true}, nil)
+		x := protocol.ExecID(j.ID, start)
+		before := o.st.Stats().Commits
+		o.apply(runOf(j, start))
+		if got := o.st.Stats().Commits - before; got != 1 {
+			t.Fatalf("run %d: %d commits from command to worker, want 1", i, got)
+		}
+		if e, _ := o.row(x); e.State != store.StateRunning {
+			t.Fatalf("run %d (busy %d of %d workers): %s, want RUNNING", i, r.busy, workers, e.State)
+		}
+	}
+	if r.busy != room || len(takeUnits(r)) != room {
+		t.Fatalf("busy %d, want %d, each handed to the work channel", r.busy, room)
+	}
+
+	j := protocoltest.NewJob("edge-p", "noop", schedule.Spec{Asap: true}, nil)
+	x := protocol.ExecID(j.ID, start)
+	o.apply(runOf(j, start))
+	r.pump()
+	o.sync()
+	if e, _ := o.row(x); e.State != store.StateTriggered {
+		t.Fatalf("run past the prefetch's room: %s, want TRIGGERED", e.State)
+	}
+}
+
 // TestDirectStartGivesBackUnusedSlot: a slot taken by a command that does
 // not use it (the same run again, already stored) is given back, and a
 // periodic job's run never takes one (its job's concurrency is the

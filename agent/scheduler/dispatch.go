@@ -97,7 +97,7 @@ func (r *runQueue) pump() {
 	if len(batch) > 0 {
 		r.start(batch)
 	}
-	r.offerSlots()
+	r.offerSlots(limit)
 }
 
 // track counts a dispatched attempt's start lag and registers it running,
