@@ -19,7 +19,7 @@ import (
 // the prefetch's room counts as free (prefetch.go): such a run waits for
 // the first worker that frees, as a prefetched attempt does. Without it,
 // a dispatch load kept the workers' slots filled by the prefetch, and only
-// 15–19 % of 10,000 dispatched runs started this way; with it, 79–84 %.
+// 15–20 % of 10,000 dispatched runs started this way; with it, 79–84 %.
 //
 // The scheduler goroutine owns the workers, so it decides which slots a
 // command may take: at the end of each pump, when nothing waits in the

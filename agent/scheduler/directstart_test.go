@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,6 +51,41 @@ func reportKinds(t *testing.T, o *offline, execID string) []protocol.ReportKind 
 	return out
 }
 
+// startsAtOnce applies a due run of a new one-shot job of agent and fails
+// unless the command's one commit stored it RUNNING, started at start; it
+// returns the run's exec id.
+func startsAtOnce(t *testing.T, o *offline, agent string, start time.Time, what string) string {
+	t.Helper()
+	j := protocoltest.NewJob(agent, "noop", schedule.Spec{Asap: true}, nil)
+	x := protocol.ExecID(j.ID, start)
+	before := o.st.Stats().Commits
+	o.apply(runOf(j, start))
+	if got := o.st.Stats().Commits - before; got != 1 {
+		t.Fatalf("%s: %d commits from command to worker, want 1", what, got)
+	}
+	e, ok := o.row(x)
+	if !ok || e.State != store.StateRunning || !e.StartedAt.Equal(start) || !e.TriggeredAt.Equal(start) {
+		t.Fatalf("%s: row %+v (found %v), want RUNNING, triggered and started at %s", what, e, ok, start)
+	}
+	return x
+}
+
+// takesQueue applies a due run of a new one-shot job of agent, lets the
+// scheduler pass, and fails unless the run is stored TRIGGERED: it waits
+// in the queue. It returns the run's exec id.
+func takesQueue(t *testing.T, o *offline, agent string, start time.Time, what string) string {
+	t.Helper()
+	j := protocoltest.NewJob(agent, "noop", schedule.Spec{Asap: true}, nil)
+	x := protocol.ExecID(j.ID, start)
+	o.apply(runOf(j, start))
+	o.s.runs.pump()
+	o.sync()
+	if e, _ := o.row(x); e.State != store.StateTriggered {
+		t.Fatalf("%s: %s, want TRIGGERED", what, e.State)
+	}
+	return x
+}
+
 // TestDueRunStartsOnFreeWorker (directstart.go): a due run of a one-shot
 // job that arrives while workers are free is stored RUNNING, with its
 // running report, in the command's own commit, and handed to a worker
@@ -60,20 +96,8 @@ func TestDueRunStartsOnFreeWorker(t *testing.T) {
 	o, r, start := idleOffline(t, "edge-d")
 	cfg := o.cfg
 
-	var execs []string
 	for i := range cfg.Workers {
-		j := protocoltest.NewJob("edge-d", "noop", schedule.Spec{Asap: true}, nil)
-		x := protocol.ExecID(j.ID, start)
-		execs = append(execs, x)
-		before := o.st.Stats().Commits
-		o.apply(runOf(j, start))
-		if got := o.st.Stats().Commits - before; got != 1 {
-			t.Fatalf("run %d: %d commits from command to worker, want 1", i, got)
-		}
-		e, ok := o.row(x)
-		if !ok || e.State != store.StateRunning || !e.StartedAt.Equal(start) || !e.TriggeredAt.Equal(start) {
-			t.Fatalf("run %d: row %+v (found %v), want RUNNING, triggered and started at %s", i, e, ok, start)
-		}
+		x := startsAtOnce(t, o, "edge-d", start, fmt.Sprintf("run %d", i))
 		if got := reportKinds(t, o, x); len(got) != 1 || got[0] != protocol.ReportRunning {
 			t.Fatalf("run %d: reports %v, want one running report", i, got)
 		}
@@ -87,14 +111,7 @@ func TestDueRunStartsOnFreeWorker(t *testing.T) {
 	}
 
 	// Every worker taken: the next run takes the queue.
-	j := protocoltest.NewJob("edge-d", "noop", schedule.Spec{Asap: true}, nil)
-	x := protocol.ExecID(j.ID, start)
-	o.apply(runOf(j, start))
-	r.pump()
-	o.sync()
-	if e, _ := o.row(x); e.State != store.StateTriggered {
-		t.Fatalf("run with every worker busy: %s, want TRIGGERED", e.State)
-	}
+	x := takesQueue(t, o, "edge-d", start, "run with every worker busy")
 	if r.ready.len() != 1 || r.claimsOut != 0 || r.offered != 0 || o.s.env.slots.n.Load() != 0 {
 		t.Fatalf("ready %d, claimsOut %d, offered %d, offer %d; want 1, 0, 0, 0",
 			r.ready.len(), r.claimsOut, r.offered, o.s.env.slots.n.Load())
@@ -134,29 +151,12 @@ func TestDirectStartUsesPrefetchRoom(t *testing.T) {
 		t.Fatalf("offered %d, want the workers and the prefetch, %d", r.offered, room)
 	}
 	for i := range room {
-		j := protocoltest.NewJob("edge-p", "noop", schedule.Spec{Asap: true}, nil)
-		x := protocol.ExecID(j.ID, start)
-		before := o.st.Stats().Commits
-		o.apply(runOf(j, start))
-		if got := o.st.Stats().Commits - before; got != 1 {
-			t.Fatalf("run %d: %d commits from command to worker, want 1", i, got)
-		}
-		if e, _ := o.row(x); e.State != store.StateRunning {
-			t.Fatalf("run %d (busy %d of %d workers): %s, want RUNNING", i, r.busy, workers, e.State)
-		}
+		startsAtOnce(t, o, "edge-p", start, fmt.Sprintf("run %d (busy %d of %d workers)", i, r.busy, workers))
 	}
 	if r.busy != room || len(takeUnits(r)) != room {
 		t.Fatalf("busy %d, want %d, each handed to the work channel", r.busy, room)
 	}
-
-	j := protocoltest.NewJob("edge-p", "noop", schedule.Spec{Asap: true}, nil)
-	x := protocol.ExecID(j.ID, start)
-	o.apply(runOf(j, start))
-	r.pump()
-	o.sync()
-	if e, _ := o.row(x); e.State != store.StateTriggered {
-		t.Fatalf("run past the prefetch's room: %s, want TRIGGERED", e.State)
-	}
+	takesQueue(t, o, "edge-p", start, "run past the prefetch's room")
 }
 
 // TestDirectStartGivesBackUnusedSlot: a slot taken by a command that does

@@ -43,10 +43,11 @@
 // While handlers are short, attempts beyond the workers are marked RUNNING
 // ahead, enough to cover the write's round trip (at most eight workers'
 // worth), so that a freed worker finds the next one durable (prefetch.go).
-// A due run command of a one-shot job that finds a worker free is stored
-// RUNNING in the command's own transaction and goes to that worker: one
-// commit before its handler starts instead of two (directstart.go; the
-// scheduler offers its free workers, the applier takes one).
+// A due run command of a one-shot job that finds a worker free (or, while
+// handlers are short, room in the prefetch) is stored RUNNING in the
+// command's own transaction and goes to a worker: one commit before its
+// handler starts instead of two (directstart.go; the scheduler offers the
+// room its pass left, the applier takes one).
 // Recover rebuilds memory from the store at start: attempts found RUNNING
 // are reported interrupted, PENDING runs go back on the wheels, fires
 // found TRIGGERED but never started follow their job's misfire policy,
