@@ -57,8 +57,9 @@ type Config struct {
 	// DataDir holds agent.db.
 	DataDir string `config:"data_dir"`
 	// Workers is the handler pool size (default 2×CPU). While handlers
-	// are short, up to Workers more attempts are marked RUNNING ahead of
-	// a free worker (agent/scheduler's prefetch).
+	// are short, more attempts are marked RUNNING ahead of a free worker,
+	// up to eight times Workers (agent/scheduler's prefetch), due runs
+	// sent by the controller among them (its direct starts).
 	Workers int `config:"workers"`
 	// MemoryLimitMiB is the soft limit on the Go heap the ax-agent binary
 	// sets (runtime/debug.SetMemoryLimit; GOMEMLIMIT wins); 0: none. The
