@@ -16,8 +16,9 @@ type env struct {
 	cfg  Config
 	host Host
 	mail *mailbox
-	// slots is the free workers the scheduler offers to due runs, which
-	// the applier stores RUNNING at once (directstart.go).
+	// slots is the room (free workers, and the prefetch's while handlers
+	// are short) the scheduler offers to due runs, which the applier
+	// stores RUNNING at once (directstart.go).
 	slots slotOffer
 }
 
