@@ -6,7 +6,7 @@
 // nothing of NATS. The controller's history follower decodes AX_EVT and
 // hands batches of Items to Apply, with the sequence of their last
 // message; the API's lists read List and Get; retention asks EndedBefore,
-// MarkGone, JobDone and Prune; the reload of a shard compares its live
+// MarkGone, JobsDone and Prune; the reload of a shard compares its live
 // records with Stamps (every live row of its shards) or StampsOf (the
 // rows of the records it checks, by exec id: after a crash, often a few
 // among many), and asks Attention for the executions it must read whole

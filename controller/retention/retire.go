@@ -15,9 +15,10 @@ import (
 	"github.com/axsched/ax/pkg/protocol"
 )
 
-// retireJob removes one-shot job id from the live job set when every
-// execution it has in the index ended and left live state; it records the
-// job in history first (protocol.JobRetired on AX_EVT). It returns the
+// retireJob removes one-shot job id, every execution of which the index
+// holds ended and gone from live state (Index.JobsDone: the caller asks),
+// from the live job set; it records the job in history first
+// (protocol.JobRetired on AX_EVT). It returns the
 // purge markers it wrote, for the next pass to purge (or the delete
 // marker of a deleted job, deletedJobMarker, read from jobs: ax_jobs'
 // stream); safe to run for several jobs at once.
@@ -32,9 +33,6 @@ func (c *Retention) retireJob(ctx context.Context, jobs jetstream.Stream, id str
 	}
 	if j.Periodic() || now.Sub(j.CreatedAt) < c.cfg.Grace {
 		return false, nil, nil
-	}
-	if done, err := c.idx.JobDone(ctx, id); err != nil || !done {
-		return false, nil, err
 	}
 	data, err := protocol.Encode(protocol.JobRetired{V: protocol.Version, Job: j, At: now})
 	if err != nil {
@@ -85,8 +83,9 @@ func (c *Retention) purgeKey(ctx context.Context, bucket, key string, rev uint64
 
 // deletedJobMarker returns the delete marker an operator's delete of job
 // id left in ax_jobs, for the next pass to purge, once every execution of
-// the job ended and left live state (none: the job was never made, or its
-// marker is purged already). Until then the marker is what tells a reload
+// the job ended and left live state (the caller asked the index:
+// Index.JobsDone); none when the job was never made, or its marker is
+// purged already. Until then the marker is what tells a reload
 // that the job's PENDING executions belong to a deleted job (the
 // controller's cancelDeletedJobRun and its orphan check read ax_jobs'
 // history); afterwards nothing asks, and a marker left in the stream would
@@ -94,9 +93,6 @@ func (c *Retention) purgeKey(ctx context.Context, bucket, key string, rev uint64
 // and be read at every start. A job that never had an execution keeps its
 // marker.
 func (c *Retention) deletedJobMarker(ctx context.Context, jobs jetstream.Stream, id string) ([]execstore.Marker, error) {
-	if done, err := c.idx.JobDone(ctx, id); err != nil || !done {
-		return nil, err
-	}
 	name, subject := streams.KVStream(protocol.BucketJobs), streams.KVSubject(protocol.BucketJobs, id)
 	m, err := jobs.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

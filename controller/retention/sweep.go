@@ -103,9 +103,25 @@ func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 		// sweepParallel at a time: one after the other (four round trips
 		// each) they retired fewer one-shot jobs a second than a steady
 		// 250 a second made.
-		ids := make([]string, 0, len(s.jobs))
+		all := make([]string, 0, len(s.jobs))
 		for id := range s.jobs {
-			ids = append(ids, id)
+			all = append(all, id)
+		}
+		// A job is looked at when the index holds every execution it has
+		// ended and gone from live state; the others are decided for this
+		// pass (a job with an execution still open comes back when that
+		// one is removed).
+		finished, err := c.idx.JobsDone(ctx, all)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, id := range all {
+			if finished[id] {
+				ids = append(ids, id)
+			} else {
+				delete(s.jobs, id)
+			}
 		}
 		done := make([]bool, len(ids))
 		var mu sync.Mutex
