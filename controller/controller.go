@@ -53,11 +53,15 @@ type core struct {
 	m   *metrics
 
 	// Set once by Start, read-only afterwards (guarded by the ready flag).
-	srv     *server.Server
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	kv      streams.Buckets
-	natsURL string
+	srv *server.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	kv  streams.Buckets
+	// markerTTL is the TTL of the purge markers that remove records from
+	// ax_execs, ax_jobs and ax_idem (retention.MarkerTTL); 0 on a server
+	// without per-message TTLs, where the sweeper purges them.
+	markerTTL time.Duration
+	natsURL   string
 	// kvGuard keeps server reloads apart from KV reads (kvguard.go).
 	kvGuard reloadGuard
 
@@ -351,6 +355,9 @@ func (c *core) start(ctx context.Context) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.kv = c.kvGuard.guard(b)
+	if b.MsgTTL {
+		c.markerTTL = retention.MarkerTTL(c.cfg.historySweep)
+	}
 	// The mark is stored before anything writes an execution record, so
 	// that a process killed after its first write has left its key.
 	if err := c.retryStart(ctx, "store write mark", c.storeMark); err != nil {

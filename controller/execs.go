@@ -17,7 +17,9 @@ type execRecord = execution.Record
 func decodeExec(b []byte) (*execRecord, error) { return execution.Decode(b) }
 
 // execs returns the execution store over the current ax_execs bucket.
-func (c *execService) execs() execstore.Store { return execstore.New(c.kv.Execs, c.js, asyncStallWait) }
+func (c *execService) execs() execstore.Store {
+	return execstore.New(c.kv.Execs, c.js, asyncStallWait).WithMarkerTTL(c.markerTTL)
+}
 
 // readExec reads an execution; a missing one is (nil, 0, nil). A record a
 // create holds (createheld.go) is stored first.

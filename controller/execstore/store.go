@@ -27,6 +27,7 @@ type Store struct {
 	kv        jetstream.KeyValue // ax_execs
 	js        jetstream.JetStream
 	stallWait time.Duration // how long an async publish may wait for room
+	markerTTL time.Duration // the TTL of Retire's purge markers; 0: none
 }
 
 // New returns the store over bucket kv (ax_execs) of js; stallWait bounds
@@ -34,6 +35,20 @@ type Store struct {
 func New(kv jetstream.KeyValue, js jetstream.JetStream, stallWait time.Duration) Store {
 	return Store{kv: kv, js: js, stallWait: stallWait}
 }
+
+// WithMarkerTTL returns the store with the purge markers of Retire
+// carrying per-message TTL d (ax_execs must take TTLs:
+// streams.Buckets.MsgTTL): each leaves the stream by itself after d, and
+// Retire returns no marker to purge. d is whole seconds, at least one (the
+// server's least TTL); 0 leaves them without.
+func (s Store) WithMarkerTTL(d time.Duration) Store {
+	s.markerTTL = d
+	return s
+}
+
+// MarkerTTL is the TTL of Retire's purge markers (WithMarkerTTL); 0 when
+// they have none and must be purged.
+func (s Store) MarkerTTL() time.Duration { return s.markerTTL }
 
 // Get reads an execution; a missing one is (nil, 0, nil).
 func (s Store) Get(ctx context.Context, id string) (Version, error) {
@@ -126,19 +141,28 @@ func (p *Pending) Wait(ctx context.Context) (uint64, error) {
 }
 
 // Retire removes execution id from ax_execs (execution.Retire): a purge
-// marker published with compare-and-set on rev (the record goes with it),
-// returned so that the sweeper purges the subject up to it on its next
-// pass. A lost compare-and-set is ErrCASConflict.
+// marker published with compare-and-set on rev (the record goes with it).
+// With a marker TTL (WithMarkerTTL) the marker leaves by itself and none
+// is returned; without, it is returned so that the sweeper purges the
+// subject up to it on its next pass. A lost compare-and-set is
+// ErrCASConflict.
 func (s Store) Retire(ctx context.Context, id string, rev uint64) (*Marker, error) {
 	m := nats.NewMsg(streams.KVSubject(protocol.BucketExecs, id))
 	m.Header.Set("KV-Operation", "PURGE")
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	if s.markerTTL > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(s.markerTTL))
+	}
+	ack, err := s.js.PublishMsg(ctx, m, opts...)
 	if streams.IsWrongLastSeq(err) {
 		return nil, ErrCASConflict
 	}
 	if err != nil {
 		return nil, fmt.Errorf("retire execution %s: %w", id, err)
+	}
+	if s.markerTTL > 0 {
+		return nil, nil
 	}
 	return &Marker{Stream: streams.KVStream(protocol.BucketExecs), Subject: m.Subject, Seq: ack.Sequence}, nil
 }

@@ -38,12 +38,17 @@
 // before the grace, of a shard this replica works: Env.Own), not by
 // scanning the bucket. Each removal is a purge marker published with the
 // revision read (KV-Operation PURGE, rollup of the subject: the record
-// goes) and, one pass later (so that the replicas' watchers of ax_jobs
-// have seen the marker), a purge of the subject up to the marker: nothing
-// is left in the stream, so ax_execs and ax_jobs hold only live work and a
-// restart or a shard takeover reads only that. A marker whose purge a
-// crash cut off stays (one small message per key): in ax_execs for good,
-// in ax_jobs until the next start finds it (below). A job an operator
+// goes), which itself leaves the stream one pass later (so that the
+// replicas' watchers of ax_jobs have seen it): nothing is left, so
+// ax_execs and ax_jobs hold only live work and a restart or a shard
+// takeover reads only that. Where the buckets take per-message TTLs
+// (nats-server 2.11 and later: streams.Buckets.MsgTTL) the marker carries
+// one pass as its TTL (MarkerTTL) and the server removes it, a crash or
+// not; a purge request per marker cost a quarter of a sweep's CPU
+// (BenchmarkRetentionSweep, controller/BENCHMARKS.md). On an older server
+// the next pass purges the subject up to the marker; a marker whose purge
+// a crash cut off stays (one small message per key): in ax_execs for
+// good, in ax_jobs until the next start finds it (below). A job an operator
 // deleted leaves a delete marker, which a reload reads while the job has
 // live executions (a deleted job's PENDING run is cancelled, not taken
 // for an orphan): the replica that works the job's shard tells its
@@ -52,9 +57,10 @@
 // crash cut off), deletedPerPass a pass; the pass after the one that
 // finds every execution of the job ended and out of live state purges
 // the marker (deletedJobMarker). A deleted job that never had an
-// execution keeps it. The deleted job's idempotency key is released with
-// ReleaseIdem: a purge marker and, at once, a purge of the key's subject
-// (nothing watches ax_idem). An execution is removed through the
+// execution keeps it (a delete marker has no TTL). The deleted job's
+// idempotency key is released with ReleaseIdem: a purge marker with the
+// TTL, or without one a purge marker and, at once, a purge of the key's
+// subject (nothing watches ax_idem). An execution is removed through the
 // execution store (execstore.Store.Retire, after execution.Apply of
 // execution.Expiry), the one writer of ax_execs; a job
 // is recorded in history first (protocol.JobRetired on AX_EVT, Msg-Id

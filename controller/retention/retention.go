@@ -104,9 +104,28 @@ func New(e Env, host Host) *Retention {
 
 // Attach gives the retention the controller's JetStream context, the
 // ax_idem bucket, the execution store over ax_execs and the history
-// index, before Loop.
+// index, before Loop. The execution store's marker TTL (WithMarkerTTL) is
+// the one the retention's own purge markers carry: set it where the
+// buckets take TTLs (MarkerTTL).
 func (c *Retention) Attach(js jetstream.JetStream, idem jetstream.KeyValue, execs execstore.Store, idx *histindex.Index) {
 	c.js, c.idem, c.execs, c.idx = js, idem, execs, idx
+}
+
+// markerTTL is the TTL the purge markers of the retention carry: the
+// execution store's (Attach), 0 when they have none and the next pass
+// purges them.
+func (c *Retention) markerTTL() time.Duration { return c.execs.MarkerTTL() }
+
+// MarkerTTL is the TTL a purge marker carries where its bucket takes
+// per-message TTLs (streams.Buckets.MsgTTL), for a sweeper that runs every
+// sweep (Config.Sweep; 0: every minute): one pass, as long as a marker
+// stayed when the next pass purged it, so that the replicas' watchers of
+// ax_jobs see it; at least a second, the server's least TTL.
+func MarkerTTL(sweep time.Duration) time.Duration {
+	if sweep <= 0 {
+		sweep = defaultSweep
+	}
+	return max(sweep.Round(time.Second), time.Second)
 }
 
 // Sweeper is the state a sweep keeps from one pass to the next: the

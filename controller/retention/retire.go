@@ -49,12 +49,15 @@ func (c *Retention) retireJob(ctx context.Context, jobs jetstream.Stream, id str
 	if err != nil {
 		return false, nil, fmt.Errorf("retire job %s: %w", id, err)
 	}
-	ms := []execstore.Marker{{Stream: streams.KVStream(protocol.BucketJobs), Subject: streams.KVSubject(protocol.BucketJobs, id), Seq: seq}}
+	var ms []execstore.Marker
+	if c.markerTTL() == 0 {
+		ms = append(ms, execstore.Marker{Stream: streams.KVStream(protocol.BucketJobs), Subject: streams.KVSubject(protocol.BucketJobs, id), Seq: seq})
+	}
 	c.jobs.Remove(id, seq)
 	if j.IdempotencyKey != "" {
 		k := streams.IdemKey(j.IdempotencyKey)
 		if e, err := c.idem.Get(ctx, k); err == nil && string(e.Value()) == id {
-			if iseq, err := c.purgeKey(ctx, protocol.BucketIdem, k, e.Revision()); err == nil {
+			if iseq, err := c.purgeKey(ctx, protocol.BucketIdem, k, e.Revision()); err == nil && c.markerTTL() == 0 {
 				ms = append(ms, execstore.Marker{Stream: streams.KVStream(protocol.BucketIdem), Subject: streams.KVSubject(protocol.BucketIdem, k), Seq: iseq})
 			}
 		}
@@ -65,13 +68,19 @@ func (c *Retention) retireJob(ctx context.Context, jobs jetstream.Stream, id str
 
 // purgeKey publishes a purge marker on key (the KV purge: the subject's
 // earlier messages go) with compare-and-set on rev, and returns its
-// sequence. A lost compare-and-set is execstore.ErrCASConflict. It is
-// never used on ax_execs, whose one writer is the execution store.
+// sequence. The marker carries the markers' TTL when there is one
+// (markerTTL) and then leaves by itself. A lost compare-and-set is
+// execstore.ErrCASConflict. It is never used on ax_execs, whose one writer
+// is the execution store.
 func (c *Retention) purgeKey(ctx context.Context, bucket, key string, rev uint64) (uint64, error) {
 	m := nats.NewMsg(streams.KVSubject(bucket, key))
 	m.Header.Set(kvOperation, kvOpPurge)
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	ack, err := c.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	if ttl := c.markerTTL(); ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(ttl))
+	}
+	ack, err := c.js.PublishMsg(ctx, m, opts...)
 	if streams.IsWrongLastSeq(err) {
 		return 0, execstore.ErrCASConflict
 	}
@@ -115,15 +124,16 @@ const (
 )
 
 // ReleaseIdem removes idempotency key key (its KV key in ax_idem) with
-// compare-and-set on rev, leaving nothing in the stream: a purge marker,
-// then at once a purge of the key's subject up to it. Nothing watches
-// ax_idem (a create reads a key, or claims it with KV Create), so the
-// marker need not be seen first; a claim made between the two writes is
-// newer than the marker and stays. A KV delete would leave its marker
-// for good. A lost compare-and-set is execstore.ErrCASConflict.
+// compare-and-set on rev, leaving nothing in the stream: a purge marker
+// with the markers' TTL, or, without one, a purge marker and at once a
+// purge of the key's subject up to it. Nothing watches ax_idem (a create
+// reads a key, or claims it with KV Create), so the marker need not be
+// seen first; a claim made between the two writes is newer than the
+// marker and stays. A KV delete would leave its marker for good. A lost
+// compare-and-set is execstore.ErrCASConflict.
 func (c *Retention) ReleaseIdem(ctx context.Context, key string, rev uint64) error {
 	seq, err := c.purgeKey(ctx, protocol.BucketIdem, key, rev)
-	if err != nil {
+	if err != nil || c.markerTTL() > 0 {
 		return err
 	}
 	st, err := c.js.Stream(ctx, streams.KVStream(protocol.BucketIdem))

@@ -30,10 +30,11 @@ const (
 	sweepParallel = 32
 )
 
-// Sweep is one pass: purge the markers of the last pass (kept in s),
-// remove the executions and one-shot jobs past the grace (and mark for
-// purge the delete markers of deleted jobs whose executions all left),
-// prune the index.
+// Sweep is one pass: purge the markers of the last pass that carry no TTL
+// (kept in s: every marker on a server without per-message TTLs, else the
+// delete markers of deleted jobs), remove the executions and one-shot jobs
+// past the grace (and mark for purge the delete markers of deleted jobs
+// whose executions all left), prune the index.
 func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 	c.purgeMarkers(ctx, s)
 	now := c.now()

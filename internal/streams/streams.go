@@ -221,7 +221,23 @@ func (c Config) Validate() error {
 // Buckets are the KV buckets of ax, opened by Ensure.
 type Buckets struct {
 	Jobs, Execs, Idem, Agents, Leases, Epochs, Liveness, Marks jetstream.KeyValue
+	// MsgTTL is whether ax_jobs, ax_execs and ax_idem all take
+	// per-message TTLs (MarkerTTL): false on a server before 2.11.
+	MsgTTL bool
 }
+
+// MarkerTTL is the LimitMarkerTTL of ax_jobs, ax_execs and ax_idem. It is
+// what makes the server take per-message TTLs (the Nats-TTL header) on
+// them, so that the controller's purge markers leave the stream by
+// themselves (controller/retention) instead of through a purge request
+// each. The server places no marker of its own there: those buckets have
+// no TTL (MaxAge), and a message that expires by its own TTL and is a
+// purge marker itself is removed without one. A server before 2.11 has no
+// per-message TTLs: Ensure makes the buckets without (Buckets.MsgTTL).
+// Once a bucket takes TTLs the server does not let an update take them
+// away; ensureBucket keeps the setting out of the config's digest so that
+// an older ax does not try.
+const MarkerTTL = time.Minute
 
 func (c Config) storage() jetstream.StorageType {
 	if c.Memory {
@@ -306,10 +322,16 @@ func (c Config) KVConfigs() []jetstream.KeyValueConfig {
 	// removed (a stopped replica's).
 	livenessKV := kv(protocol.BucketLiveness, "ax controllers' heartbeat digests", 1, LivenessTTL)
 	livenessKV.MaxValueSize = 1 << 20
+	// The buckets whose keys the controller removes with purge markers
+	// take per-message TTLs (MarkerTTL).
+	marked := func(k jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+		k.LimitMarkerTTL = MarkerTTL
+		return k
+	}
 	return []jetstream.KeyValueConfig{
-		kv(protocol.BucketJobs, "ax job specs", 1, 0),
-		kv(protocol.BucketExecs, "ax executions", 1, 0),
-		kv(protocol.BucketIdem, "ax idempotency keys", 1, 0),
+		marked(kv(protocol.BucketJobs, "ax job specs", 1, 0)),
+		marked(kv(protocol.BucketExecs, "ax executions", 1, 0)),
+		marked(kv(protocol.BucketIdem, "ax idempotency keys", 1, 0)),
 		kv(protocol.BucketAgents, "ax agents", 1, 0),
 		kv(protocol.BucketLeases, "ax leases", 1, c.LeaseTTL),
 		kv(protocol.BucketEpochs, "ax group-job lease grants (epoch history)", 1, 0),
@@ -348,42 +370,84 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 			return Buckets{}, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
 	}
-	var b Buckets
+	b := Buckets{MsgTTL: true}
 	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases, &b.Epochs, &b.Liveness, &b.Marks}
 	for i, kc := range cfg.KVConfigs() {
-		kv, err := ensureBucket(ctx, js, kc)
+		kv, ttl, err := ensureBucket(ctx, js, kc)
 		if err != nil {
 			return Buckets{}, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
 		}
 		*dst[i] = kv
+		if kc.LimitMarkerTTL > 0 && !ttl {
+			b.MsgTTL = false
+		}
 	}
 	return b, nil
 }
 
 // ensureBucket binds bucket kc when its stream has the config Ensure last
 // applied (ConfigKey, and KVDuplicates), and creates or updates it
-// otherwise.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+// otherwise; ttl is whether the bucket's stream takes per-message TTLs.
+//
+// kc's LimitMarkerTTL (MarkerTTL) is left out of the digest, so that an ax
+// built before it, whose digest is the same, binds the bucket as it is
+// instead of updating it without TTLs, which the server refuses once a
+// stream takes them: rolling back stays possible. A bucket bound with the
+// digest but without TTLs (made by such an ax) is given them by an update
+// of its own. A server that has no per-message TTLs (JetStream API level
+// 0: before 2.11) gets the bucket without.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) (kv jetstream.KeyValue, ttl bool, err error) {
+	markerTTL := kc.LimitMarkerTTL
+	kc.LimitMarkerTTL = 0
 	digest, err := configDigest(kc)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if markerTTL > 0 {
+		info, err := js.AccountInfo(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if info.API.Level < 1 {
+			markerTTL = 0
+		}
 	}
 	have, err := storedConfig(ctx, js, KVStream(kc.Bucket))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if have != nil && have.Metadata[ConfigKey] == digest && have.Duplicates == KVDuplicates {
-		return js.KeyValue(ctx, kc.Bucket)
+		if markerTTL > 0 && !have.AllowMsgTTL {
+			if err := allowMsgTTL(ctx, js, *have, markerTTL); err != nil {
+				return nil, false, err
+			}
+		}
+		kv, err := js.KeyValue(ctx, kc.Bucket)
+		return kv, markerTTL > 0 || have.AllowMsgTTL, err
 	}
 	setMetadata(&kc.Metadata, ConfigKey, digest)
-	kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
+	if have != nil && have.AllowMsgTTL {
+		markerTTL = max(markerTTL, have.SubjectDeleteMarkerTTL, time.Second)
+	}
+	kc.LimitMarkerTTL = markerTTL
+	kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := shortenDuplicates(ctx, js, KVStream(kc.Bucket)); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return kv, nil
+	return kv, markerTTL > 0, nil
+}
+
+// allowMsgTTL updates the stream of config cfg to take per-message TTLs
+// as a bucket with LimitMarkerTTL d has them.
+func allowMsgTTL(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, d time.Duration) error {
+	cfg.AllowMsgTTL, cfg.SubjectDeleteMarkerTTL = true, d
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("allow message TTLs: %w", err)
+	}
+	return nil
 }
 
 // ConfigKey is the key of a stream's metadata where Ensure records a digest

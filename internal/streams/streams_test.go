@@ -386,7 +386,7 @@ func TestEnsureLeavesAppliedConfigAlone(t *testing.T) {
 	if _, err := Ensure(ctx, js, Config{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := updates(); n != 9 {
+	if n := updates(9); n != 9 {
 		// AX_RPT once; the 8 buckets once each (created, then given the
 		// least window); AX_CMD and AX_EVT are created, not updated.
 		t.Fatalf("first Ensure made %d stream updates, want 9", n)
@@ -404,7 +404,7 @@ func TestEnsureLeavesAppliedConfigAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := updates(); n != 0 {
+	if n := updates(0); n != 0 {
 		t.Fatalf("Ensure with the settings applied made %d stream updates, want 0", n)
 	}
 	if _, err := b.Execs.Put(ctx, "k", []byte("v")); err != nil {
@@ -418,7 +418,7 @@ func TestEnsureLeavesAppliedConfigAlone(t *testing.T) {
 	if _, err := Ensure(ctx, js, changed); err != nil {
 		t.Fatal(err)
 	}
-	if n := updates(); n != 3 {
+	if n := updates(3); n != 3 {
 		t.Fatalf("Ensure with a new event age and lease TTL made %d stream updates, want 3 (AX_EVT once, ax_leases twice)", n)
 	}
 	if sc := streamConfig(t, changed, protocol.StreamEvents); sc.MaxAge != time.Hour {
@@ -441,8 +441,11 @@ func TestEnsureLeavesAppliedConfigAlone(t *testing.T) {
 }
 
 // countUpdates counts the stream-updated advisories srv sends from now
-// on; the returned func flushes and returns the count.
-func countUpdates(tb testing.TB, srv *natstest.Server) func() int {
+// on; the returned func returns the count once it has reached want (or
+// after 10 s). The server sends an advisory through its internal send
+// queue after it answered the update, so a flush does not wait for it: a
+// loaded machine read 8 of a first Ensure's 9.
+func countUpdates(tb testing.TB, srv *natstest.Server) func(want int) int {
 	tb.Helper()
 	nc, err := nats.Connect(srv.URL())
 	if err != nil {
@@ -456,9 +459,14 @@ func countUpdates(tb testing.TB, srv *natstest.Server) func() int {
 	if err := nc.Flush(); err != nil {
 		tb.Fatal(err)
 	}
-	return func() int {
-		// A round trip through the server after the last update: its
-		// advisory was sent before the reply to the flush's ping.
+	return func(want int) int {
+		deadline := time.Now().Add(10 * time.Second)
+		for int(n.Load()) < want && time.Now().Before(deadline) {
+			if err := nc.Flush(); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		// A round trip more, for an advisory beyond want sent meanwhile.
 		if err := nc.Flush(); err != nil {
 			tb.Fatal(err)
 		}
