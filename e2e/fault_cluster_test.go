@@ -59,6 +59,13 @@ func faultCtlConfig(dir string, natsPort int) controller.Config {
 	cfg.LeaseTTL = faultLeaseTTL
 	cfg.LeaseRenewInterval = faultLeaseTTL / 3
 	cfg.AckWait = faultAckWait
+	if v := os.Getenv(envFaultDedupWindow); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			testutil.ChildFail(fmt.Errorf("%s: %w", envFaultDedupWindow, err))
+		}
+		cfg.Reports.DedupWindow = d
+	}
 	return cfg
 }
 

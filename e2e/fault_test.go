@@ -29,6 +29,11 @@ const (
 	// envFaultReplicas is the number of controller replicas of
 	// TestFaultInjectionReplicas (default 2, at most 5).
 	envFaultReplicas = "AX_FAULT_REPLICAS"
+	// envFaultDedupWindow sets the controllers' reports.dedup_window, the
+	// live grace (default 10m): a shorter one has the sweeper remove
+	// finished work from live state within the fault phase, faults and
+	// all.
+	envFaultDedupWindow = "AX_FAULT_DEDUP_WINDOW"
 
 	faultDefaultSeed = 1
 	faultDefaultSpan = 80 * time.Second
@@ -114,7 +119,9 @@ const (
 // AX_FAULT_SEED picks the seed (default 1, printed), AX_FAULT_RUNS=N runs N
 // seeds in a row, AX_FAULT_SOAK=<duration> sets the fault phase (default
 // 80s, about two minutes in all) and runs the test under -short too;
-// without it -short skips the test. The seed fixes the plan, not the
+// without it -short skips the test. AX_FAULT_DEDUP_WINDOW=<duration> (at
+// least 1m) sets the controllers' live grace, so that a soak longer than
+// it also removes finished work from live state while faults go on. The seed fixes the plan, not the
 // interleaving: faults are applied by one loop that is late by however
 // long a restart takes. Counts, examples of each violation, the figures
 // of the run and the faults applied are printed on failure and with -v.
