@@ -12,7 +12,7 @@ import (
 
 type stmts struct {
 	setMeta, upsertJob, snapshotSpecs, deleteJob, setLastFire, setSkips, setEpoch *sql.Stmt
-	insertExec, finish, setState, ack, prune                                      *sql.Stmt
+	insertExec, finish, ack, prune                                                *sql.Stmt
 	liveAttempt, execRow, trigger, notDue, jobSpec, execSpec                      *sql.Stmt
 	setRunningAll                                                                 *sql.Stmt
 	removedGen, noteRemoved, forgetRemoved, pruneRemoved                          *sql.Stmt
@@ -72,7 +72,6 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 			WHERE id IN (SELECT value FROM json_each(?)) AND +state = 'TRIGGERED' RETURNING id`},
 		{&s.finish, `UPDATE execs SET state = ?, finished_at = ?, outcome = ?, result = ?
 			WHERE id = ? AND state IN ('PENDING', 'TRIGGERED', 'RUNNING')`},
-		{&s.setState, `UPDATE execs SET state = ? WHERE id = ? AND state = ?`},
 		{&s.ack, `DELETE FROM outbox WHERE seq <= ?`},
 		{&s.prune, `DELETE FROM execs WHERE finished_at > 0 AND finished_at < ?`},
 		{&s.removedGen, `SELECT generation FROM removed WHERE id = ?`},
@@ -100,7 +99,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 
 func (s *stmts) close() {
 	for _, st := range []*sql.Stmt{s.setMeta, s.upsertJob, s.snapshotSpecs, s.deleteJob, s.setLastFire, s.setSkips, s.setEpoch,
-		s.insertExec, s.finish, s.setState, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec, s.setRunningAll,
+		s.insertExec, s.finish, s.ack, s.prune, s.liveAttempt, s.execRow, s.trigger, s.notDue, s.jobSpec, s.execSpec, s.setRunningAll,
 		s.removedGen, s.noteRemoved, s.forgetRemoved, s.pruneRemoved} {
 		if st != nil {
 			_ = st.Close()
