@@ -370,10 +370,16 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 			return Buckets{}, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
 	}
+	// Per-message TTLs need JetStream API level 1 (nats-server 2.11).
+	info, err := js.AccountInfo(ctx)
+	if err != nil {
+		return Buckets{}, fmt.Errorf("ensure buckets: %w", err)
+	}
+	serverTTL := info.API.Level >= 1
 	b := Buckets{MsgTTL: true}
 	dst := []*jetstream.KeyValue{&b.Jobs, &b.Execs, &b.Idem, &b.Agents, &b.Leases, &b.Epochs, &b.Liveness, &b.Marks}
 	for i, kc := range cfg.KVConfigs() {
-		kv, ttl, err := ensureBucket(ctx, js, kc)
+		kv, ttl, err := ensureBucket(ctx, js, kc, serverTTL)
 		if err != nil {
 			return Buckets{}, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
 		}
@@ -395,22 +401,16 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (Buckets, e
 // stream takes them: rolling back stays possible. A bucket bound with the
 // digest but without TTLs (made by such an ax) is given them by an update
 // of its own. A server that has no per-message TTLs (JetStream API level
-// 0: before 2.11) gets the bucket without.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) (kv jetstream.KeyValue, ttl bool, err error) {
+// 0: before 2.11; serverTTL false) gets the bucket without.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig, serverTTL bool) (kv jetstream.KeyValue, ttl bool, err error) {
 	markerTTL := kc.LimitMarkerTTL
 	kc.LimitMarkerTTL = 0
 	digest, err := configDigest(kc)
 	if err != nil {
 		return nil, false, err
 	}
-	if markerTTL > 0 {
-		info, err := js.AccountInfo(ctx)
-		if err != nil {
-			return nil, false, err
-		}
-		if info.API.Level < 1 {
-			markerTTL = 0
-		}
+	if !serverTTL {
+		markerTTL = 0
 	}
 	have, err := storedConfig(ctx, js, KVStream(kc.Bucket))
 	if err != nil {
