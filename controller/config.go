@@ -133,6 +133,10 @@ type Config struct {
 	// (retention.Config.Batch; tests: a backlog of many batches without
 	// thousands of executions).
 	historySweepBatch int
+	// historySweepBudget overrides how long a sweep takes batches of
+	// executions (retention.Config.Budget; tests: a pass cut after its
+	// first batch).
+	historySweepBudget time.Duration
 }
 
 // HistoryConfig is history.*: the execution history (history.go,

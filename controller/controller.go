@@ -242,7 +242,7 @@ func New(cfg Config) (*Controller, error) {
 	}, placementHostOf{c})
 	c.ret = retention.New(retention.Env{
 		Config: retention.Config{Grace: c.liveGrace(), HistoryRetention: cfg.History.Retention,
-			Sweep: cfg.historySweep, Batch: cfg.historySweepBatch},
+			Sweep: cfg.historySweep, Batch: cfg.historySweepBatch, Budget: cfg.historySweepBudget},
 		Log: c.log, Now: c.now, Mono: c.mono, Every: c.every,
 		Jobs: c.jobs, Own: c.own,
 	}, retentionHostOf{c})

@@ -439,8 +439,65 @@ func TestSweepPassTakesTheWholeBacklog(t *testing.T) {
 		cfg.historySweepBatch = 1
 	})
 	c, ctx := f.c, tctx(t)
-	var ids, jobIDs []string
-	for range 45 {
+	ids, jobIDs := f.endedOneShots(t, 45)
+	f.clk.step(DefaultDedupWindow + time.Minute)
+	if err := c.ret.Sweep(ctx, retention.NewSweeper()); err != nil {
+		t.Fatal(err)
+	}
+	if left := f.liveExecs(t, ids); left != 0 {
+		t.Errorf("%d of %d executions past the grace still in ax_execs after one pass", left, len(ids))
+	}
+	if live := f.liveJobs(jobIDs); live != 0 {
+		t.Errorf("%d of %d one-shot jobs still live after the pass that removed their executions", live, len(jobIDs))
+	}
+}
+
+// TestSweepCatchesUpAfterABudgetCut: a pass cut by its budget with
+// executions past the grace left says it is behind, and SweepAll (what the
+// sweeper's loop runs every interval) goes on with passes until the
+// backlog is gone, instead of leaving it for the next interval: a sweeper
+// that waited a full interval after each cut pass fell behind 800
+// one-shots a second and live state grew. Here the budget ends a pass
+// after its first batch of one execution.
+func TestSweepCatchesUpAfterABudgetCut(t *testing.T) {
+	f := newRetentionFixture(t, func(cfg *Config) {
+		cfg.historySweep = 24 * time.Hour // only the passes below
+		cfg.historySweepBatch = 1
+		cfg.historySweepBudget = time.Nanosecond
+	})
+	c, ctx := f.c, tctx(t)
+	ids, jobIDs := f.endedOneShots(t, 6)
+	f.clk.step(DefaultDedupWindow + time.Minute)
+	s := retention.NewSweeper()
+	if err := c.ret.Sweep(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if left := f.liveExecs(t, ids); left != len(ids)-1 {
+		t.Fatalf("%d of %d executions left after a pass cut after one batch of one, want %d", left, len(ids), len(ids)-1)
+	}
+	if !s.Behind() {
+		t.Fatal("a pass cut by its budget with a backlog left does not say it is behind")
+	}
+	if err := c.ret.SweepAll(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if left := f.liveExecs(t, ids); left != 0 {
+		t.Errorf("%d of %d executions past the grace still in ax_execs after SweepAll", left, len(ids))
+	}
+	if live := f.liveJobs(jobIDs); live != 0 {
+		t.Errorf("%d of %d one-shot jobs still live after SweepAll", live, len(jobIDs))
+	}
+	if s.Behind() {
+		t.Error("the sweeper says it is behind after the pass that took the last of the backlog")
+	}
+}
+
+// endedOneShots runs n asap one-shots to SUCCESS, waits until the history
+// index holds each, and returns their exec ids and job ids.
+func (f *retentionFixture) endedOneShots(t *testing.T, n int) (ids, jobIDs []string) {
+	t.Helper()
+	c, ctx := f.c, tctx(t)
+	for range n {
 		job, err := c.CreateJob(ctx, asapJob("edge-1"))
 		if err != nil {
 			t.Fatal(err)
@@ -453,28 +510,30 @@ func TestSweepPassTakesTheWholeBacklog(t *testing.T) {
 		waitExec(t, c, id, "SUCCESS", inState(protocol.StateSuccess))
 		f.indexed(t, id)
 	}
-	f.clk.step(DefaultDedupWindow + time.Minute)
-	if err := c.ret.Sweep(ctx, retention.NewSweeper()); err != nil {
-		t.Fatal(err)
-	}
+	return ids, jobIDs
+}
+
+// liveExecs counts the executions of ids still in ax_execs.
+func (f *retentionFixture) liveExecs(t *testing.T, ids []string) int {
+	t.Helper()
 	left := 0
 	for _, id := range ids {
-		if v, err := c.ex.readExec(ctx, id); err != nil || v.Rec != nil {
+		if v, err := f.c.ex.readExec(tctx(t), id); err != nil || v.Rec != nil {
 			left++
 		}
 	}
-	if left != 0 {
-		t.Errorf("%d of %d executions past the grace still in ax_execs after one pass", left, len(ids))
-	}
+	return left
+}
+
+// liveJobs counts the jobs of ids still in the job cache.
+func (f *retentionFixture) liveJobs(ids []string) int {
 	live := 0
-	for _, id := range jobIDs {
-		if _, _, ok := c.jobs.Get(id); ok {
+	for _, id := range ids {
+		if _, _, ok := f.c.jobs.Get(id); ok {
 			live++
 		}
 	}
-	if live != 0 {
-		t.Errorf("%d of %d one-shot jobs still live after the pass that removed their executions", live, len(jobIDs))
-	}
+	return live
 }
 
 // TestRetentionPurgesDeletedJobs: an operator's delete of a job leaves a

@@ -19,9 +19,9 @@
 // through the controller's inHistory), so a late or replayed report never
 // makes a new record of it.
 //
-// The removal is an explicit sweeper (Loop, one pass: Sweep), run by the
-// owner of each shard for the executions of its jobs, not KV per-message
-// TTLs:
+// The removal is an explicit sweeper (Loop, every Config.Sweep: SweepAll,
+// one pass or more: Sweep), run by the owner of each shard for the
+// executions of its jobs, not KV per-message TTLs:
 //   - a job leaves when all its executions have: a condition, not an age,
 //     which no TTL expresses;
 //   - a TTL would have to be put on every terminal write (the report
@@ -36,7 +36,11 @@
 //
 // The sweeper finds its candidates in the history index (terminal, ended
 // before the grace, of a shard this replica works: Env.Own), not by
-// scanning the bucket. Each removal is a purge marker published with the
+// scanning the bucket. A pass takes them batch after batch for at most
+// its budget (Config.Budget, 45 s), then turns to the jobs; a pass the
+// budget cut with candidates left is followed by another at once
+// (SweepAll), so that under a steady load the sweeper removes what leaves
+// live state as fast as it comes, as far as the CPU it gets allows. Each removal is a purge marker published with the
 // revision read (KV-Operation PURGE, rollup of the subject: the record
 // goes), which itself leaves the stream one pass later (so that the
 // replicas' watchers of ax_jobs have seen it): nothing is left, so

@@ -3,6 +3,7 @@ package retention
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -37,15 +38,27 @@ const (
 // whose executions all left), prune the index.
 func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 	c.purgeMarkers(ctx, s)
+	return c.sweep(ctx, s)
+}
+
+// sweep is a pass without the purge of the last pass's markers (Sweep).
+func (c *Retention) sweep(ctx context.Context, s *Sweeper) error {
+	if err := c.ensureStreams(ctx, s); err != nil {
+		return err
+	}
 	now := c.now()
 	shards := c.own.OwnedShards()
 	jobs := map[string]bool{}
 	removed := 0
 	start := c.mono()
-	size := sweepBatch
+	size, budget := sweepBatch, sweepBudget
 	if c.cfg.Batch > 0 {
 		size = c.cfg.Batch
 	}
+	if c.cfg.Budget > 0 {
+		budget = c.cfg.Budget
+	}
+	s.behind = false
 	for {
 		batch, err := c.idx.EndedBefore(ctx, now.Add(-c.cfg.Grace), shards, size)
 		if err != nil {
@@ -78,7 +91,11 @@ func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 			return err
 		}
 		removed += len(ids)
-		if len(batch) < size || len(ids) == 0 || c.mono().Sub(start) >= sweepBudget {
+		if len(batch) < size || len(ids) == 0 {
+			break
+		}
+		if c.mono().Sub(start) >= budget {
+			s.behind = true // a full batch, all or part of it removed: more may wait
 			break
 		}
 	}
@@ -99,7 +116,7 @@ func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 		}
 	}
 	retired := 0
-	jobsStream := s.streams[streams.KVStream(protocol.BucketJobs)] // looked up by purgeMarkers
+	jobsStream := s.streams[streams.KVStream(protocol.BucketJobs)] // looked up by ensureStreams
 	if len(s.jobs) > 0 && jobsStream != nil && c.host.IndexUpToDate(ctx) {
 		// sweepParallel at a time: one after the other (four round trips
 		// each) they retired fewer one-shot jobs a second than a steady
@@ -158,7 +175,8 @@ func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
 	}
 	c.jobs.PruneTombstones(c.now().Add(-jobcache.TombstoneKeep), c.now().Add(-jobcache.DeletedFireKeep))
 	if removed+retired > 0 || pruned > 0 {
-		c.log.Info("history sweep", "executions_removed", removed, "jobs_retired", retired, "history_pruned", pruned)
+		c.log.Info("history sweep", "executions_removed", removed, "jobs_retired", retired, "history_pruned", pruned,
+			"behind", s.behind)
 	}
 	return nil
 }
@@ -191,17 +209,27 @@ func (c *Retention) retireExec(ctx context.Context, id string, now time.Time) (b
 	return true, m, nil
 }
 
-// purgeMarkers purges the markers of the last pass, sweepParallel at a time.
-func (c *Retention) purgeMarkers(ctx context.Context, s *Sweeper) {
+// ensureStreams looks up the KV streams of ax_execs, ax_jobs and ax_idem
+// once, for the passes of s.
+func (c *Retention) ensureStreams(ctx context.Context, s *Sweeper) error {
 	for _, name := range []string{protocol.BucketExecs, protocol.BucketJobs, protocol.BucketIdem} {
 		if _, ok := s.streams[streams.KVStream(name)]; !ok {
 			st, err := c.js.Stream(ctx, streams.KVStream(name))
 			if err != nil {
-				c.log.Warn("history sweep: stream", "stream", streams.KVStream(name), "err", err)
-				return
+				return fmt.Errorf("history sweep: stream %s: %w", streams.KVStream(name), err)
 			}
 			s.streams[streams.KVStream(name)] = st
 		}
+	}
+	return nil
+}
+
+// purgeMarkers purges the markers of the last passes, sweepParallel at a
+// time.
+func (c *Retention) purgeMarkers(ctx context.Context, s *Sweeper) {
+	if err := c.ensureStreams(ctx, s); err != nil {
+		c.log.Warn("history sweep: purge markers", "err", err)
+		return
 	}
 	parallel(len(s.markers), sweepParallel, func(i int) {
 		m := s.markers[i]
