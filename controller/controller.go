@@ -244,7 +244,7 @@ func New(cfg Config) (*Controller, error) {
 		Config: retention.Config{Grace: c.liveGrace(), HistoryRetention: cfg.History.Retention,
 			Sweep: cfg.historySweep, Batch: cfg.historySweepBatch, Budget: cfg.historySweepBudget},
 		Log: c.log, Now: c.now, Mono: c.mono, Every: c.every,
-		Jobs: c.jobs, Own: c.own,
+		Jobs: c.jobs, Own: c.own, Metrics: retention.Metrics{Removed: c.m.retRemoved, Passes: c.m.retPasses},
 	}, retentionHostOf{c})
 	c.driver = driver.New(driver.Env{
 		Config: driver.Config{Instance: c.instance, Timeout: cfg.Forward.Timeout, Hold: cfg.Forward.Hold},

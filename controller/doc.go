@@ -441,6 +441,13 @@
 //	ax_command_stream_messages        gauge     commands in AX_CMD (every minute)
 //	ax_command_prunes_total           counter   removals of an agent's applied commands from
 //	                                            AX_CMD (cmdprune.go)
+//	ax_retention_removed_total{kind}  counter   what the retention sweeper moved out of live
+//	                                            state: kind=execution (ax_execs), kind=job
+//	                                            (one-shot jobs, ax_jobs)
+//	ax_retention_passes_total{ended}  counter   sweeper passes: ended=done (took every
+//	                                            execution past the grace), ended=budget (cut
+//	                                            after 45 s with some left; another follows at
+//	                                            once: one after the other, the sweeper is behind)
 //	ax_agent_requests_refused_total{endpoint,reason}
 //	                                  counter   agent requests not served (endpoint register,
 //	                                            heartbeat or consumer_gateway): reason reply

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/axsched/ax/controller/retention"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -48,6 +49,8 @@ const (
 	metricCmdBytes        = "ax_command_stream_bytes"
 	metricCmdMsgs         = "ax_command_stream_messages"
 	metricCmdPrunes       = "ax_command_prunes_total"
+	metricRetRemoved      = "ax_retention_removed_total"
+	metricRetPasses       = "ax_retention_passes_total"
 )
 
 type metrics struct {
@@ -103,6 +106,9 @@ type metrics struct {
 	// gateway requests dropped for their reply subject, gateway requests
 	// refused (gateway.go).
 	agentRefused *prometheus.CounterVec
+	// The retention sweeper's removals by kind and passes by how they
+	// ended (controller/retention).
+	retRemoved, retPasses *prometheus.CounterVec
 
 	// applied mirrors reportsApplied for tests and benchmarks.
 	applied  atomic.Int64
@@ -189,18 +195,28 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		agentRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricAgentRefused,
 			Help: "Agent requests not served, by endpoint (register, heartbeat, consumer_gateway) and reason: reply (dropped: the reply subject is not the agent's inbox), subject (dropped), consumer (a consumer beyond the agent's own pull consumer, refused)."},
 			[]string{"endpoint", "reason"}),
+		retRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricRetRemoved,
+			Help: "What this replica's retention sweeper moved out of live state into history, by kind: execution (from ax_execs), job (one-shot jobs from ax_jobs)."},
+			[]string{"kind"}),
+		retPasses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricRetPasses,
+			Help: "Passes of this replica's retention sweeper, by how they ended: done (took every execution past the grace), budget (cut after 45 s with some left, followed by another at once; passes ending so one after the other mean the sweeper is behind the load and live state grows)."},
+			[]string{"ended"}),
 	}
 	m.takeovers.WithLabelValues("group")
 	m.takeovers.WithLabelValues("shard")
 	for _, s := range protocol.States {
 		m.executions.WithLabelValues(string(s))
 	}
+	m.retRemoved.WithLabelValues(retention.KindExecution)
+	m.retRemoved.WithLabelValues(retention.KindJob)
+	m.retPasses.WithLabelValues(retention.EndedDone)
+	m.retPasses.WithLabelValues(retention.EndedBudget)
 	for _, c := range []prometheus.Collector{m.executions, m.scheduleLag, m.duration, m.retriesPending,
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.jobChanges, m.deferred, m.strayUnassigns,
 		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
 		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.rptRemade, m.agentRefused,
-		m.marksOpen, m.marksFailed, m.cmdBytes, m.cmdMsgs, m.cmdPrunes} {
+		m.marksOpen, m.marksFailed, m.cmdBytes, m.cmdMsgs, m.cmdPrunes, m.retRemoved, m.retPasses} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/axsched/ax/controller/ingest"
 	"github.com/axsched/ax/controller/retention"
@@ -489,6 +491,21 @@ func TestSweepCatchesUpAfterABudgetCut(t *testing.T) {
 	}
 	if s.Behind() {
 		t.Error("the sweeper says it is behind after the pass that took the last of the backlog")
+	}
+	// Six passes cut after one execution each, the seventh finds none.
+	for _, m := range []struct {
+		vec         *prometheus.CounterVec
+		label, name string
+		want        int
+	}{
+		{c.m.retPasses, retention.EndedBudget, "passes ended on the budget", len(ids)},
+		{c.m.retPasses, retention.EndedDone, "passes that took every execution", 1},
+		{c.m.retRemoved, retention.KindExecution, "executions removed", len(ids)},
+		{c.m.retRemoved, retention.KindJob, "jobs retired", len(ids)},
+	} {
+		if got := int(promtest.ToFloat64(m.vec.WithLabelValues(m.label))); got != m.want {
+			t.Errorf("metrics: %d %s, want %d", got, m.name, m.want)
+		}
 	}
 }
 

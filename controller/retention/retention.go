@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/histindex"
@@ -68,6 +69,38 @@ type Env struct {
 	// Own is the shard ownership: the shards whose executions this
 	// replica sweeps.
 	Own *lease.Ownership
+	// Metrics are the controller's metrics the sweeper counts in; a nil
+	// field is not counted.
+	Metrics Metrics
+}
+
+// Metrics are what the sweeper counts: ax_retention_removed_total by kind
+// (KindExecution, KindJob) and ax_retention_passes_total by how a pass
+// ended (EndedDone, EndedBudget).
+type Metrics struct {
+	Removed *prometheus.CounterVec
+	Passes  *prometheus.CounterVec
+}
+
+// The label values of Metrics.
+const (
+	// KindExecution counts executions removed from ax_execs.
+	KindExecution = "execution"
+	// KindJob counts one-shot jobs retired from ax_jobs.
+	KindJob = "job"
+	// EndedDone counts passes that took every execution past the grace.
+	EndedDone = "done"
+	// EndedBudget counts passes their budget cut with executions past the
+	// grace left (Sweeper.Behind): passes ending this way one after the
+	// other mean the sweeper runs without a pause and is behind the load.
+	EndedBudget = "budget"
+)
+
+// count adds n to the counter of label v in vec, if there is one.
+func count(vec *prometheus.CounterVec, v string, n int) {
+	if vec != nil && n > 0 {
+		vec.WithLabelValues(v).Add(float64(n))
+	}
 }
 
 // Retention moves finished work out of live state into history: the
@@ -84,6 +117,7 @@ type Retention struct {
 	every func(ctx context.Context, first, interval time.Duration, what string, step func(context.Context) error)
 	jobs  *jobcache.Cache
 	own   *lease.Ownership
+	m     Metrics
 	host  Host
 
 	// mu guards deleted: the jobs an operator deleted since the last
@@ -101,7 +135,7 @@ type Retention struct {
 // New returns the retention of e, asking host for the rest.
 func New(e Env, host Host) *Retention {
 	return &Retention{
-		cfg: e.Config, log: e.Log, now: e.Now, mono: e.Mono, every: e.Every,
+		cfg: e.Config, log: e.Log, now: e.Now, mono: e.Mono, every: e.Every, m: e.Metrics,
 		jobs: e.Jobs, own: e.Own, host: host,
 	}
 }

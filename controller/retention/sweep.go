@@ -174,6 +174,13 @@ func (c *Retention) sweep(ctx context.Context, s *Sweeper) error {
 		}
 	}
 	c.jobs.PruneTombstones(c.now().Add(-jobcache.TombstoneKeep), c.now().Add(-jobcache.DeletedFireKeep))
+	count(c.m.Removed, KindExecution, removed)
+	count(c.m.Removed, KindJob, retired)
+	if s.behind {
+		count(c.m.Passes, EndedBudget, 1)
+	} else {
+		count(c.m.Passes, EndedDone, 1)
+	}
 	if removed+retired > 0 || pruned > 0 {
 		c.log.Info("history sweep", "executions_removed", removed, "jobs_retired", retired, "history_pruned", pruned,
 			"behind", s.behind)
