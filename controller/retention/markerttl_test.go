@@ -108,3 +108,62 @@ func TestMarkerTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgeMarkersUpTo: on buckets whose markers carry no TTL, a purge of
+// the markers written up to a time (what SweepAll's passes after the
+// first make: those written a sweep interval or more before) empties
+// their keys' subjects and keeps the later ones, which a purge of all
+// (a pass's first step) then takes.
+func TestPurgeMarkersUpTo(t *testing.T) {
+	_, js := natstest.JetStream(t, natstest.Start(t).URL())
+	ctx := testutil.Context(t, 60*time.Second)
+	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(Env{Log: testutil.Logger()}, nil)
+	r.Attach(js, b.Idem, execstore.New(b.Execs, js, time.Second), nil) // markers without a TTL
+	st, err := js.Stream(ctx, streams.KVStream(protocol.BucketJobs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func(key string) uint64 {
+		subject := streams.KVSubject(protocol.BucketJobs, key)
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects[subject]
+	}
+	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	s := NewSweeper()
+	for _, k := range []struct {
+		key string
+		at  time.Time
+	}{{"old", t0}, {"new", t0.Add(time.Minute)}} {
+		rev, err := b.Jobs.Put(ctx, k.key, []byte("spec"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, err := r.purgeKey(ctx, protocol.BucketJobs, k.key, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.markers = append(s.markers, pendingMarker{execstore.Marker{Stream: streams.KVStream(protocol.BucketJobs),
+			Subject: streams.KVSubject(protocol.BucketJobs, k.key), Seq: seq}, k.at})
+	}
+	r.purgeMarkers(ctx, s, t0.Add(30*time.Second))
+	if n := held("old"); n != 0 {
+		t.Errorf("the marker written before the time: %d messages left on its subject, want 0", n)
+	}
+	if n := held("new"); n != 1 {
+		t.Errorf("the marker written after the time: %d messages on its subject, want the marker", n)
+	}
+	if len(s.markers) != 1 || s.markers[0].Subject != streams.KVSubject(protocol.BucketJobs, "new") {
+		t.Fatalf("markers kept %+v, want the later one alone", s.markers)
+	}
+	r.purgeMarkers(ctx, s, time.Time{})
+	if n := held("new"); n != 0 || len(s.markers) != 0 {
+		t.Errorf("after a purge of all: %d messages on the later key's subject, %d markers kept; want 0, 0", n, len(s.markers))
+	}
+}

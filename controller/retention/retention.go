@@ -171,7 +171,7 @@ func MarkerTTL(sweep time.Duration) time.Duration {
 // be looked at for retirement. Make one with NewSweeper; one pass at a
 // time uses it.
 type Sweeper struct {
-	markers []execstore.Marker
+	markers []pendingMarker
 	streams map[string]jetstream.Stream
 	// jobs are one-shot jobs some of whose executions left live state,
 	// still to be looked at for retirement (retireJob).
@@ -186,6 +186,13 @@ type Sweeper struct {
 // the work that leaves live state, and SweepAll goes on with another pass.
 func (s *Sweeper) Behind() bool { return s.behind }
 
+// pendingMarker is a purge marker to purge and when (Env.Mono) a pass
+// wrote or found it.
+type pendingMarker struct {
+	execstore.Marker
+	at time.Time
+}
+
 // NewSweeper returns the state of a sweeper that has made no pass yet.
 func NewSweeper() *Sweeper {
 	return &Sweeper{streams: map[string]jetstream.Stream{}, jobs: map[string]bool{}}
@@ -194,10 +201,7 @@ func NewSweeper() *Sweeper {
 // Loop runs SweepAll every Config.Sweep (after the end of the last) until
 // ctx ends.
 func (c *Retention) Loop(ctx context.Context) {
-	every := c.cfg.Sweep
-	if every <= 0 {
-		every = defaultSweep
-	}
+	every := c.interval()
 	s := NewSweeper()
 	c.every(ctx, every, every, "history sweep", func(ctx context.Context) error { return c.SweepAll(ctx, s) })
 }
@@ -205,23 +209,31 @@ func (c *Retention) Loop(ctx context.Context) {
 // SweepAll makes a pass (Sweep) and, while the last one ended on its
 // budget with executions past the grace left (Sweeper.Behind), another
 // straight away, until one takes what is left, nothing more can be
-// removed, or ctx ends. A sweeper that waited the full interval after a
-// cut pass fell behind a steady load: at 800 one-shots a second, passes
-// of about 64,000 removals (the budget) every 113 s, and live state grew
-// by about 26,000 executions and jobs a pass. The passes after the first
-// leave the last ones' purge markers for the next SweepAll (those with a
+// removed, or ctx ends: a sweeper that waited the full interval after a
+// cut pass fell behind a steady dispatch load at the full rate, and live
+// state grew (bench/README.md, stop 62). The passes after the first purge
+// only the markers written a sweep interval or more before (those with a
 // TTL leave by themselves), so that a marker is never purged before the
-// replicas' watchers of ax_jobs have had a sweep interval to see it.
+// replicas' watchers of ax_jobs have had an interval to see it.
 func (c *Retention) SweepAll(ctx context.Context, s *Sweeper) error {
 	if err := c.Sweep(ctx, s); err != nil {
 		return err
 	}
 	for s.behind && ctx.Err() == nil {
+		c.purgeMarkers(ctx, s, c.mono().Add(-c.interval()))
 		if err := c.sweep(ctx, s); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// interval is how often the sweeper runs: Config.Sweep, or defaultSweep.
+func (c *Retention) interval() time.Duration {
+	if c.cfg.Sweep > 0 {
+		return c.cfg.Sweep
+	}
+	return defaultSweep
 }
 
 // NoteDeleted tells the retention that an operator deleted job id (its

@@ -37,7 +37,7 @@ const (
 // past the grace (and mark for purge the delete markers of deleted jobs
 // whose executions all left), prune the index.
 func (c *Retention) Sweep(ctx context.Context, s *Sweeper) error {
-	c.purgeMarkers(ctx, s)
+	c.purgeMarkers(ctx, s, time.Time{})
 	return c.sweep(ctx, s)
 }
 
@@ -77,7 +77,7 @@ func (c *Retention) sweep(ctx context.Context, s *Sweeper) error {
 			gone[i] = ok
 			if m != nil {
 				mu.Lock()
-				s.markers = append(s.markers, *m)
+				s.markers = append(s.markers, pendingMarker{*m, c.mono()})
 				mu.Unlock()
 			}
 		})
@@ -151,7 +151,9 @@ func (c *Retention) sweep(ctx context.Context, s *Sweeper) error {
 			}
 			mu.Lock()
 			done[i] = true
-			s.markers = append(s.markers, ms...)
+			for _, m := range ms {
+				s.markers = append(s.markers, pendingMarker{m, c.mono()})
+			}
 			if ok {
 				retired++
 			}
@@ -231,20 +233,32 @@ func (c *Retention) ensureStreams(ctx context.Context, s *Sweeper) error {
 	return nil
 }
 
-// purgeMarkers purges the markers of the last passes, sweepParallel at a
-// time.
-func (c *Retention) purgeMarkers(ctx context.Context, s *Sweeper) {
+// purgeMarkers purges the markers of the last passes written at or before
+// upTo (all of them when upTo is zero), sweepParallel at a time, and keeps
+// the others.
+func (c *Retention) purgeMarkers(ctx context.Context, s *Sweeper, upTo time.Time) {
+	if len(s.markers) == 0 {
+		return
+	}
 	if err := c.ensureStreams(ctx, s); err != nil {
 		c.log.Warn("history sweep: purge markers", "err", err)
 		return
 	}
-	parallel(len(s.markers), sweepParallel, func(i int) {
-		m := s.markers[i]
+	var now, later []pendingMarker
+	for _, m := range s.markers {
+		if upTo.IsZero() || !m.at.After(upTo) {
+			now = append(now, m)
+		} else {
+			later = append(later, m)
+		}
+	}
+	parallel(len(now), sweepParallel, func(i int) {
+		m := now[i]
 		if err := s.streams[m.Stream].Purge(ctx, jetstream.WithPurgeSubject(m.Subject), jetstream.WithPurgeSequence(m.Seq+1)); err != nil {
 			c.log.Warn("history sweep: purge marker", "subject", m.Subject, "err", err)
 		}
 	})
-	s.markers = s.markers[:0]
+	s.markers = later
 }
 
 // parallel runs fn(0..n-1), at most k at a time, and waits for them.
