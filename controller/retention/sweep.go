@@ -48,66 +48,9 @@ func (c *Retention) sweep(ctx context.Context, s *Sweeper) error {
 	}
 	now := c.now()
 	shards := c.own.OwnedShards()
-	jobs := map[string]bool{}
-	removed := 0
-	start := c.mono()
-	size, budget := sweepBatch, sweepBudget
-	if c.cfg.Batch > 0 {
-		size = c.cfg.Batch
-	}
-	if c.cfg.Budget > 0 {
-		budget = c.cfg.Budget
-	}
-	s.behind = false
-	for {
-		batch, err := c.idx.EndedBefore(ctx, now.Add(-c.cfg.Grace), shards, size)
-		if err != nil {
-			return err
-		}
-		// The KV requests of a batch run sweepParallel at a time; the
-		// index learns of the removals in one transaction.
-		gone := make([]bool, len(batch))
-		var mu sync.Mutex
-		parallel(len(batch), sweepParallel, func(i int) {
-			ok, m, err := c.retireExec(ctx, batch[i].ExecID, now)
-			if err != nil {
-				c.log.Warn("history sweep: remove execution", "exec", batch[i].ExecID, "err", err)
-				return
-			}
-			gone[i] = ok
-			if m != nil {
-				mu.Lock()
-				s.markers = append(s.markers, pendingMarker{*m, c.mono()})
-				mu.Unlock()
-			}
-		})
-		var ids []string
-		for i, e := range batch {
-			if gone[i] {
-				ids, jobs[e.JobID] = append(ids, e.ExecID), true
-			}
-		}
-		if err := c.idx.MarkGone(ctx, ids); err != nil {
-			return err
-		}
-		removed += len(ids)
-		if len(batch) < size || len(ids) == 0 {
-			break
-		}
-		if c.mono().Sub(start) >= budget {
-			s.behind = true // a full batch, all or part of it removed: more may wait
-			break
-		}
-	}
-	// A job is retired only once the index holds every event stored so
-	// far: an execution made a moment ago (a trigger of the job) must be
-	// in it before "all its executions ended" can be believed. Jobs not
-	// decided in this pass wait for the next one.
-	if s.jobs == nil {
-		s.jobs = map[string]bool{}
-	}
-	for id := range jobs {
-		s.jobs[id] = true
+	removed, err := c.removeExecs(ctx, s, now, shards)
+	if err != nil {
+		return err
 	}
 	// Deleted jobs of the shards this replica works, deletedPerPass a pass.
 	for _, id := range c.takeDeleted(deletedPerPass) {
@@ -115,55 +58,9 @@ func (c *Retention) sweep(ctx context.Context, s *Sweeper) error {
 			s.jobs[id] = true
 		}
 	}
-	retired := 0
-	jobsStream := s.streams[streams.KVStream(protocol.BucketJobs)] // looked up by ensureStreams
-	if len(s.jobs) > 0 && jobsStream != nil && c.host.IndexUpToDate(ctx) {
-		// sweepParallel at a time: one after the other (four round trips
-		// each) they retired fewer one-shot jobs a second than a steady
-		// 250 a second made.
-		all := make([]string, 0, len(s.jobs))
-		for id := range s.jobs {
-			all = append(all, id)
-		}
-		// A job is looked at when the index holds every execution it has
-		// ended and gone from live state; the others are decided for this
-		// pass (a job with an execution still open comes back when that
-		// one is removed).
-		finished, err := c.idx.JobsDone(ctx, all)
-		if err != nil {
-			return err
-		}
-		var ids []string
-		for _, id := range all {
-			if finished[id] {
-				ids = append(ids, id)
-			} else {
-				delete(s.jobs, id)
-			}
-		}
-		done := make([]bool, len(ids))
-		var mu sync.Mutex
-		parallel(len(ids), sweepParallel, func(i int) {
-			ok, ms, err := c.retireJob(ctx, jobsStream, ids[i], now)
-			if err != nil {
-				c.log.Warn("history sweep: retire job", "job", ids[i], "err", err)
-				return
-			}
-			mu.Lock()
-			done[i] = true
-			for _, m := range ms {
-				s.markers = append(s.markers, pendingMarker{m, c.mono()})
-			}
-			if ok {
-				retired++
-			}
-			mu.Unlock()
-		})
-		for i, id := range ids {
-			if done[i] {
-				delete(s.jobs, id)
-			}
-		}
+	retired, err := c.retireJobs(ctx, s, now)
+	if err != nil {
+		return err
 	}
 	pruned := int64(0)
 	for {
@@ -188,6 +85,123 @@ func (c *Retention) sweep(ctx context.Context, s *Sweeper) error {
 			"behind", s.behind)
 	}
 	return nil
+}
+
+// removeExecs removes the executions of shards that ended before the grace
+// (relative to now), batch after batch until none is left or the budget
+// has passed (then s.behind is set), and adds their jobs to s.jobs, to be
+// looked at for retirement. It returns how many it removed.
+func (c *Retention) removeExecs(ctx context.Context, s *Sweeper, now time.Time, shards []int) (int, error) {
+	removed := 0
+	start := c.mono()
+	size, budget := sweepBatch, sweepBudget
+	if c.cfg.Batch > 0 {
+		size = c.cfg.Batch
+	}
+	if c.cfg.Budget > 0 {
+		budget = c.cfg.Budget
+	}
+	if s.jobs == nil {
+		s.jobs = map[string]bool{}
+	}
+	s.behind = false
+	for {
+		batch, err := c.idx.EndedBefore(ctx, now.Add(-c.cfg.Grace), shards, size)
+		if err != nil {
+			return removed, err
+		}
+		// The KV requests of a batch run sweepParallel at a time; the
+		// index learns of the removals in one transaction.
+		gone := make([]bool, len(batch))
+		var mu sync.Mutex
+		parallel(len(batch), sweepParallel, func(i int) {
+			ok, m, err := c.retireExec(ctx, batch[i].ExecID, now)
+			if err != nil {
+				c.log.Warn("history sweep: remove execution", "exec", batch[i].ExecID, "err", err)
+				return
+			}
+			gone[i] = ok
+			if m != nil {
+				mu.Lock()
+				s.markers = append(s.markers, pendingMarker{*m, c.mono()})
+				mu.Unlock()
+			}
+		})
+		var ids []string
+		for i, e := range batch {
+			if gone[i] {
+				ids, s.jobs[e.JobID] = append(ids, e.ExecID), true
+			}
+		}
+		if err := c.idx.MarkGone(ctx, ids); err != nil {
+			return removed, err
+		}
+		removed += len(ids)
+		if len(batch) < size || len(ids) == 0 {
+			return removed, nil
+		}
+		if c.mono().Sub(start) >= budget {
+			s.behind = true // a full batch, all or part of it removed: more may wait
+			return removed, nil
+		}
+	}
+}
+
+// retireJobs looks at the one-shot jobs of s.jobs and retires those whose
+// executions have all ended and left live state, sweepParallel at a time
+// (one after the other, four round trips each, they retired fewer one-shot
+// jobs a second than a steady 250 a second made). A job is retired only
+// once the index holds every event stored so far: an execution made a
+// moment ago (a trigger of the job) must be in it before "all its
+// executions ended" can be believed; when it does not, the jobs wait for
+// the next pass. A job with an execution still open is dropped from s.jobs
+// (it comes back when that one is removed). It returns how many it retired.
+func (c *Retention) retireJobs(ctx context.Context, s *Sweeper, now time.Time) (int, error) {
+	jobsStream := s.streams[streams.KVStream(protocol.BucketJobs)] // looked up by ensureStreams
+	if len(s.jobs) == 0 || jobsStream == nil || !c.host.IndexUpToDate(ctx) {
+		return 0, nil
+	}
+	all := make([]string, 0, len(s.jobs))
+	for id := range s.jobs {
+		all = append(all, id)
+	}
+	finished, err := c.idx.JobsDone(ctx, all)
+	if err != nil {
+		return 0, err
+	}
+	var ids []string
+	for _, id := range all {
+		if finished[id] {
+			ids = append(ids, id)
+		} else {
+			delete(s.jobs, id)
+		}
+	}
+	retired := 0
+	done := make([]bool, len(ids))
+	var mu sync.Mutex
+	parallel(len(ids), sweepParallel, func(i int) {
+		ok, ms, err := c.retireJob(ctx, jobsStream, ids[i], now)
+		if err != nil {
+			c.log.Warn("history sweep: retire job", "job", ids[i], "err", err)
+			return
+		}
+		mu.Lock()
+		done[i] = true
+		for _, m := range ms {
+			s.markers = append(s.markers, pendingMarker{m, c.mono()})
+		}
+		if ok {
+			retired++
+		}
+		mu.Unlock()
+	})
+	for i, id := range ids {
+		if done[i] {
+			delete(s.jobs, id)
+		}
+	}
+	return retired, nil
 }
 
 // retireExec removes a terminal execution whose grace has passed from
