@@ -1,8 +1,13 @@
 package retention
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,5 +162,38 @@ func TestTakeDeletedInBatches(t *testing.T) {
 		if first[i] != firstCopy[i] {
 			t.Fatalf("the first take changed after a note: %v, was %v", first, firstCopy)
 		}
+	}
+}
+
+// TestFailuresLogOnce: a step whose requests fail logs one line with how
+// many failed and the first failure, however many there were; a step
+// without failures logs nothing.
+func TestFailuresLogOnce(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewJSONHandler(&buf, nil))
+	var f failures
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.add(fmt.Sprintf("exec-%d", i), errors.New("nats: timeout"))
+		}()
+	}
+	wg.Wait()
+	f.log(l, "history sweep: remove executions", "exec")
+	var empty failures
+	empty.log(l, "history sweep: retire jobs", "job")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("%d lines logged, want 1:\n%s", len(lines), buf.String())
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["msg"] != "history sweep: remove executions" || rec["failed"] != float64(50) || rec["err"] != "nats: timeout" ||
+		!strings.HasPrefix(fmt.Sprint(rec["exec"]), "exec-") {
+		t.Errorf("logged %v, want the step, failed=50, the first exec and its error", rec)
 	}
 }

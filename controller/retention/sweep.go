@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -114,10 +115,11 @@ func (c *Retention) removeExecs(ctx context.Context, s *Sweeper, now time.Time, 
 		// index learns of the removals in one transaction.
 		gone := make([]bool, len(batch))
 		var mu sync.Mutex
+		var failed failures
 		parallel(len(batch), sweepParallel, func(i int) {
 			ok, m, err := c.retireExec(ctx, batch[i].ExecID, now)
 			if err != nil {
-				c.log.Warn("history sweep: remove execution", "exec", batch[i].ExecID, "err", err)
+				failed.add(batch[i].ExecID, err)
 				return
 			}
 			gone[i] = ok
@@ -127,6 +129,7 @@ func (c *Retention) removeExecs(ctx context.Context, s *Sweeper, now time.Time, 
 				mu.Unlock()
 			}
 		})
+		failed.log(c.log, "history sweep: remove executions", "exec")
 		var ids []string
 		for i, e := range batch {
 			if gone[i] {
@@ -180,10 +183,11 @@ func (c *Retention) retireJobs(ctx context.Context, s *Sweeper, now time.Time) (
 	retired := 0
 	done := make([]bool, len(ids))
 	var mu sync.Mutex
+	var failed failures
 	parallel(len(ids), sweepParallel, func(i int) {
 		ok, ms, err := c.retireJob(ctx, jobsStream, ids[i], now)
 		if err != nil {
-			c.log.Warn("history sweep: retire job", "job", ids[i], "err", err)
+			failed.add(ids[i], err)
 			return
 		}
 		mu.Lock()
@@ -196,6 +200,7 @@ func (c *Retention) retireJobs(ctx context.Context, s *Sweeper, now time.Time) (
 		}
 		mu.Unlock()
 	})
+	failed.log(c.log, "history sweep: retire jobs", "job")
 	for i, id := range ids {
 		if done[i] {
 			delete(s.jobs, id)
@@ -266,13 +271,46 @@ func (c *Retention) purgeMarkers(ctx context.Context, s *Sweeper, upTo time.Time
 			later = append(later, m)
 		}
 	}
+	var failed failures
 	parallel(len(now), sweepParallel, func(i int) {
 		m := now[i]
 		if err := s.streams[m.Stream].Purge(ctx, jetstream.WithPurgeSubject(m.Subject), jetstream.WithPurgeSequence(m.Seq+1)); err != nil {
-			c.log.Warn("history sweep: purge marker", "subject", m.Subject, "err", err)
+			failed.add(m.Subject, err)
 		}
 	})
+	failed.log(c.log, "history sweep: purge markers", "subject")
 	s.markers = later
+}
+
+// failures gathers the errors of one parallel step of a pass, so that the
+// step logs one line however many of its requests failed (a NATS outage
+// fails every one of them). Safe for concurrent use; the zero value is
+// ready.
+type failures struct {
+	mu      sync.Mutex
+	n       int
+	firstID string
+	first   error
+}
+
+// add records the failure of the request for id.
+func (f *failures) add(id string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		f.firstID, f.first = id, err
+	}
+	f.n++
+}
+
+// log writes one warning, what, with the number of failures and the first
+// of them (its id as key), if there was any.
+func (f *failures) log(l *slog.Logger, what, key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n > 0 {
+		l.Warn(what, "failed", f.n, key, f.firstID, "err", f.first)
+	}
 }
 
 // parallel runs fn(0..n-1), at most k at a time, and waits for them.
