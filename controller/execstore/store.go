@@ -147,14 +147,7 @@ func (p *Pending) Wait(ctx context.Context) (uint64, error) {
 // subject up to it on its next pass. A lost compare-and-set is
 // ErrCASConflict.
 func (s Store) Retire(ctx context.Context, id string, rev uint64) (*Marker, error) {
-	m := nats.NewMsg(streams.KVSubject(protocol.BucketExecs, id))
-	m.Header.Set("KV-Operation", "PURGE")
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
-	if s.markerTTL > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(s.markerTTL))
-	}
-	ack, err := s.js.PublishMsg(ctx, m, opts...)
+	seq, err := streams.PublishPurge(ctx, s.js, protocol.BucketExecs, id, rev, s.markerTTL)
 	if streams.IsWrongLastSeq(err) {
 		return nil, ErrCASConflict
 	}
@@ -164,7 +157,7 @@ func (s Store) Retire(ctx context.Context, id string, rev uint64) (*Marker, erro
 	if s.markerTTL > 0 {
 		return nil, nil
 	}
-	return &Marker{Stream: streams.KVStream(protocol.BucketExecs), Subject: m.Subject, Seq: ack.Sequence}, nil
+	return &Marker{Stream: streams.KVStream(protocol.BucketExecs), Subject: streams.KVSubject(protocol.BucketExecs, id), Seq: seq}, nil
 }
 
 // Marker is the purge marker a retirement left (a KV purge keeps one

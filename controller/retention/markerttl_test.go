@@ -9,7 +9,6 @@ import (
 
 	"github.com/axsched/ax/controller/execstore"
 	"github.com/axsched/ax/controller/execution"
-	"github.com/axsched/ax/internal/natstest"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
@@ -21,12 +20,7 @@ import (
 // none is handed back for a pass to purge, and each key's subject in
 // ax_execs, ax_jobs and ax_idem is left empty by the server alone.
 func TestMarkersCarryTheTTL(t *testing.T) {
-	_, js := natstest.JetStream(t, natstest.Start(t).URL())
-	ctx := testutil.Context(t, 60*time.Second)
-	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, js, b := startBuckets(t)
 	if !b.MsgTTL {
 		t.Fatal("the buckets take no message TTLs")
 	}
@@ -34,9 +28,8 @@ func TestMarkersCarryTheTTL(t *testing.T) {
 	// retire stores an execution, a job and an idempotency key named
 	// after name and removes them with markers of TTL ttl.
 	retire := func(name string, ttl time.Duration) []key {
-		execs := execstore.New(b.Execs, js, time.Second).WithMarkerTTL(ttl)
-		r := New(Env{Log: testutil.Logger()}, nil)
-		r.Attach(js, b.Idem, execs, nil)
+		r := attached(js, b, ttl)
+		execs := r.execs
 		now := time.Date(2026, 12, 6, 21, 0, 0, 0, time.UTC)
 		job := "ax-" + name + "-20261206210000-abcdef"
 		rec, _, err := execution.Apply(nil, execution.Create{ExecID: protocol.ExecID(job, now), JobID: job, Agent: "edge-1",
@@ -115,26 +108,9 @@ func TestMarkerTTL(t *testing.T) {
 // their keys' subjects and keeps the later ones, which a purge of all
 // (a pass's first step) then takes.
 func TestPurgeMarkersUpTo(t *testing.T) {
-	_, js := natstest.JetStream(t, natstest.Start(t).URL())
-	ctx := testutil.Context(t, 60*time.Second)
-	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := New(Env{Log: testutil.Logger()}, nil)
-	r.Attach(js, b.Idem, execstore.New(b.Execs, js, time.Second), nil) // markers without a TTL
-	st, err := js.Stream(ctx, streams.KVStream(protocol.BucketJobs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := func(key string) uint64 {
-		subject := streams.KVSubject(protocol.BucketJobs, key)
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Subjects[subject]
-	}
+	ctx, js, b := startBuckets(t)
+	r := attached(js, b, 0) // markers without a TTL
+	jobs := func(key string) uint64 { return held(t, ctx, js, protocol.BucketJobs, key) }
 	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	s := NewSweeper()
 	for _, k := range []struct {
@@ -153,17 +129,17 @@ func TestPurgeMarkersUpTo(t *testing.T) {
 			Subject: streams.KVSubject(protocol.BucketJobs, k.key), Seq: seq}, k.at})
 	}
 	r.purgeMarkers(ctx, s, t0.Add(30*time.Second))
-	if n := held("old"); n != 0 {
+	if n := jobs("old"); n != 0 {
 		t.Errorf("the marker written before the time: %d messages left on its subject, want 0", n)
 	}
-	if n := held("new"); n != 1 {
+	if n := jobs("new"); n != 1 {
 		t.Errorf("the marker written after the time: %d messages on its subject, want the marker", n)
 	}
 	if len(s.markers) != 1 || s.markers[0].Subject != streams.KVSubject(protocol.BucketJobs, "new") {
 		t.Fatalf("markers kept %+v, want the later one alone", s.markers)
 	}
 	r.purgeMarkers(ctx, s, time.Time{})
-	if n := held("new"); n != 0 || len(s.markers) != 0 {
+	if n := jobs("new"); n != 0 || len(s.markers) != 0 {
 		t.Errorf("after a purge of all: %d messages on the later key's subject, %d markers kept; want 0, 0", n, len(s.markers))
 	}
 }

@@ -2,6 +2,7 @@ package retention
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,14 +83,8 @@ func TestParallel(t *testing.T) {
 // returns the marker's sequence; with a stale revision it matches
 // execstore.ErrCASConflict and the key stays.
 func TestPurgeKey(t *testing.T) {
-	_, js := natstest.JetStream(t, natstest.Start(t).URL())
-	ctx := testutil.Context(t, 60*time.Second)
-	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := New(Env{Log: testutil.Logger()}, nil)
-	r.Attach(js, b.Idem, execstore.New(b.Execs, js, time.Second), nil)
+	ctx, js, b := startBuckets(t)
+	r := attached(js, b, 0)
 
 	rev1, err := b.Jobs.Put(ctx, "job-1", []byte("a"))
 	if err != nil {
@@ -115,17 +110,44 @@ func TestPurgeKey(t *testing.T) {
 	if _, err := b.Jobs.Get(ctx, "job-1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("after the purge: %v, want ErrKeyNotFound", err)
 	}
-	st, err := js.Stream(ctx, streams.KVStream(protocol.BucketJobs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(streams.KVSubject(protocol.BucketJobs, "job-1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := info.State.Subjects[streams.KVSubject(protocol.BucketJobs, "job-1")]; n != 1 {
+	if n := held(t, ctx, js, protocol.BucketJobs, "job-1"); n != 1 {
 		t.Errorf("%d messages left on the key's subject, want the marker alone", n)
 	}
+}
+
+// startBuckets starts a real nats-server and makes ax's buckets on it.
+func startBuckets(t *testing.T) (context.Context, jetstream.JetStream, streams.Buckets) {
+	t.Helper()
+	_, js := natstest.JetStream(t, natstest.Start(t).URL())
+	ctx := testutil.Context(t, 60*time.Second)
+	b, err := streams.Ensure(ctx, js, streams.Config{Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, js, b
+}
+
+// attached returns a retention attached to b, whose execution store's
+// purge markers carry markerTTL (0: none, the next pass purges them).
+func attached(js jetstream.JetStream, b streams.Buckets, markerTTL time.Duration) *Retention {
+	r := New(Env{Log: testutil.Logger()}, nil)
+	r.Attach(js, b.Idem, execstore.New(b.Execs, js, time.Second).WithMarkerTTL(markerTTL), nil)
+	return r
+}
+
+// held returns the messages key's subject holds in bucket's stream.
+func held(t *testing.T, ctx context.Context, js jetstream.JetStream, bucket, key string) uint64 {
+	t.Helper()
+	st, err := js.Stream(ctx, streams.KVStream(bucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := streams.KVSubject(bucket, key)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subject]
 }
 
 // TestTakeDeletedInBatches: the jobs NoteDeleted was given are taken at

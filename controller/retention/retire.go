@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/axsched/ax/controller/execstore"
@@ -73,21 +72,14 @@ func (c *Retention) retireJob(ctx context.Context, jobs jetstream.Stream, id str
 // execstore.ErrCASConflict. It is never used on ax_execs, whose one writer
 // is the execution store.
 func (c *Retention) purgeKey(ctx context.Context, bucket, key string, rev uint64) (uint64, error) {
-	m := nats.NewMsg(streams.KVSubject(bucket, key))
-	m.Header.Set(kvOperation, kvOpPurge)
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
-	if ttl := c.markerTTL(); ttl > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(ttl))
-	}
-	ack, err := c.js.PublishMsg(ctx, m, opts...)
+	seq, err := streams.PublishPurge(ctx, c.js, bucket, key, rev, c.markerTTL())
 	if streams.IsWrongLastSeq(err) {
 		return 0, execstore.ErrCASConflict
 	}
 	if err != nil {
 		return 0, fmt.Errorf("purge %s/%s: %w", bucket, key, err)
 	}
-	return ack.Sequence, nil
+	return seq, nil
 }
 
 // deletedJobMarker returns the delete marker an operator's delete of job

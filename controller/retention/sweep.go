@@ -102,9 +102,6 @@ func (c *Retention) removeExecs(ctx context.Context, s *Sweeper, now time.Time, 
 	if c.cfg.Budget > 0 {
 		budget = c.cfg.Budget
 	}
-	if s.jobs == nil {
-		s.jobs = map[string]bool{}
-	}
 	s.behind = false
 	for {
 		batch, err := c.idx.EndedBefore(ctx, now.Add(-c.cfg.Grace), shards, size)
@@ -263,23 +260,23 @@ func (c *Retention) purgeMarkers(ctx context.Context, s *Sweeper, upTo time.Time
 		c.log.Warn("history sweep: purge markers", "err", err)
 		return
 	}
-	var now, later []pendingMarker
+	var due, keep []pendingMarker
 	for _, m := range s.markers {
 		if upTo.IsZero() || !m.at.After(upTo) {
-			now = append(now, m)
+			due = append(due, m)
 		} else {
-			later = append(later, m)
+			keep = append(keep, m)
 		}
 	}
 	var failed failures
-	parallel(len(now), sweepParallel, func(i int) {
-		m := now[i]
+	parallel(len(due), sweepParallel, func(i int) {
+		m := due[i]
 		if err := s.streams[m.Stream].Purge(ctx, jetstream.WithPurgeSubject(m.Subject), jetstream.WithPurgeSequence(m.Seq+1)); err != nil {
 			failed.add(m.Subject, err)
 		}
 	})
 	failed.log(c.log, "history sweep: purge markers", "subject")
-	s.markers = later
+	s.markers = keep
 }
 
 // failures gathers the errors of one parallel step of a pass, so that the

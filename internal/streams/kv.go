@@ -1,10 +1,13 @@
 package streams
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -30,4 +33,25 @@ func IsWrongLastSeq(err error) bool {
 	}
 	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// PublishPurge removes key from KV bucket bucket: a purge marker
+// (KV-Operation PURGE, a rollup of the key's subject, so its earlier
+// messages go) published with compare-and-set on rev, carrying per-message
+// TTL ttl when ttl > 0 (the bucket must take TTLs: Buckets.MsgTTL; the
+// marker then leaves by itself). It returns the marker's sequence; a lost
+// compare-and-set matches IsWrongLastSeq.
+func PublishPurge(ctx context.Context, js jetstream.JetStream, bucket, key string, rev uint64, ttl time.Duration) (uint64, error) {
+	m := nats.NewMsg(KVSubject(bucket, key))
+	m.Header.Set("KV-Operation", "PURGE")
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(ttl))
+	}
+	ack, err := js.PublishMsg(ctx, m, opts...)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }
