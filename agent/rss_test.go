@@ -29,6 +29,30 @@ func logRSS(t *testing.T, pid int, what string) {
 		r["RssAnon"], r["RssFile"])
 }
 
+// logWorkingSet logs the pages pid touches in a quiet window
+// (AX_RSS_WINDOW, default 30s): its idle working set, beside RSS, which also
+// counts the file pages the kernel mapped in around each fault (64 KiB
+// fault-around, or a whole large folio of the page cache on newer kernels)
+// and keeps until memory is short. The window is the measurement itself, not
+// a wait for a condition.
+func logWorkingSet(t *testing.T, pid int) {
+	window := 30 * time.Second
+	if v := os.Getenv("AX_RSS_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		must(t, err)
+		window = d
+	}
+	if err := testutil.ClearRefs(pid); err != nil {
+		t.Logf("no working set: %v", err)
+		return
+	}
+	<-time.After(window)
+	ref, err := testutil.ProcReferenced(pid)
+	must(t, err)
+	t.Logf("idle working set over %s: %d KiB (%.1f MiB); anonymous %d KiB, file %d KiB", window,
+		ref["anon"]+ref["file"], float64(ref["anon"]+ref["file"])/1024, ref["anon"], ref["file"])
+}
+
 // TestRSSBudget measures the real binary's resident memory idle and with
 // 100k pending one-shot executions. It builds cmd/ax-agent, so it runs only
 // with AX_RSS=1 (see BENCHMARKS.md).
@@ -56,6 +80,7 @@ func TestRSSBudget(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	waitFor(t, 20*time.Second, "registration", func() bool { n, _ := c.heartbeats(); return n >= 3 })
 	logRSS(t, cmd.Process.Pid, "idle")
+	logWorkingSet(t, cmd.Process.Pid)
 
 	const n = 100000
 	j := newJob("edge-r", "noop", schedule.Spec{Asap: true}, map[string]any{"data": strings.Repeat("x", 64)})

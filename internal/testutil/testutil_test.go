@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -166,4 +167,37 @@ func TestChildEnv(t *testing.T) {
 		ChildEnv(t, "AX_TESTUTIL_CHILD_UNSET", "TestChildEnv")
 		t.Fatal("ChildEnv did not skip without its variable")
 	})
+}
+
+// TestProcReferencedCountsWhatIsTouched clears this process's referenced
+// bits, touches a fresh 8 MiB anonymous buffer page by page and expects
+// ProcReferenced to count at least those 8 MiB as anonymous.
+func TestProcReferencedCountsWhatIsTouched(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc smaps is Linux's")
+	}
+	pid := os.Getpid()
+	if err := ClearRefs(pid); err != nil {
+		t.Skipf("cannot clear refs here: %v", err)
+	}
+	before, err := ProcReferenced(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 8 << 20
+	buf := make([]byte, size)
+	for i := 0; i < size; i += 4096 {
+		buf[i] = 1
+	}
+	after, err := ProcReferenced(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.KeepAlive(buf)
+	if grew := after["anon"] - before["anon"]; grew < size/1024 {
+		t.Fatalf("anonymous referenced grew by %d KiB after touching %d KiB (before %v, after %v)", grew, size/1024, before, after)
+	}
+	if after["file"] == 0 {
+		t.Fatalf("no file-backed page referenced, though this test binary's code runs: %v", after)
+	}
 }
