@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"github.com/axsched/ax/controller/auth"
+	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/streams"
 	"github.com/axsched/ax/pkg/protocol"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ConfigError is an invalid Config value. errors.Is(err, ErrConfig) is
@@ -161,4 +164,41 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// checkLeaseTTL refuses to start with a lease TTL other than the one live
+// replicas use: a replica deciding that a lease lapsed after a shorter TTL
+// than the one its holder was granted would let two holders fire. With no
+// other replica live, the bucket's TTL is changed (by Ensure).
+func (c *core) checkLeaseTTL(ctx context.Context) error {
+	kv, err := c.js.KeyValue(ctx, protocol.BucketLeases)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read bucket %s: %w", protocol.BucketLeases, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("read bucket %s: %w", protocol.BucketLeases, err)
+	}
+	if st.TTL() == c.cfg.LeaseTTL {
+		return nil
+	}
+	keys, err := kv.ListKeysFiltered(ctx, lease.KeyReplicaPrefix+">")
+	if err != nil {
+		return fmt.Errorf("list replicas in %s: %w", protocol.BucketLeases, err)
+	}
+	var others []string
+	for k := range keys.Keys() {
+		if node := k[len(lease.KeyReplicaPrefix):]; node != c.cfg.Node {
+			others = append(others, node)
+		}
+	}
+	if len(others) > 0 {
+		return configErr("lease_ttl", "%s, but live replicas %v use %s; every replica must use the same lease_ttl (stop them all to change it)",
+			c.cfg.LeaseTTL, others, st.TTL())
+	}
+	c.log.Info("lease TTL changed", "from", st.TTL(), "to", c.cfg.LeaseTTL)
+	return nil
 }
