@@ -194,7 +194,7 @@ const MaxOutboxHold = 2 * time.Second
 // one skipped record per window. At 1s (the window before 2026-12-04)
 // bench/vsasynq's periodic workload at 3,000 jobs a second made 2.7
 // skipped records per execution that ran; at 10s, written with each real
-// fire, 0.8; held across real fires, 0.1 (bench/README.md).
+// fire, 0.8; held across real fires, 0.1 (bench/JOURNAL.md).
 const DefaultSkippedWindow = 10 * time.Second
 
 // MaxSkippedWindow bounds outbox.skipped_window.

@@ -22,7 +22,7 @@ import (
 // ticks later (0.5–1 s: an agent offline or slow) is written then, as
 // PENDING, with its event. On the dispatch benchmark that is one stored
 // message, its ack and its share of ax_execs' subject index fewer per
-// execution (bench/README.md, stop 46).
+// execution (bench/JOURNAL.md, stop 46).
 //
 // The create writes the job (its ack awaited), then the run command (its
 // ack awaited), then answers; the record is held before the run goes out.

@@ -50,7 +50,7 @@ func (c *execService) noteTransition(rec *execRecord, tr transition) {
 // hold a de-duplication entry in the server's memory for the window
 // (about 240 bytes) and be read back at each start within it: 300,000
 // delayed one-shots created in a minute held 300,000 of them
-// (bench/README.md, stop 52).
+// (bench/JOURNAL.md, stop 52).
 func (c *execService) publishEvent(rec *execRecord, tr transition) jetstream.PubAckFuture {
 	if !holdsPending(tr) {
 		c.evHold.supersede(rec.ExecID) // this event says what a held PENDING one would

@@ -27,7 +27,7 @@ const heldTick = 500 * time.Millisecond
 // have. The held event is then dropped (supersede, called by publishEvent),
 // which saves one stored message, its acknowledgement and the history
 // follower's read of it per dispatched execution: about 9 % of the CPU of
-// controller and agent together on the dispatch benchmark (bench/README,
+// controller and agent together on the dispatch benchmark (bench/JOURNAL.md,
 // stop 32). An execution still PENDING two ticks later (a delayed
 // one-shot, an agent offline) gets its event then.
 //

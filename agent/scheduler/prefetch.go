@@ -42,7 +42,7 @@ const prefetchBelow = 20 * time.Millisecond
 // workers' worth of attempts are RUNNING ahead of the workers (what a
 // crash then reports interrupted without their handlers having run). With
 // 4, a loaded machine still skipped fires under the periodic workload
-// (4,723 in one of two runs); with 8, none in five (bench/README, stop 39).
+// (4,723 in one of two runs); with 8, none in five (bench/JOURNAL.md, stop 39).
 const maxPrefetchFactor = 8
 
 // noteHandler adds a handler's run time to the moving average (weight 1/8).

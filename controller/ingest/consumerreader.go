@@ -48,7 +48,7 @@ const (
 // rename) up to ten times a second per consumer while reports flow; in
 // memory, the controller's CPU per dispatched task fell about 9 % (0.648
 // → 0.590 ms, medians of seven alternated pairs; stop 47,
-// bench/README.md). What a restart of the server costs: the consumers are
+// bench/JOURNAL.md). What a restart of the server costs: the consumers are
 // made again (EnsureConsumers, or a reader finding its consumer gone), and
 // after a kill -9 of the server they deliver again the reports whose
 // removal it lost (a file consumer skipped those below its last stored ack

@@ -15,7 +15,7 @@ import (
 // state, dropped minutes later). Each string then pins the span of 8 KiB
 // it was placed in, and the Go heap cannot move it: after 300,000 creates
 // the cache's strings kept about 60 MB of spans in use that were mostly
-// free slots (bench/README.md, stop 51). A chunk is one large object with
+// free slots (bench/JOURNAL.md, stop 51). A chunk is one large object with
 // spans of its own, freed whole.
 //
 // A chunk's bytes never change once written (a string handed out may

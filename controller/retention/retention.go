@@ -211,7 +211,7 @@ func (c *Retention) Loop(ctx context.Context) {
 // straight away, until one takes what is left, nothing more can be
 // removed, or ctx ends: a sweeper that waited the full interval after a
 // cut pass fell behind a steady dispatch load at the full rate, and live
-// state grew (bench/README.md, stop 62). The passes after the first purge
+// state grew (bench/JOURNAL.md, stop 62). The passes after the first purge
 // only the markers written a sweep interval or more before (those with a
 // TTL leave by themselves), so that a marker is never purged before the
 // replicas' watchers of ax_jobs have had an interval to see it.

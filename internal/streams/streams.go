@@ -45,7 +45,7 @@ const (
 	// 70 MB), left the process that made them at 327–351 MiB once they
 	// expired (315 MiB without them: their entries had been allocated among
 	// the long-lived ones), and a kill -9 right after them spent 0.56 of
-	// the start's 11 CPU-seconds reading them back (bench/README.md, stop
+	// the start's 11 CPU-seconds reading them back (bench/JOURNAL.md, stop
 	// 52).
 	CommandDuplicates = KVDuplicates
 	// KVDuplicates is the de-duplication window of the buckets' streams:

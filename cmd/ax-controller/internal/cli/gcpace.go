@@ -39,7 +39,7 @@ const (
 // capped at 96 MiB (percent 64 at 150 MiB live, 50 at 200 MiB) it held
 // 282–294 MiB from two minutes after the creates on, its peak was 654–744
 // MiB instead of 957, and the creates and restarts took no longer
-// (bench/README.md, stop 57). A controller whose live heap is under 96 MiB
+// (bench/JOURNAL.md, stop 57). A controller whose live heap is under 96 MiB
 // keeps Go's default.
 func gcPercent(live uint64) int {
 	if live <= gcHeadroom {

@@ -54,7 +54,7 @@ func (s memSample) waste() uint64 { return s.retained - min(s.live, s.retained) 
 // quiet after its start allocates too little for the collector to run
 // before its 2-minute forced collection. With 300,000 pending one-shots,
 // RSS 30 s after ready was 341–369 MiB without these trims and 294–299
-// MiB with them (bench/README.md, stop 43). A controller busy by then (a
+// MiB with them (bench/JOURNAL.md, stop 43). A controller busy by then (a
 // restart under load, a benchmark) is left alone until it is quiet: its
 // collector runs anyway, and a trim would cost it two collections and a
 // heap grown again (0.3 s of the controller's CPU in a 12 s profile of the
