@@ -31,9 +31,9 @@ func logRSS(t *testing.T, pid int, what string) {
 
 // logWorkingSet logs the pages pid touches in a quiet window
 // (AX_RSS_WINDOW, default 30s): its idle working set, beside RSS, which also
-// counts the file pages the kernel mapped in around each fault (64 KiB
-// fault-around, or a whole large folio of the page cache on newer kernels)
-// and keeps until memory is short. The window is the measurement itself, not
+// counts every file page touched since the start (package initialisation,
+// opening the store) and those the kernel's fault-around mapped beside
+// them, kept until memory is short. The window is the measurement itself, not
 // a wait for a condition.
 func logWorkingSet(t *testing.T, pid int) {
 	window := 30 * time.Second
