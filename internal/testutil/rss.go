@@ -56,8 +56,8 @@ func ClearRefs(pid int) error {
 // holds the mappings of a file (the binary's code and data, shared
 // libraries, SQLite's shared memory), "anon" the rest (heap, stacks). With
 // ClearRefs before a quiet window it is the working set of that window, as
-// against RSS, which also counts every page the kernel mapped in around a
-// fault and has not reclaimed.
+// against RSS, which also counts the pages touched before the window and
+// those the kernel mapped in beside a fault, until it reclaims them.
 func ProcReferenced(pid int) (map[string]int, error) {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/smaps")
 	if err != nil {
