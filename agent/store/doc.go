@@ -13,8 +13,9 @@
 // batch is answered. So throughput is bound by one fsync per batch, not per
 // row, and nothing is acknowledged before it is durable. While writes keep
 // coming, the writer lingers before a batch (a quarter of the last batch's
-// time, at most Options.Linger, 1 ms by default) so that a burst shares one
-// commit; a write after a quiet spell is committed at once.
+// time, at most Options.Linger, 1 ms by default, both read on
+// Options.Clock) so that a burst shares one commit; a write after a quiet
+// spell is committed at once.
 //
 // Outbox rows are written when their batch commits, in multi-row inserts
 // with seqs the writer assigns, and handed, after the commit, to the sink

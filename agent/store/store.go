@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/axsched/ax/pkg/clock"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
@@ -64,6 +65,9 @@ type Options struct {
 	// for another write's commit to delete them before the writer commits
 	// their delete alone.
 	AckDelay time.Duration
+	// Clock times the writer's batches, its linger and AckDelay, and dates
+	// the open probe (nil: clock.Real).
+	Clock clock.Clock
 }
 
 func (o Options) withDefaults() Options {
@@ -93,6 +97,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.AckDelay <= 0 {
 		o.AckDelay = DefaultAckDelay
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	return o
 }
@@ -216,7 +223,7 @@ func (s *Store) check(ctx context.Context) error {
 	}
 	// A write probe: a read-only file that is already migrated fails here.
 	if _, err := s.wdb.ExecContext(ctx, "INSERT OR REPLACE INTO meta(key, value) VALUES ('opened_at', ?)",
-		time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		s.opts.Clock.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 		return fmt.Errorf("write probe: %w", classify(err))
 	}
 	return nil

@@ -57,11 +57,12 @@ func (w *writer) run() {
 	errs := make([]error, 0, w.opts.MaxBatch)
 	var last time.Duration // how long the last batch took
 	lastN := 0             // and how many write functions it had
-	lastEnd := time.Now()
-	linger := time.NewTimer(time.Hour)
+	clk := w.opts.Clock
+	lastEnd := clk.Now()
+	linger := clk.NewTimer(time.Hour)
 	linger.Stop()
 	// ackWait runs while acknowledged rows wait for a commit (AckLater).
-	ackWait := time.NewTimer(time.Hour)
+	ackWait := clk.NewTimer(time.Hour)
 	ackWait.Stop()
 	ackArmed := false
 	for {
@@ -79,12 +80,12 @@ func (w *writer) run() {
 				ackArmed = true
 			}
 			continue
-		case <-ackWait.C:
+		case <-ackWait.C():
 			ackArmed = false
 			w.commitAcks()
 			continue
 		}
-		start := time.Now()
+		start := clk.Now()
 		batch = append(batch[:0], r)
 		w.fill(&batch)
 		if wait := min(last/4, w.opts.Linger); wait > 0 && lastN > 1 && len(batch) < w.opts.MaxBatch && start.Sub(lastEnd) < last {
@@ -98,12 +99,12 @@ func (w *writer) run() {
 					}
 					batch = append(batch, r)
 					w.fill(&batch)
-				case <-linger.C:
+				case <-linger.C():
 					break wait
 				}
 			}
 			linger.Stop()
-			start = time.Now()
+			start = clk.Now()
 		}
 		lastN = len(batch)
 		var rows []OutboxMsg
@@ -116,7 +117,7 @@ func (w *writer) run() {
 		}
 		// After the callbacks: one of them may have set the sink.
 		w.deliver(rows)
-		lastEnd = time.Now()
+		lastEnd = clk.Now()
 		last = lastEnd.Sub(start)
 		if ackArmed && !w.acksPending() {
 			ackWait.Stop()
