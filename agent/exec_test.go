@@ -62,10 +62,13 @@ func TestExecOutsideAllowlistNeverStarts(t *testing.T) {
 	tests := []struct {
 		name    string
 		payload map[string]any
+		want    string
 	}{
-		{"not listed", map[string]any{"command": "/usr/bin/touch", "args": []string{marker}}},
-		{"dot-dot escape of a glob", map[string]any{"command": "/opt/ax/bin/../../../usr/bin/touch", "args": []string{marker}}},
-		{"relative path", map[string]any{"command": "touch", "args": []string{marker}}},
+		{"not listed", map[string]any{"command": "/usr/bin/touch", "args": []string{marker}}, "not in exec.allow"},
+		// A controller refuses these two at the create (pkg/payload); the
+		// agent refuses them too, for a command that did not pass there.
+		{"dot-dot escape of a glob", map[string]any{"command": "/opt/ax/bin/../../../usr/bin/touch", "args": []string{marker}}, "must be an absolute, clean path"},
+		{"relative path", map[string]any{"command": "touch", "args": []string{marker}}, "must be an absolute, clean path"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +79,7 @@ func TestExecOutsideAllowlistNeverStarts(t *testing.T) {
 			if fin.Outcome != retry.OutcomeFailure || fin.Result.Retryable {
 				t.Fatalf("outcome %s retryable %v, want failure not retryable", fin.Outcome, fin.Result.Retryable)
 			}
-			if !strings.Contains(fin.Result.Message, "not in exec.allow") {
+			if !strings.Contains(fin.Result.Message, tc.want) {
 				t.Fatalf("message = %q", fin.Result.Message)
 			}
 			if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {

@@ -16,7 +16,8 @@ import (
 )
 
 func validJob() protocol.Job {
-	return protocol.Job{Name: "sync", Handler: "http", Schedule: schedule.Spec{Every: "5m"}, Target: protocol.Target{Agent: "edge-7"}}
+	return protocol.Job{Name: "sync", Handler: "http", Payload: json.RawMessage(`{"url":"https://api.example.com/v1/sync"}`),
+		Schedule: schedule.Spec{Every: "5m"}, Target: protocol.Target{Agent: "edge-7"}}
 }
 
 // TestCreateJobValidation feeds bad jobs to CreateJob (and bad JSON through
@@ -48,6 +49,15 @@ func TestCreateJobValidation(t *testing.T) {
 		{"bad handler", mod(func(j *protocol.Job) { j.Handler = "my handler" }), "handler", false},
 		{"payload too large", mod(func(j *protocol.Job) { j.Payload = json.RawMessage(big) }), "payload", true},
 		{"payload not json", mod(func(j *protocol.Job) { j.Payload = json.RawMessage(`{bad`) }), "payload", false},
+		{"http payload without url", mod(func(j *protocol.Job) { j.Payload = json.RawMessage(`{"method":"POST"}`) }), "payload.url", false},
+		{"http payload not http", mod(func(j *protocol.Job) { j.Payload = json.RawMessage(`{"url":"file:///etc/passwd"}`) }), "payload.url", false},
+		{"http payload misspelt", mod(func(j *protocol.Job) { j.Payload = json.RawMessage(`{"url":"https://a.example/","header":{}}`) }), "payload", false},
+		{"http without payload", mod(func(j *protocol.Job) { j.Payload = nil }), "payload", false},
+		{"exec without command", mod(func(j *protocol.Job) { j.Handler, j.Payload = "exec", json.RawMessage(`{"args":["-a"]}`) }), "payload.command", false},
+		{"exec relative command", mod(func(j *protocol.Job) { j.Handler, j.Payload = "exec", json.RawMessage(`{"command":"sync.sh"}`) }), "payload.command", false},
+		{"exec AX_ env", mod(func(j *protocol.Job) {
+			j.Handler, j.Payload = "exec", json.RawMessage(`{"command":"/bin/true","env":{"AX_EXEC_ID":"x"}}`)
+		}), "payload.env", false},
 		{"no schedule", mod(func(j *protocol.Job) { j.Schedule = schedule.Spec{} }), "schedule", false},
 		{"two schedules", mod(func(j *protocol.Job) { j.Schedule.Asap = true }), "schedule", false},
 		{"bad cron", mod(func(j *protocol.Job) { j.Schedule = schedule.Spec{Cron: "61 * * * *"} }), "schedule.cron", false},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/axsched/ax/pkg/payload"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -14,8 +15,8 @@ func invalidField(field, format string, args ...any) error {
 	return &protocol.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: protocol.ErrInvalid}
 }
 
-// fieldError normalizes a validation error of pkg/protocol, pkg/schedule or
-// pkg/retry into a *protocol.FieldError (wrapping protocol.ErrInvalid or
+// fieldError normalizes a validation error of pkg/protocol, pkg/schedule,
+// pkg/retry or pkg/payload into a *protocol.FieldError (wrapping protocol.ErrInvalid or
 // protocol.ErrTooLarge), so that callers match one type.
 func fieldError(err error) error {
 	if err == nil {
@@ -33,13 +34,24 @@ func fieldError(err error) error {
 	if errors.As(err, &re) {
 		return &protocol.FieldError{Field: re.Field, Reason: re.Reason, Err: protocol.ErrInvalid}
 	}
+	var le *payload.FieldError
+	if errors.As(err, &le) {
+		return &protocol.FieldError{Field: le.Field, Reason: le.Reason, Err: protocol.ErrInvalid}
+	}
 	return &protocol.FieldError{Reason: err.Error(), Err: protocol.ErrInvalid}
 }
 
 // validateSpec checks a job spec as a client sends it, beyond
-// protocol.Job.Validate: the controller's own rules.
+// protocol.Job.Validate: the controller's own rules, and the payload of a
+// built-in handler (exec, http) as the agent will decode it. Jobs already
+// stored are not checked again when they are read back: a job created
+// before the payload check keeps running, and its agent refuses a bad
+// payload as before.
 func validateSpec(j protocol.Job) error {
 	if err := j.Validate(); err != nil {
+		return fieldError(err)
+	}
+	if err := payload.Validate(j.Handler, j.Payload); err != nil {
 		return fieldError(err)
 	}
 	if j.Retry.MaxAttempts > protocol.MaxAttempt {

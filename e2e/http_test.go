@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
@@ -83,10 +85,13 @@ func httpTestServer(t *testing.T) (*httptest.Server, *hitLog) {
 
 // TestHTTPJobs runs http jobs through a real controller and agent against
 // a real HTTP server on loopback: 2xx succeeds; a redirect outside
-// http.allow, a 4xx, a URL outside http.allow and an invalid header fail
-// for good (no retry, and the last two never reach the server); 429 and
-// 503 are retried no sooner than their Retry-After; a timeout is recorded
-// as a timeout and retried only with retry.on_timeout.
+// http.allow, a 4xx and a URL outside http.allow fail for good (no retry,
+// and the last never reaches the server); 429 and 503 are retried no
+// sooner than their Retry-After; a timeout is recorded as a timeout and
+// retried only with retry.on_timeout. An invalid header name or value is
+// refused at the create, naming its field, and makes no execution (the
+// agent refuses one too, if a job carries it: agent/handler's
+// TestHTTPPayloadHeaders).
 func TestHTTPJobs(t *testing.T) {
 	srv, hits := httpTestServer(t)
 	c := startCtl(t, ctlConfig(t.TempDir(), -1))
@@ -144,12 +149,21 @@ func TestHTTPJobs(t *testing.T) {
 		{name: "partial-path-segment", url: srv.URL + "/apiadmin", retry: retries,
 			state: protocol.StateFailed, attempts: 1, outcome: retry.OutcomeFailure, reason: retry.ReasonNotRetryable, code: -1,
 			hits: map[string]int{"/apiadmin": 0}},
-		{name: "invalid-header-name", url: srv.URL + "/api/ok-name", headers: map[string]string{"Bad Name": "x"}, retry: retries,
-			state: protocol.StateFailed, attempts: 1, outcome: retry.OutcomeFailure, reason: retry.ReasonNotRetryable, code: -1,
-			hits: map[string]int{"/api/ok-name": 0}},
-		{name: "invalid-header-value", url: srv.URL + "/api/ok-value", headers: map[string]string{"X-A": "a\r\nX-Injected: 1"}, retry: retries,
-			state: protocol.StateFailed, attempts: 1, outcome: retry.OutcomeFailure, reason: retry.ReasonNotRetryable, code: -1,
-			hits: map[string]int{"/api/ok-value": 0}},
+	}
+	for _, hdr := range []struct {
+		headers map[string]string
+		field   string
+	}{
+		{map[string]string{"Bad Name": "x"}, "payload.headers"},
+		{map[string]string{"X-A": "a\r\nX-Injected: 1"}, "payload.headers[X-A]"},
+	} {
+		_, err := c.CreateJob(testutil.Context(t, 10*time.Second), protocol.Job{Name: "bad-header", Handler: "http",
+			Payload:  mustJSON(t, map[string]any{"url": srv.URL + "/api/ok-name", "headers": hdr.headers}),
+			Schedule: schedule.Spec{Asap: true}, Target: protocol.Target{Agent: "edge-h"}})
+		var fe *protocol.FieldError
+		if !errors.As(err, &fe) || fe.Field != hdr.field {
+			t.Fatalf("create with headers %q: %v, want a field error on %s", hdr.headers, err, hdr.field)
+		}
 	}
 	t.Run("group", func(t *testing.T) {
 		for _, tc := range tests {

@@ -1,9 +1,7 @@
 package handler
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/axsched/ax/pkg/payload"
 	"github.com/axsched/ax/pkg/retry"
 )
 
@@ -40,14 +39,8 @@ type ExecConfig struct {
 	WaitDelay time.Duration
 }
 
-// ExecPayload is the payload of an exec job.
-type ExecPayload struct {
-	Command string            `json:"command"`
-	Args    []string          `json:"args,omitempty"`
-	Stdin   string            `json:"stdin,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-	Dir     string            `json:"dir,omitempty"`
-}
+// ExecPayload is the payload of an exec job (payload.Exec).
+type ExecPayload = payload.Exec
 
 // Exec runs allowed commands.
 type Exec struct {
@@ -98,29 +91,9 @@ func (e *Exec) Allowed(command string) bool {
 	return false
 }
 
-// DecodeExecPayload decodes and checks an exec payload.
-func DecodeExecPayload(b []byte) (ExecPayload, error) {
-	var p ExecPayload
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return p, fmt.Errorf("payload: %v", err)
-	}
-	if p.Command == "" {
-		return p, errors.New("payload.command: is required")
-	}
-	for k := range p.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.HasPrefix(k, "AX_") {
-			return p, fmt.Errorf("payload.env: bad variable name %q (no '=', NUL or AX_ prefix)", k)
-		}
-	}
-	for _, a := range p.Args {
-		if strings.IndexByte(a, 0) >= 0 {
-			return p, errors.New("payload.args: must not contain NUL")
-		}
-	}
-	return p, nil
-}
+// DecodeExecPayload decodes and checks an exec payload
+// (payload.DecodeExec, which the controller runs on the job too).
+func DecodeExecPayload(b []byte) (ExecPayload, error) { return payload.DecodeExec(b) }
 
 // checkEnv reports why env may not be given to a command, or nil: every
 // name must be in exec.env_allow, and no value may hold a NUL or start

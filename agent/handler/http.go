@@ -1,9 +1,7 @@
 package handler
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/axsched/ax/pkg/payload"
 	"github.com/axsched/ax/pkg/retry"
 )
 
@@ -40,13 +39,8 @@ type HTTPConfig struct {
 	Now func() time.Time
 }
 
-// HTTPPayload is the payload of an http job.
-type HTTPPayload struct {
-	Method  string            `json:"method,omitempty"`
-	URL     string            `json:"url"`
-	Headers map[string]string `json:"headers,omitempty"`
-	Body    string            `json:"body,omitempty"`
-}
+// HTTPPayload is the payload of an http job (payload.HTTP).
+type HTTPPayload = payload.HTTP
 
 // HTTP calls allowed URLs.
 type HTTP struct {
@@ -112,38 +106,9 @@ func (h *HTTP) Allowed(raw string) bool {
 	return err == nil && allowMatch(h.allow, u) == nil
 }
 
-// DecodeHTTPPayload decodes and checks an http payload.
-func DecodeHTTPPayload(b []byte) (HTTPPayload, error) {
-	var p HTTPPayload
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return p, fmt.Errorf("payload: %v", err)
-	}
-	if p.URL == "" {
-		return p, errors.New("payload.url: is required")
-	}
-	if p.Method == "" {
-		p.Method = http.MethodGet
-		if p.Body != "" {
-			p.Method = http.MethodPost
-		}
-	}
-	for _, c := range p.Method {
-		if c < 'A' || c > 'Z' {
-			return p, fmt.Errorf("payload.method: %q must be an upper-case HTTP method", p.Method)
-		}
-	}
-	for k, v := range p.Headers {
-		if !validHeaderName(k) {
-			return p, fmt.Errorf("payload.headers: %q is not a valid header name", k)
-		}
-		if !validHeaderValue(v) {
-			return p, fmt.Errorf("payload.headers[%s]: value has a control character (CR, LF, NUL, ...)", k)
-		}
-	}
-	return p, nil
-}
+// DecodeHTTPPayload decodes and checks an http payload
+// (payload.DecodeHTTP, which the controller runs on the job too).
+func DecodeHTTPPayload(b []byte) (HTTPPayload, error) { return payload.DecodeHTTP(b) }
 
 // Run runs one attempt (a Func). 2xx is a success; otherwise retry.ClassifyHTTP
 // says whether a retry can help, and a retryable response's Retry-After

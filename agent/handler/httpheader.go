@@ -9,35 +9,6 @@ import (
 	"github.com/axsched/ax/pkg/retry"
 )
 
-// validHeaderName reports whether s is an HTTP field name: a token
-// (RFC 9110 §5.1).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue reports whether s may be an HTTP field value: no
-// control character but horizontal tab (RFC 9110 §5.5).
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // retryAfter is the wait a response's Retry-After asks for: delay-seconds,
 // or an HTTP date taken relative to the response's Date (the server's
 // clock) or, without one, to now. 0 when absent, invalid or in the past;

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/axsched/ax/controller"
 	"github.com/axsched/ax/pkg/apiv1"
@@ -86,14 +87,21 @@ func (s *server) batchError(i int, err error) apiv1.JobBatchItem {
 		s.log.Error("api internal error in a job batch", "index", i, "err", err)
 	}
 	prefix := fmt.Sprintf("jobs[%d]", i)
+	field := body.Field
 	var ee *controller.ExistsError
 	switch {
-	case body.Field != "" && !errors.As(err, &ee):
-		body.Field = prefix + "." + body.Field
-	case body.Field == "":
+	case field != "" && !errors.As(err, &ee):
+		body.Field = prefix + "." + field
+	case field == "":
 		body.Field = prefix
 	}
-	if body.Message != "" {
+	switch {
+	case body.Message == "":
+	case field != "" && strings.HasPrefix(body.Message, field+":"):
+		// "schedule.every: ..." reads "jobs[2].schedule.every: ...",
+		// as the field does, so that a client prints it once.
+		body.Message = prefix + "." + body.Message
+	default:
 		body.Message = prefix + ": " + body.Message
 	}
 	return apiv1.JobBatchItem{Status: status, Error: &body}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/axsched/ax/pkg/apiv1"
@@ -56,6 +57,9 @@ func TestCreateJobsBatch(t *testing.T) {
 		}
 		if w.status != 201 && (r.Error == nil || r.Error.Field != w.field || r.Job != nil) {
 			t.Fatalf("result %d: error %+v, want field %s", i, r.Error, w.field)
+		}
+		if w.status != 201 && !strings.HasPrefix(r.Error.Message, w.field+": ") {
+			t.Fatalf("result %d: message %q does not start with its field %s", i, r.Error.Message, w.field)
 		}
 	}
 	for _, i := range []int{0, 1, 4} {

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/axsched/ax/controller/api"
+	"github.com/axsched/ax/pkg/payload"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -169,6 +170,11 @@ func decodeFileJob(prefix string, m map[string]any) (FileJob, error) {
 	}
 	j, err := protocol.DecodeJob(data)
 	if err != nil {
+		return FileJob{}, prefixField(prefix, err)
+	}
+	// The payload of exec and http as the controller checks it, so that
+	// the file's error names its field here, before anything is sent.
+	if err := payload.Validate(j.Handler, j.Payload); err != nil {
 		return FileJob{}, prefixField(prefix, err)
 	}
 	_, hasPaused := m["paused"]

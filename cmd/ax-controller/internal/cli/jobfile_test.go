@@ -13,10 +13,10 @@ func TestParseJobsNamesNestedField(t *testing.T) {
 	tests := []struct {
 		name, content, field string
 	}{
-		{"unknown schedule key", "name: x\nhandler: exec\nschedule: {evry: 1m}\ntarget: {agent: a1}\n", "schedule.evry"},
-		{"unknown retry key in a list", "jobs:\n  - {name: a, handler: exec, schedule: {every: 1m}, target: {agent: a1}}\n" +
-			"  - {name: b, handler: exec, schedule: {every: 1m}, target: {agent: a1}, retry: {max_atempts: 2}}\n", "jobs[1].retry.max_atempts"},
-		{"unknown target key", "name: x\nhandler: exec\nschedule: {every: 1m}\ntarget: {agent: a1, grup: x}\n", "target.grup"},
+		{"unknown schedule key", "name: x\nhandler: sync\nschedule: {evry: 1m}\ntarget: {agent: a1}\n", "schedule.evry"},
+		{"unknown retry key in a list", "jobs:\n  - {name: a, handler: sync, schedule: {every: 1m}, target: {agent: a1}}\n" +
+			"  - {name: b, handler: sync, schedule: {every: 1m}, target: {agent: a1}, retry: {max_atempts: 2}}\n", "jobs[1].retry.max_atempts"},
+		{"unknown target key", "name: x\nhandler: sync\nschedule: {every: 1m}\ntarget: {agent: a1, grup: x}\n", "target.grup"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -141,11 +141,14 @@ func TestApplyBadFile(t *testing.T) {
 	tests := []struct {
 		name, content, want string
 	}{
-		{"bad cron in a list", "jobs:\n  - name: ok\n    handler: exec\n    schedule: {every: 1m}\n    target: {agent: a1}\n  - name: bad\n    handler: exec\n    schedule: {cron: \"61 * * * *\"}\n    target: {agent: a1}\n", "jobs[1].schedule.cron: "},
+		{"bad cron in a list", "jobs:\n  - name: ok\n    handler: sync\n    schedule: {every: 1m}\n    target: {agent: a1}\n  - name: bad\n    handler: sync\n    schedule: {cron: \"61 * * * *\"}\n    target: {agent: a1}\n", "jobs[1].schedule.cron: "},
 		{"unknown field", "name: x\nhandler: exec\nschedule: {every: 1m}\ntarget: {agent: a1}\ntimout: 5s\n", "timout: unknown field"},
 		{"unsafe agent", "name: x\nhandler: exec\nschedule: {every: 1m}\ntarget: {agent: \"a 1\"}\n", "target.agent: "},
 		{"timeout not a duration", "name: x\nhandler: exec\nschedule: {every: 1m}\ntarget: {agent: a1}\ntimeout: 30\n", "timeout: "},
-		{"duplicate names", "jobs:\n  - {name: x, handler: exec, schedule: {every: 1m}, target: {agent: a1}}\n  - {name: x, handler: exec, schedule: {every: 2m}, target: {agent: a1}}\n", "name: \"x\" is also used"},
+		{"exec without command", "name: x\nhandler: exec\npayload: {args: [-a]}\nschedule: {every: 1m}\ntarget: {agent: a1}\n", "payload.command: is required"},
+		{"misspelt http payload in a list", "jobs:\n  - {name: a, handler: sync, schedule: {every: 1m}, target: {agent: a1}}\n" +
+			"  - {name: b, handler: http, payload: {ulr: \"http://h/x\"}, schedule: {every: 1m}, target: {agent: a1}}\n", "jobs[1].payload: "},
+		{"duplicate names", "jobs:\n  - {name: x, handler: sync, schedule: {every: 1m}, target: {agent: a1}}\n  - {name: x, handler: sync, schedule: {every: 2m}, target: {agent: a1}}\n", "name: \"x\" is also used"},
 		{"not YAML", "name: [unclosed\n", "not valid YAML"},
 		{"empty", "", "no jobs found"},
 		{"list of scalars", "jobs: [1, 2]\n", "jobs[0]: must be a job"},
