@@ -1,13 +1,10 @@
 package controller
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/axsched/ax/pkg/payload"
 	"github.com/axsched/ax/pkg/protocol"
-	"github.com/axsched/ax/pkg/retry"
-	"github.com/axsched/ax/pkg/schedule"
 )
 
 // invalidField returns a *protocol.FieldError wrapping protocol.ErrInvalid.
@@ -16,27 +13,15 @@ func invalidField(field, format string, args ...any) error {
 }
 
 // fieldError normalizes a validation error of pkg/protocol, pkg/schedule,
-// pkg/retry or pkg/payload into a *protocol.FieldError (wrapping protocol.ErrInvalid or
-// protocol.ErrTooLarge), so that callers match one type.
+// pkg/retry or pkg/payload into a *protocol.FieldError
+// (protocol.AsFieldError), so that callers match one type; any other
+// error becomes one without a field, wrapping protocol.ErrInvalid.
 func fieldError(err error) error {
 	if err == nil {
 		return nil
 	}
-	var pe *protocol.FieldError
-	if errors.As(err, &pe) {
-		return pe
-	}
-	var se *schedule.FieldError
-	if errors.As(err, &se) {
-		return &protocol.FieldError{Field: se.Field, Reason: se.Reason, Err: protocol.ErrInvalid}
-	}
-	var re *retry.FieldError
-	if errors.As(err, &re) {
-		return &protocol.FieldError{Field: re.Field, Reason: re.Reason, Err: protocol.ErrInvalid}
-	}
-	var le *payload.FieldError
-	if errors.As(err, &le) {
-		return &protocol.FieldError{Field: le.Field, Reason: le.Reason, Err: protocol.ErrInvalid}
+	if fe, ok := protocol.AsFieldError(err); ok {
+		return fe
 	}
 	return &protocol.FieldError{Reason: err.Error(), Err: protocol.ErrInvalid}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/axsched/ax/pkg/payload"
 	"github.com/axsched/ax/pkg/retry"
 	"github.com/axsched/ax/pkg/schedule"
 )
@@ -84,4 +85,27 @@ func fromPkg(err error) error {
 		return &FieldError{Field: re.Field, Reason: re.Reason, Err: ErrInvalid}
 	}
 	return &FieldError{Reason: err.Error(), Err: ErrInvalid}
+}
+
+// AsFieldError returns a validation error of this package, pkg/schedule,
+// pkg/retry or pkg/payload as one *FieldError (Job.Validate passes
+// schedule's and retry's through unchanged), wrapping ErrInvalid for the
+// latter three; ok is false for any other error.
+func AsFieldError(err error) (fe *FieldError, ok bool) {
+	if errors.As(err, &fe) {
+		return fe, true
+	}
+	var se *schedule.FieldError
+	if errors.As(err, &se) {
+		return &FieldError{Field: se.Field, Reason: se.Reason, Err: ErrInvalid}, true
+	}
+	var re *retry.FieldError
+	if errors.As(err, &re) {
+		return &FieldError{Field: re.Field, Reason: re.Reason, Err: ErrInvalid}, true
+	}
+	var pe *payload.FieldError
+	if errors.As(err, &pe) {
+		return &FieldError{Field: pe.Field, Reason: pe.Reason, Err: ErrInvalid}, true
+	}
+	return nil, false
 }
