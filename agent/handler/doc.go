@@ -6,6 +6,10 @@
 // so the controller cannot make an agent run arbitrary code. Each returns a Result that says
 // its outcome (success or failure) explicitly; the code is information only.
 //
+// Both payloads are decoded and checked by pkg/payload, which the
+// controller also runs when a job is created or updated; the allow lists
+// are checked here, where the job runs.
+//
 // exec payload (JSON, unknown fields rejected):
 //
 //	{"command": "/usr/local/bin/sync-cache",   // absolute path, must match exec.allow
