@@ -6,6 +6,7 @@ import (
 
 	"github.com/axsched/ax/agent/handler"
 	"github.com/axsched/ax/pkg/clock"
+	"github.com/axsched/ax/pkg/payload"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -22,9 +23,11 @@ func newRegistry(cfg Config, clk clock.Clock, fns map[string]HandlerFunc) (*hand
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	builtin := map[string]handler.Func{"exec": execH.Run, "http": httpH.Run}
-	for _, name := range []string{"exec", "http"} {
-		if err := r.Register(name, builtin[name]); err != nil {
+	for _, b := range []struct {
+		name string
+		fn   handler.Func
+	}{{payload.HandlerExec, execH.Run}, {payload.HandlerHTTP, httpH.Run}} {
+		if err := r.Register(b.name, b.fn); err != nil {
 			return nil, err
 		}
 	}

@@ -119,10 +119,7 @@ func (h *HTTP) Run(ctx context.Context, req Task) Result {
 	if err != nil {
 		return refused("%s", err)
 	}
-	u, err := url.Parse(p.URL)
-	if err != nil {
-		return refused("payload.url: %v", err)
-	}
+	u := p.ParsedURL()
 	if err := allowMatch(h.allow, u); err != nil {
 		return refused("url %q: %v", u.Redacted(), err)
 	}

@@ -19,7 +19,14 @@ type HTTP struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// Body is the request body.
 	Body string `json:"body,omitempty"`
+
+	// parsed is URL as DecodeHTTP parsed it (ParsedURL).
+	parsed *url.URL
 }
+
+// ParsedURL returns URL as DecodeHTTP parsed and checked it, so that a
+// caller does not parse it again; nil for a value DecodeHTTP did not make.
+func (p HTTP) ParsedURL() *url.URL { return p.parsed }
 
 // DecodeHTTP decodes and checks an http payload: JSON without unknown
 // fields, an absolute http or https URL with a host, an upper-case method
@@ -42,6 +49,7 @@ func DecodeHTTP(b []byte) (HTTP, error) {
 	if u.Host == "" {
 		return p, invalid("payload.url", "has no host")
 	}
+	p.parsed = u
 	if p.Method == "" {
 		p.Method = http.MethodGet
 		if p.Body != "" {

@@ -76,6 +76,9 @@ func TestDecodeHTTP(t *testing.T) {
 		if err != nil || p.Method != method {
 			t.Fatalf("DecodeHTTP(%s) = %+v, %v; want method %s", in, p, err, method)
 		}
+		if u := p.ParsedURL(); u == nil || u.String() != p.URL {
+			t.Fatalf("DecodeHTTP(%s): parsed URL %v, want %s", in, u, p.URL)
+		}
 	}
 }
 
