@@ -35,6 +35,7 @@ const (
 	DefaultSlowStartFraction = 2 // workers / 2 during catch-up
 	DefaultMemoryLimitMiB    = 20
 	DefaultPruneInterval     = 10 * time.Minute
+	DefaultReleasePagesAfter = time.Minute
 )
 
 // Skew policies.
@@ -65,6 +66,13 @@ type Config struct {
 	// sets (runtime/debug.SetMemoryLimit; GOMEMLIMIT wins); 0: none. The
 	// agent library itself does not set it (it is process-wide).
 	MemoryLimitMiB int `config:"memory_limit_mib"`
+	// ReleasePagesAfter is how long after its start the ax-agent binary
+	// asks the kernel to reclaim the pages of its own executable it has
+	// mapped read-only (internal/binpages: code and read-only data that
+	// start-up touched once), so that its resident set counts what it uses
+	// from then on; 0: never. Linux 5.4 or later; the agent library itself
+	// does not do it (it is process-wide).
+	ReleasePagesAfter time.Duration `config:"release_pages_after"`
 
 	NATS     NATSConfig     `config:"nats"`
 	Queue    QueueConfig    `config:"queue"`
@@ -246,9 +254,10 @@ type LogConfig struct {
 // DefaultConfig returns a config with every default set (ID empty).
 func DefaultConfig() Config {
 	return Config{
-		DataDir:        DefaultDataDir,
-		Workers:        2 * runtime.NumCPU(),
-		MemoryLimitMiB: DefaultMemoryLimitMiB,
+		DataDir:           DefaultDataDir,
+		Workers:           2 * runtime.NumCPU(),
+		MemoryLimitMiB:    DefaultMemoryLimitMiB,
+		ReleasePagesAfter: DefaultReleasePagesAfter,
 		NATS: NATSConfig{URL: DefaultNATSURL, PingInterval: DefaultPingInterval, MaxPingsOut: DefaultMaxPingsOut,
 			ReconnectWait: DefaultReconnectWait, RequestTimeout: DefaultRequestTimeout, Heartbeat: DefaultHeartbeat,
 			ReportCursor: true},
@@ -284,6 +293,9 @@ func (c Config) Validate() error {
 	}
 	if c.MemoryLimitMiB < 0 || c.MemoryLimitMiB > 1<<20 {
 		return cfgErr("memory_limit_mib", "must be between 0 (none) and %d, got %d", 1<<20, c.MemoryLimitMiB)
+	}
+	if c.ReleasePagesAfter != 0 && (c.ReleasePagesAfter < time.Second || c.ReleasePagesAfter > 24*time.Hour) {
+		return cfgErr("release_pages_after", "must be 0 (never) or between 1s and 24h, got %s", c.ReleasePagesAfter)
 	}
 	if c.NATS.URL == "" {
 		return cfgErr("nats.url", "is required")

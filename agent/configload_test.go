@@ -113,6 +113,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"AX_EXEC_ALLOW": "/a, /b", "AX_EXEC_PERMANENT_EXIT_CODES": "2,64", "AX_LABELS": "site=hq, role=gw",
 		"AX_NATS_TOKEN":        "", // empty: ignored
 		"AX_STORE_SYNCHRONOUS": "normal", "AX_MEMORY_LIMIT_MIB": "16", "AX_OUTBOX_HOLD": "50ms",
+		"AX_RELEASE_PAGES_AFTER": "0s",
 	})
 	cfg, err := LoadConfig(file, env, map[string]string{"nats.url": "nats://flag:4222", "id": "from-flag"})
 	must(t, err)
@@ -130,6 +131,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		{"nats.token (empty env ignored)", cfg.NATS.Token, ""},
 		{"store.synchronous", cfg.Store.Synchronous, "normal"},
 		{"memory_limit_mib", cfg.MemoryLimitMiB, 16},
+		{"release_pages_after", cfg.ReleasePagesAfter, time.Duration(0)},
 		{"outbox.hold", cfg.Outbox.Hold, 50 * time.Millisecond},
 		{"queue.size (default)", cfg.Queue.Size, DefaultQueueSize},
 	}

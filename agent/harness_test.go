@@ -33,6 +33,8 @@ type ctl struct {
 	js  jetstream.JetStream
 
 	skew atomic.Int64 // controller clock minus real clock
+	// hbEvery is the heartbeat interval registrations are told (0: 100ms).
+	hbEvery atomic.Int64
 
 	mu       sync.Mutex
 	reports  []protocol.Report // received, plus the steps they stand for
@@ -85,8 +87,12 @@ func (c *ctl) subscribe() {
 		c.mu.Lock()
 		c.regs++
 		c.mu.Unlock()
+		hb := time.Duration(c.hbEvery.Load())
+		if hb == 0 {
+			hb = 100 * time.Millisecond
+		}
 		b, _ := protocol.Encode(protocol.RegisterReply{V: protocol.Version, ControllerTime: now(), Shards: ctlShards,
-			HeartbeatInterval: protocol.Duration(100 * time.Millisecond)})
+			HeartbeatInterval: protocol.Duration(hb)})
 		_ = m.Respond(b)
 	}); err != nil {
 		t.Fatal(err)

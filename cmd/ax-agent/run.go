@@ -103,9 +103,14 @@ func runAgent(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.MemoryLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
 	}
-	a, err := agent.New(cfg, agent.WithVersion(version))
+	log := agent.NewLogger(cfg.Log, os.Stderr)
+	a, err := agent.New(cfg, agent.WithVersion(version), agent.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("start agent: %w", err)
 	}
+	// Start-up's code, run once, need not stay resident (internal/binpages).
+	relCtx, stopRel := context.WithCancel(ctx)
+	defer stopRel()
+	go releasePagesLater(relCtx, cfg.ReleasePagesAfter, log.With("agent", cfg.ID))
 	return a.Run(ctx)
 }

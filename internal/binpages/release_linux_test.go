@@ -1,0 +1,78 @@
+package binpages
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// residentKiB sums Rss over the smaps entries of spans.
+func residentKiB(t *testing.T, spans []Span) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no smaps: %v", err)
+	}
+	want := map[uint64]bool{}
+	for _, s := range spans {
+		want[s.Start] = true
+	}
+	var total int
+	in := false
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := sc.Text()
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if start, _, ok := strings.Cut(fields[0], "-"); ok && len(fields) >= 5 {
+			a, err := strconv.ParseUint(start, 16, 64)
+			in = err == nil && want[a]
+			continue
+		}
+		if in && fields[0] == "Rss:" {
+			kib, err := strconv.Atoi(fields[1])
+			if err != nil {
+				t.Fatalf("smaps %q: %v", line, err)
+			}
+			total += kib
+		}
+	}
+	return total
+}
+
+func TestReleaseReclaimsExecutablePages(t *testing.T) {
+	f, err := selfFile()
+	if err != nil {
+		t.Skip(err)
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip(err)
+	}
+	spans, err := ReadOnlySpans(maps, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spans) == 0 {
+		t.Fatalf("no read-only mapping of the test binary in /proc/self/maps:\n%s", maps)
+	}
+	before := residentKiB(t, spans)
+	res, err := Release()
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	after := residentKiB(t, spans)
+	t.Logf("read-only mappings of the test binary: %d KiB resident before, %d KiB after (%d spans, %d KiB advised)",
+		before, after, res.Spans, res.Bytes>>10)
+	if res.Spans != len(spans) {
+		t.Errorf("advised %d spans, want %d", res.Spans, len(spans))
+	}
+	if after*2 > before {
+		t.Errorf("resident %d KiB after Release, want under half of the %d KiB before", after, before)
+	}
+}
