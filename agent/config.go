@@ -67,11 +67,11 @@ type Config struct {
 	// agent library itself does not set it (it is process-wide).
 	MemoryLimitMiB int `config:"memory_limit_mib"`
 	// ReleasePagesAfter is how long after its start the ax-agent binary
-	// asks the kernel to reclaim the pages of its own executable it has
-	// mapped read-only (internal/binpages: code and read-only data that
-	// start-up touched once), so that its resident set counts what it uses
-	// from then on; 0: never. Linux 5.4 or later; the agent library itself
-	// does not do it (it is process-wide).
+	// gives back the pages of its own executable it has mapped read-only
+	// (internal/binpages: code and read-only data that start-up touched
+	// once), so that its resident set counts what it uses from then on;
+	// 0: never. Linux only; the agent library itself does not do it (it is
+	// process-wide).
 	ReleasePagesAfter time.Duration `config:"release_pages_after"`
 
 	NATS     NATSConfig     `config:"nats"`
