@@ -30,12 +30,13 @@
 //
 // What stays: a mapping that holds pages of the process's own (smaps'
 // Anonymous: relocated read-only data of a position-independent binary)
-// is left alone, because MADV_DONTNEED would throw those pages away; a
-// page another process maps stays cached (a second agent of the same
-// binary). A page the process needs again is read back
-// from the file, one page per fault: a one-off cost of about the working
-// set, paid as the process touches it (here about 1,400 reads of 4 KiB).
-// Writable mappings are never touched.
+// is left alone, because MADV_DONTNEED would throw those pages away (a
+// position-independent build of this package's tests crashes without that
+// check: TestReleaseInPositionIndependentBinary); a page another process
+// maps stays cached (a second agent of the same binary). A page the
+// process needs again is read back from the file, one page per fault: a
+// one-off cost of about the working set, paid as the process touches it
+// (here about 1,400 reads of 4 KiB). Writable mappings are never touched.
 //
 // Concurrency and scope: Release is safe to call from any goroutine at any
 // time, but it acts on the whole process, so only a program's main package

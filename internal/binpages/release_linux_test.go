@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,4 +83,30 @@ func TestReleaseReclaimsExecutablePages(t *testing.T) {
 	if after*2 > before {
 		t.Errorf("resident %d KiB after Release, want under half of the %d KiB before", after, before)
 	}
+}
+
+// TestReleaseInPositionIndependentBinary runs the test above in a
+// position-independent build of this package's tests, whose relocated
+// read-only data is a mapping of the executable with pages of the
+// process's own: Release must leave that mapping alone (MADV_DONTNEED would
+// give back the pages as the file has them, unrelocated) and release the
+// others.
+func TestReleaseInPositionIndependentBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the package's tests again")
+	}
+	bin := filepath.Join(t.TempDir(), "binpages-pie.test")
+	build := exec.Command("go", "test", "-c", "-buildmode=pie", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Skipf("no position-independent build here: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "-test.run", "^TestReleaseReclaimsExecutablePages$", "-test.v").CombinedOutput()
+	if err != nil {
+		t.Fatalf("position-independent test binary: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`Skipped:(\d+)`).FindSubmatch(out)
+	if m == nil || string(m[1]) == "0" {
+		t.Fatalf("no mapping with pages of the process's own skipped:\n%s", out)
+	}
+	t.Logf("%s", bytes.TrimSpace(out))
 }
