@@ -245,6 +245,15 @@ func countSince(c *controller.Controller, job string, t time.Time) (int, error) 
 // ListExecutions) answers, and the two replicas hold all 16 shards
 // between them.
 func TestNATSClusterNodeLoss(t *testing.T) {
+	if raceDetector {
+		// nats-server 2.15.2 reads a clustered stream's map of expected
+		// subject sequences without its lock (jetstream_cluster.go:6083)
+		// while the stream's first compare-and-set write creates it
+		// (jetstream_batching.go:493); -race reports it now and then (CI,
+		// 2026-12-07). A race in the server, not in ax: scripts/test.sh
+		// runs this test again without -race.
+		t.Skip("nats-server 2.15.2's clustered streams race under -race (the expected-subject-sequence map); run without -race")
+	}
 	cl := natstest.StartCluster(t, 3)
 	urls := cl.ClientURLs()
 	// R3 writes go through a raft quorum of in-process servers and can be

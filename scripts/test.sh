@@ -12,5 +12,7 @@ go vet ./...
 go test -race -count=1 -timeout 20m -skip '^TestPackages$' ./...
 go test -count=1 -timeout 20m -run '^TestPackages$' ./e2e/ops/
 # The external-server test skips itself under -race (a data race inside
-# nats-server 2.15.2's reload, not in ax): run it without.
+# nats-server 2.15.2's reload, not in ax): run it without. So does the NATS
+# cluster's node loss (a data race inside 2.15.2's clustered streams).
 go test -count=1 -timeout 10m -run '^TestExternalServerFromSampleConfig$' ./e2e/security/
+go test -count=1 -timeout 10m -run '^TestNATSClusterNodeLoss$' ./e2e/
