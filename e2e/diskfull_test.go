@@ -67,11 +67,23 @@ func TestAgentDiskFull(t *testing.T) {
 	if err := c.DeleteJob(testutil.Context(t, 30*time.Second), job.ID); err != nil {
 		t.Fatal(err)
 	}
+	// Every execution terminal, and every run in the handler's log
+	// recorded: the last run's report may still be on its way when the
+	// listed executions are all terminal.
 	var all []protocol.Execution
-	testutil.EventuallyFunc(t, 60*time.Second, func() string { return "every execution terminal: " + summarize(all) }, func() bool {
+	testutil.EventuallyFunc(t, 60*time.Second, func() string {
+		return "every execution terminal and every run recorded: " + summarize(all)
+	}, func() bool {
 		all = execs(t, c, job.ID)
+		listed := map[string]bool{}
 		for _, e := range all {
 			if !e.State.Terminal() {
+				return false
+			}
+			listed[e.ExecID] = true
+		}
+		for _, f := range readFires(t, fires) {
+			if !listed[f.execID] {
 				return false
 			}
 		}
