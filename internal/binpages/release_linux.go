@@ -30,6 +30,7 @@ func Release() (Result, error) {
 		return Result{}, fmt.Errorf("read /proc/self/smaps: %w", err)
 	}
 	var res Result
+	var released []Span
 	for _, s := range spans {
 		if s.AnonymousKiB > 0 {
 			// MADV_DONTNEED would throw away what the process wrote.
@@ -44,10 +45,11 @@ func Release() (Result, error) {
 		if err := madvise(s, unix.MADV_DONTNEED); err != nil {
 			return res, fmt.Errorf("madvise(MADV_DONTNEED) %#x-%#x: %w", s.Start, s.End, err)
 		}
+		released = append(released, s)
 		res.Spans++
 		res.Bytes += s.Len()
 	}
-	if res.Spans == 0 {
+	if len(released) == 0 {
 		return res, nil
 	}
 	exe, err := os.Open("/proc/self/exe")
@@ -66,10 +68,8 @@ func Release() (Result, error) {
 	// resident after two rounds, 1,200–1,332 after one).
 	for round := range 2 {
 		if round > 0 {
-			for _, s := range spans {
-				if s.AnonymousKiB == 0 {
-					_ = madvise(s, unix.MADV_DONTNEED) // the first round's call succeeded
-				}
+			for _, s := range released {
+				_ = madvise(s, unix.MADV_DONTNEED) // the first round's call succeeded
 			}
 		}
 		if err := unix.Fadvise(int(exe.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
