@@ -230,7 +230,7 @@ func New(cfg Config) (*Controller, error) {
 		Metrics: ingest.Metrics{ReportsApplied: m.reportsApplied, ReportsRejected: m.reportsRejected, Deferred: m.deferred, StrayUnassigns: m.strayUnassigns,
 			Applied: &m.applied, Rejected: &m.rejected,
 			StreamBytes: m.rptBytes, StreamMaxBytes: m.rptMaxBytes, StreamMsgs: m.rptMsgs, StreamOldest: m.rptOldest,
-			StreamMaxAge: m.rptMaxAge, StreamAckedRemoved: m.rptAckedRemoved, ConsumersRemade: m.rptRemade},
+			StreamMaxAge: m.rptMaxAge, StreamAckedRemoved: m.rptAckedRemoved, ConsumersRemade: m.rptRemade, ConsumersReset: m.rptReset},
 		Now: c.now, Mono: c.mono, Every: c.every,
 		Jobs: c.jobs, Groups: c.groups, Own: c.own,
 	}, ingestHostOf{c})

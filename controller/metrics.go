@@ -46,6 +46,7 @@ const (
 	metricRptAckedRemoved = "ax_report_stream_acked_removed_total"
 	metricAgentRefused    = "ax_agent_requests_refused_total"
 	metricRptRemade       = "ax_report_consumers_remade_total"
+	metricRptReset        = "ax_report_consumers_reset_total"
 	metricCmdBytes        = "ax_command_stream_bytes"
 	metricCmdMsgs         = "ax_command_stream_messages"
 	metricCmdPrunes       = "ax_command_prunes_total"
@@ -98,6 +99,9 @@ type metrics struct {
 	rptAckedRemoved prometheus.Counter
 	// Report consumers a shard worker made again after they were gone.
 	rptRemade prometheus.Counter
+	// Report consumers a shard worker reset as it started, because an
+	// earlier reader left reports unacknowledged.
+	rptReset prometheus.Counter
 	// AX_CMD as of the pruner's last pass (cmdprune.go), and the removals
 	// of an agent's applied commands it made.
 	cmdBytes, cmdMsgs prometheus.Gauge
@@ -186,6 +190,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help: "Reports removed from AX_RPT at or below their consumer's ack floor: applied and acknowledged, but left stored (a kill -9 of the server lost their removal)."}),
 		rptRemade: prometheus.NewCounter(prometheus.CounterOpts{Name: metricRptRemade,
 			Help: "Report consumers on AX_RPT a shard worker made again because they were gone (deleted, or lost by the NATS cluster); their unacknowledged reports were delivered again."}),
+		rptReset: prometheus.NewCounter(prometheus.CounterOpts{Name: metricRptReset,
+			Help: "Report consumers on AX_RPT a shard worker deleted and made again as it started, because an earlier reader (a dead or frozen replica, this process before a kill) left reports delivered and unacknowledged; the new consumer delivered them again at once, in stream order."}),
 		cmdBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricCmdBytes,
 			Help: "Bytes of commands in AX_CMD, as of the last pass of the removal of applied commands (every minute)."}),
 		cmdMsgs: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricCmdMsgs,
@@ -215,7 +221,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.agentsOnline, m.reportsApplied, m.reportsRejected, m.commands, m.jobChanges, m.deferred, m.strayUnassigns,
 		m.agentsKnown, m.agentsNoCmd, m.agentOutbox, m.agentQueue, m.agentRunning,
 		m.shardsOwned, m.leaseGrants, m.leaseExpiries, m.takeovers, m.failover, m.labelsIgnored, m.storeResets,
-		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.rptRemade, m.agentRefused,
+		m.rptBytes, m.rptMaxBytes, m.rptMsgs, m.rptOldest, m.rptMaxAge, m.rptAckedRemoved, m.rptRemade, m.rptReset, m.agentRefused,
 		m.marksOpen, m.marksFailed, m.cmdBytes, m.cmdMsgs, m.cmdPrunes, m.retRemoved, m.retPasses} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)

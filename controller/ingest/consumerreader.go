@@ -93,13 +93,58 @@ type consumerReader struct {
 }
 
 // open makes the reader's first iterator (StartShardWorker: an error
-// there fails the start of the worker).
+// there fails the start of the worker), after resetting the consumer when
+// a reader before it left reports in flight (reset).
 func (r *consumerReader) open(ctx context.Context) error {
+	if err := r.reset(ctx); err != nil {
+		return err
+	}
 	it, err := r.iterate(ctx, false)
 	if err != nil {
 		return err
 	}
 	r.it = it
+	return nil
+}
+
+// reset deletes consumer k when it has reports delivered and not
+// acknowledged, so that iterate makes it again; nothing when it has none
+// or does not exist.
+//
+// A worker starts when this replica acquires the shard, so whoever pulled
+// those reports no longer works it: a replica that died or froze holding
+// the shard's lease, this process before a kill -9, a hand-over past its
+// drain. That reader may have written a report's record and died before
+// its event was stored and the report acknowledged. Left to the ack wait
+// (AckWait, 30 s by default) such a report came back behind the reports
+// its agent published after it, which the new owner had applied by then:
+// the record moved on from a state whose event AX_EVT lacked, and the
+// event, published again when the report came back as a duplicate, was
+// stored after the later ones (TestUnackedReportsBeforeLaterOnes). A new
+// consumer delivers every report left in the work queue in stream order,
+// at once: each report applies, or replays its events, in the order its
+// agent sent it. A report the old reader still acknowledges (a drain
+// ending as the new owner starts) is delivered once more and applied once
+// (the record's applied steps).
+func (r *consumerReader) reset(ctx context.Context) error {
+	c := r.w.c
+	cons, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(r.k))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("report consumer %d: %w", r.k, err)
+	}
+	pending := cons.CachedInfo().NumAckPending
+	if pending == 0 {
+		return nil
+	}
+	if err := c.js.DeleteConsumer(ctx, protocol.StreamReports, ConsumerName(r.k)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("report consumer %d: reset: %w", r.k, err)
+	}
+	c.m.ConsumersReset.Inc()
+	c.log.Info("report consumer reset: the reports an earlier reader left unacknowledged come again now, in order",
+		"shard", r.w.n, "consumer", ConsumerName(r.k), "unacknowledged", pending)
 	return nil
 }
 

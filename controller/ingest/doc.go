@@ -22,7 +22,12 @@
 //     consumers is read by a consumerReader (consumerreader.go), which
 //     makes the consumer again when it is gone under it (deleted, or lost
 //     by a rebuilt NATS cluster) and reads on: the work queue delivers
-//     what was not acknowledged (ax_report_consumers_remade_total).
+//     what was not acknowledged (ax_report_consumers_remade_total). A
+//     reader starting on a consumer with reports delivered and not
+//     acknowledged (an earlier owner of the shard died with them) makes
+//     it again first, so that they come again at once and in stream
+//     order, ahead of the reports sent after them
+//     (ax_report_consumers_reset_total).
 //   - The lanes (lanes.go, lanelinger.go): a lane applies its reports in
 //     batches: decode, authorize, plan (execution.Apply per report, the
 //     reports of one execution folded into one record), the writes of a

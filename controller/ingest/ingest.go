@@ -84,6 +84,11 @@ type Metrics struct {
 	// ConsumersRemade counts the report consumers a shard worker made
 	// again after they were gone: ax_report_consumers_remade_total.
 	ConsumersRemade prometheus.Counter
+	// ConsumersReset counts the report consumers a shard worker deleted
+	// and made again as it started, because an earlier reader left
+	// reports unacknowledged (consumerReader.reset):
+	// ax_report_consumers_reset_total.
+	ConsumersReset prometheus.Counter
 }
 
 // Env is what the ingest is given at construction (New): its
