@@ -79,8 +79,9 @@ func (c *execService) createExec(ctx context.Context, ev execution.Create) (befo
 // asynchronously: their futures are returned, and evErr is true when one
 // could not be sent at all. A command that could not be sent stops the
 // effects after it and is the error. Either fails the write op ctx
-// carries, if any (a report lane's effects run without one: its report is
-// redelivered instead).
+// carries, if any (a report lane's effects run without one: the lane
+// publishes a failed event again before it applies the reports behind its
+// report, and acknowledges that report only once the event is stored).
 func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *protocol.Job, effs []execution.Effect) (futs []jetstream.PubAckFuture, evErr bool, err error) {
 	op := writemark.From(ctx)
 	defer func() {

@@ -40,7 +40,8 @@ import (
 // Every change of state makes an event. A change the controller makes on
 // its own is a write op, whose event is stored before the mark passes it
 // (writemark); a report's change has its report acknowledged only once
-// its event is stored, and redelivered otherwise. So an execution written
+// its event is stored (a replica that dies first leaves the report to the
+// shard's next owner). So an execution written
 // before `since` that the index holds PENDING on an agent and not due is
 // PENDING on that agent in ax_execs (what the scan would only have
 // counted), but for a report whose event is still missing: one an agent

@@ -95,19 +95,26 @@ func TestUnackedReportsBeforeLaterOnes(t *testing.T) {
 	ev := natstest.WatchStoredEvents(t, cfg.NATS.URL)
 	c = startController(t, cfg)
 	waitExec(t, c, run.ExecID, "SUCCESS", inState(protocol.StateSuccess))
-	var path []protocol.State
-	testutil.EventuallyFunc(t, 20*time.Second, func() string {
-		return fmt.Sprintf("the events of the execution's report steps stored in order; have %v", path)
-	}, func() bool {
-		path = path[:0]
-		for _, e := range ev.All() {
-			if e.ExecID == run.ExecID && e.To != protocol.StatePending {
-				path = append(path, e.Path()...)
-			}
-		}
-		return slices.Equal(path, []protocol.State{protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess})
-	})
+	waitEventPath(t, ev, run.ExecID, protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess)
 	if n := testutil.MetricValue(t, c.m.rptReset); n != 1 {
 		t.Errorf("ax_report_consumers_reset_total = %v, want 1 (the shard's consumer, reset as its worker started)", n)
 	}
+}
+
+// waitEventPath waits until the events ev recorded of execution execID,
+// its PENDING ones left out, pass through want, in that order.
+func waitEventPath(t *testing.T, ev *natstest.Events, execID string, want ...protocol.State) {
+	t.Helper()
+	var path []protocol.State
+	testutil.EventuallyFunc(t, 20*time.Second, func() string {
+		return fmt.Sprintf("the events of %s stored in the order %v; have %v", execID, want, path)
+	}, func() bool {
+		path = path[:0]
+		for _, e := range ev.All() {
+			if e.ExecID == execID && e.To != protocol.StatePending {
+				path = append(path, e.Path()...)
+			}
+		}
+		return slices.Equal(path, want)
+	})
 }

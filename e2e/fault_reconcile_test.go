@@ -62,6 +62,7 @@ func reconcile(d faultData) *faultReport {
 	c.checkOverlap()
 	c.checkForbid()
 	c.checkEpochs()
+	c.checkHistoryOrder()
 	c.r.stats = append(faultStats(d, c.orphaned), offsetErrors(d.execs, d.triggers))
 	return c.r
 }
@@ -246,6 +247,42 @@ func (c *recon) checkRecords() {
 		}
 		if run != nil && !unknown && run.agent != "unknown" && e.Agent != "" && e.Agent != run.agent {
 			add("recorded on another agent than the one that ran it", "record %s, %s", e.Agent, run)
+		}
+	}
+}
+
+// stepRank orders the states an attempt passes through: triggered, then
+// running, then its end (a terminal state, or RETRY_WAITING).
+func stepRank(s protocol.State) int {
+	switch s {
+	case protocol.StateTriggered:
+		return 1
+	case protocol.StateRunning:
+		return 2
+	}
+	return 3
+}
+
+// checkHistoryOrder: the events of an execution in AX_EVT, in stream
+// order, never go back: each is at the attempt of the one before it or a
+// later one, and within an attempt at its step or a later one (TRIGGERED,
+// RUNNING, its end). PENDING events are left out: a create's PENDING
+// event is held up to a second and may be stored after a later one when
+// another replica applies the execution's reports (controller/eventhold.go).
+func (c *recon) checkHistoryOrder() {
+	for _, id := range slices.Sorted(maps.Keys(c.path)) {
+		var last protocol.Event
+		for _, ev := range c.path[id] {
+			if ev.To == protocol.StatePending {
+				continue
+			}
+			if last.To != "" && (ev.Attempt < last.Attempt || ev.Attempt == last.Attempt && stepRank(ev.To) < stepRank(last.To)) {
+				j, _, _ := c.jobOf(id)
+				c.r.add(vHistory, fmt.Sprintf("%s stored after %s / %s", ev.To, last.To, jobClass(j)),
+					"%s: attempt %d %s after attempt %d %s; events: %s", id, ev.Attempt, ev.To, last.Attempt, last.To, c.events(id))
+				break
+			}
+			last = ev
 		}
 	}
 }

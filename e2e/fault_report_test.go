@@ -23,11 +23,12 @@ const (
 	vMisrecorded = "misrecorded"
 	vOverlap     = "overlap"
 	vFencing     = "fencing"
+	vHistory     = "history"
 )
 
 // violationKinds are the categories in report order.
 func violationKinds() []string {
-	return []string{vLost, vDuplicate, vStuck, vEarly, vMisrecorded, vOverlap, vFencing}
+	return []string{vLost, vDuplicate, vStuck, vEarly, vMisrecorded, vOverlap, vFencing, vHistory}
 }
 
 // faultReport is the outcome of the reconciliation: per category, the

@@ -111,10 +111,17 @@ const (
 //     by the agent's clock-offset estimate.
 //   - fencing: every run of the group job carries an epoch, and no epoch
 //     fired on two agents.
+//   - history: an execution's events in AX_EVT, in stream order, never go
+//     back: each is at the attempt of the one before it or a later one,
+//     and within an attempt at its step or a later one (TRIGGERED,
+//     RUNNING, the attempt's end). PENDING events are left out: a
+//     create's is held up to a second and may come after a later one
+//     applied by another replica. Events may be missing (one event per
+//     report; a lost one repaired at a reload carries the record's state
+//     then); that they are complete, TestReplicaKill9UnderLoad checks.
 //
 // Not checked: that every periodic slot fired (misfire policies may drop
-// slots while an agent is down), and the order of events (TestReplicaKill9
-// does that). The test ends by SIGKILLing the agents to read their stores.
+// slots while an agent is down). The test ends by SIGKILLing the agents to read their stores.
 //
 // AX_FAULT_SEED picks the seed (default 1, printed), AX_FAULT_RUNS=N runs N
 // seeds in a row, AX_FAULT_SOAK=<duration> sets the fault phase (default

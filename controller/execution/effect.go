@@ -85,6 +85,40 @@ type Retire struct {
 	ExecID string
 }
 
+// Replays returns the events of effs, the effects of a change already
+// stored, as ReplayEvents, to publish them again: grouped into events as
+// their first publication grouped them (the transitions of one change are
+// one event, ending where a transition is not followed by one that leaves
+// the state it entered). Effects other than events are left out.
+func Replays(effs []Effect) []Effect {
+	var out []Effect
+	for i, e := range effs {
+		switch e := e.(type) {
+		case Transitioned:
+			out = append(out, ReplayEvent{Snapshot: e.Snapshot, T: e.T, End: !continued(effs, i)})
+		case ReplayEvent:
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// continued reports whether the transition effs[i] is followed, past retry
+// timers, by a Transitioned that leaves the state it entered.
+func continued(effs []Effect, i int) bool {
+	a := effs[i].(Transitioned)
+	for _, b := range effs[i+1:] {
+		switch b := b.(type) {
+		case ScheduleRetry, CancelRetry:
+			continue
+		case Transitioned:
+			return b.T.From == a.T.To
+		}
+		return false
+	}
+	return false
+}
+
 func (Transitioned) effect()  {}
 func (ReplayEvent) effect()   {}
 func (ScheduleRetry) effect() {}

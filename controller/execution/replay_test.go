@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -185,4 +186,53 @@ func groups(t *testing.T, effs []Effect) string {
 		out += ">" + string(tr.To)
 	}
 	return out
+}
+
+// TestReplaysMatchDuplicate: Replays of the effects of an applied report
+// are the events a duplicate of that report re-publishes (same
+// transitions, grouped into one event the same way, the event's reason
+// its last transition's), and leave out the
+// effects that are not events (the retry timer).
+func TestReplaysMatchDuplicate(t *testing.T) {
+	now := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+	job := "ax-ctl-20261207080000-abcdef"
+	exec := protocol.ExecID(job, now)
+	for _, tc := range []struct {
+		name    string
+		outcome retry.Outcome
+	}{{"success", retry.OutcomeSuccess}, {"retryable failure", retry.OutcomeFailure}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := protocol.Report{V: 1, Agent: "a1", JobID: job, ExecID: exec, Attempt: 1, Kind: protocol.ReportFinished, ScheduledAt: now,
+				At: now.Add(5 * time.Millisecond), TriggeredAt: now.Add(time.Millisecond), StartedAt: now.Add(2 * time.Millisecond),
+				Outcome: tc.outcome, Result: &retry.Result{Retryable: true}}
+			env := Env{Now: now.Add(6 * time.Millisecond), Policy: func() retry.Policy {
+				return retry.Policy{MaxAttempts: 3, Base: time.Second, Max: time.Minute}
+			}}
+			rec, effs, err := Apply(nil, Report{Report: r}, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if timer := slices.ContainsFunc(effs, func(e Effect) bool { _, ok := e.(ScheduleRetry); return ok }); timer != (tc.outcome != retry.OutcomeSuccess) {
+				t.Fatalf("the applied report's effects hold a retry timer: %v; the test needs one for a retryable failure only", timer)
+			}
+			_, dup, err := Apply(rec, Report{Report: r}, env)
+			if !errors.Is(err, ErrDuplicate) {
+				t.Fatalf("applied again: %v, want a duplicate", err)
+			}
+			got := Replays(effs)
+			if len(got) != 3 {
+				t.Fatalf("Replays gave %d effects, want the 3 steps' events: %#v", len(got), got)
+			}
+			if len(dup) != len(got) {
+				t.Fatalf("the duplicate replays %d effects, Replays %d", len(dup), len(got))
+			}
+			for i := range got {
+				g, d := got[i].(ReplayEvent), dup[i].(ReplayEvent)
+				// An event takes the reason of its last transition.
+				if g.T.From != d.T.From || g.T.To != d.T.To || g.End != d.End || g.End && g.T.Reason != d.T.Reason {
+					t.Errorf("effect %d: Replays %+v end %v, duplicate %+v end %v", i, g.T, g.End, d.T, d.End)
+				}
+			}
+		})
+	}
 }

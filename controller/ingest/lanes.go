@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,10 @@ type pendingReport struct {
 	effs []execution.Effect
 	err  error
 	held bool // ahead of its record in the current plan
+	// The events of effs published (commit) and whether one could not be
+	// sent at all.
+	evs   []jetstream.PubAckFuture
+	evErr bool
 	// create authorizes the report to create its execution's record
 	// (AuthorizeCreate, asked at most once).
 	create     func() error
@@ -79,8 +84,6 @@ type group struct {
 	put   *execstore.Pending // its write in flight
 	err   error
 	rev   uint64
-	evs   []jetstream.PubAckFuture
-	evErr bool
 }
 
 func newLane(w *shardWorker) *lane {
@@ -248,16 +251,57 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 	}
 	// Acknowledge once the events are stored too.
 	for _, g := range l.groups {
-		for _, f := range g.evs {
-			select {
-			case <-f.Ok():
-			case <-f.Err():
-				g.evErr = true
-			case <-ctx.Done():
-				return
-			}
+		if !l.storeEvents(ctx, g) {
+			return // shutting down: nothing acknowledged is redelivered
 		}
 		l.finish(g)
+	}
+}
+
+// storeEvents waits until the events of the group's reports are stored.
+// A report's event that could not be (AX_EVT unreachable, full, the
+// publish refused) is published again with the same Msg-Id
+// (execution.Replays) after a growing wait (50 ms to 5 s), the group's
+// messages kept in progress, until it is stored or ctx ends (false). Its
+// record is written, so the event must be stored before the reports
+// behind it apply: a report redelivered for its event instead came back
+// after the lane had applied the reports behind it, and AX_EVT stored the
+// events out of order (TestEventStoredBeforeLaterReports).
+func (l *lane) storeEvents(ctx context.Context, g *group) bool {
+	c := l.w.c
+	backoff := 50 * time.Millisecond
+	for {
+		var failed []*pendingReport
+		for _, p := range g.items {
+			bad := p.evErr
+			for _, f := range p.evs {
+				select {
+				case <-f.Ok():
+				case <-f.Err():
+					bad = true
+				case <-ctx.Done():
+					return false
+				}
+			}
+			if bad {
+				failed = append(failed, p)
+			}
+		}
+		if len(failed) == 0 {
+			return true
+		}
+		c.log.Warn("event of an applied report not stored, publishing it again", "exec", g.id, "reports", len(failed), "in", backoff)
+		if !holdOn(ctx, g, &backoff) {
+			return false
+		}
+		for _, p := range failed {
+			p.evs, p.evErr = c.host.StartEffects(context.Background(), g.next, execution.Replays(p.effs))
+		}
+		for _, p := range g.items {
+			if !slices.Contains(failed, p) {
+				p.evs, p.evErr = nil, false
+			}
+		}
 	}
 }
 
@@ -371,17 +415,9 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 			conflicts++
 		} else {
 			c.log.Warn("reports not applied yet, retrying", "exec", g.id, "reports", len(g.items), "err", g.err, "in", backoff)
-			for _, p := range g.items {
-				_ = p.msg.InProgress()
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !holdOn(ctx, g, &backoff) {
 				return false
-			case <-t.C:
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			conflicts = 0
 		}
 		cur, err := c.execs.Get(ctx, g.id)
@@ -428,15 +464,12 @@ func (l *lane) commit(g *group) {
 				"attempt", p.r.Attempt, "kind", p.r.Kind, "agent", p.r.Agent)
 		}
 		// Report effects are events and retry timers, never commands.
-		futs, evErr := c.host.StartEffects(context.Background(), g.next, p.effs)
-		g.evs = append(g.evs, futs...)
-		g.evErr = g.evErr || evErr
+		p.evs, p.evErr = c.host.StartEffects(context.Background(), g.next, p.effs)
 	}
 }
 
-// finish acknowledges the group's messages: a deferred report is
-// redelivered later; when an event could not be stored, the reports are
-// redelivered so that their events are published again (as duplicates).
+// finish acknowledges the group's messages, their writes and events
+// stored; a deferred report is redelivered later.
 func (l *lane) finish(g *group) {
 	c := l.w.c
 	for _, p := range g.items {
@@ -446,14 +479,12 @@ func (l *lane) finish(g *group) {
 			c.m.Deferred.Inc()
 			c.log.Info("report ahead of its execution, deferred", "exec", p.r.ExecID, "attempt", p.r.Attempt, "kind", p.r.Kind, "in", delay)
 			_ = p.msg.NakWithDelay(delay)
-		case g.evErr:
-			c.log.Warn("event of an applied report not stored, redelivering the report", "exec", p.r.ExecID, "attempt", p.r.Attempt, "kind", p.r.Kind)
-			_ = p.msg.NakWithDelay(time.Second)
 		default:
 			c.acks.ack(p.msg)
 		}
+		p.evs = nil
 	}
-	g.items, g.evs = nil, nil
+	g.items = nil
 }
 
 // mayDefer reports whether a report that is ahead of its record may still
@@ -488,4 +519,21 @@ func (l *lane) remember(id string, v execstore.Version) {
 		clear(l.cache)
 	}
 	l.cache[id] = v
+}
+
+// holdOn keeps the group's messages in progress and waits *backoff, then
+// doubles it up to 5 s (settle, storeEvents); false when ctx ended first.
+func holdOn(ctx context.Context, g *group, backoff *time.Duration) bool {
+	for _, p := range g.items {
+		_ = p.msg.InProgress()
+	}
+	t := time.NewTimer(*backoff)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	*backoff = min(2**backoff, 5*time.Second)
+	return true
 }
