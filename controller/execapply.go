@@ -98,7 +98,7 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 		if len(via) == 0 {
 			from = t.From // the first of its change
 		}
-		if chained(effs, i) {
+		if execution.Chained(effs, i) {
 			via = append(via, t.To)
 			return
 		}
@@ -155,28 +155,6 @@ func (c *execService) startEffects(ctx context.Context, rec *execRecord, job *pr
 		}
 	}
 	return futs, evErr, nil
-}
-
-// chained reports whether the transition effs[i] is followed by another
-// of the same change: the next transition in effs (past the retry timer's
-// effects) is of the same kind (stored, or replayed and not the end of
-// the report that made it) and leaves the state effs[i] entered. Their
-// events are one (startEffects).
-func chained(effs []execution.Effect, i int) bool {
-	for _, b := range effs[i+1:] {
-		switch b := b.(type) {
-		case execution.ScheduleRetry, execution.CancelRetry:
-			continue
-		case execution.Transitioned:
-			a, ok := effs[i].(execution.Transitioned)
-			return ok && b.T.From == a.T.To
-		case execution.ReplayEvent:
-			a, ok := effs[i].(execution.ReplayEvent)
-			return ok && !a.End && b.T.From == a.T.To
-		}
-		return false
-	}
-	return false
 }
 
 // execEffects is startEffects that then waits (awaitEvents) until the

@@ -95,7 +95,7 @@ func Replays(effs []Effect) []Effect {
 	for i, e := range effs {
 		switch e := e.(type) {
 		case Transitioned:
-			out = append(out, ReplayEvent{Snapshot: e.Snapshot, T: e.T, End: !continued(effs, i)})
+			out = append(out, ReplayEvent{Snapshot: e.Snapshot, T: e.T, End: !Chained(effs, i)})
 		case ReplayEvent:
 			out = append(out, e)
 		}
@@ -103,16 +103,22 @@ func Replays(effs []Effect) []Effect {
 	return out
 }
 
-// continued reports whether the transition effs[i] is followed, past retry
-// timers, by a Transitioned that leaves the state it entered.
-func continued(effs []Effect, i int) bool {
-	a := effs[i].(Transitioned)
+// Chained reports whether the transition effs[i] is followed by another
+// of the same change: the next transition in effs (past the retry timer's
+// effects) is of the same kind (stored, or replayed and not the end of
+// the report that made it) and leaves the state effs[i] entered. Their
+// events are one.
+func Chained(effs []Effect, i int) bool {
 	for _, b := range effs[i+1:] {
 		switch b := b.(type) {
 		case ScheduleRetry, CancelRetry:
 			continue
 		case Transitioned:
-			return b.T.From == a.T.To
+			a, ok := effs[i].(Transitioned)
+			return ok && b.T.From == a.T.To
+		case ReplayEvent:
+			a, ok := effs[i].(ReplayEvent)
+			return ok && !a.End && b.T.From == a.T.To
 		}
 		return false
 	}

@@ -96,10 +96,14 @@ type consumerReader struct {
 // there fails the start of the worker), after resetting the consumer when
 // a reader before it left reports in flight (reset).
 func (r *consumerReader) open(ctx context.Context) error {
-	if err := r.reset(ctx); err != nil {
+	cons, err := r.reset(ctx)
+	if err == nil && cons == nil {
+		cons, err = r.make(ctx)
+	}
+	if err != nil {
 		return err
 	}
-	it, err := r.iterate(ctx, false)
+	it, err := r.messages(cons)
 	if err != nil {
 		return err
 	}
@@ -108,8 +112,8 @@ func (r *consumerReader) open(ctx context.Context) error {
 }
 
 // reset deletes consumer k when it has reports delivered and not
-// acknowledged, so that iterate makes it again; nothing when it has none
-// or does not exist.
+// acknowledged, to be made again; it returns the consumer when it kept
+// it, nil when it deleted it or there was none.
 //
 // A worker starts when this replica acquires the shard, so whoever pulled
 // those reports no longer works it: a replica that died or froze holding
@@ -126,43 +130,49 @@ func (r *consumerReader) open(ctx context.Context) error {
 // agent sent it. A report the old reader still acknowledges (a drain
 // ending as the new owner starts) is delivered once more and applied once
 // (the record's applied steps).
-func (r *consumerReader) reset(ctx context.Context) error {
+func (r *consumerReader) reset(ctx context.Context) (jetstream.Consumer, error) {
 	c := r.w.c
 	cons, err := c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(r.k))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("report consumer %d: %w", r.k, err)
-	}
-	pending := cons.CachedInfo().NumAckPending
-	if pending == 0 {
-		return nil
-	}
-	if err := c.js.DeleteConsumer(ctx, protocol.StreamReports, ConsumerName(r.k)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("report consumer %d: reset: %w", r.k, err)
-	}
-	c.m.ConsumersReset.Inc()
-	c.log.Info("report consumer reset: the reports an earlier reader left unacknowledged come again now, in order",
-		"shard", r.w.n, "consumer", ConsumerName(r.k), "unacknowledged", pending)
-	return nil
-}
-
-// iterate returns an iterator over consumer k, made again first when
-// remake is set or the consumer does not exist.
-func (r *consumerReader) iterate(ctx context.Context, remake bool) (jetstream.MessagesContext, error) {
-	c := r.w.c
-	var cons jetstream.Consumer
-	var err error
-	if !remake {
-		cons, err = c.js.Consumer(ctx, protocol.StreamReports, ConsumerName(r.k))
-	}
-	if remake || errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cons, err = c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, c.consumerConfig(r.k))
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("report consumer %d: %w", r.k, err)
 	}
+	pending := cons.CachedInfo().NumAckPending
+	if pending == 0 {
+		return cons, nil
+	}
+	if err := c.js.DeleteConsumer(ctx, protocol.StreamReports, ConsumerName(r.k)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("report consumer %d: reset: %w", r.k, err)
+	}
+	c.m.ConsumersReset.Inc()
+	c.log.Info("report consumer reset: the reports an earlier reader left unacknowledged come again now, in order",
+		"shard", r.w.n, "consumer", ConsumerName(r.k), "unacknowledged", pending)
+	return nil, nil
+}
+
+// remake makes consumer k again (or updates it) and returns an iterator
+// over it.
+func (r *consumerReader) remake(ctx context.Context) (jetstream.MessagesContext, error) {
+	cons, err := r.make(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.messages(cons)
+}
+
+// make makes consumer k, or updates it to its config.
+func (r *consumerReader) make(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := r.w.c.js.CreateOrUpdateConsumer(ctx, protocol.StreamReports, r.w.c.consumerConfig(r.k))
+	if err != nil {
+		return nil, fmt.Errorf("report consumer %d: %w", r.k, err)
+	}
+	return cons, nil
+}
+
+// messages returns the reader's iterator over cons.
+func (r *consumerReader) messages(cons jetstream.Consumer) (jetstream.MessagesContext, error) {
 	it, err := cons.Messages(jetstream.PullMaxMessages(pullMax), jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.WithMessagesErrOnMissingHeartbeat(true))
 	if err != nil {
@@ -268,7 +278,7 @@ func (r *consumerReader) reopen(ctx context.Context) jetstream.MessagesContext {
 	c := r.w.c
 	wait := reopenWait
 	for {
-		it, err := r.iterate(ctx, true)
+		it, err := r.remake(ctx)
 		if err == nil {
 			if !r.replace(it) {
 				return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -285,6 +284,8 @@ func (l *lane) storeEvents(ctx context.Context, g *group) bool {
 			}
 			if bad {
 				failed = append(failed, p)
+			} else {
+				p.evs = nil // stored
 			}
 		}
 		if len(failed) == 0 {
@@ -296,11 +297,6 @@ func (l *lane) storeEvents(ctx context.Context, g *group) bool {
 		}
 		for _, p := range failed {
 			p.evs, p.evErr = c.host.StartEffects(context.Background(), g.next, execution.Replays(p.effs))
-		}
-		for _, p := range g.items {
-			if !slices.Contains(failed, p) {
-				p.evs, p.evErr = nil, false
-			}
 		}
 	}
 }
@@ -482,7 +478,6 @@ func (l *lane) finish(g *group) {
 		default:
 			c.acks.ack(p.msg)
 		}
-		p.evs = nil
 	}
 	g.items = nil
 }
