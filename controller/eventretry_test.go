@@ -24,19 +24,55 @@ import (
 // came back after the finished one had been applied and its SUCCESS
 // stored: RUNNING came after it.
 func TestEventStoredBeforeLaterReports(t *testing.T) {
-	logs := &recordHandler{}
-	_, c, a := onExternalServer(t, func(cfg *Config) { cfg.Logger = slog.New(logs) })
+	f := refuseRunningEvent(t)
+	f.a.publish(f.running(), "")
+	eventually(t, 20*time.Second, "the RUNNING event refused", func() bool {
+		return f.logs.count("event of an applied report not stored") >= 1
+	})
+	f.a.publish(f.finished(), "")
+	f.check(t)
+}
+
+// TestEventsOfOneWriteInOrder: the running and finished reports of an
+// attempt come together and are applied in one write, and AX_EVT refuses
+// the RUNNING event (as in TestEventStoredBeforeLaterReports) but would
+// take the SUCCESS one. The lane must not publish SUCCESS until RUNNING
+// is stored; published together, SUCCESS was stored first.
+func TestEventsOfOneWriteInOrder(t *testing.T) {
+	f := refuseRunningEvent(t)
+	f.a.publish(f.running(), "")
+	f.a.publish(f.finished(), "")
+	f.check(t)
+}
+
+// eventRefusal is a one-shot's run whose RUNNING event AX_EVT refuses
+// (a per-subject limit of one message, reached on the RUNNING subject of
+// the job's partition by another job, and not on its SUCCESS one).
+type eventRefusal struct {
+	c    *Controller
+	a    *testAgent
+	js   jetstream.JetStream
+	logs *recordHandler
+	run  *protocol.Run
+	orig jetstream.StreamConfig
+	ev   *natstest.Events
+}
+
+func refuseRunningEvent(t *testing.T) *eventRefusal {
+	t.Helper()
+	f := &eventRefusal{logs: &recordHandler{}}
+	_, f.c, f.a = onExternalServer(t, func(cfg *Config) { cfg.Logger = slog.New(f.logs) })
 	ctx := tctx(t)
-	a.register()
+	f.a.register()
 	// Two one-shots whose events share a partition: the first's RUNNING
 	// event fills its subject.
-	first, err := c.CreateJob(ctx, asapJob("edge-1"))
+	first, err := f.c.CreateJob(ctx, asapJob("edge-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var j protocol.Job
 	for range 1000 {
-		if j, err = c.CreateJob(ctx, asapJob("edge-1")); err != nil {
+		if j, err = f.c.CreateJob(ctx, asapJob("edge-1")); err != nil {
 			t.Fatal(err)
 		}
 		if protocol.EventStoredSubject(protocol.StateRunning, j.ID) == protocol.EventStoredSubject(protocol.StateRunning, first.ID) {
@@ -44,51 +80,60 @@ func TestEventStoredBeforeLaterReports(t *testing.T) {
 		}
 	}
 	runOf := func(jobID string) *protocol.Run {
-		return a.waitCommand("the run of "+jobID, func(cmd protocol.Command) bool {
+		return f.a.waitCommand("the run of "+jobID, func(cmd protocol.Command) bool {
 			return cmd.Kind == protocol.CmdRun && cmd.Run.Job.ID == jobID
 		}).Run
 	}
-	running := func(run *protocol.Run) protocol.Report {
-		r := a.rep(run.Job.ID, run.ExecID, 1, protocol.ReportRunning, run.RunAt)
-		r.TriggeredAt = r.At.Add(-time.Millisecond)
-		return r
-	}
-	r0, run := runOf(first.ID), runOf(j.ID)
-	a.publish(running(r0), "")
-	_, js := natstest.JetStream(t, c.NATSURL())
+	r0 := runOf(first.ID)
+	f.run = runOf(j.ID)
+	f.a.publish(runningReport(f.a, r0), "")
+	_, f.js = natstest.JetStream(t, f.c.NATSURL())
 	eventually(t, 20*time.Second, "the first job's RUNNING event stored", func() bool {
-		return storedEvent(t, js, protocol.StateRunning, first.ID)
+		return storedEvent(t, f.js, protocol.StateRunning, first.ID)
 	})
-	if _, _, err := c.ListExecutions(ctx, ExecFilter{}); err != nil { // publishes the held PENDING events
+	if _, _, err := f.c.ListExecutions(ctx, ExecFilter{}); err != nil { // publishes the held PENDING events
 		t.Fatal(err)
 	}
-
-	st, err := js.Stream(ctx, protocol.StreamEvents)
+	st, err := f.js.Stream(ctx, protocol.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig := st.CachedInfo().Config
-	limited := orig
+	f.orig = st.CachedInfo().Config
+	limited := f.orig
 	limited.MaxMsgsPerSubject, limited.Discard, limited.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
-	if _, err := js.UpdateStream(ctx, limited); err != nil {
+	if _, err := f.js.UpdateStream(ctx, limited); err != nil {
 		t.Fatal(err)
 	}
-	ev := natstest.WatchStoredEvents(t, c.NATSURL())
-	a.publish(running(run), "")
-	eventually(t, 20*time.Second, "the RUNNING event refused", func() bool {
-		return logs.count("event of an applied report not stored") >= 1
-	})
-	a.publish(finished(a.rep(j.ID, run.ExecID, 1, protocol.ReportFinished, run.RunAt), retry.OutcomeSuccess, retry.Result{}, time.Millisecond), "")
-	// Until the finished report's SUCCESS is stored (the bug), or the
-	// lane has tried the RUNNING event three times.
+	f.ev = natstest.WatchStoredEvents(t, f.c.NATSURL())
+	return f
+}
+
+func runningReport(a *testAgent, run *protocol.Run) protocol.Report {
+	r := a.rep(run.Job.ID, run.ExecID, 1, protocol.ReportRunning, run.RunAt)
+	r.TriggeredAt = r.At.Add(-time.Millisecond)
+	return r
+}
+
+func (f *eventRefusal) running() protocol.Report { return runningReport(f.a, f.run) }
+
+func (f *eventRefusal) finished() protocol.Report {
+	return finished(f.a.rep(f.run.Job.ID, f.run.ExecID, 1, protocol.ReportFinished, f.run.RunAt), retry.OutcomeSuccess, retry.Result{}, time.Millisecond)
+}
+
+// check waits until the SUCCESS event is stored (the bug) or the lane has
+// tried the RUNNING event three times, lifts the limit, and asserts the
+// execution's events in order.
+func (f *eventRefusal) check(t *testing.T) {
+	t.Helper()
+	ctx := tctx(t)
 	testutil.EventuallyFunc(t, 30*time.Second, func() string { return "the RUNNING event refused three times, or SUCCESS stored" }, func() bool {
-		return logs.count("event of an applied report not stored") >= 3 || storedEvent(t, js, protocol.StateSuccess, j.ID)
+		return f.logs.count("event of an applied report not stored") >= 3 || storedEvent(t, f.js, protocol.StateSuccess, f.run.Job.ID)
 	})
-	if _, err := js.UpdateStream(ctx, orig); err != nil {
+	if _, err := f.js.UpdateStream(ctx, f.orig); err != nil {
 		t.Fatal(err)
 	}
-	waitExec(t, c, run.ExecID, "SUCCESS", inState(protocol.StateSuccess))
-	waitEventPath(t, ev, run.ExecID, protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess)
+	waitExec(t, f.c, f.run.ExecID, "SUCCESS", inState(protocol.StateSuccess))
+	waitEventPath(t, f.ev, f.run.ExecID, protocol.StateTriggered, protocol.StateRunning, protocol.StateSuccess)
 }
 
 // count returns how many records logged so far have a message containing s.

@@ -34,9 +34,10 @@
 //     batch issued together (execstore.Store.PutAsync, compare-and-set),
 //     a lost compare-and-set redone for that execution alone, then the
 //     effects (Host.StartEffects) and the acknowledgements once the write
-//     and its events are stored (a refused event is published again
-//     before the lane goes on, so that AX_EVT keeps the order of each
-//     execution's reports), one behind: the ack keeper (ackkeep.go)
+//     and its events are stored (the events of one execution's reports
+//     one report after another, each once the one before is stored, and a
+//     refused event published again before the lane goes on, so that
+//     AX_EVT keeps the order of each execution's reports), one behind: the ack keeper (ackkeep.go)
 //     holds the acknowledgement of the report applied last until the
 //     next is applied, for at most 250 ms, or until a shard worker stops,
 //     so that AX_RPT's last block is not emptied, and replaced by a new

@@ -23,7 +23,8 @@ const laneBatch = 256
 // write (execution.Apply per report), issues the writes of all
 // executions at once through the execution store (execstore.Store.PutAsync:
 // pipelined compare-and-set on the KV revision), publishes the events of
-// the writes that succeeded, and acknowledges each message only after its
+// the writes that succeeded (a report's once those of the reports before
+// it in its execution are stored: storeEvents), and acknowledges each message only after its
 // write and its events are stored (one behind: ackkeep.go). A lost compare-and-set or a failed
 // write is redone for that execution alone, reading the record again.
 // Reports that only move an execution of a one-shot job to TRIGGERED or
@@ -62,8 +63,10 @@ type pendingReport struct {
 	effs []execution.Effect
 	err  error
 	held bool // ahead of its record in the current plan
-	// The events of effs published (commit) and whether one could not be
-	// sent at all.
+	// due: effs are to be started (commit); evs: the events of effs
+	// published and not known stored (storeEvents); evErr: one could not
+	// be sent at all.
+	due   bool
 	evs   []jetstream.PubAckFuture
 	evErr bool
 	// create authorizes the report to create its execution's record
@@ -83,6 +86,7 @@ type group struct {
 	put   *execstore.Pending // its write in flight
 	err   error
 	rev   uint64
+	sent  int // items whose effects storeEvents started
 }
 
 func newLane(w *shardWorker) *lane {
@@ -249,56 +253,105 @@ func (l *lane) handleBatch(ctx context.Context, msgs []jetstream.Msg, flush bool
 		l.commit(g)
 	}
 	// Acknowledge once the events are stored too.
+	if !l.storeEvents(ctx) {
+		return // shutting down: nothing acknowledged is redelivered
+	}
 	for _, g := range l.groups {
-		if !l.storeEvents(ctx, g) {
-			return // shutting down: nothing acknowledged is redelivered
-		}
 		l.finish(g)
 	}
 }
 
-// storeEvents waits until the events of the group's reports are stored.
-// A report's event that could not be (AX_EVT unreachable, full, the
-// publish refused) is published again with the same Msg-Id
-// (execution.Replays) after a growing wait (50 ms to 5 s), the group's
-// messages kept in progress, until it is stored or ctx ends (false). Its
-// record is written, so the event must be stored before the reports
-// behind it apply: a report redelivered for its event instead came back
-// after the lane had applied the reports behind it, and AX_EVT stored the
-// events out of order (TestEventStoredBeforeLaterReports).
-func (l *lane) storeEvents(ctx context.Context, g *group) bool {
+// storeEvents publishes the effects of the batch's applied reports (their
+// events and retry timers) and waits until the events are stored, in
+// rounds: a round starts the effects of each group's next report, up to
+// and including one with events in flight, and waits for them. So a
+// report's events are published only once those of the reports before it
+// in its execution are stored, and AX_EVT keeps them in order even when it
+// refuses one and takes the next (TestEventsOfOneWriteInOrder); a batch
+// whose executions have one report each is one round. An event that could
+// not be stored (AX_EVT unreachable, full, the publish refused) is
+// published again with the same Msg-Id (execution.Replays) after a
+// growing wait (50 ms to 5 s), its group's messages kept in progress,
+// until it is stored or ctx ends (false). Its record is written, so the
+// event must be stored before the reports behind it apply: a report
+// redelivered for its event instead came back after the lane had applied
+// the reports behind it, and AX_EVT stored the events out of order
+// (TestEventStoredBeforeLaterReports).
+func (l *lane) storeEvents(ctx context.Context) bool {
 	c := l.w.c
 	backoff := 50 * time.Millisecond
+	var inFlight, failed []*group
 	for {
-		var failed []*pendingReport
-		for _, p := range g.items {
-			bad := p.evErr
-			for _, f := range p.evs {
-				select {
-				case <-f.Ok():
-				case <-f.Err():
-					bad = true
-				case <-ctx.Done():
-					return false
-				}
-			}
-			if bad {
-				failed = append(failed, p)
-			} else {
-				p.evs = nil // stored
+		inFlight = inFlight[:0]
+		for _, g := range l.groups {
+			if l.startNext(g) {
+				inFlight = append(inFlight, g)
 			}
 		}
-		if len(failed) == 0 {
+		if len(inFlight) == 0 {
 			return true
 		}
-		c.log.Warn("event of an applied report not stored, publishing it again", "exec", g.id, "reports", len(failed), "in", backoff)
-		if !holdOn(ctx, g, &backoff) {
-			return false
-		}
-		for _, p := range failed {
-			p.evs, p.evErr = c.host.StartEffects(context.Background(), g.next, execution.Replays(p.effs))
+		for {
+			failed = failed[:0]
+			for _, g := range inFlight {
+				ok, done := waitEvents(ctx, g.items[g.sent-1])
+				if !done {
+					return false
+				}
+				if !ok {
+					failed = append(failed, g)
+				}
+			}
+			if len(failed) == 0 {
+				break
+			}
+			c.log.Warn("event of an applied report not stored, publishing it again", "execs", len(failed), "exec", failed[0].id, "in", backoff)
+			if !holdOn(ctx, &backoff, failed...) {
+				return false
+			}
+			for _, g := range failed {
+				p := g.items[g.sent-1]
+				p.evs, p.evErr = c.host.StartEffects(context.Background(), g.next, execution.Replays(p.effs))
+			}
+			inFlight = append(inFlight[:0], failed...)
 		}
 	}
+}
+
+// startNext starts the effects of the group's reports not started yet, in
+// order, until one has events in flight (true); false when none is left.
+func (l *lane) startNext(g *group) bool {
+	for g.sent < len(g.items) {
+		p := g.items[g.sent]
+		g.sent++
+		if !p.due {
+			continue
+		}
+		p.evs, p.evErr = l.w.c.host.StartEffects(context.Background(), g.next, p.effs)
+		if len(p.evs) > 0 || p.evErr {
+			return true
+		}
+	}
+	return false
+}
+
+// waitEvents waits for the report's events: ok when all are stored (its
+// futures are then dropped), done false when ctx ended first.
+func waitEvents(ctx context.Context, p *pendingReport) (ok, done bool) {
+	ok = !p.evErr
+	for _, f := range p.evs {
+		select {
+		case <-f.Ok():
+		case <-f.Err():
+			ok = false
+		case <-ctx.Done():
+			return false, false
+		}
+	}
+	if ok {
+		p.evs = nil
+	}
+	return ok, true
 }
 
 // guessAbsent reports whether the execution of r very likely has no record
@@ -324,7 +377,7 @@ func (l *lane) plan(ctx context.Context, g *group, cur execstore.Version) {
 	g.cur, g.next, g.err = cur, nil, nil
 	rec := cur.Rec
 	for _, p := range g.items {
-		p.held, p.effs, p.err = false, nil, nil
+		p.held, p.effs, p.err, p.due = false, nil, nil, false
 	}
 	var env execution.Env
 	if len(g.items) > 0 {
@@ -411,7 +464,7 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 			conflicts++
 		} else {
 			c.log.Warn("reports not applied yet, retrying", "exec", g.id, "reports", len(g.items), "err", g.err, "in", backoff)
-			if !holdOn(ctx, g, &backoff) {
+			if !holdOn(ctx, &backoff, g) {
 				return false
 			}
 			conflicts = 0
@@ -433,9 +486,10 @@ func (l *lane) settle(ctx context.Context, g *group) bool {
 	}
 }
 
-// commit does what follows a stored group: cache, metrics, logs, events
-// (their futures kept for finish), retry timers; rejected reports are
-// counted and logged, and a duplicate re-publishes its events.
+// commit does what follows a stored group: cache, metrics, logs; it marks
+// the reports whose effects storeEvents starts (events, retry timers;
+// a duplicate re-publishes its events). Rejected reports are counted and
+// logged.
 func (l *lane) commit(g *group) {
 	c := l.w.c
 	if g.next != nil {
@@ -459,8 +513,9 @@ func (l *lane) commit(g *group) {
 			c.log.Info("report rejected", "reason", reason, "detail", execution.DetailOf(p.err), "exec", p.r.ExecID,
 				"attempt", p.r.Attempt, "kind", p.r.Kind, "agent", p.r.Agent)
 		}
-		// Report effects are events and retry timers, never commands.
-		p.evs, p.evErr = c.host.StartEffects(context.Background(), g.next, p.effs)
+		// Report effects are events and retry timers, never commands;
+		// storeEvents starts them.
+		p.due = true
 	}
 }
 
@@ -516,11 +571,13 @@ func (l *lane) remember(id string, v execstore.Version) {
 	l.cache[id] = v
 }
 
-// holdOn keeps the group's messages in progress and waits *backoff, then
+// holdOn keeps the groups' messages in progress and waits *backoff, then
 // doubles it up to 5 s (settle, storeEvents); false when ctx ended first.
-func holdOn(ctx context.Context, g *group, backoff *time.Duration) bool {
-	for _, p := range g.items {
-		_ = p.msg.InProgress()
+func holdOn(ctx context.Context, backoff *time.Duration, gs ...*group) bool {
+	for _, g := range gs {
+		for _, p := range g.items {
+			_ = p.msg.InProgress()
+		}
 	}
 	t := time.NewTimer(*backoff)
 	defer t.Stop()
