@@ -28,7 +28,7 @@
 //     it again first, so that they come again at once and in stream
 //     order, ahead of the reports sent after them
 //     (ax_report_consumers_reset_total).
-//   - The lanes (lanes.go, lanelinger.go): a lane applies its reports in
+//   - The lanes (lanes.go, laneevents.go, lanelinger.go): a lane applies its reports in
 //     batches: decode, authorize, plan (execution.Apply per report, the
 //     reports of one execution folded into one record), the writes of a
 //     batch issued together (execstore.Store.PutAsync, compare-and-set),
