@@ -48,12 +48,15 @@ const heldTick = 500 * time.Millisecond
 //     mark before the record, so the reload of the shard finds the record
 //     without its event and publishes it (historyrepair.go).
 //   - A clean stop publishes what is held.
-//
-// On a replica whose reports for the execution's shard are applied by
-// another replica, the event is published after the hold even when the
-// execution moved on meanwhile: the history index keeps the newest
-// snapshot, and a subscriber of AX_EVT may see the PENDING event after a
-// later one of the same execution.
+//   - A replica that stops working a shard (a hand-over, a lease lost)
+//     publishes the shard's held events before it releases the lease
+//     (publishHeldOfShard, from ForgetShard), so that the next owner's
+//     events of those executions come after them. An event held for a
+//     shard another replica works by the time it is published (a create
+//     racing the hand-over, a lease lost to a replica that was frozen) is
+//     published only while its record is still PENDING (movedOn): else
+//     the other replica's event, from PENDING, is stored already and says
+//     more.
 //
 // Safe for concurrent use: mu guards the map and the tick count; flushMu
 // makes one publishHeld at a time, so that a list's publishHeld returns
@@ -117,6 +120,12 @@ func (h *eventHold) supersede(execID string) {
 // take removes and returns the held events: all of them, or those held
 // at least two ticks ago.
 func (h *eventHold) take(all bool) []heldEvent {
+	return h.takeWhere(func(e heldEvent) bool { return all || h.gen-e.gen >= 2 })
+}
+
+// takeWhere removes and returns the held events pick chooses; pick is
+// called with mu held.
+func (h *eventHold) takeWhere(pick func(heldEvent) bool) []heldEvent {
 	if h.n.Load() == 0 {
 		return nil
 	}
@@ -124,7 +133,7 @@ func (h *eventHold) take(all bool) []heldEvent {
 	defer h.mu.Unlock()
 	var out []heldEvent
 	for id, e := range h.held {
-		if all || h.gen-e.gen >= 2 {
+		if pick(e) {
 			out = append(out, e)
 			delete(h.held, id)
 		}
@@ -217,7 +226,20 @@ func (h *eventHold) tick() {
 func (c *execService) publishHeld(ctx context.Context, all bool) {
 	c.evHold.flushMu.Lock()
 	defer c.evHold.flushMu.Unlock()
-	c.flushHeld(ctx, c.evHold.take(all))
+	c.flushHeld(ctx, c.evHold.take(all), true)
+}
+
+// publishHeldOfShard publishes at once the held events of the executions
+// of shard n, which this replica stops working (ForgetShard, called before
+// its lease is released): the next owner applies their reports, and the
+// events of those must be stored after the PENDING ones.
+func (c *execService) publishHeldOfShard(ctx context.Context, n int) {
+	if c.evHold.n.Load() == 0 {
+		return
+	}
+	c.evHold.flushMu.Lock()
+	defer c.evHold.flushMu.Unlock()
+	c.flushHeld(ctx, c.evHold.takeWhere(func(e heldEvent) bool { return c.own.ShardOf(e.rec.JobID) == n }), false)
 }
 
 // storeHeldRecord stores the record of execID and publishes its event when
@@ -231,7 +253,7 @@ func (c *execService) storeHeldRecord(ctx context.Context, execID string) {
 	c.evHold.flushMu.Lock()
 	defer c.evHold.flushMu.Unlock()
 	if e, ok := c.evHold.takeUnstored(execID); ok {
-		c.flushHeld(ctx, []heldEvent{e})
+		c.flushHeld(ctx, []heldEvent{e}, true)
 	}
 }
 
@@ -241,8 +263,13 @@ func (c *execService) storeHeldRecord(ctx context.Context, execID string) {
 // each one's write op. A record found stored already was written by the
 // lane of the execution's first report, whose event says more than
 // PENDING: that one is released without its event. A record the store
-// did not take is held again (requeue). The caller holds flushMu.
-func (c *execService) flushHeld(ctx context.Context, es []heldEvent) {
+// did not take is held again (requeue). With moved, the event of a stored
+// record whose shard another replica works now (handed over, or the lease
+// lost, since the create) is published only if the record is still at
+// the create's step: else the other replica applied its reports, and
+// their event, from PENDING, says more and is stored already
+// (movedOn). The caller holds flushMu.
+func (c *execService) flushHeld(ctx context.Context, es []heldEvent, moved bool) {
 	if len(es) == 0 {
 		return
 	}
@@ -272,6 +299,9 @@ func (c *execService) flushHeld(ctx context.Context, es []heldEvent) {
 				continue
 			}
 			c.ingest.NoteCreated(execstore.Version{Rec: e.rec, Rev: rev})
+		} else if moved && c.movedOn(wctx, e.rec) {
+			e.release(true)
+			continue
 		}
 		futs[i], sent[i] = c.publishEvent(e.rec, e.tr), true
 	}
@@ -292,6 +322,17 @@ func (c *execService) flushHeld(ctx context.Context, es []heldEvent) {
 		}
 		e.release(ok)
 	}
+}
+
+// movedOn reports whether the stored record of held event's rec, on a
+// shard this replica does not work, has moved past the create's step. A
+// failed read says no: the event is published, as it would have been.
+func (c *execService) movedOn(ctx context.Context, rec *execRecord) bool {
+	if c.own.OwnsJob(rec.JobID) {
+		return false // its reports are applied here, and would have superseded it
+	}
+	cur, err := c.execs().Get(ctx, rec.ExecID)
+	return err == nil && cur.Rec != nil && (cur.Rec.State != rec.State || cur.Rec.Attempt != rec.Attempt)
 }
 
 // heldLoop publishes the held PENDING events that are due, every heldTick,

@@ -52,6 +52,9 @@ func (c *reloader) repairHistory(ctx context.Context, shards map[int]bool, recs 
 		if st, ok := have[r.ExecID]; ok && covers(st, r) {
 			continue
 		}
+		if c.changedSince(ctx, r) {
+			continue
+		}
 		if fut := c.ex.publishEvent(r, transition{to: r.State, reason: r.Reason}); fut != nil {
 			futs = append(futs, fut)
 		}
@@ -66,6 +69,20 @@ func (c *reloader) repairHistory(ctx context.Context, shards map[int]bool, recs 
 		}
 	}
 	return len(futs), nil
+}
+
+// changedSince reports whether rec, read by the reload's scan, has been
+// written again or removed since: the shard's lanes apply reports while
+// the reload runs, and the event of a newer write is stored already (from
+// the state rec is at). Its event, published now, would come after that
+// one; it is left out (the newer event says where the execution went from
+// there). A failed read says no.
+func (c *reloader) changedSince(ctx context.Context, rec *execRecord) bool {
+	cur, err := c.ex.execs().Get(ctx, rec.ExecID)
+	if err != nil {
+		return false
+	}
+	return cur.Rec == nil || cur.Rec.State != rec.State || cur.Rec.Attempt != rec.Attempt || !cur.Rec.UpdatedAt.Equal(rec.UpdatedAt)
 }
 
 // stampsFor returns the index's stamps of recs, live records of shards

@@ -102,10 +102,13 @@ func (h ownershipHostOf) ReloadExecutions(ctx context.Context, shards map[int]bo
 	return h.reloader.reloadExecutions(ctx, shards)
 }
 
-// ForgetShard drops the retry timers (the execService's) and the
-// group-lease bookkeeping of the jobs of shard n, no longer worked here
-// (its new owner reloads them).
+// ForgetShard publishes the held PENDING events of shard n's executions
+// (eventhold.go: before the lease is released, so that the new owner's
+// events of them come after), and drops the retry timers (the
+// execService's) and the group-lease bookkeeping of the jobs of shard n,
+// no longer worked here (its new owner reloads them).
 func (h ownershipHostOf) ForgetShard(n int) {
+	h.ex.publishHeldOfShard(context.Background(), n)
 	if h.retries != nil {
 		h.retries.dropWhere(func(jobID string) bool { return h.own.ShardOf(jobID) == n })
 	}

@@ -251,10 +251,13 @@ func (c *recon) checkRecords() {
 	}
 }
 
-// stepRank orders the states an attempt passes through: triggered, then
+// stepRank orders the states an attempt passes through: PENDING (a
+// create's, before the first attempt's other steps), triggered, then
 // running, then its end (a terminal state, or RETRY_WAITING).
 func stepRank(s protocol.State) int {
 	switch s {
+	case protocol.StatePending:
+		return 0
 	case protocol.StateTriggered:
 		return 1
 	case protocol.StateRunning:
@@ -265,17 +268,14 @@ func stepRank(s protocol.State) int {
 
 // checkHistoryOrder: the events of an execution in AX_EVT, in stream
 // order, never go back: each is at the attempt of the one before it or a
-// later one, and within an attempt at its step or a later one (TRIGGERED,
-// RUNNING, its end). PENDING events are left out: a create's PENDING
-// event is held up to a second and may be stored after a later one when
-// another replica applies the execution's reports (controller/eventhold.go).
+// later one, and within an attempt at its step or a later one (PENDING,
+// TRIGGERED, RUNNING, its end). A create's PENDING event, held up to a
+// second (controller/eventhold.go), counts too: a replica handing a shard
+// over publishes its held events first.
 func (c *recon) checkHistoryOrder() {
 	for _, id := range slices.Sorted(maps.Keys(c.path)) {
 		var last protocol.Event
 		for _, ev := range c.path[id] {
-			if ev.To == protocol.StatePending {
-				continue
-			}
 			if last.To != "" && (ev.Attempt < last.Attempt || ev.Attempt == last.Attempt && stepRank(ev.To) < stepRank(last.To)) {
 				j, _, _ := c.jobOf(id)
 				c.r.add(vHistory, fmt.Sprintf("%s stored after %s / %s", ev.To, last.To, jobClass(j)),
