@@ -52,11 +52,11 @@ const heldTick = 500 * time.Millisecond
 //     publishes the shard's held events before it releases the lease
 //     (publishHeldOfShard, from ForgetShard), so that the next owner's
 //     events of those executions come after them. An event held for a
-//     shard another replica works by the time it is published (a create
-//     racing the hand-over, a lease lost to a replica that was frozen) is
-//     published only while its record is still PENDING (movedOn): else
-//     the other replica's event, from PENDING, is stored already and says
-//     more.
+//     shard this replica may no longer work by the time it is published
+//     (a create racing the hand-over, a lease lost while the process was
+//     frozen) is published only while its record is still PENDING
+//     (movedOn): else the other replica's event, from PENDING, is stored
+//     already and says more.
 //
 // Safe for concurrent use: mu guards the map and the tick count; flushMu
 // makes one publishHeld at a time, so that a list's publishHeld returns
@@ -226,7 +226,7 @@ func (h *eventHold) tick() {
 func (c *execService) publishHeld(ctx context.Context, all bool) {
 	c.evHold.flushMu.Lock()
 	defer c.evHold.flushMu.Unlock()
-	c.flushHeld(ctx, c.evHold.take(all), true)
+	c.flushHeld(ctx, c.evHold.take(all), false)
 }
 
 // publishHeldOfShard publishes at once the held events of the executions
@@ -239,7 +239,7 @@ func (c *execService) publishHeldOfShard(ctx context.Context, n int) {
 	}
 	c.evHold.flushMu.Lock()
 	defer c.evHold.flushMu.Unlock()
-	c.flushHeld(ctx, c.evHold.takeWhere(func(e heldEvent) bool { return c.own.ShardOf(e.rec.JobID) == n }), false)
+	c.flushHeld(ctx, c.evHold.takeWhere(func(e heldEvent) bool { return c.own.ShardOf(e.rec.JobID) == n }), true)
 }
 
 // storeHeldRecord stores the record of execID and publishes its event when
@@ -253,7 +253,7 @@ func (c *execService) storeHeldRecord(ctx context.Context, execID string) {
 	c.evHold.flushMu.Lock()
 	defer c.evHold.flushMu.Unlock()
 	if e, ok := c.evHold.takeUnstored(execID); ok {
-		c.flushHeld(ctx, []heldEvent{e}, true)
+		c.flushHeld(ctx, []heldEvent{e}, false)
 	}
 }
 
@@ -263,13 +263,12 @@ func (c *execService) storeHeldRecord(ctx context.Context, execID string) {
 // each one's write op. A record found stored already was written by the
 // lane of the execution's first report, whose event says more than
 // PENDING: that one is released without its event. A record the store
-// did not take is held again (requeue). With moved, the event of a stored
-// record whose shard another replica works now (handed over, or the lease
-// lost, since the create) is published only if the record is still at
-// the create's step: else the other replica applied its reports, and
-// their event, from PENDING, says more and is stored already
-// (movedOn). The caller holds flushMu.
-func (c *execService) flushHeld(ctx context.Context, es []heldEvent, moved bool) {
+// did not take is held again (requeue). The event of a stored record is
+// published only while the record is still at the create's step when
+// another replica may have applied its reports (movedOn; always with
+// leaving, the shard's hand-over): else their event, from PENDING, is
+// stored already and says more. The caller holds flushMu.
+func (c *execService) flushHeld(ctx context.Context, es []heldEvent, leaving bool) {
 	if len(es) == 0 {
 		return
 	}
@@ -299,7 +298,7 @@ func (c *execService) flushHeld(ctx context.Context, es []heldEvent, moved bool)
 				continue
 			}
 			c.ingest.NoteCreated(execstore.Version{Rec: e.rec, Rev: rev})
-		} else if moved && c.movedOn(wctx, e.rec) {
+		} else if c.movedOn(wctx, e.rec, leaving) {
 			e.release(true)
 			continue
 		}
@@ -324,12 +323,16 @@ func (c *execService) flushHeld(ctx context.Context, es []heldEvent, moved bool)
 	}
 }
 
-// movedOn reports whether the stored record of held event's rec, on a
-// shard this replica does not work, has moved past the create's step. A
-// failed read says no: the event is published, as it would have been.
-func (c *execService) movedOn(ctx context.Context, rec *execRecord) bool {
-	if c.own.OwnsJob(rec.JobID) {
-		return false // its reports are applied here, and would have superseded it
+// movedOn reports whether the stored record of a held event's rec has
+// moved past the create's step, read unless this replica surely works its
+// shard (its lease renewed in time, and not leaving it): then its reports
+// are applied here, and would have superseded the event. A replica that
+// was frozen past its lease may still think it works the shard while
+// another one applies its reports (OwnsJobSurely). A failed read says no:
+// the event is published, as it would have been.
+func (c *execService) movedOn(ctx context.Context, rec *execRecord, leaving bool) bool {
+	if !leaving && c.own.OwnsJobSurely(rec.JobID) {
+		return false
 	}
 	cur, err := c.execs().Get(ctx, rec.ExecID)
 	return err == nil && cur.Rec != nil && (cur.Rec.State != rec.State || cur.Rec.Attempt != rec.Attempt)

@@ -159,7 +159,11 @@ type Ownership struct {
 
 	// owned[n] publishes "this replica works shard n" to the rest of the
 	// controller (report lanes, retries, group leases, retention).
-	owned   []atomic.Bool
+	owned []atomic.Bool
+	// renewed[n] is when shard n's lease was last acquired or renewed,
+	// on the mono clock, as nanoseconds since base (OwnsJobSurely).
+	renewed []atomic.Int64
+	base    time.Time
 	running atomic.Bool   // the loop was started
 	stop    chan struct{} // closed by HandOver: the loop releases the shards
 	done    chan struct{} // closed when the loop has returned
@@ -186,8 +190,8 @@ func NewOwnership(env OwnershipEnv, host OwnershipHost) *Ownership {
 		now: env.Now, mono: env.Mono, goRun: env.GoRun, leases: env.Leases,
 		instance: env.Instance, started: env.Started,
 		host:  host,
-		owned: make([]atomic.Bool, env.Config.Shards),
-		stop:  make(chan struct{}), done: make(chan struct{}),
+		owned: make([]atomic.Bool, env.Config.Shards), renewed: make([]atomic.Int64, env.Config.Shards), base: env.Mono(),
+		stop: make(chan struct{}), done: make(chan struct{}),
 		held: map[int]*heldShard{}, absentSince: map[int]time.Time{},
 	}
 }
@@ -237,6 +241,26 @@ func (o *Ownership) Owns(n int) bool {
 
 // OwnsJob reports whether this replica works the shard of job id.
 func (o *Ownership) OwnsJob(id string) bool { return o.Owns(o.ShardOf(id)) }
+
+// OwnsJobSurely reports whether this replica works the shard of job id and
+// acquired or renewed its lease within LeaseTTL − LeaseRenewInterval (the
+// margin after which the loop stops a shard it could not renew). A process
+// that was frozen or cut off for longer still says it works a shard until
+// its loop has found out, while another replica may have taken it.
+func (o *Ownership) OwnsJobSurely(id string) bool {
+	n := o.ShardOf(id)
+	if !o.Owns(n) {
+		return false
+	}
+	age := o.mono().Sub(o.base) - time.Duration(o.renewed[n].Load())
+	return age < o.cfg.LeaseTTL-o.cfg.LeaseRenewInterval
+}
+
+// noteRenewed records, for OwnsJobSurely, that shard n's lease was
+// acquired or renewed at t (on the mono clock).
+func (o *Ownership) noteRenewed(n int, t time.Time) {
+	o.renewed[n].Store(int64(t.Sub(o.base)))
+}
 
 // ShardOf returns the shard of job id.
 func (o *Ownership) ShardOf(id string) int { return protocol.Shard(id, o.cfg.Shards) }
@@ -356,6 +380,7 @@ func (o *Ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 		// This process's own lease, from an acquisition whose answer was
 		// lost (a timeout): adopt it.
 		o.held[n] = &heldShard{rev: cur.Rev, since: cur.Val.Since, renewed: cur.Seen}
+		o.noteRenewed(n, cur.Seen)
 		delete(o.absentSince, n)
 		o.log.Info("shard lease adopted (its acquisition's answer was lost)", "shard", n, "revision", cur.Rev)
 		return true
@@ -408,6 +433,7 @@ func (o *Ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 	o.leases.PutShard(n, val, rev, now)
 	delete(o.absentSince, n)
 	o.held[n] = &heldShard{rev: rev, since: val.Since, renewed: now}
+	o.noteRenewed(n, now)
 	if ok && cur.Val.Node != o.cfg.Node {
 		o.m.Takeovers.WithLabelValues("shard").Inc()
 		o.log.Warn("shard lease taken over", "shard", n, "old_holder", cur.Val.Node, "old_instance", cur.Val.Instance,

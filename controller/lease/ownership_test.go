@@ -349,3 +349,34 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestOwnsJobSurely: a worked shard is surely this replica's only while
+// its lease was acquired or renewed within LeaseTTL − LeaseRenewInterval;
+// past that (a process frozen or cut off) it may be another's already,
+// though the loop has not yet stopped it. A shard not worked never is.
+func TestOwnsJobSurely(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC))
+	o := NewOwnership(OwnershipEnv{
+		Config: OwnershipConfig{Node: "ctl-a", Shards: protocol.DefaultShards, LeaseTTL: 10 * time.Second, LeaseRenewInterval: 2 * time.Second},
+		Log:    testutil.Logger(), Clock: clk, Now: clk.Now, Mono: clk.Now,
+		Leases: NewView(), Instance: "ctl-a-1", Started: clk.Now(),
+	}, &recordingHost{})
+	const job = "job-1"
+	n := o.ShardOf(job)
+	clk.Advance(time.Minute)
+	if o.OwnsJobSurely(job) {
+		t.Fatal("OwnsJobSurely of a shard not worked = true")
+	}
+	o.owned[n].Store(true)
+	o.noteRenewed(n, clk.Now())
+	for _, tc := range []struct {
+		after time.Duration
+		want  bool
+	}{{0, true}, {7999 * time.Millisecond, true}, {8 * time.Second, false}, {time.Minute, false}} {
+		o.noteRenewed(n, clk.Now())
+		clk.Advance(tc.after)
+		if got := o.OwnsJobSurely(job); got != tc.want {
+			t.Errorf("OwnsJobSurely %v after the renewal = %v, want %v", tc.after, got, tc.want)
+		}
+	}
+}

@@ -41,6 +41,7 @@ func (o *Ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
 		switch {
 		case r.err == nil:
 			h.rev, h.renewed = r.rev, now
+			o.noteRenewed(n, now)
 			o.leases.PutShard(n, Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}, r.rev, now)
 		case errors.Is(r.err, errShardLost):
 			o.log.Warn("shard lease lost: another replica holds it, or it lapsed", "shard", n, "node", o.cfg.Node)
