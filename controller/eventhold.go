@@ -267,7 +267,9 @@ func (c *execService) storeHeldRecord(ctx context.Context, execID string) {
 // published only while the record is still at the create's step when
 // another replica may have applied its reports (movedOn; always with
 // leaving, the shard's hand-over): else their event, from PENDING, is
-// stored already and says more. The caller holds flushMu.
+// stored already and says more. One whose record could not be read is
+// held again, as a record not stored is: published blind, it might land
+// after theirs. The caller holds flushMu.
 func (c *execService) flushHeld(ctx context.Context, es []heldEvent, leaving bool) {
 	if len(es) == 0 {
 		return
@@ -298,7 +300,11 @@ func (c *execService) flushHeld(ctx context.Context, es []heldEvent, leaving boo
 				continue
 			}
 			c.ingest.NoteCreated(execstore.Version{Rec: e.rec, Rev: rev})
-		} else if c.movedOn(wctx, e.rec, leaving) {
+		} else if moved, err := c.movedOn(wctx, e.rec, leaving); err != nil {
+			c.log.Warn("read held event's execution record; held to try again", "exec", e.rec.ExecID, "err", err)
+			c.evHold.requeue(e)
+			continue
+		} else if moved {
 			e.release(true)
 			continue
 		}
@@ -324,18 +330,20 @@ func (c *execService) flushHeld(ctx context.Context, es []heldEvent, leaving boo
 }
 
 // movedOn reports whether the stored record of a held event's rec has
-// moved past the create's step, read unless this replica surely works its
+// moved past the create's step (or is gone), read unless this replica surely works its
 // shard (its lease renewed in time, and not leaving it): then its reports
 // are applied here, and would have superseded the event. A replica that
 // was frozen past its lease may still think it works the shard while
-// another one applies its reports (OwnsJobSurely). A failed read says no:
-// the event is published, as it would have been.
-func (c *execService) movedOn(ctx context.Context, rec *execRecord, leaving bool) bool {
+// another one applies its reports (OwnsJobSurely).
+func (c *execService) movedOn(ctx context.Context, rec *execRecord, leaving bool) (bool, error) {
 	if !leaving && c.own.OwnsJobSurely(rec.JobID) {
-		return false
+		return false, nil
 	}
 	cur, err := c.execs().Get(ctx, rec.ExecID)
-	return err == nil && cur.Rec != nil && (cur.Rec.State != rec.State || cur.Rec.Attempt != rec.Attempt)
+	if err != nil {
+		return false, err
+	}
+	return cur.Rec == nil || cur.Rec.State != rec.State || cur.Rec.Attempt != rec.Attempt, nil
 }
 
 // heldLoop publishes the held PENDING events that are due, every heldTick,

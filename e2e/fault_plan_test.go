@@ -156,6 +156,9 @@ func (c *faultCluster) apply(s faultStep) {
 		c.note("end   %s", s.f)
 	} else {
 		c.note("start %s", s.f)
+		if s.f.agent < 0 {
+			c.ctls[s.f.ctl].stalls = append(c.ctls[s.f.ctl].stalls, time.Now())
+		}
 	}
 }
 

@@ -22,9 +22,12 @@ import (
 // seen last (why says why it is not quiet).
 func (c *faultCluster) quiesce(jobs map[string]faultJob, oneShots []faultJob, runLog string) (d faultData, why string) {
 	c.t.Helper()
-	d = faultData{jobs: jobs, oneShots: oneShots, kills: map[string][]time.Time{}}
+	d = faultData{jobs: jobs, oneShots: oneShots, kills: map[string][]time.Time{}, stalls: map[string][]time.Time{}}
 	for _, a := range c.agents {
 		d.kills[a.id] = a.kills
+	}
+	for _, ctl := range c.ctls {
+		d.stalls[ctl.node] = ctl.stalls
 	}
 	since := time.Now()
 	var fp string

@@ -23,6 +23,7 @@ type faultData struct {
 	execs    []protocol.Execution
 	events   []protocol.Event
 	kills    map[string][]time.Time // agent → when it was SIGKILLed
+	stalls   map[string][]time.Time // controller node → when a fault of it began
 	// triggers are the agents' own trigger times: agent → exec/attempt →
 	// triggered_at (faultCluster.triggerTimes).
 	triggers map[string]map[string]time.Time
@@ -251,6 +252,27 @@ func (c *recon) checkRecords() {
 	}
 }
 
+// pendingStall is how soon after a create a fault of its controller
+// excuses its PENDING event stored late: the hold (up to 1 s) and some.
+const pendingStall = 2 * time.Second
+
+// stalledAfterCreate reports whether the controller that created ev's
+// execution (named in its exec id) had a fault begin from 500 ms before
+// the create's time to pendingStall after it.
+func (c *recon) stalledAfterCreate(ev protocol.Event) bool {
+	for node, ts := range c.stalls {
+		if !strings.HasPrefix(ev.ExecID, "ax-"+node+"-") {
+			continue
+		}
+		for _, t := range ts {
+			if !t.Before(ev.At.Add(-500*time.Millisecond)) && !t.After(ev.At.Add(pendingStall)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // stepRank orders the states an attempt passes through: PENDING (a
 // create's, before the first attempt's other steps), triggered, then
 // running, then its end (a terminal state, or RETRY_WAITING).
@@ -271,12 +293,20 @@ func stepRank(s protocol.State) int {
 // later one, and within an attempt at its step or a later one (PENDING,
 // TRIGGERED, RUNNING, its end). A create's PENDING event, held up to a
 // second (controller/eventhold.go), counts too: a replica handing a shard
-// over publishes its held events first.
+// over publishes its held events first, and one that may have lost it
+// reads the record before. One excuse: the controller that made the
+// create was stopped, frozen, cut off or killed within pendingStall of it
+// (stalledAfterCreate): a publish it made just before, or while its lease
+// still looked fresh, can reach the server after the stall, behind the
+// events of the replica that took the shard.
 func (c *recon) checkHistoryOrder() {
 	for _, id := range slices.Sorted(maps.Keys(c.path)) {
 		var last protocol.Event
 		for _, ev := range c.path[id] {
 			if last.To != "" && (ev.Attempt < last.Attempt || ev.Attempt == last.Attempt && stepRank(ev.To) < stepRank(last.To)) {
+				if ev.To == protocol.StatePending && c.stalledAfterCreate(ev) {
+					continue
+				}
 				j, _, _ := c.jobOf(id)
 				c.r.add(vHistory, fmt.Sprintf("%s stored after %s / %s", ev.To, last.To, jobClass(j)),
 					"%s: attempt %d %s after attempt %d %s; events: %s", id, ev.Attempt, ev.To, last.Attempt, last.To, c.events(id))

@@ -40,6 +40,9 @@ type faultCtl struct {
 	proc    *testutil.Child // nil while killed
 	stopped bool            // SIGSTOPped
 	cut     bool            // its link cut
+	// stalls are when a fault of it began (kill, stop, link cut or
+	// freeze): the history check's one excuse (checkHistoryOrder).
+	stalls []time.Time
 }
 
 // env is the helper process's environment for ctl.
