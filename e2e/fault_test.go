@@ -113,10 +113,11 @@ const (
 //     fired on two agents.
 //   - history: an execution's events in AX_EVT, in stream order, never go
 //     back: each is at the attempt of the one before it or a later one,
-//     and within an attempt at its step or a later one (TRIGGERED,
-//     RUNNING, the attempt's end). PENDING events are left out: a
-//     create's is held up to a second and may come after a later one
-//     applied by another replica. Events may be missing (one event per
+//     and within an attempt at its step or a later one (a create's
+//     PENDING, TRIGGERED, RUNNING, the attempt's end). A create's PENDING
+//     event stored late is excused only when the controller that made it
+//     had a fault begin within 2 s of the create (it is held up to a
+//     second, and a publish made before a stall arrives after it). Events may be missing (one event per
 //     report; a lost one repaired at a reload carries the record's state
 //     then); that they are complete, TestReplicaKill9UnderLoad checks.
 //
