@@ -37,6 +37,9 @@ type recon struct {
 	runsOf    map[string][]faultRun       // exec/attempt → runs
 	retryWait map[string]protocol.Event   // exec/attempt → its (last) RETRY_WAITING event
 	path      map[string][]protocol.Event // exec → its events
+	// latePending are the executions whose PENDING event was stored late
+	// and excused (checkHistoryOrder).
+	latePending []string
 }
 
 // reconcile checks every invariant over d.
@@ -65,6 +68,10 @@ func reconcile(d faultData) *faultReport {
 	c.checkEpochs()
 	c.checkHistoryOrder()
 	c.r.stats = append(faultStats(d, c.orphaned), offsetErrors(d.execs, d.triggers))
+	if len(c.latePending) > 0 {
+		c.r.stats = append(c.r.stats, fmt.Sprintf("history: %d PENDING events stored late, each of a create its controller stalled just after (excused): %s",
+			len(c.latePending), strings.Join(c.latePending, ", ")))
+	}
 	return c.r
 }
 
@@ -305,6 +312,7 @@ func (c *recon) checkHistoryOrder() {
 		for _, ev := range c.path[id] {
 			if last.To != "" && (ev.Attempt < last.Attempt || ev.Attempt == last.Attempt && stepRank(ev.To) < stepRank(last.To)) {
 				if ev.To == protocol.StatePending && c.stalledAfterCreate(ev) {
+					c.latePending = append(c.latePending, id)
 					continue
 				}
 				j, _, _ := c.jobOf(id)

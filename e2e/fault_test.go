@@ -115,11 +115,12 @@ const (
 //     back: each is at the attempt of the one before it or a later one,
 //     and within an attempt at its step or a later one (a create's
 //     PENDING, TRIGGERED, RUNNING, the attempt's end). A create's PENDING
-//     event stored late is excused only when the controller that made it
-//     had a fault begin within 2 s of the create (it is held up to a
-//     second, and a publish made before a stall arrives after it). Events may be missing (one event per
-//     report; a lost one repaired at a reload carries the record's state
-//     then); that they are complete, TestReplicaKill9UnderLoad checks.
+//     event stored late is excused (and listed) only when the controller
+//     that made it had a fault begin within 2 s of the create: it is held
+//     up to a second, and a publish made just before a stall arrives
+//     after it. Events may be missing (one event per report; a lost one
+//     repaired at a reload carries the record's state then); that they
+//     are complete, TestReplicaKill9UnderLoad checks.
 //
 // Not checked: that every periodic slot fired (misfire policies may drop
 // slots while an agent is down). The test ends by SIGKILLing the agents to read their stores.
