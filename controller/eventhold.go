@@ -330,11 +330,12 @@ func (c *execService) flushHeld(ctx context.Context, es []heldEvent, leaving boo
 }
 
 // movedOn reports whether the stored record of a held event's rec has
-// moved past the create's step (or is gone), read unless this replica surely works its
-// shard (its lease renewed in time, and not leaving it): then its reports
-// are applied here, and would have superseded the event. A replica that
-// was frozen past its lease may still think it works the shard while
-// another one applies its reports (OwnsJobSurely).
+// moved past the create's step (or is gone). It reads the record unless
+// this replica surely works its shard (its lease renewed in time, and not
+// leaving it): then its reports are applied here, and would have
+// superseded the event. A replica that was frozen past its lease may still
+// think it works the shard while another one applies its reports
+// (OwnsJobSurely).
 func (c *execService) movedOn(ctx context.Context, rec *execRecord, leaving bool) (bool, error) {
 	if !leaving && c.own.OwnsJobSurely(rec.JobID) {
 		return false, nil
