@@ -24,9 +24,10 @@ const laneBatch = 256
 // executions at once through the execution store (execstore.Store.PutAsync:
 // pipelined compare-and-set on the KV revision), publishes the events of
 // the writes that succeeded (a report's once those of the reports before
-// it in its execution are stored: storeEvents), and acknowledges each message only after its
-// write and its events are stored (one behind: ackkeep.go). A lost compare-and-set or a failed
-// write is redone for that execution alone, reading the record again.
+// it in its execution are stored: storeEvents), and acknowledges each
+// message only after its write and its events are stored (one behind:
+// ackkeep.go). A lost compare-and-set or a failed write is redone for that
+// execution alone, reading the record again.
 // Reports that only move an execution of a one-shot job to TRIGGERED or
 // RUNNING wait up to reportLinger for its later reports, so that a fast
 // attempt is one write (lanelinger.go).

@@ -50,10 +50,9 @@ const whyStopping = "controller stopping"
 
 // heldShard is a shard lease this replica holds.
 type heldShard struct {
-	rev     uint64
-	since   time.Time
-	renewed time.Time
-	w       ShardWorker // nil until the host started the shard's worker
+	rev   uint64
+	since time.Time
+	w     ShardWorker // nil until the host started the shard's worker
 }
 
 // ShardWorker is a shard's report worker as the ownership sees it: its
@@ -161,7 +160,8 @@ type Ownership struct {
 	// controller (report lanes, retries, group leases, retention).
 	owned []atomic.Bool
 	// renewed[n] is when shard n's lease was last acquired or renewed,
-	// on the mono clock, as nanoseconds since base (OwnsJobSurely).
+	// on the mono clock, as nanoseconds since base: written by the loop,
+	// read by it (sinceRenewed) and by OwnsJobSurely.
 	renewed []atomic.Int64
 	base    time.Time
 	running atomic.Bool   // the loop was started
@@ -252,8 +252,13 @@ func (o *Ownership) OwnsJobSurely(id string) bool {
 	if !o.Owns(n) {
 		return false
 	}
-	age := o.mono().Sub(o.base) - time.Duration(o.renewed[n].Load())
-	return age < o.cfg.LeaseTTL-o.cfg.LeaseRenewInterval
+	return o.sinceRenewed(n, o.mono()) < o.cfg.LeaseTTL-o.cfg.LeaseRenewInterval
+}
+
+// sinceRenewed returns how long before now (on the mono clock) shard n's
+// lease was last acquired or renewed.
+func (o *Ownership) sinceRenewed(n int, now time.Time) time.Duration {
+	return now.Sub(o.base) - time.Duration(o.renewed[n].Load())
 }
 
 // noteRenewed records, for OwnsJobSurely, that shard n's lease was
@@ -320,12 +325,12 @@ func (o *Ownership) step(ctx context.Context) {
 	var acquired, due, release []int
 	for n := range o.cfg.Shards {
 		want := live[n%len(live)] == o.cfg.Node
-		if h, ok := o.held[n]; ok {
+		if _, ok := o.held[n]; ok {
 			if !want {
 				release = append(release, n)
 				continue
 			}
-			if now.Sub(h.renewed) >= o.cfg.LeaseRenewInterval {
+			if o.sinceRenewed(n, now) >= o.cfg.LeaseRenewInterval {
 				due = append(due, n)
 			}
 			continue
@@ -379,7 +384,7 @@ func (o *Ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 	if want && ok && !lapsed && cur.Val.Node == o.cfg.Node && cur.Val.Instance == o.instance {
 		// This process's own lease, from an acquisition whose answer was
 		// lost (a timeout): adopt it.
-		o.held[n] = &heldShard{rev: cur.Rev, since: cur.Val.Since, renewed: cur.Seen}
+		o.held[n] = &heldShard{rev: cur.Rev, since: cur.Val.Since}
 		o.noteRenewed(n, cur.Seen)
 		delete(o.absentSince, n)
 		o.log.Info("shard lease adopted (its acquisition's answer was lost)", "shard", n, "revision", cur.Rev)
@@ -432,7 +437,7 @@ func (o *Ownership) tryAcquire(ctx context.Context, n int, want bool, now time.T
 	}
 	o.leases.PutShard(n, val, rev, now)
 	delete(o.absentSince, n)
-	o.held[n] = &heldShard{rev: rev, since: val.Since, renewed: now}
+	o.held[n] = &heldShard{rev: rev, since: val.Since}
 	o.noteRenewed(n, now)
 	if ok && cur.Val.Node != o.cfg.Node {
 		o.m.Takeovers.WithLabelValues("shard").Inc()

@@ -40,13 +40,13 @@ func (o *Ownership) renewShards(ctx context.Context, ns []int, now time.Time) {
 		h, r := o.held[n], res[i]
 		switch {
 		case r.err == nil:
-			h.rev, h.renewed = r.rev, now
+			h.rev = r.rev
 			o.noteRenewed(n, now)
 			o.leases.PutShard(n, Shard{Shard: n, Node: o.cfg.Node, Instance: o.instance, Since: h.since, Started: o.started}, r.rev, now)
 		case errors.Is(r.err, errShardLost):
 			o.log.Warn("shard lease lost: another replica holds it, or it lapsed", "shard", n, "node", o.cfg.Node)
 			o.dropShard(n, false)
-		case o.mono().Sub(h.renewed) >= o.cfg.LeaseTTL-o.cfg.LeaseRenewInterval:
+		case o.sinceRenewed(n, o.mono()) >= o.cfg.LeaseTTL-o.cfg.LeaseRenewInterval:
 			// Not renewed for nearly a TTL (NATS unreachable): stop before
 			// another replica may take it.
 			o.log.Warn("shard lease not renewed in time; stopping the shard", "shard", n, "err", r.err)
