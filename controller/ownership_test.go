@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/axsched/ax/controller/lease"
 	"github.com/axsched/ax/internal/natstest"
+	"github.com/axsched/ax/internal/testutil"
 	"github.com/axsched/ax/pkg/protocol"
 )
 
@@ -100,6 +102,15 @@ func TestSameNodeNewerProcessWins(t *testing.T) {
 func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 	srv := natstest.Start(t)
 	cfg := replicaConfig(t, srv.URL(), "ctl-a", time.Second)
+	// The start's log, shown when the test fails (one clean-clone CI run
+	// timed out waiting for the first lease; it never failed here).
+	logs := &testutil.Buffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller log:\n%s", logs.String())
+		}
+	})
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -111,15 +122,33 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 	t.Cleanup(unblock)
 	c.hooks.beforeReload = func(context.Context) { hold.Do(func() { <-release }) }
 	started := make(chan error, 1)
-	go func() { started <- c.Start(tctx(t)) }()
+	// Start's own deadline outlasts the waits below (tctx's minute would
+	// cut a start whose steps are retried under load).
+	sctx, scancel := context.WithTimeout(context.Background(), startRetryFor+2*time.Minute)
+	t.Cleanup(scancel)
+	go func() { started <- c.Start(sctx) }()
 
 	js := clientJS(t, srv.URL())
 	var kv jetstream.KeyValue
 	var first uint64
 	// The steps before the shards are taken (streams, jobs, agents,
-	// consumers) take seconds under -race on a loaded machine; the
-	// renewals are counted from the first lease seen.
-	eventually(t, 60*time.Second, "shard 0's lease taken", func() bool {
+	// consumers) take seconds under -race on a loaded machine, and a step
+	// whose requests time out is retried for up to startRetryFor; the
+	// renewals are counted from the first lease seen. A Start that fails
+	// meanwhile ends the wait.
+	var startErr error
+	startedEarly := false
+	eventually(t, startRetryFor+time.Minute, "shard 0's lease taken", func() bool {
+		if !startedEarly {
+			select {
+			case startErr = <-started:
+				startedEarly = true
+				if startErr != nil {
+					return true
+				}
+			default:
+			}
+		}
 		if kv == nil {
 			if kv, err = js.KeyValue(tctx(t), protocol.BucketLeases); err != nil {
 				kv = nil
@@ -133,6 +162,9 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 		first = e.Revision()
 		return true
 	})
+	if startErr != nil {
+		t.Fatalf("Start failed before shard 0's lease was seen: %v", startErr)
+	}
 	renewals := 0
 	eventually(t, 20*cfg.LeaseTTL, "shard 0's lease renewed twice while the start reload is held up", func() bool {
 		e, err := kv.Get(tctx(t), lease.ShardKey(0))
@@ -143,8 +175,10 @@ func TestStartReloadKeepsRenewingLeases(t *testing.T) {
 		return renewals >= 2
 	})
 	unblock()
-	if err := <-started; err != nil {
-		t.Fatalf("Start: %v", err)
+	if !startedEarly { // else its first pass took no shard, and the loop's reloads were held
+		if err := <-started; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
 	}
 	if n := len(c.own.OwnedShards()); n != cfg.Shards {
 		t.Fatalf("%d shards owned after a start reload over two lease TTLs, want %d", n, cfg.Shards)
